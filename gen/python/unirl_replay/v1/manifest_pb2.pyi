@@ -1,0 +1,236 @@
+from unirl_replay.v1 import common_pb2 as _common_pb2
+from google.protobuf.internal import containers as _containers
+from google.protobuf.internal import enum_type_wrapper as _enum_type_wrapper
+from google.protobuf import descriptor as _descriptor
+from google.protobuf import message as _message
+from collections.abc import Iterable as _Iterable, Mapping as _Mapping
+from typing import ClassVar as _ClassVar, Optional as _Optional, Union as _Union
+
+DESCRIPTOR: _descriptor.FileDescriptor
+
+class ArtifactKind(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
+    __slots__ = ()
+    ARTIFACT_KIND_UNSPECIFIED: _ClassVar[ArtifactKind]
+    ARTIFACT_KIND_WORKLOAD: _ClassVar[ArtifactKind]
+    ARTIFACT_KIND_OUTCOMES: _ClassVar[ArtifactKind]
+
+class Encoding(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
+    __slots__ = ()
+    ENCODING_UNSPECIFIED: _ClassVar[Encoding]
+    ENCODING_JSONL: _ClassVar[Encoding]
+    ENCODING_BINPB: _ClassVar[Encoding]
+ARTIFACT_KIND_UNSPECIFIED: ArtifactKind
+ARTIFACT_KIND_WORKLOAD: ArtifactKind
+ARTIFACT_KIND_OUTCOMES: ArtifactKind
+ENCODING_UNSPECIFIED: Encoding
+ENCODING_JSONL: Encoding
+ENCODING_BINPB: Encoding
+
+class TraceManifest(_message.Message):
+    __slots__ = ("schema_version", "trace_id", "producer", "provenance", "model", "engines", "hardware", "policy", "window", "privacy", "capture_overhead", "role", "workload_name", "artifacts", "cache_state", "created_at", "labels")
+    class LabelsEntry(_message.Message):
+        __slots__ = ("key", "value")
+        KEY_FIELD_NUMBER: _ClassVar[int]
+        VALUE_FIELD_NUMBER: _ClassVar[int]
+        key: str
+        value: str
+        def __init__(self, key: _Optional[str] = ..., value: _Optional[str] = ...) -> None: ...
+    SCHEMA_VERSION_FIELD_NUMBER: _ClassVar[int]
+    TRACE_ID_FIELD_NUMBER: _ClassVar[int]
+    PRODUCER_FIELD_NUMBER: _ClassVar[int]
+    PROVENANCE_FIELD_NUMBER: _ClassVar[int]
+    MODEL_FIELD_NUMBER: _ClassVar[int]
+    ENGINES_FIELD_NUMBER: _ClassVar[int]
+    HARDWARE_FIELD_NUMBER: _ClassVar[int]
+    POLICY_FIELD_NUMBER: _ClassVar[int]
+    WINDOW_FIELD_NUMBER: _ClassVar[int]
+    PRIVACY_FIELD_NUMBER: _ClassVar[int]
+    CAPTURE_OVERHEAD_FIELD_NUMBER: _ClassVar[int]
+    ROLE_FIELD_NUMBER: _ClassVar[int]
+    WORKLOAD_NAME_FIELD_NUMBER: _ClassVar[int]
+    ARTIFACTS_FIELD_NUMBER: _ClassVar[int]
+    CACHE_STATE_FIELD_NUMBER: _ClassVar[int]
+    CREATED_AT_FIELD_NUMBER: _ClassVar[int]
+    LABELS_FIELD_NUMBER: _ClassVar[int]
+    schema_version: str
+    trace_id: str
+    producer: Producer
+    provenance: Provenance
+    model: ModelIdentity
+    engines: _containers.RepeatedCompositeFieldContainer[EngineConfig]
+    hardware: Hardware
+    policy: PolicyIdentity
+    window: CaptureWindow
+    privacy: Privacy
+    capture_overhead: CaptureOverhead
+    role: _common_pb2.WorkloadRole
+    workload_name: str
+    artifacts: _containers.RepeatedCompositeFieldContainer[ArtifactDigest]
+    cache_state: _common_pb2.CacheStateKind
+    created_at: str
+    labels: _containers.ScalarMap[str, str]
+    def __init__(self, schema_version: _Optional[str] = ..., trace_id: _Optional[str] = ..., producer: _Optional[_Union[Producer, _Mapping]] = ..., provenance: _Optional[_Union[Provenance, _Mapping]] = ..., model: _Optional[_Union[ModelIdentity, _Mapping]] = ..., engines: _Optional[_Iterable[_Union[EngineConfig, _Mapping]]] = ..., hardware: _Optional[_Union[Hardware, _Mapping]] = ..., policy: _Optional[_Union[PolicyIdentity, _Mapping]] = ..., window: _Optional[_Union[CaptureWindow, _Mapping]] = ..., privacy: _Optional[_Union[Privacy, _Mapping]] = ..., capture_overhead: _Optional[_Union[CaptureOverhead, _Mapping]] = ..., role: _Optional[_Union[_common_pb2.WorkloadRole, str]] = ..., workload_name: _Optional[str] = ..., artifacts: _Optional[_Iterable[_Union[ArtifactDigest, _Mapping]]] = ..., cache_state: _Optional[_Union[_common_pb2.CacheStateKind, str]] = ..., created_at: _Optional[str] = ..., labels: _Optional[_Mapping[str, str]] = ...) -> None: ...
+
+class Producer(_message.Message):
+    __slots__ = ("name", "version")
+    NAME_FIELD_NUMBER: _ClassVar[int]
+    VERSION_FIELD_NUMBER: _ClassVar[int]
+    name: str
+    version: str
+    def __init__(self, name: _Optional[str] = ..., version: _Optional[str] = ...) -> None: ...
+
+class Provenance(_message.Message):
+    __slots__ = ("unirl_version", "unirl_commit", "inference_backend", "inference_backend_version", "simulator_name", "simulator_version", "packages")
+    class PackagesEntry(_message.Message):
+        __slots__ = ("key", "value")
+        KEY_FIELD_NUMBER: _ClassVar[int]
+        VALUE_FIELD_NUMBER: _ClassVar[int]
+        key: str
+        value: str
+        def __init__(self, key: _Optional[str] = ..., value: _Optional[str] = ...) -> None: ...
+    UNIRL_VERSION_FIELD_NUMBER: _ClassVar[int]
+    UNIRL_COMMIT_FIELD_NUMBER: _ClassVar[int]
+    INFERENCE_BACKEND_FIELD_NUMBER: _ClassVar[int]
+    INFERENCE_BACKEND_VERSION_FIELD_NUMBER: _ClassVar[int]
+    SIMULATOR_NAME_FIELD_NUMBER: _ClassVar[int]
+    SIMULATOR_VERSION_FIELD_NUMBER: _ClassVar[int]
+    PACKAGES_FIELD_NUMBER: _ClassVar[int]
+    unirl_version: str
+    unirl_commit: str
+    inference_backend: str
+    inference_backend_version: str
+    simulator_name: str
+    simulator_version: str
+    packages: _containers.ScalarMap[str, str]
+    def __init__(self, unirl_version: _Optional[str] = ..., unirl_commit: _Optional[str] = ..., inference_backend: _Optional[str] = ..., inference_backend_version: _Optional[str] = ..., simulator_name: _Optional[str] = ..., simulator_version: _Optional[str] = ..., packages: _Optional[_Mapping[str, str]] = ...) -> None: ...
+
+class ModelIdentity(_message.Message):
+    __slots__ = ("name", "architecture", "num_layers", "hidden_size", "num_attention_heads", "num_kv_heads", "vocab_size", "intermediate_size", "weights_sha256")
+    NAME_FIELD_NUMBER: _ClassVar[int]
+    ARCHITECTURE_FIELD_NUMBER: _ClassVar[int]
+    NUM_LAYERS_FIELD_NUMBER: _ClassVar[int]
+    HIDDEN_SIZE_FIELD_NUMBER: _ClassVar[int]
+    NUM_ATTENTION_HEADS_FIELD_NUMBER: _ClassVar[int]
+    NUM_KV_HEADS_FIELD_NUMBER: _ClassVar[int]
+    VOCAB_SIZE_FIELD_NUMBER: _ClassVar[int]
+    INTERMEDIATE_SIZE_FIELD_NUMBER: _ClassVar[int]
+    WEIGHTS_SHA256_FIELD_NUMBER: _ClassVar[int]
+    name: str
+    architecture: str
+    num_layers: int
+    hidden_size: int
+    num_attention_heads: int
+    num_kv_heads: int
+    vocab_size: int
+    intermediate_size: int
+    weights_sha256: str
+    def __init__(self, name: _Optional[str] = ..., architecture: _Optional[str] = ..., num_layers: _Optional[int] = ..., hidden_size: _Optional[int] = ..., num_attention_heads: _Optional[int] = ..., num_kv_heads: _Optional[int] = ..., vocab_size: _Optional[int] = ..., intermediate_size: _Optional[int] = ..., weights_sha256: _Optional[str] = ...) -> None: ...
+
+class EngineConfig(_message.Message):
+    __slots__ = ("engine_id", "worker_ids", "tp_size", "block_size_tokens", "num_kv_blocks", "max_num_seqs", "max_num_batched_tokens", "max_model_len", "enable_prefix_caching", "enable_chunked_prefill", "dtype", "extra")
+    class ExtraEntry(_message.Message):
+        __slots__ = ("key", "value")
+        KEY_FIELD_NUMBER: _ClassVar[int]
+        VALUE_FIELD_NUMBER: _ClassVar[int]
+        key: str
+        value: str
+        def __init__(self, key: _Optional[str] = ..., value: _Optional[str] = ...) -> None: ...
+    ENGINE_ID_FIELD_NUMBER: _ClassVar[int]
+    WORKER_IDS_FIELD_NUMBER: _ClassVar[int]
+    TP_SIZE_FIELD_NUMBER: _ClassVar[int]
+    BLOCK_SIZE_TOKENS_FIELD_NUMBER: _ClassVar[int]
+    NUM_KV_BLOCKS_FIELD_NUMBER: _ClassVar[int]
+    MAX_NUM_SEQS_FIELD_NUMBER: _ClassVar[int]
+    MAX_NUM_BATCHED_TOKENS_FIELD_NUMBER: _ClassVar[int]
+    MAX_MODEL_LEN_FIELD_NUMBER: _ClassVar[int]
+    ENABLE_PREFIX_CACHING_FIELD_NUMBER: _ClassVar[int]
+    ENABLE_CHUNKED_PREFILL_FIELD_NUMBER: _ClassVar[int]
+    DTYPE_FIELD_NUMBER: _ClassVar[int]
+    EXTRA_FIELD_NUMBER: _ClassVar[int]
+    engine_id: str
+    worker_ids: _containers.RepeatedScalarFieldContainer[str]
+    tp_size: int
+    block_size_tokens: int
+    num_kv_blocks: int
+    max_num_seqs: int
+    max_num_batched_tokens: int
+    max_model_len: int
+    enable_prefix_caching: bool
+    enable_chunked_prefill: bool
+    dtype: str
+    extra: _containers.ScalarMap[str, str]
+    def __init__(self, engine_id: _Optional[str] = ..., worker_ids: _Optional[_Iterable[str]] = ..., tp_size: _Optional[int] = ..., block_size_tokens: _Optional[int] = ..., num_kv_blocks: _Optional[int] = ..., max_num_seqs: _Optional[int] = ..., max_num_batched_tokens: _Optional[int] = ..., max_model_len: _Optional[int] = ..., enable_prefix_caching: _Optional[bool] = ..., enable_chunked_prefill: _Optional[bool] = ..., dtype: _Optional[str] = ..., extra: _Optional[_Mapping[str, str]] = ...) -> None: ...
+
+class Hardware(_message.Message):
+    __slots__ = ("description", "accelerator", "accelerator_count", "cpu_model", "cpu_count", "memory_bytes")
+    DESCRIPTION_FIELD_NUMBER: _ClassVar[int]
+    ACCELERATOR_FIELD_NUMBER: _ClassVar[int]
+    ACCELERATOR_COUNT_FIELD_NUMBER: _ClassVar[int]
+    CPU_MODEL_FIELD_NUMBER: _ClassVar[int]
+    CPU_COUNT_FIELD_NUMBER: _ClassVar[int]
+    MEMORY_BYTES_FIELD_NUMBER: _ClassVar[int]
+    description: str
+    accelerator: str
+    accelerator_count: int
+    cpu_model: str
+    cpu_count: int
+    memory_bytes: int
+    def __init__(self, description: _Optional[str] = ..., accelerator: _Optional[str] = ..., accelerator_count: _Optional[int] = ..., cpu_model: _Optional[str] = ..., cpu_count: _Optional[int] = ..., memory_bytes: _Optional[int] = ...) -> None: ...
+
+class PolicyIdentity(_message.Message):
+    __slots__ = ("policy_version", "checkpoint")
+    POLICY_VERSION_FIELD_NUMBER: _ClassVar[int]
+    CHECKPOINT_FIELD_NUMBER: _ClassVar[int]
+    policy_version: int
+    checkpoint: str
+    def __init__(self, policy_version: _Optional[int] = ..., checkpoint: _Optional[str] = ...) -> None: ...
+
+class CaptureWindow(_message.Message):
+    __slots__ = ("start_unix_ns", "duration_ns", "clock_domain")
+    START_UNIX_NS_FIELD_NUMBER: _ClassVar[int]
+    DURATION_NS_FIELD_NUMBER: _ClassVar[int]
+    CLOCK_DOMAIN_FIELD_NUMBER: _ClassVar[int]
+    start_unix_ns: int
+    duration_ns: int
+    clock_domain: _common_pb2.ClockDomain
+    def __init__(self, start_unix_ns: _Optional[int] = ..., duration_ns: _Optional[int] = ..., clock_domain: _Optional[_Union[_common_pb2.ClockDomain, str]] = ...) -> None: ...
+
+class Privacy(_message.Message):
+    __slots__ = ("content", "hash_salt_id", "hash_algorithm")
+    CONTENT_FIELD_NUMBER: _ClassVar[int]
+    HASH_SALT_ID_FIELD_NUMBER: _ClassVar[int]
+    HASH_ALGORITHM_FIELD_NUMBER: _ClassVar[int]
+    content: _common_pb2.ContentPolicy
+    hash_salt_id: str
+    hash_algorithm: str
+    def __init__(self, content: _Optional[_Union[_common_pb2.ContentPolicy, str]] = ..., hash_salt_id: _Optional[str] = ..., hash_algorithm: _Optional[str] = ...) -> None: ...
+
+class CaptureOverhead(_message.Message):
+    __slots__ = ("overhead_ratio", "instrumented_wall_ns", "plain_wall_ns", "pairs", "method")
+    OVERHEAD_RATIO_FIELD_NUMBER: _ClassVar[int]
+    INSTRUMENTED_WALL_NS_FIELD_NUMBER: _ClassVar[int]
+    PLAIN_WALL_NS_FIELD_NUMBER: _ClassVar[int]
+    PAIRS_FIELD_NUMBER: _ClassVar[int]
+    METHOD_FIELD_NUMBER: _ClassVar[int]
+    overhead_ratio: float
+    instrumented_wall_ns: int
+    plain_wall_ns: int
+    pairs: int
+    method: str
+    def __init__(self, overhead_ratio: _Optional[float] = ..., instrumented_wall_ns: _Optional[int] = ..., plain_wall_ns: _Optional[int] = ..., pairs: _Optional[int] = ..., method: _Optional[str] = ...) -> None: ...
+
+class ArtifactDigest(_message.Message):
+    __slots__ = ("kind", "path", "encoding", "sha256", "record_count", "size_bytes")
+    KIND_FIELD_NUMBER: _ClassVar[int]
+    PATH_FIELD_NUMBER: _ClassVar[int]
+    ENCODING_FIELD_NUMBER: _ClassVar[int]
+    SHA256_FIELD_NUMBER: _ClassVar[int]
+    RECORD_COUNT_FIELD_NUMBER: _ClassVar[int]
+    SIZE_BYTES_FIELD_NUMBER: _ClassVar[int]
+    kind: ArtifactKind
+    path: str
+    encoding: Encoding
+    sha256: str
+    record_count: int
+    size_bytes: int
+    def __init__(self, kind: _Optional[_Union[ArtifactKind, str]] = ..., path: _Optional[str] = ..., encoding: _Optional[_Union[Encoding, str]] = ..., sha256: _Optional[str] = ..., record_count: _Optional[int] = ..., size_bytes: _Optional[int] = ...) -> None: ...

@@ -1,0 +1,50 @@
+"""Typed errors shared by every module. Each names the file, line or record and the rule broken."""
+
+from __future__ import annotations
+
+
+class UnirlReplayError(Exception):
+    """Base class: every error this package raises on purpose."""
+
+
+class TraceFormatError(UnirlReplayError):
+    """A trace file or record breaks the contract.
+
+    Attributes:
+        file: file name (or path) concerned.
+        line: 1-based line (JSONL) or frame (binpb) number; 0 when not about one record.
+        record_id: id of the record concerned, when it has one.
+        rule: rule id, e.g. ``"json.parse"`` or ``"dependency.cycle"``.
+    """
+
+    def __init__(self, message: str, *, file: str = "", line: int = 0, record_id: str = "", rule: str = ""):
+        self.file, self.line, self.record_id, self.rule = file, line, record_id, rule
+        where = file + (f":{line}" if line else "")
+        parts = [p for p in (where, f"record {record_id!r}" if record_id else "", f"[{rule}]" if rule else "") if p]
+        super().__init__(f"{' '.join(parts)}: {message}" if parts else message)
+
+
+class IncompleteTraceError(TraceFormatError):
+    """The trace was never finalized, was truncated, or its digests do not match the manifest."""
+
+
+class SchemaVersionError(TraceFormatError):
+    """The trace was written for another contract version than ``unirl_replay.v1``."""
+
+
+class UnsupportedWorkloadError(UnirlReplayError):
+    """The workload uses semantics the simulator cannot express; raised before calling upstream.
+
+    Attributes:
+        rule: id of the unsupported case, e.g. ``"slot_pool.cross_engine"``.
+        record_ids: the records concerned.
+    """
+
+    def __init__(self, rule: str, reason: str, record_ids: list[str] | tuple[str, ...] = ()):
+        self.rule, self.reason, self.record_ids = rule, reason, tuple(record_ids)
+        ids = ", ".join(self.record_ids[:5]) + (" ..." if len(self.record_ids) > 5 else "")
+        super().__init__(f"unsupported [{rule}]: {reason}" + (f" (records: {ids})" if ids else ""))
+
+
+class MissingEnvironmentError(UnirlReplayError):
+    """An optional environment or package is not installed; the message says what to run."""
