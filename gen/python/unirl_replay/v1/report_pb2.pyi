@@ -26,18 +26,28 @@ COMPARISON_LEVEL_ROLLOUT_BATCH: ComparisonLevel
 COMPARISON_LEVEL_AGGREGATE: ComparisonLevel
 
 class Violation(_message.Message):
-    __slots__ = ("rule", "file", "line", "record_id", "message")
+    __slots__ = ("rule", "file", "line", "record_id", "message", "severity")
+    class Severity(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
+        __slots__ = ()
+        SEVERITY_UNSPECIFIED: _ClassVar[Violation.Severity]
+        SEVERITY_ERROR: _ClassVar[Violation.Severity]
+        SEVERITY_WARNING: _ClassVar[Violation.Severity]
+    SEVERITY_UNSPECIFIED: Violation.Severity
+    SEVERITY_ERROR: Violation.Severity
+    SEVERITY_WARNING: Violation.Severity
     RULE_FIELD_NUMBER: _ClassVar[int]
     FILE_FIELD_NUMBER: _ClassVar[int]
     LINE_FIELD_NUMBER: _ClassVar[int]
     RECORD_ID_FIELD_NUMBER: _ClassVar[int]
     MESSAGE_FIELD_NUMBER: _ClassVar[int]
+    SEVERITY_FIELD_NUMBER: _ClassVar[int]
     rule: str
     file: str
     line: int
     record_id: str
     message: str
-    def __init__(self, rule: _Optional[str] = ..., file: _Optional[str] = ..., line: _Optional[int] = ..., record_id: _Optional[str] = ..., message: _Optional[str] = ...) -> None: ...
+    severity: Violation.Severity
+    def __init__(self, rule: _Optional[str] = ..., file: _Optional[str] = ..., line: _Optional[int] = ..., record_id: _Optional[str] = ..., message: _Optional[str] = ..., severity: _Optional[_Union[Violation.Severity, str]] = ...) -> None: ...
 
 class TraceCheck(_message.Message):
     __slots__ = ("status", "trace_dir", "violations", "record_counts")
@@ -69,7 +79,7 @@ class TraceCheck(_message.Message):
     def __init__(self, status: _Optional[_Union[TraceCheck.Status, str]] = ..., trace_dir: _Optional[str] = ..., violations: _Optional[_Iterable[_Union[Violation, _Mapping]]] = ..., record_counts: _Optional[_Mapping[str, int]] = ...) -> None: ...
 
 class MetricComparison(_message.Message):
-    __slots__ = ("level", "metric", "pairs", "mape_pct", "median_ape_pct", "p90_ape_pct", "signed_bias_pct", "measured_p50_ms", "measured_p90_ms", "measured_p99_ms", "predicted_p50_ms", "predicted_p90_ms", "predicted_p99_ms", "zero_measured")
+    __slots__ = ("level", "metric", "pairs", "mape_pct", "median_ape_pct", "p90_ape_pct", "signed_bias_pct", "measured_p50_ms", "measured_p90_ms", "measured_p99_ms", "predicted_p50_ms", "predicted_p90_ms", "predicted_p99_ms", "zero_measured", "measured_mean_ms", "predicted_mean_ms", "measured_value", "predicted_value")
     LEVEL_FIELD_NUMBER: _ClassVar[int]
     METRIC_FIELD_NUMBER: _ClassVar[int]
     PAIRS_FIELD_NUMBER: _ClassVar[int]
@@ -84,6 +94,10 @@ class MetricComparison(_message.Message):
     PREDICTED_P90_MS_FIELD_NUMBER: _ClassVar[int]
     PREDICTED_P99_MS_FIELD_NUMBER: _ClassVar[int]
     ZERO_MEASURED_FIELD_NUMBER: _ClassVar[int]
+    MEASURED_MEAN_MS_FIELD_NUMBER: _ClassVar[int]
+    PREDICTED_MEAN_MS_FIELD_NUMBER: _ClassVar[int]
+    MEASURED_VALUE_FIELD_NUMBER: _ClassVar[int]
+    PREDICTED_VALUE_FIELD_NUMBER: _ClassVar[int]
     level: ComparisonLevel
     metric: str
     pairs: int
@@ -98,7 +112,11 @@ class MetricComparison(_message.Message):
     predicted_p90_ms: float
     predicted_p99_ms: float
     zero_measured: int
-    def __init__(self, level: _Optional[_Union[ComparisonLevel, str]] = ..., metric: _Optional[str] = ..., pairs: _Optional[int] = ..., mape_pct: _Optional[float] = ..., median_ape_pct: _Optional[float] = ..., p90_ape_pct: _Optional[float] = ..., signed_bias_pct: _Optional[float] = ..., measured_p50_ms: _Optional[float] = ..., measured_p90_ms: _Optional[float] = ..., measured_p99_ms: _Optional[float] = ..., predicted_p50_ms: _Optional[float] = ..., predicted_p90_ms: _Optional[float] = ..., predicted_p99_ms: _Optional[float] = ..., zero_measured: _Optional[int] = ...) -> None: ...
+    measured_mean_ms: float
+    predicted_mean_ms: float
+    measured_value: float
+    predicted_value: float
+    def __init__(self, level: _Optional[_Union[ComparisonLevel, str]] = ..., metric: _Optional[str] = ..., pairs: _Optional[int] = ..., mape_pct: _Optional[float] = ..., median_ape_pct: _Optional[float] = ..., p90_ape_pct: _Optional[float] = ..., signed_bias_pct: _Optional[float] = ..., measured_p50_ms: _Optional[float] = ..., measured_p90_ms: _Optional[float] = ..., measured_p99_ms: _Optional[float] = ..., predicted_p50_ms: _Optional[float] = ..., predicted_p90_ms: _Optional[float] = ..., predicted_p99_ms: _Optional[float] = ..., zero_measured: _Optional[int] = ..., measured_mean_ms: _Optional[float] = ..., predicted_mean_ms: _Optional[float] = ..., measured_value: _Optional[float] = ..., predicted_value: _Optional[float] = ...) -> None: ...
 
 class NotCompared(_message.Message):
     __slots__ = ("level", "metric", "record_id", "reason")
@@ -127,7 +145,7 @@ class RepeatSpread(_message.Message):
     def __init__(self, level: _Optional[_Union[ComparisonLevel, str]] = ..., metric: _Optional[str] = ..., repeats: _Optional[int] = ..., cv_pct: _Optional[float] = ..., max_dev_pct: _Optional[float] = ...) -> None: ...
 
 class ValidationReport(_message.Message):
-    __slots__ = ("schema_version", "trace_id", "role", "workload_name", "simulator", "timing_model", "granularity", "metrics", "not_compared", "repeat_spread", "capture_overhead", "label", "artifacts")
+    __slots__ = ("schema_version", "trace_id", "role", "workload_name", "simulator", "timing_model", "granularity", "metrics", "not_compared", "repeat_spread", "capture_overhead", "label", "artifacts", "requests_unavailable", "notes")
     SCHEMA_VERSION_FIELD_NUMBER: _ClassVar[int]
     TRACE_ID_FIELD_NUMBER: _ClassVar[int]
     ROLE_FIELD_NUMBER: _ClassVar[int]
@@ -141,6 +159,8 @@ class ValidationReport(_message.Message):
     CAPTURE_OVERHEAD_FIELD_NUMBER: _ClassVar[int]
     LABEL_FIELD_NUMBER: _ClassVar[int]
     ARTIFACTS_FIELD_NUMBER: _ClassVar[int]
+    REQUESTS_UNAVAILABLE_FIELD_NUMBER: _ClassVar[int]
+    NOTES_FIELD_NUMBER: _ClassVar[int]
     schema_version: str
     trace_id: str
     role: _common_pb2.WorkloadRole
@@ -154,4 +174,6 @@ class ValidationReport(_message.Message):
     capture_overhead: _manifest_pb2.CaptureOverhead
     label: str
     artifacts: _containers.RepeatedScalarFieldContainer[str]
-    def __init__(self, schema_version: _Optional[str] = ..., trace_id: _Optional[str] = ..., role: _Optional[_Union[_common_pb2.WorkloadRole, str]] = ..., workload_name: _Optional[str] = ..., simulator: _Optional[_Union[_replay_pb2.SimulatorIdentity, _Mapping]] = ..., timing_model: _Optional[_Union[_replay_pb2.TimingModel, _Mapping]] = ..., granularity: _Optional[_Union[_replay_pb2.ResultGranularity, str]] = ..., metrics: _Optional[_Iterable[_Union[MetricComparison, _Mapping]]] = ..., not_compared: _Optional[_Iterable[_Union[NotCompared, _Mapping]]] = ..., repeat_spread: _Optional[_Iterable[_Union[RepeatSpread, _Mapping]]] = ..., capture_overhead: _Optional[_Union[_manifest_pb2.CaptureOverhead, _Mapping]] = ..., label: _Optional[str] = ..., artifacts: _Optional[_Iterable[str]] = ...) -> None: ...
+    requests_unavailable: int
+    notes: _containers.RepeatedScalarFieldContainer[str]
+    def __init__(self, schema_version: _Optional[str] = ..., trace_id: _Optional[str] = ..., role: _Optional[_Union[_common_pb2.WorkloadRole, str]] = ..., workload_name: _Optional[str] = ..., simulator: _Optional[_Union[_replay_pb2.SimulatorIdentity, _Mapping]] = ..., timing_model: _Optional[_Union[_replay_pb2.TimingModel, _Mapping]] = ..., granularity: _Optional[_Union[_replay_pb2.ResultGranularity, str]] = ..., metrics: _Optional[_Iterable[_Union[MetricComparison, _Mapping]]] = ..., not_compared: _Optional[_Iterable[_Union[NotCompared, _Mapping]]] = ..., repeat_spread: _Optional[_Iterable[_Union[RepeatSpread, _Mapping]]] = ..., capture_overhead: _Optional[_Union[_manifest_pb2.CaptureOverhead, _Mapping]] = ..., label: _Optional[str] = ..., artifacts: _Optional[_Iterable[str]] = ..., requests_unavailable: _Optional[int] = ..., notes: _Optional[_Iterable[str]] = ...) -> None: ...
