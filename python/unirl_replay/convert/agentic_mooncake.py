@@ -1,0 +1,108 @@
+"""Workload -> Dynamo Replay ``agentic_mooncake`` version 2 (the primary format).
+
+Pure: reads only workload messages (never outcomes), returns a :class:`Conversion`.
+
+Mapping (docs/replay-mapping.md has the full table):
+
+* play = trajectory (``play_id = trajectory_id``); an open-loop request is its own play.
+* a ``Request`` with ``num_samples = n`` becomes n upstream rows ``<request_id>#s<i>`` (or the
+  request id itself when n = 1) with identical ``hash_ids`` and the same arrival / dependencies:
+  the n sequences the engine ran from one prompt.
+* roots (``Arrival.observed_offset_ns``): ``not_before_ms = lead_ms + (observed - origin) / 1e6``.
+* dependents (``Arrival.after_dependencies``): one upstream dependency per predecessor sample,
+  ``delay_ms = external_delay_ns / 1e6`` (the SEPARATELY MEASURED external wait; 0 for
+  ``DELAY_ABSENCE_NONE_BY_CONSTRUCTION``), trigger and relation copied. The observed arrival of a
+  later turn is never used.
+* ``SlotPool.trajectory_slots`` -> ``agentic_lanes``; plays are written in
+  ``Trajectory.start_order`` (lanes are granted in file order).
+* warm-ups (``CacheWarmup``): prefill-only rows (``output_length 0``) in their own plays, first.
+"""
+
+from __future__ import annotations
+
+from unirl_replay.convert.common import (
+    WARMUP_PREFIX, Conversion, HashRemap, check_unique, ns_to_ms, origin_of, prompt_ids, sequence_id,
+)
+from unirl_replay.convert.support import EnginePlan, WorkloadIndex
+from unirl_replay.v1 import common_pb2
+
+FORMAT = "agentic_mooncake"
+MODEL = "unirl-replay-target"
+
+_TRIGGER = {common_pb2.DEPENDENCY_TRIGGER_COMPLETION: "completion",
+            common_pb2.DEPENDENCY_TRIGGER_DISPATCH: "dispatch"}
+_RELATION = {common_pb2.DEPENDENCY_RELATION_SEQUENCE: "sequence",
+             common_pb2.DEPENDENCY_RELATION_SPAWN: "spawn",
+             common_pb2.DEPENDENCY_RELATION_JOIN: "join",
+             common_pb2.DEPENDENCY_RELATION_UNSPECIFIED: "sequence"}
+
+
+def header(block_size: int, digest: str = "") -> dict:
+    """The v2 header line. ``hash_id_scope`` is ``local`` (the only value 1.6.1 accepts); our
+    ids are remapped per engine from chained salted hashes, so sharing across plays is real."""
+    return {"schema": "dynamo.agentic_mooncake", "version": 2, "block_size": block_size,
+            "hash_id_scope": "local", "source": {"format": "unirl_replay.v1", "digest": digest or "unknown"}}
+
+
+def warmup_rows(plan: EnginePlan, remap: HashRemap) -> list[dict]:
+    """Prefill-only warm-up rows (``output_length 0``, ``not_before_ms 0``), one play each."""
+    bs = plan.engine.block_size_tokens
+    return [{"request_id": WARMUP_PREFIX + w.warmup_id, "play_id": WARMUP_PREFIX + w.warmup_id,
+             "session_id": WARMUP_PREFIX + w.warmup_id, "model": MODEL, "input_length": w.input_tokens,
+             "output_length": 0, "hash_ids": prompt_ids(w, remap, bs), "not_before_ms": 0.0}
+            for w in plan.warmups]
+
+
+def convert_engine(plan: EnginePlan, index: WorkloadIndex, *, lead_ms: float = 0.0,
+                   digest: str = "", include_real: bool = True) -> Conversion:
+    """Convert one engine's workload to agentic_mooncake v2 rows.
+
+    Args:
+        plan: from :func:`~unirl_replay.convert.support.check_supported` (already checked).
+        index: the trace's records (for predecessors' sample counts and trajectories).
+        lead_ms: warm-up lead in ms added to every root's ``not_before_ms`` (0 when cold).
+        digest: workload sha256 for the header's ``source.digest``.
+        include_real: False gives the warm-up-only file (to measure the lead).
+
+    Returns:
+        A :class:`Conversion`; ``sequences`` maps each upstream id to (request_id, sample).
+    """
+    bs = plan.engine.block_size_tokens
+    remap = HashRemap()
+    rows = warmup_rows(plan, remap)
+    warm_keys = [r["request_id"] for r in rows]
+    seqs: dict[str, tuple[str, int]] = {}
+    taken = set(warm_keys)
+    origin = origin_of(plan.requests)
+    if include_real:
+        by_id = index.by_id
+        for play in plan.play_order:
+            for rid in plan.plays[play]:
+                r = by_id[rid]
+                ids = prompt_ids(r, remap, bs)
+                deps = []
+                for d in r.dependencies:
+                    p = by_id[d.predecessor_request_id]
+                    delay = ns_to_ms(d.external_delay_ns) if d.HasField("external_delay_ns") else 0.0
+                    for s in range(p.num_samples):
+                        deps.append({"request_id": sequence_id(p.request_id, s, p.num_samples),
+                                     "trigger": _TRIGGER[d.trigger], "delay_ms": delay,
+                                     "relation": _RELATION[d.relation]})
+                nb = lead_ms + ns_to_ms(r.arrival.observed_offset_ns - origin) if not deps else 0.0
+                for s in range(r.num_samples):
+                    sid = sequence_id(rid, s, r.num_samples)
+                    check_unique(taken, sid, rid)
+                    taken.add(sid)
+                    seqs[sid] = (rid, s)
+                    row = {"request_id": sid, "play_id": play, "session_id": play, "model": MODEL,
+                           "input_length": r.input_tokens, "output_length": r.output_tokens[s],
+                           "hash_ids": ids, "not_before_ms": nb}
+                    if deps:
+                        row["dependencies"] = deps
+                    rows.append(row)
+        for w in warm_keys:
+            if w in plan.plays:
+                check_unique(set(plan.plays), w, w)
+    return Conversion(trace_format=FORMAT, engine_id=plan.engine.engine_id, header=header(bs, digest),
+                      rows=rows, sequences=seqs, warmup_keys=warm_keys, lanes=plan.lanes,
+                      block_size=bs, origin_ns=origin, lead_ms=lead_ms)

@@ -1,0 +1,87 @@
+"""Pure derivation of trajectory, group and batch timelines from per-request predictions.
+
+Inputs are contract messages only: ``PredictedRequest`` rows (ns, simulated clock) and the
+workload's ``Trajectory`` / ``Group`` / ``RolloutBatch`` / ``Request`` records. Nothing is
+reconstructed from aggregates: a value whose inputs are missing stays absent.
+
+* trajectory: start = earliest member arrival, end = latest member completion (slot hold).
+* group: completes when its last member completes -- members are request ids
+  (GROUP_UNIT_SAMPLES, counting ``num_samples``) or trajectory ids (GROUP_UNIT_TRAJECTORIES);
+  a group with fewer members in the window than ``expected_size`` never completes (absent).
+* batch: ALL_GROUPS -> latest group completion; FIRST_N_GROUPS -> the ``required_groups``-th
+  earliest group completion (absent when fewer groups completed). Group completion is NOT
+  batch readiness.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+
+from unirl_replay.v1 import replay_pb2, workload_pb2
+
+
+def derive_trajectories(predicted: Mapping[str, replay_pb2.PredictedRequest],
+                        trajectories: Iterable[workload_pb2.Trajectory],
+                        requests_by_traj: Mapping[str, list[str]]) -> list[replay_pb2.PredictedTrajectory]:
+    """One PredictedTrajectory per trajectory (in the given order).
+
+    ``requests_by_traj`` maps trajectory id -> its request ids (from ``Request.trajectory_id``;
+    ``Trajectory.request_ids`` is used when the map has no entry).
+    """
+    out = []
+    for t in trajectories:
+        rows = [predicted.get(q) for q in requests_by_traj.get(t.trajectory_id, t.request_ids)]
+        pt = replay_pb2.PredictedTrajectory(trajectory_id=t.trajectory_id)
+        if rows and all(r is not None and r.HasField("arrival_ns") and r.HasField("completion_ns") for r in rows):
+            pt.start_ns = min(r.arrival_ns for r in rows)
+            pt.end_ns = max(r.completion_ns for r in rows)
+        out.append(pt)
+    return out
+
+
+def derive_groups(groups: Iterable[workload_pb2.Group],
+                  predicted: Mapping[str, replay_pb2.PredictedRequest],
+                  trajectories: Mapping[str, replay_pb2.PredictedTrajectory],
+                  requests: Mapping[str, workload_pb2.Request]) -> list[replay_pb2.PredictedGroup]:
+    """One PredictedGroup per group: completion of its last member, if all expected members ran."""
+    out = []
+    for g in groups:
+        pg = replay_pb2.PredictedGroup(group_id=g.group_id)
+        ends: list[int] | None = []
+        count = 0
+        for m in g.member_ids:
+            if g.unit == workload_pb2.GROUP_UNIT_TRAJECTORIES:
+                t = trajectories.get(m)
+                end = t.end_ns if t is not None and t.HasField("end_ns") else None
+                count += 1
+            else:
+                r = predicted.get(m)
+                end = r.completion_ns if r is not None and r.HasField("completion_ns") else None
+                count += requests[m].num_samples if m in requests else 1
+            if end is None:
+                ends = None
+                break
+            ends.append(end)
+        if ends and count >= g.expected_size:
+            pg.completed_ns = max(ends)
+        out.append(pg)
+    return out
+
+
+def derive_batches(batches: Iterable[workload_pb2.RolloutBatch],
+                   groups: Mapping[str, replay_pb2.PredictedGroup]) -> list[replay_pb2.PredictedBatch]:
+    """One PredictedBatch per batch, by its readiness rule (see module doc)."""
+    out = []
+    for b in batches:
+        pb = replay_pb2.PredictedBatch(rollout_batch_id=b.rollout_batch_id)
+        done = sorted(groups[g].completed_ns for g in b.group_ids
+                      if g in groups and groups[g].HasField("completed_ns"))
+        if b.readiness_rule == workload_pb2.BATCH_READINESS_RULE_ALL_GROUPS:
+            if b.group_ids and len(done) == len(b.group_ids):
+                pb.ready_ns = done[-1]
+        elif b.readiness_rule == workload_pb2.BATCH_READINESS_RULE_FIRST_N_GROUPS:
+            n = b.required_groups
+            if 1 <= n <= len(done):
+                pb.ready_ns = done[n - 1]
+        out.append(pb)
+    return out
