@@ -37,7 +37,9 @@ def manifest(role=cpb.WORKLOAD_ROLE_HOLDOUT, name="grpo-toy", trace_id="toy-1", 
     m = mpb.TraceManifest(schema_version="unirl_replay.v1", trace_id=trace_id, role=role, workload_name=name)
     m.window.clock_domain = cpb.CLOCK_DOMAIN_CAPTURE_MONOTONIC
     m.window.duration_ns = ms(300)
-    m.engines.add(engine_id="e0")
+    m.engines.add(engine_id="e0", block_size_tokens=16, num_kv_blocks=1024, max_num_seqs=8,
+                  max_num_batched_tokens=2048, max_model_len=4096, enable_prefix_caching=True,
+                  enable_chunked_prefill=True)
     if overhead is not None:
         m.capture_overhead.overhead_ratio = overhead
         m.capture_overhead.pairs = 3
@@ -49,6 +51,9 @@ def _req(rid, group, traj="", turn=None, engine="e0", batch="B1", arrival_ms=Non
     r = wpb.Request(request_id=rid, group_id=group, rollout_batch_id=batch, engine_id=engine,
                     trajectory_id=traj, num_samples=n, input_tokens=100,
                     sample_ids=[f"{rid}-s{i}" for i in range(n)], output_tokens=[10] * n)
+    r.prefix.block_size_tokens = 16  # ceil(100 / 16) = 7 chained hashes, unique per request
+    base = 1000 * (sum(map(ord, rid)) + 1)
+    r.prefix.block_hashes.extend(base + i for i in range(7))
     if turn is not None:
         r.turn_index = turn
     if arrival_ms is None:
