@@ -251,7 +251,7 @@ def messages(cls, *, max_list: int = 3, _depth: int = 0):
     from hypothesis import strategies as st
     from google.protobuf.descriptor import FieldDescriptor as F
 
-    from unirl_replay.jsonschema_gen import _RANGES, real_oneofs
+    from unirl_replay.jsonschema_gen import _RANGES, _is_repeated, real_oneofs
 
     desc = cls.DESCRIPTOR
     text = st.text(max_size=8)
@@ -281,7 +281,7 @@ def messages(cls, *, max_list: int = 3, _depth: int = 0):
         msg = cls()
         for f in plain:
             is_map = f.type == F.TYPE_MESSAGE and f.message_type.GetOptions().map_entry
-            rep = getattr(f, "is_repeated", f.label == F.LABEL_REPEATED)
+            rep = _is_repeated(f)
             if is_map:
                 kf, vf = f.message_type.fields_by_name["key"], f.message_type.fields_by_name["value"]
                 d = draw(st.dictionaries(scalar(kf), scalar(vf), max_size=max_list if _depth < 2 else 0))

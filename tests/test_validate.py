@@ -1,0 +1,356 @@
+"""validate: every rule of unirl_replay.validate.RULES is triggered by a broken trace, naming the record."""
+
+import json
+
+import pytest
+from click.testing import CliRunner
+
+from tracebuild import MS, agentic_trace, dep, grpo_trace, make_request, prefix_for, request_outcome
+from unirl_replay.commands.validate import command
+from unirl_replay.trace_io import read_message_json, write_message_json
+from unirl_replay.v1 import common_pb2 as c
+from unirl_replay.v1 import outcomes_pb2 as o
+from unirl_replay.v1 import workload_pb2 as w
+from unirl_replay.v1.manifest_pb2 import TraceManifest
+from unirl_replay.v1.report_pb2 import TraceCheck, Violation
+from unirl_replay.validate import RULES, check_trace
+
+VALID, INVALID, INCOMPLETE = TraceCheck.STATUS_VALID, TraceCheck.STATUS_INVALID, TraceCheck.STATUS_INCOMPLETE
+COVERED: set[str] = set()
+
+
+def check(parts, tmp_path, enc="jsonl"):
+    return check_trace(parts.write(tmp_path / f"t-{enc}", enc))
+
+
+def hits(res, rule):
+    COVERED.add(rule)
+    return [v for v in res.violations if v.rule == rule]
+
+
+@pytest.mark.parametrize("builder", [grpo_trace, agentic_trace])
+@pytest.mark.parametrize("enc", ["jsonl", "binpb"])
+def test_builders_are_valid(builder, enc, tmp_path):
+    res = check(builder(), tmp_path, enc)
+    assert res.status == VALID, list(res.violations)
+    assert not res.violations and res.record_counts["workload"] > 0
+
+
+# -- record rules: (rule, record id, builder, mutation, severity)
+
+def _swap_turns(t):
+    tr = t.trajectory("traj-0")
+    tr.request_ids[0], tr.request_ids[1] = tr.request_ids[1], tr.request_ids[0]
+
+
+def _cycle(t):
+    t.request("traj-0/t0").dependencies.append(dep("traj-0/t2"))
+    t.request("traj-0/t0").arrival.after_dependencies.SetInParent()
+
+
+def _cross(t):
+    t.request("traj-1/t1").dependencies[0].predecessor_request_id = "traj-0/t1"
+
+
+def _dup_request(t):
+    t.add(make_request("req-0", samples=4, group_id="g0", batch_id="b0"))
+
+
+def _mixed_arrival(t):
+    t.request("req-1").ClearField("arrival")
+
+
+def _no_arrival_anywhere(t):
+    for r in t.requests():
+        r.ClearField("arrival")
+
+
+def _unmatched_outcome(t):
+    t.add(request_outcome("ghost", 0))
+
+
+def _order(t):
+    oc = t.outcome("req-0")
+    oc.queued_ns, oc.scheduled_ns = 5 * MS, 2 * MS  # vLLM re-queued: queue time negative
+
+
+def _first_token_after_completion(t):
+    t.outcome("req-1").first_token_ns = t.outcome("req-1").completion_ns + 1
+
+
+def _prefix_count(t):
+    r = t.request("req-0")
+    r.input_tokens = 1024  # 64 hashes needed at block 16
+    r.prefix.CopyFrom(c.PrefixBlocks(block_size_tokens=512, block_hashes=[1, 2, 3]))
+
+
+def _singleton(t):
+    g = t.group("g0")
+    g.member_ids[:] = ["traj-0"]
+    t.trajectory("traj-1").group_id = "g1"
+    t.add(w.Group(group_id="g1", rollout_batch_id="b0", unit=w.GROUP_UNIT_TRAJECTORIES, expected_size=2,
+                  member_ids=["traj-1"]))
+    t.batch("b0").group_ids.append("g1")
+
+
+def _group_in_no_batch(t):
+    t.batch("b0").group_ids.remove("g1")
+
+
+def _group_in_two_batches(t):
+    t.add(w.RolloutBatch(rollout_batch_id="b1", group_ids=["g1"], readiness_rule=w.BATCH_READINESS_RULE_ALL_GROUPS))
+
+
+def _suspect_scale(t):
+    t.request("req-1").arrival.observed_offset_ns = 10 * MS * 1_000_000  # 10,000 s in a 60 s window
+
+
+def _small(t):
+    for i, r in enumerate(t.requests()):
+        r.arrival.observed_offset_ns = i  # "seconds" written as ns
+
+
+def _missing_delay(t):
+    t.request("traj-0/t1").dependencies[0].ClearField("external_delay_ns")
+
+
+def _both_delay(t):
+    t.request("traj-0/t1").dependencies[0].delay_absence = c.DELAY_ABSENCE_NOT_MEASURED
+
+
+CASES = [
+    ("id.duplicate", "req-0", grpo_trace, _dup_request),
+    ("id.empty", "", grpo_trace, lambda t: setattr(t.request("req-0"), "request_id", "")),
+    ("record.empty", "", grpo_trace, lambda t: t.workload.append(w.WorkloadRecord())),
+    ("enum.unspecified", "req-0", grpo_trace, lambda t: t.request("req-0").finish_reasons.__setitem__(0, 0)),
+    ("enum.unspecified", "traj-0/t1", agentic_trace,
+     lambda t: setattr(t.request("traj-0/t1").dependencies[0], "relation", 0)),
+    ("reference.engine", "req-0", grpo_trace, lambda t: setattr(t.request("req-0"), "engine_id", "e9")),
+    ("reference.trajectory", "traj-0/t0", agentic_trace, lambda t: t.remove("trajectory", "traj-0")),
+    ("reference.group", "req-0", grpo_trace, lambda t: setattr(t.request("req-0"), "group_id", "nope")),
+    ("reference.batch", "req-0", grpo_trace, lambda t: setattr(t.request("req-0"), "rollout_batch_id", "nope")),
+    ("reference.slot_pool", "traj-0", agentic_trace, lambda t: setattr(t.trajectory("traj-0"), "slot_pool_id", "p9")),
+    ("reference.request", "traj-0", agentic_trace, lambda t: t.trajectory("traj-0").request_ids.append("ghost")),
+    ("fanout.count", "req-0", grpo_trace, lambda t: t.request("req-0").output_tokens.append(3)),
+    ("fanout.count", "req-1", grpo_trace, lambda t: setattr(t.request("req-1"), "num_samples", 3)),
+    ("prefix.count", "req-0", grpo_trace, lambda t: setattr(t.request("req-0"), "input_tokens", 20)),
+    ("prefix.block_size", "req-0", grpo_trace, _prefix_count),
+    ("prefix.missing", "req-0", grpo_trace, lambda t: t.request("req-0").ClearField("prefix")),
+    ("arrival.kind_missing", "req-0", grpo_trace, _no_arrival_anywhere),
+    ("arrival.mixed_missing", "req-1", grpo_trace, _mixed_arrival),
+    ("arrival.dependencies", "traj-0/t1", agentic_trace,
+     lambda t: setattr(t.request("traj-0/t1").arrival, "observed_offset_ns", 5)),
+    ("arrival.dependencies", "traj-0/t0", agentic_trace,
+     lambda t: t.request("traj-0/t0").arrival.after_dependencies.SetInParent()),
+    ("dependency.unresolved", "traj-0/t1", agentic_trace,
+     lambda t: setattr(t.request("traj-0/t1").dependencies[0], "predecessor_request_id", "ghost")),
+    ("dependency.cross_trajectory", "traj-1/t1", agentic_trace, _cross),
+    ("dependency.no_trajectory", "req-1", grpo_trace,
+     lambda t: (t.request("req-1").dependencies.append(dep("req-0")),
+                t.request("req-1").arrival.after_dependencies.SetInParent())),
+    ("dependency.duplicate", "traj-0/t1", agentic_trace,
+     lambda t: t.request("traj-0/t1").dependencies.append(dep("traj-0/t0"))),
+    ("dependency.delay_absence", "traj-0/t1", agentic_trace, _missing_delay),
+    ("dependency.delay_absence", "traj-0/t1", agentic_trace, _both_delay),
+    ("dependency.cycle", "traj-0/t0", agentic_trace, _cycle),
+    ("dependency.cycle", "traj-0/t1", agentic_trace,
+     lambda t: setattr(t.request("traj-0/t1").dependencies[0], "predecessor_request_id", "traj-0/t1")),
+    ("turn.index", "traj-0/t1", agentic_trace, lambda t: t.request("traj-0/t1").ClearField("turn_index")),
+    ("turn.order", "traj-0", agentic_trace, _swap_turns),
+    ("turn.dependency_order", "traj-0/t0", agentic_trace, _cycle),
+    ("trajectory.requests", "traj-0", agentic_trace, lambda t: t.trajectory("traj-0").request_ids.pop()),
+    ("group.members", "g0", agentic_trace, lambda t: t.group("g0").member_ids.append("traj-0")),
+    ("group.members", "g0", grpo_trace, lambda t: t.group("g0").member_ids.append("ghost")),
+    ("group.size", "g0", grpo_trace, lambda t: setattr(t.group("g0"), "expected_size", 8)),
+    ("group.size", "g0", agentic_trace, _singleton),
+    ("group.singleton", "g0", agentic_trace, _singleton),
+    ("batch.membership", "g1", grpo_trace, _group_in_no_batch),
+    ("batch.membership", "g1", grpo_trace, _group_in_two_batches),
+    ("batch.required_groups", "b0", grpo_trace,
+     lambda t: (setattr(t.batch("b0"), "readiness_rule", w.BATCH_READINESS_RULE_FIRST_N_GROUPS),
+                setattr(t.batch("b0"), "required_groups", 3))),
+    ("slot_pool.slots", "pool0", agentic_trace,
+     lambda t: setattr(t.workload[0].slot_pool, "trajectory_slots", 0)),
+    ("units.negative", "req-1", grpo_trace, lambda t: setattr(t.request("req-1").arrival, "observed_offset_ns", -1)),
+    ("units.negative", "traj-0/t1", agentic_trace,
+     lambda t: setattr(t.request("traj-0/t1").dependencies[0], "external_delay_ns", -5)),
+    ("units.suspect_scale", "req-1", grpo_trace, _suspect_scale),
+    ("units.outside_window", "req-1", grpo_trace,
+     lambda t: setattr(t.request("req-1").arrival, "observed_offset_ns", 61 * 10**9)),
+    ("units.suspect_small", "", grpo_trace, _small),
+    ("time.order", "req-0", grpo_trace, _order),
+    ("time.order", "req-1", grpo_trace, _first_token_after_completion),
+    ("time.order", "traj-0", agentic_trace,
+     lambda t: setattr(t.outcomes[[r.WhichOneof("record") for r in t.outcomes].index("trajectory")].trajectory,
+                       "slot_acquired_ns", 10**10)),
+    ("outcome.unmatched", "ghost", grpo_trace, _unmatched_outcome),
+    ("outcome.unmatched", "g7", grpo_trace, lambda t: t.add(o.GroupOutcome(group_id="g7", completed_ns=0))),
+    ("id.duplicate", "req-0", grpo_trace, lambda t: t.add(request_outcome("req-0", 0))),
+]
+WARNINGS = {"group.singleton", "prefix.missing", "units.outside_window", "units.suspect_small"}
+
+
+@pytest.mark.parametrize("rule,record_id,builder,mutate", CASES, ids=[f"{c[0]}-{i}" for i, c in enumerate(CASES)])
+def test_rule(rule, record_id, builder, mutate, tmp_path):
+    t = builder()
+    mutate(t)
+    res = check(t, tmp_path, "binpb" if len(rule) % 2 else "jsonl")
+    found = hits(res, rule)
+    assert found, f"{rule} not reported; got {[(v.rule, v.record_id, v.message) for v in res.violations]}"
+    v = next((v for v in found if v.record_id == record_id), None)
+    assert v is not None, [(x.record_id, x.message) for x in found]
+    assert v.file and v.message
+    if rule in WARNINGS:
+        assert v.severity == Violation.SEVERITY_WARNING
+        errors = [x for x in res.violations if x.severity != Violation.SEVERITY_WARNING]
+        assert res.status == (INVALID if errors else VALID)
+    else:
+        assert v.severity == Violation.SEVERITY_ERROR and res.status == INVALID
+    if v.file.startswith("workload") and v.record_id and rule not in ("units.suspect_small",):
+        assert v.line > 0
+
+
+def test_violation_names_exact_line(tmp_path):
+    t = grpo_trace()
+    t.request("req-1").input_tokens = 20
+    res = check(t, tmp_path)
+    v = hits(res, "prefix.count")[0]
+    assert (v.file, v.line, v.record_id) == ("workload.jsonl", t.line_of("request", "req-1"), "req-1")
+    assert "ceil(20/16) = 2" in v.message
+
+
+def test_prefix_count_pitfall_values(tmp_path):
+    t = grpo_trace(prompts=3)
+    for rid, tokens, n in (("req-0", 20, 2), ("req-1", 1024, 3), ("req-2", 1025, 3)):
+        r = t.request(rid)
+        r.input_tokens = tokens
+        r.prefix.CopyFrom(c.PrefixBlocks(block_size_tokens=512, block_hashes=list(range(n))))
+    for e in t.manifest.engines:
+        e.block_size_tokens = 512
+    res = check(t, tmp_path)
+    assert {v.record_id for v in hits(res, "prefix.count")} == {"req-0", "req-1"}
+
+
+def test_zero_delay_is_valid_and_not_measured_is_labelled(tmp_path):
+    t = agentic_trace()
+    t.request("traj-0/t1").dependencies[0].external_delay_ns = 0
+    t.request("traj-0/t2").dependencies[0].ClearField("external_delay_ns")
+    t.request("traj-0/t2").dependencies[0].delay_absence = c.DELAY_ABSENCE_NOT_MEASURED
+    assert check(t, tmp_path).status == VALID
+
+
+def test_manifest_rules(tmp_path):
+    t = grpo_trace()
+    t.manifest.role = 0
+    t.manifest.window.duration_ns = 0
+    t.manifest.engines.add(engine_id="e0", block_size_tokens=16)
+    res = check(t, tmp_path)
+    assert res.status == INVALID
+    assert hits(res, "enum.unspecified") and hits(res, "manifest.window")
+    assert [v.record_id for v in hits(res, "id.duplicate")] == ["e0"]
+    t.manifest.engines.add(engine_id="", block_size_tokens=0)
+    assert hits(check(t, tmp_path / "x"), "manifest.engine")
+
+
+@pytest.mark.parametrize("enc", ["jsonl", "binpb"])
+def test_incomplete_traces(tmp_path, enc):
+    d = agentic_trace().write(tmp_path / "t", enc)
+    p = d / f"workload.{enc}"
+    p.write_bytes(p.read_bytes()[:-4])
+    res = check_trace(d)
+    assert res.status == INCOMPLETE and hits(res, "artifact.size")
+    (d / "manifest.json").unlink()
+    res = check_trace(d)
+    assert res.status == INCOMPLETE and hits(res, "trace.no_manifest")
+
+
+def test_container_rules(tmp_path):
+    d = grpo_trace().write(tmp_path / "t")
+    (d / "workload.jsonl.partial").write_text("")
+    assert hits(check_trace(d), "trace.partial_files")
+    (d / "workload.jsonl.partial").unlink()
+    # digest
+    p = d / "outcomes.jsonl"
+    p.write_bytes(p.read_bytes().replace(b"req-0", b"req-8"))
+    r = check_trace(d)
+    assert r.status == INCOMPLETE and hits(r, "artifact.digest")[0].file == "outcomes.jsonl"
+    # count + missing + schema version + artifacts
+    d2 = grpo_trace().write(tmp_path / "u")
+    m = read_message_json(d2 / "manifest.json", TraceManifest)
+    m.artifacts[1].record_count = 99
+    write_message_json(d2 / "manifest.json", m)
+    assert hits(check_trace(d2), "artifact.record_count")
+    m.schema_version = "unirl_replay.v0"
+    write_message_json(d2 / "manifest.json", m)
+    r = check_trace(d2)
+    assert r.status == INVALID and hits(r, "manifest.schema_version")
+    m.schema_version = "unirl_replay.v1"
+    del m.artifacts[1]
+    write_message_json(d2 / "manifest.json", m)
+    assert hits(check_trace(d2), "manifest.artifacts")
+    (d2 / "workload.jsonl").unlink()
+    m = read_message_json(d2 / "manifest.json", TraceManifest)
+    m.artifacts.add().CopyFrom(read_message_json(d / "manifest.json", TraceManifest).artifacts[1])
+    write_message_json(d2 / "manifest.json", m)
+    assert hits(check_trace(d2), "artifact.missing")
+
+
+def test_bad_record_in_stream(tmp_path):
+    from unirl_replay.trace_io import TraceWriter
+    from unirl_replay.v1.manifest_pb2 import ARTIFACT_KIND_WORKLOAD
+    for payload, rule, enc in ((b"{oops\n", "json.parse", "jsonl"), (b'{"request": 5}\n', "json.profile", "jsonl"),
+                               (b"\n", "jsonl.empty_line", "jsonl"), (b"\x02\xff\xff", "binpb.decode", "binpb"),
+                               (b"\xff" * 11, "binpb.frame", "binpb"), (b"\x05ab", "binpb.truncated", "binpb")):
+        t = grpo_trace()
+        d = tmp_path / f"{rule}"
+        with TraceWriter(d, enc) as wr:
+            for r in t.workload:
+                wr.write_workload(r)
+            wr._streams[ARTIFACT_KIND_WORKLOAD].write(payload)
+            wr.finalize(t.manifest)
+        res = check_trace(d)
+        v = hits(res, rule)
+        assert v and v[0].line == len(t.workload) + 1, (rule, list(res.violations))
+        assert res.status == (INCOMPLETE if rule.endswith("truncated") else INVALID)
+
+
+def test_cap_per_rule(tmp_path):
+    t = grpo_trace(prompts=12)
+    for r in t.requests():
+        r.input_tokens += 100
+    res = check_trace(t.write(tmp_path / "t"), max_per_rule=5)
+    pc = [v for v in res.violations if v.rule == "prefix.count"]
+    assert len(pc) == 6 and "7 more" in pc[-1].message
+
+
+def test_cli_exit_codes_and_format(tmp_path):
+    runner = CliRunner()
+    good = grpo_trace().write(tmp_path / "good")
+    assert runner.invoke(command, [str(good)]).exit_code == 0
+    t = grpo_trace()
+    t.request("req-1").input_tokens = 20
+    bad = t.write(tmp_path / "bad")
+    r = runner.invoke(command, [str(bad)])
+    assert r.exit_code == 1
+    assert f"workload.jsonl:{t.line_of('request', 'req-1')} req-1 prefix.count: " in r.output
+    r = runner.invoke(command, [str(bad), "--json"])
+    assert r.exit_code == 1 and json.loads(r.stdout)["status"] == "STATUS_INVALID"
+    (good / "manifest.json").unlink()
+    assert runner.invoke(command, [str(good)]).exit_code == 3
+
+
+def test_cli_via_main(tmp_path):
+    from unirl_replay.cli import main
+    d = grpo_trace().write(tmp_path / "t")
+    with pytest.raises(SystemExit) as ei:
+        main(["validate", str(d)])
+    assert ei.value.code == 0
+
+
+def test_every_rule_has_a_test():
+    tested = {c[0] for c in CASES} | {
+        "trace.no_manifest", "trace.partial_files", "artifact.missing", "artifact.size", "artifact.digest",
+        "artifact.record_count", "jsonl.truncated", "binpb.truncated", "manifest.schema_version", "manifest.artifacts",
+        "json.parse", "json.profile", "jsonl.empty_line", "binpb.frame", "binpb.decode", "manifest.window",
+        "manifest.engine"}
+    assert set(RULES) - tested == set()
