@@ -60,18 +60,18 @@ def _replay_engine(plan: EnginePlan, index: WorkloadIndex, fmt: str, tm: dict, w
     cannot be mapped, upstream summary, upstream wall ns, notes)."""
     convert = CONVERTERS[fmt]
     eargs, notes = engine_args(plan.engine, tm)
-    stem = work / f"{_safe(plan.engine.engine_id)}.{fmt}"
+    stem = f"{_safe(plan.engine.engine_id)}.{fmt}"
     wall = 0
     lead = 0.0
     if plan.warmups:
         warm = convert(plan, index, include_real=False, digest=digest)
-        run = _run(warm, stem.with_suffix(".warmup.jsonl"), eargs)
+        run = _run(warm, work / f"{stem}.warmup.jsonl", eargs)
         wall += run.wall_ns
         lead = max(r["terminal_time_ms"] for r in run.per_request)
         notes.append(f"engine {plan.engine.engine_id!r}: warm-ups took {lead:g} ms simulated; real "
                      "arrivals were placed after them and all times shifted back")
     conv = convert(plan, index, lead_ms=lead, digest=digest)
-    run = _run(conv, stem.with_suffix(".jsonl"), eargs)
+    run = _run(conv, work / f"{stem}.jsonl", eargs)
     wall += run.wall_ns
     if run.per_request is None:
         return conv, None, run.summary, wall, notes
