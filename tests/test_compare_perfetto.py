@@ -1,0 +1,65 @@
+"""Chrome trace export: both timelines, one process per (side, engine), slices where they belong."""
+
+from __future__ import annotations
+
+import json
+
+import compare_fixtures as fx
+from unirl_replay import perfetto as Pf
+
+
+def _trace():
+    return Pf.chrome_trace(fx.workload(), fx.outcomes(), fx.replay(), "LABEL")
+
+
+def _names(trace, kind):
+    return {e["args"]["name"]: e["pid"] for e in trace["traceEvents"] if e["ph"] == "M" and e["name"] == kind}
+
+
+def test_processes_and_label():
+    t = _trace()
+    assert set(_names(t, "process_name")) == {"real e0", "simulated e0"}
+    assert t["metadata"]["label"] == "LABEL" and t["displayTimeUnit"] == "ms"
+
+
+def _slices(t, side, cat):
+    pid = _names(t, "process_name")[f"{side} e0"]
+    return {e["name"]: e for e in t["traceEvents"] if e["ph"] == "X" and e["pid"] == pid and e["cat"] == cat}
+
+
+def test_request_slices_in_us_from_the_engine_first_submit():
+    t = _trace()
+    real, sim = _slices(t, "real", "request"), _slices(t, "simulated", "request")
+    # real r3: submit 110 ms, origin 100 ms -> ts 10 ms = 10000 us, dur 160-110 = 50 ms
+    assert (real["r3"]["ts"], real["r3"]["dur"]) == (10_000.0, 50_000.0)
+    # simulated r4: arrival 90, completion 150
+    assert (sim["r4"]["ts"], sim["r4"]["dur"]) == (90_000.0, 60_000.0)
+    # r5 has no measured completion: no real slice (never guessed), but a simulated one
+    assert "r5" not in real and "r5" in sim
+
+
+def test_slot_holds_tool_waits_and_batch_on_their_own_tracks():
+    t = _trace()
+    for side, slot, wait, batch in (("real", (8_000.0, 137_000.0), (60_000.0, 20_000.0), 140_000.0),
+                                    ("simulated", (10_000.0, 140_000.0), (70_000.0, 20_000.0), 150_000.0)):
+        s = _slices(t, side, "slot_hold")["T1"]
+        w = _slices(t, side, "tool_wait")["wait r3 -> r4"]
+        b = _slices(t, side, "batch")["batch B1"]
+        assert (s["ts"], s["dur"]) == slot and (w["ts"], w["dur"]) == wait and b["dur"] == batch
+        tracks = {v: k for k, v in ((e["args"]["name"], (e["pid"], e["tid"])) for e in t["traceEvents"]
+                                    if e["ph"] == "M" and e["name"] == "thread_name")}
+        assert tracks[(s["pid"], s["tid"])].startswith("trajectory slots")
+        assert tracks[(w["pid"], w["tid"])].startswith("tool waits")
+
+
+def test_request_lanes_never_overlap_and_file_is_json(tmp_path):
+    t = _trace()
+    by_track = {}
+    for e in t["traceEvents"]:
+        if e["ph"] == "X" and e["cat"] == "request":
+            by_track.setdefault((e["pid"], e["tid"]), []).append((e["ts"], e["ts"] + e["dur"]))
+    for spans in by_track.values():
+        spans.sort()
+        assert all(a[1] <= b[0] for a, b in zip(spans, spans[1:]))
+    p = Pf.write_chrome_trace(tmp_path / "timeline.perfetto.json", t)
+    assert json.loads(p.read_text()) == t
