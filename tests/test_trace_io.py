@@ -125,9 +125,26 @@ def test_digest_mismatch_same_size_is_incomplete(tmp_path):
     i = data.index(b"req-0")
     data[i:i + 5] = b"req-9"
     p.write_bytes(bytes(data))
+    t = open_trace(d)  # the workload side never reads the outcomes
+    with pytest.raises(IncompleteTraceError) as ei:
+        next(iter_outcomes(t))
+    assert ei.value.rule == "artifact.digest" and ei.value.file == "outcomes.jsonl"
+    w = d / "workload.jsonl"
+    w.write_bytes(w.read_bytes().replace(b"req-0", b"req-9"))
     with pytest.raises(IncompleteTraceError) as ei:
         open_trace(d)
-    assert ei.value.rule == "artifact.digest" and ei.value.file == "outcomes.jsonl"
+    assert ei.value.rule == "artifact.digest" and ei.value.file == "workload.jsonl"
+
+
+def test_trace_without_outcomes_file_serves_the_workload(tmp_path):
+    parts = agentic_trace()
+    d = parts.write(tmp_path / "t", "binpb")
+    (d / "outcomes.binpb").unlink()
+    t = open_trace(d)
+    assert [r for _, r in t.iter_workload()] == parts.workload
+    with pytest.raises(IncompleteTraceError) as ei:
+        list(iter_outcomes(t))
+    assert ei.value.rule == "artifact.missing"
 
 
 def test_record_count_mismatch_is_incomplete(tmp_path):

@@ -31,7 +31,7 @@ import os
 import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import BinaryIO, Iterator, TypeVar
+from typing import TYPE_CHECKING, BinaryIO, Iterator, TypeVar
 
 from google.protobuf.message import DecodeError, Message
 
@@ -45,8 +45,10 @@ from unirl_replay.v1.manifest_pb2 import (
     ArtifactDigest,
     TraceManifest,
 )
-from unirl_replay.v1.outcomes_pb2 import OutcomeRecord
 from unirl_replay.v1.workload_pb2 import WorkloadRecord
+
+if TYPE_CHECKING:  # trace_io never reads measured outcomes; only outcomes_io imports their messages
+    from unirl_replay.v1.outcomes_pb2 import OutcomeRecord
 
 M = TypeVar("M", bound=Message)
 
@@ -64,7 +66,7 @@ _CHUNK = 1 << 20
 __all__ = [
     "MANIFEST_FILE", "WORKLOAD_FILES", "OUTCOME_FILES", "ENCODINGS", "TraceWriter", "Trace", "open_trace",
     "write_message_json", "read_message_json", "encode_varint", "decode_varint", "iter_frames", "iter_records",
-    "sha256_file",
+    "sha256_file", "verify_artifact",
 ]
 
 
@@ -319,7 +321,7 @@ class TraceWriter:
         self._check_open()
         self._streams[ARTIFACT_KIND_WORKLOAD].write(self._encode(rec))
 
-    def write_outcome(self, rec: OutcomeRecord) -> None:
+    def write_outcome(self, rec: "OutcomeRecord") -> None:
         """Append one measured-outcome record."""
         self._check_open()
         self._streams[ARTIFACT_KIND_OUTCOMES].write(self._encode(rec))
@@ -412,7 +414,27 @@ class Trace:
                             expected_count=a.record_count)
 
 
-def _check_artifacts(d: Path, m: TraceManifest, verify_digests: bool) -> str:
+def verify_artifact(d: Path, a: ArtifactDigest, *, verify_digest: bool = True) -> None:
+    """Check that one artifact of the manifest is present with its declared size and sha256.
+
+    Raises:
+        IncompleteTraceError: rule ``artifact.missing`` / ``artifact.size`` / ``artifact.digest``.
+    """
+    p = d / a.path
+    if not p.is_file():
+        raise IncompleteTraceError("artifact listed in the manifest is missing", file=a.path, rule="artifact.missing")
+    size = p.stat().st_size
+    if size != a.size_bytes:
+        raise IncompleteTraceError(f"file has {size} bytes, the manifest says {a.size_bytes}", file=a.path,
+                                   rule="artifact.size")
+    if verify_digest:
+        digest, _ = sha256_file(p)
+        if digest != a.sha256:
+            raise IncompleteTraceError(f"sha256 {digest} differs from the manifest's {a.sha256 or '(empty)'}",
+                                       file=a.path, rule="artifact.digest")
+
+
+def _check_artifacts(m: TraceManifest) -> str:
     by_kind: dict[int, list[ArtifactDigest]] = {}
     for a in m.artifacts:
         by_kind.setdefault(a.kind, []).append(a)
@@ -432,19 +454,6 @@ def _check_artifacts(d: Path, m: TraceManifest, verify_digests: bool) -> str:
             raise TraceFormatError(f"{label} artifact path {a.path!r}; expected {expected_name!r}",
                                    file=MANIFEST_FILE, rule="manifest.artifacts")
         encodings.add(enc)
-        p = d / a.path
-        if not p.is_file():
-            raise IncompleteTraceError(f"{label} artifact listed in the manifest is missing", file=a.path,
-                                       rule="artifact.missing")
-        size = p.stat().st_size
-        if size != a.size_bytes:
-            raise IncompleteTraceError(f"file has {size} bytes, the manifest says {a.size_bytes}", file=a.path,
-                                       rule="artifact.size")
-        if verify_digests:
-            digest, _ = sha256_file(p)
-            if digest != a.sha256:
-                raise IncompleteTraceError(f"sha256 {digest} differs from the manifest's {a.sha256 or '(empty)'}",
-                                           file=a.path, rule="artifact.digest")
     if len(encodings) != 1:
         raise TraceFormatError("workload and outcomes use different encodings", file=MANIFEST_FILE,
                                rule="manifest.artifacts")
@@ -455,9 +464,11 @@ def open_trace(trace_dir: str | os.PathLike, *, verify_digests: bool = True) -> 
     """Open a finalized trace directory.
 
     Checks, in order: the directory exists; no ``*.partial`` leftovers; ``manifest.json`` exists and
-    parses; ``schema_version`` is ``unirl_replay.v1``; exactly one workload and one outcomes
-    artifact, present, with the declared size and (``verify_digests``, default) sha256. Record
-    counts are checked when the streams are read to their end.
+    parses; ``schema_version`` is ``unirl_replay.v1``; the manifest lists exactly one workload and
+    one outcomes artifact; the workload file is present with the declared size and
+    (``verify_digests``, default) sha256. The outcomes file is NOT touched here (a predictor may
+    get a trace without it): :func:`unirl_replay.outcomes_io.iter_outcomes` verifies it. Record
+    counts are checked when a stream is read to its end.
 
     Raises:
         IncompleteTraceError: not finalized, leftovers, missing file, size or digest mismatch.
@@ -481,5 +492,7 @@ def open_trace(trace_dir: str | os.PathLike, *, verify_digests: bool = True) -> 
             f"schema_version is {m.schema_version or '(empty)'!r}; this reader reads only {SCHEMA_VERSION!r}. "
             f"Read it with the unirl-replay release of that contract version, or re-capture / convert it to "
             f"{SCHEMA_VERSION}", file=MANIFEST_FILE, rule="manifest.schema_version")
-    enc = _check_artifacts(d, m, verify_digests)
-    return Trace(dir=d, manifest=m, encoding=enc)
+    enc = _check_artifacts(m)
+    trace = Trace(dir=d, manifest=m, encoding=enc)
+    verify_artifact(d, trace.artifact(ARTIFACT_KIND_WORKLOAD), verify_digest=verify_digests)
+    return trace
