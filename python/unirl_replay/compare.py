@@ -543,7 +543,9 @@ def timing_label(tm: rpb.TimingModel) -> str:
     if tm.kind == rpb.TIMING_MODEL_KIND_POLYNOMIAL:
         what = "polynomial default"
     elif tm.kind == rpb.TIMING_MODEL_KIND_FIXED:
-        what = f"fixed prefill {tm.prefill_ms:g} ms / decode {tm.decode_ms:g} ms"
+        pre = f"{tm.prefill_ms:g}" if tm.HasField("prefill_ms") else "?"
+        dec = f"{tm.decode_ms:g}" if tm.HasField("decode_ms") else "?"
+        what = f"fixed prefill {pre} ms / decode {dec} ms"
     elif tm.kind == rpb.TIMING_MODEL_KIND_PROFILE:
         name = tm.profile_path.rsplit("/", 1)[-1] or "?"
         what = f"profile {name}"

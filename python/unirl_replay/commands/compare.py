@@ -1,0 +1,70 @@
+"""``unirl-replay compare TRACE_DIR REPLAY_RESULT --out DIR [--repeat TRACE_DIR ...]``.
+
+Reads the trace (manifest, workload) and its measured outcomes (the only command besides
+``validate`` that does), the replay result (a ``replay_result.json`` file or the directory holding
+it), and writes into DIR: ``validation_report.json``, the PNG plots and ``timeline.perfetto.json``.
+Prints the readable table. Each ``--repeat`` is another trace directory of the same workload (same
+workload name and role), used only for the run-to-run spread.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import click
+
+REPORT_FILE = "validation_report.json"
+PERFETTO_FILE = "timeline.perfetto.json"
+
+
+def _load_trace(trace_dir: str):
+    from unirl_replay.outcomes_io import iter_outcomes
+    from unirl_replay.trace_io import open_trace
+
+    trace = open_trace(trace_dir)
+    workload = [rec for _, rec in trace.iter_workload()]
+    outcomes = [rec for _, rec in iter_outcomes(trace)]
+    return trace.manifest, workload, outcomes
+
+
+@click.command("compare")
+@click.argument("trace_dir", type=click.Path(exists=True, file_okay=False))
+@click.argument("replay_result", type=click.Path(exists=True))
+@click.option("--out", "out_dir", required=True, type=click.Path(file_okay=False),
+              help="Directory for validation_report.json, the PNG plots and timeline.perfetto.json.")
+@click.option("--repeat", "repeats", multiple=True, type=click.Path(exists=True, file_okay=False),
+              help="Another measured trace of the same workload (repeatable): run-to-run spread.")
+@click.option("--batch", "batch_id", default=None, help="Rollout batch shown in the timeline plot (default: the first).")
+@click.option("--no-plots", is_flag=True, help="Write the report and table only.")
+def command(trace_dir: str, replay_result: str, out_dir: str, repeats: tuple[str, ...], batch_id: str | None,
+            no_plots: bool) -> None:
+    """Compare REPLAY_RESULT with the measured outcomes of TRACE_DIR."""
+    from unirl_replay import compare as C
+    from unirl_replay import perfetto, plots
+    from unirl_replay.report_text import format_report
+    from unirl_replay.trace_io import read_message_json, write_message_json
+    from unirl_replay.v1 import replay_pb2
+
+    rp = Path(replay_result)
+    if rp.is_dir():
+        rp = rp / "replay_result.json"
+    replay = read_message_json(rp, replay_pb2.ReplayResult)
+    manifest, workload, outcomes = _load_trace(trace_dir)
+    reps = [_load_trace(d) for d in repeats]
+    report = C.compare(manifest, workload, outcomes, replay, repeats=reps)
+
+    out = Path(out_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    if not no_plots:
+        if replay.granularity == replay_pb2.RESULT_GRANULARITY_PER_REQUEST:
+            pairs = C.match(workload, outcomes, replay).pairs
+            report.artifacts.extend(plots.write_plots(out, pairs, workload, outcomes, replay, report.label,
+                                                      batch_id=batch_id))
+            perfetto.write_chrome_trace(out / PERFETTO_FILE,
+                                        perfetto.chrome_trace(workload, outcomes, replay, report.label))
+            report.artifacts.append(PERFETTO_FILE)
+        else:
+            report.notes.append("aggregate-only result: no per-record plots or timelines")
+    write_message_json(out / REPORT_FILE, report)
+    click.echo(format_report(report))
+    click.echo(f"\nwrote {out / REPORT_FILE}")
