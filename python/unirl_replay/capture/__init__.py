@@ -1,0 +1,1 @@
+"""Capture of real UniRL rollouts (default-off) and the CPU reference execution."""
