@@ -46,13 +46,8 @@ class HashRemap:
     def ids(self, hashes) -> list[int]:
         """Dense ids of ``hashes`` (iterable of uint64), same length and order."""
         d = self._ids
-        out = []
-        for h in hashes:
-            i = d.get(h)
-            if i is None:
-                i = d[h] = len(d)
-            out.append(i)
-        return out
+        sd = d.setdefault
+        return [sd(h, len(d)) for h in hashes]  # len(d) is evaluated before a new key is added
 
     def fresh(self, count: int) -> list[int]:
         """``count`` ids shared with nothing (prompts without hashes, prefix caching off)."""
