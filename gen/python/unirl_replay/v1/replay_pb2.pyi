@@ -78,7 +78,7 @@ class TimingModel(_message.Message):
     def __init__(self, kind: _Optional[_Union[TimingModelKind, str]] = ..., calibration: _Optional[_Union[CalibrationStatus, str]] = ..., prefill_ms: _Optional[float] = ..., decode_ms: _Optional[float] = ..., profile_path: _Optional[str] = ..., profile_sha256: _Optional[str] = ..., calibration_workloads: _Optional[_Iterable[str]] = ...) -> None: ...
 
 class ReplayResult(_message.Message):
-    __slots__ = ("schema_version", "trace_id", "workload_sha256", "simulator", "timing_model", "engines", "granularity", "cache_state", "requests", "trajectories", "groups", "rollout_batches", "aggregate", "makespan_ns", "simulator_wall_ns", "notes")
+    __slots__ = ("schema_version", "trace_id", "workload_sha256", "simulator", "timing_model", "engines", "granularity", "cache_state", "requests", "trajectories", "groups", "rollout_batches", "aggregate", "makespan_ns", "simulator_wall_ns", "notes", "unmodelled_constraints")
     class AggregateEntry(_message.Message):
         __slots__ = ("key", "value")
         KEY_FIELD_NUMBER: _ClassVar[int]
@@ -102,6 +102,7 @@ class ReplayResult(_message.Message):
     MAKESPAN_NS_FIELD_NUMBER: _ClassVar[int]
     SIMULATOR_WALL_NS_FIELD_NUMBER: _ClassVar[int]
     NOTES_FIELD_NUMBER: _ClassVar[int]
+    UNMODELLED_CONSTRAINTS_FIELD_NUMBER: _ClassVar[int]
     schema_version: str
     trace_id: str
     workload_sha256: str
@@ -118,7 +119,18 @@ class ReplayResult(_message.Message):
     makespan_ns: int
     simulator_wall_ns: int
     notes: _containers.RepeatedScalarFieldContainer[str]
-    def __init__(self, schema_version: _Optional[str] = ..., trace_id: _Optional[str] = ..., workload_sha256: _Optional[str] = ..., simulator: _Optional[_Union[SimulatorIdentity, _Mapping]] = ..., timing_model: _Optional[_Union[TimingModel, _Mapping]] = ..., engines: _Optional[_Iterable[_Union[_manifest_pb2.EngineConfig, _Mapping]]] = ..., granularity: _Optional[_Union[ResultGranularity, str]] = ..., cache_state: _Optional[_Union[_common_pb2.CacheStateKind, str]] = ..., requests: _Optional[_Iterable[_Union[PredictedRequest, _Mapping]]] = ..., trajectories: _Optional[_Iterable[_Union[PredictedTrajectory, _Mapping]]] = ..., groups: _Optional[_Iterable[_Union[PredictedGroup, _Mapping]]] = ..., rollout_batches: _Optional[_Iterable[_Union[PredictedBatch, _Mapping]]] = ..., aggregate: _Optional[_Mapping[str, float]] = ..., makespan_ns: _Optional[int] = ..., simulator_wall_ns: _Optional[int] = ..., notes: _Optional[_Iterable[str]] = ...) -> None: ...
+    unmodelled_constraints: _containers.RepeatedCompositeFieldContainer[UnmodelledConstraint]
+    def __init__(self, schema_version: _Optional[str] = ..., trace_id: _Optional[str] = ..., workload_sha256: _Optional[str] = ..., simulator: _Optional[_Union[SimulatorIdentity, _Mapping]] = ..., timing_model: _Optional[_Union[TimingModel, _Mapping]] = ..., engines: _Optional[_Iterable[_Union[_manifest_pb2.EngineConfig, _Mapping]]] = ..., granularity: _Optional[_Union[ResultGranularity, str]] = ..., cache_state: _Optional[_Union[_common_pb2.CacheStateKind, str]] = ..., requests: _Optional[_Iterable[_Union[PredictedRequest, _Mapping]]] = ..., trajectories: _Optional[_Iterable[_Union[PredictedTrajectory, _Mapping]]] = ..., groups: _Optional[_Iterable[_Union[PredictedGroup, _Mapping]]] = ..., rollout_batches: _Optional[_Iterable[_Union[PredictedBatch, _Mapping]]] = ..., aggregate: _Optional[_Mapping[str, float]] = ..., makespan_ns: _Optional[int] = ..., simulator_wall_ns: _Optional[int] = ..., notes: _Optional[_Iterable[str]] = ..., unmodelled_constraints: _Optional[_Iterable[_Union[UnmodelledConstraint, _Mapping]]] = ...) -> None: ...
+
+class UnmodelledConstraint(_message.Message):
+    __slots__ = ("rule", "reason", "record_ids")
+    RULE_FIELD_NUMBER: _ClassVar[int]
+    REASON_FIELD_NUMBER: _ClassVar[int]
+    RECORD_IDS_FIELD_NUMBER: _ClassVar[int]
+    rule: str
+    reason: str
+    record_ids: _containers.RepeatedScalarFieldContainer[str]
+    def __init__(self, rule: _Optional[str] = ..., reason: _Optional[str] = ..., record_ids: _Optional[_Iterable[str]] = ...) -> None: ...
 
 class PredictedRequest(_message.Message):
     __slots__ = ("request_id", "engine_id", "arrival_ns", "scheduled_ns", "first_token_ns", "completion_ns", "cached_tokens")
