@@ -1,0 +1,71 @@
+"""The Python adapter as a conformance executor (see :mod:`unirl_replay.conformance.protocol`).
+
+Run as ``python -m unirl_replay.conformance.executor``: reads JSON-line requests on stdin, answers
+each on stdout. Works in any environment that has this package on the path and some ai-dynamo
+revision installed (the runner makes one per revision).
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+import tempfile
+from importlib import metadata
+from pathlib import Path
+from typing import Any
+
+from unirl_replay.conformance.protocol import PROTOCOL_ID
+from unirl_replay.errors import UnsupportedWorkloadError
+
+
+def _simulator() -> dict[str, str]:
+    try:
+        return {"name": "ai-dynamo", "version": metadata.version("ai-dynamo")}
+    except metadata.PackageNotFoundError:
+        return {"name": "ai-dynamo", "version": ""}
+
+
+def convert_rows(trace_dir: str, fmt: str) -> dict[str, list[Any]]:
+    """Upstream input rows per engine id (header line first for agentic_mooncake)."""
+    from unirl_replay import trace_io
+    from unirl_replay.replay import convert_trace
+
+    engines = [e.engine_id for e in trace_io.open_trace(trace_dir).manifest.engines]
+    out: dict[str, list[Any]] = {}
+    with tempfile.TemporaryDirectory() as tmp:
+        for eid in engines:
+            (path,) = convert_trace(trace_dir, Path(tmp) / "input.jsonl", trace_format=fmt, engine_id=eid)
+            out[eid] = [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
+    return out
+
+
+def handle(req: dict[str, Any]) -> dict[str, Any]:
+    """Answer one protocol request; never raises."""
+    rid = req.get("id")
+    try:
+        op = req["op"]
+        if op == "convert":
+            return {"id": rid, "status": "ok", "converted": convert_rows(req["trace_dir"], req["format"])}
+        if op == "replay":
+            from unirl_replay import json_profile
+            from unirl_replay.replay import replay_trace
+
+            result = replay_trace(req["trace_dir"], req["timing_model"], trace_format=req["format"])
+            return {"id": rid, "status": "ok", "replay_result": json_profile.to_dict(result)}
+        return {"id": rid, "status": "error", "message": f"unknown op {op!r}"}
+    except UnsupportedWorkloadError as e:
+        return {"id": rid, "status": "rejected", "error": {"type": type(e).__name__, "rule": e.rule, "message": str(e)}}
+    except Exception as e:  # noqa: BLE001 - the protocol reports every failure as an answer
+        return {"id": rid, "status": "error", "message": f"{type(e).__name__}: {e}"}
+
+
+def main() -> int:
+    print(json.dumps({"protocol": PROTOCOL_ID, "executor": "unirl-replay-python", "simulator": _simulator()}), flush=True)
+    for line in sys.stdin:
+        if line.strip():
+            print(json.dumps(handle(json.loads(line))), flush=True)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

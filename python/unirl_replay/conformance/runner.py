@@ -1,0 +1,235 @@
+"""Run the conformance corpus against executors for one or more simulator revisions.
+
+Each simulator revision other than the one installed in the running environment is installed
+into its own cached virtual environment (``.cache/conformance/<dist>-<version>/``) with uv, so the
+main environment never changes. The Python executor runs there with this checkout's sources on
+``PYTHONPATH``.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+from dataclasses import dataclass, field
+from importlib import metadata
+from pathlib import Path
+from typing import Any, Callable
+
+from unirl_replay.conformance.corpus import Case, first_difference, project_answer
+from unirl_replay.conformance.protocol import PROTOCOL_ID
+from unirl_replay.errors import MissingEnvironmentError, UnirlReplayError
+
+REPO_ROOT = Path(__file__).resolve().parents[3]
+# Upstream runtime deps of ai-dynamo's replay path, plus this package's light deps. aisimulate is
+# deliberately absent (an unreachable download stub; see pyproject.toml).
+REVISION_DEPS = ["pydantic>=2.10,<=2.13.5", "msgspec", "tqdm", "uvloop", "typing-extensions",
+                 "protobuf>=7.36.2,<8", "numpy>=2.0", "click>=8.1", "jsonschema>=4.23"]
+
+PASS, FAIL, XFAIL, XPASS, ERROR = "pass", "fail", "xfail", "xpass", "error"
+
+
+@dataclass
+class CellResult:
+    """Outcome of one case on one revision; ``detail`` is the one-line diff or error."""
+
+    status: str
+    detail: str = ""
+
+
+@dataclass
+class RevisionRun:
+    revision: str
+    executor: str
+    results: dict[str, CellResult] = field(default_factory=dict)
+
+
+def parse_revision(spec: str) -> tuple[str, str]:
+    """``"ai-dynamo==1.6.1"`` -> ``("ai-dynamo", "1.6.1")``; raises UnirlReplayError otherwise."""
+    dist, sep, version = spec.partition("==")
+    if not sep or not dist or not version:
+        raise UnirlReplayError(f"--simulator must look like ai-dynamo==X.Y.Z, got {spec!r}")
+    return dist.strip(), version.strip()
+
+
+def installed_revision() -> str | None:
+    """The ai-dynamo revision installed in this environment, as ``ai-dynamo==X``, or None."""
+    try:
+        return f"ai-dynamo=={metadata.version('ai-dynamo')}"
+    except metadata.PackageNotFoundError:
+        return None
+
+
+def _uv() -> str:
+    for cand in (shutil.which("uv"), str(REPO_ROOT / ".cache/uv/bin/uv")):
+        if cand and Path(cand).exists():
+            return cand
+    raise MissingEnvironmentError("uv is needed to install other simulator revisions; run `make env` first")
+
+
+def revision_python(spec: str, cache_dir: Path, log: Callable[[str], None]) -> str:
+    """Python of an environment holding simulator ``spec``; the current one if it already has it.
+
+    Creates ``cache_dir/<dist>-<version>`` on first use (a few minutes: the runtime wheel is ~75 MB).
+    Raises MissingEnvironmentError when the install fails (e.g. the revision is not on PyPI).
+    """
+    if spec == installed_revision():
+        return sys.executable
+    dist, version = parse_revision(spec)
+    env_dir = cache_dir / f"{dist}-{version}"
+    py = env_dir / "bin" / "python"
+    marker = env_dir / ".complete"
+    if not marker.exists():
+        log(f"installing {spec} into {env_dir} (cached for later runs)")
+        uv = _uv()
+        subprocess.run([uv, "venv", "-q", "--python", sys.executable, str(env_dir)], check=True)
+        pkgs = [f"{dist}=={version}"]
+        if dist == "ai-dynamo":
+            pkgs.append(f"ai-dynamo-runtime=={version}")
+        r = subprocess.run([uv, "pip", "install", "-q", "--python", str(py), "--no-deps", *pkgs],
+                           capture_output=True, text=True)
+        if r.returncode != 0:
+            raise MissingEnvironmentError(f"could not install {spec}: {r.stderr.strip()[-400:]}")
+        subprocess.run([uv, "pip", "install", "-q", "--python", str(py), *REVISION_DEPS], check=True)
+        marker.write_text(spec + "\n")
+    return str(py)
+
+
+def executor_command(python: str) -> tuple[list[str], dict[str, str]]:
+    """Command and environment of the Python executor run by ``python`` on this checkout's sources."""
+    env = dict(os.environ)
+    src = os.pathsep.join([str(REPO_ROOT / "python"), str(REPO_ROOT / "gen" / "python")])
+    env["PYTHONPATH"] = src + (os.pathsep + env["PYTHONPATH"] if env.get("PYTHONPATH") else "")
+    return [python, "-m", "unirl_replay.conformance.executor"], env
+
+
+def run_executor(cmd: list[str], env: dict[str, str] | None, requests: list[dict[str, Any]],
+                 timeout_s: float = 900) -> tuple[dict[str, Any], list[dict[str, Any]]]:
+    """Send all requests to one executor process; return its hello and one answer per request.
+
+    Raises UnirlReplayError when the executor breaks the protocol (no hello, wrong count, bad JSON).
+    """
+    stdin = "".join(json.dumps(r) + "\n" for r in requests)
+    proc = subprocess.run(cmd, input=stdin, capture_output=True, text=True, env=env, timeout=timeout_s)
+    lines = [ln for ln in proc.stdout.splitlines() if ln.strip()]
+    try:
+        msgs = [json.loads(ln) for ln in lines]
+    except json.JSONDecodeError as e:
+        raise UnirlReplayError(f"executor {cmd[0]} wrote a non-JSON line: {e}; stderr: {proc.stderr[-400:]}") from None
+    if not msgs or msgs[0].get("protocol") != PROTOCOL_ID:
+        raise UnirlReplayError(f"executor {' '.join(cmd)} sent no {PROTOCOL_ID} hello "
+                               f"(exit {proc.returncode}); stderr: {proc.stderr.strip()[-600:]}")
+    hello, answers = msgs[0], msgs[1:]
+    if len(answers) != len(requests):
+        raise UnirlReplayError(f"executor answered {len(answers)} of {len(requests)} requests "
+                               f"(exit {proc.returncode}); stderr: {proc.stderr.strip()[-600:]}")
+    return hello, answers
+
+
+def build_requests(cases: list[Case]) -> list[dict[str, Any]]:
+    """One request per (case, op), in corpus order."""
+    reqs = []
+    for c in cases:
+        for op in c.ops:
+            r = {"id": f"{c.name}:{op}", "op": op, "trace_dir": str(c.trace_dir.resolve()), "format": c.fmt}
+            if op == "replay":
+                r["timing_model"] = c.timing_model
+            reqs.append(r)
+    return reqs
+
+
+def judge(cases: list[Case], answers: list[dict[str, Any]], xfails: set[str]) -> dict[str, CellResult]:
+    """Compare answers with the expectations; a listed expected failure that passes is XPASS (a failure)."""
+    by_id = {a.get("id"): a for a in answers}
+    out: dict[str, CellResult] = {}
+    for c in cases:
+        diff = None
+        for op in c.ops:
+            ans = by_id.get(f"{c.name}:{op}")
+            if ans is None:
+                diff = f"{op}: no answer"
+                break
+            if ans.get("status") == "error":
+                diff = f"{op}: executor error: {str(ans.get('message'))[:160]}"
+                break
+            d = first_difference(c.expected(op), project_answer(c, op, ans))
+            if d:
+                diff = f"{op}: {d}"
+                break
+        if c.name in xfails:
+            out[c.name] = CellResult(XFAIL, diff) if diff else CellResult(
+                XPASS, "listed as expected failure but passes: remove it from the list")
+        else:
+            out[c.name] = CellResult(FAIL, diff) if diff else CellResult(PASS)
+    return out
+
+
+def load_xfails(root: Path, revision: str) -> set[str]:
+    """Case names listed in ``root/expected_failures/<dist>-<version>.txt`` (``#`` comments allowed)."""
+    dist, version = parse_revision(revision)
+    path = root / "expected_failures" / f"{dist}-{version}.txt"
+    if not path.exists():
+        return set()
+    names = set()
+    for line in path.read_text().splitlines():
+        name = line.split("#", 1)[0].strip()
+        if name:
+            names.add(name)
+    return names
+
+
+def run_revision(root: Path, cases: list[Case], revision: str, cache_dir: Path,
+                 log: Callable[[str], None], executor: list[str] | None = None) -> RevisionRun:
+    """Run every case on one simulator revision (or with a foreign ``executor`` command)."""
+    if executor is None:
+        cmd, env = executor_command(revision_python(revision, cache_dir, log))
+    else:
+        cmd, env = executor, None
+    run = RevisionRun(revision, " ".join(cmd))
+    try:
+        hello, answers = run_executor(cmd, env, build_requests(cases))
+    except UnirlReplayError as e:
+        for c in cases:
+            run.results[c.name] = CellResult(ERROR, str(e).splitlines()[0][:200])
+        return run
+    run.executor = hello.get("executor", run.executor)
+    run.results = judge(cases, answers, load_xfails(root, revision))
+    return run
+
+
+def matrix_json(cases: list[Case], runs: list[RevisionRun]) -> dict[str, Any]:
+    """The matrix as a JSON-ready dict: ``{"revisions": [...], "cases": [{name, rule, results}]}``."""
+    return {
+        "revisions": [{"revision": r.revision, "executor": r.executor} for r in runs],
+        "cases": [{"name": c.name, "rule": c.rule,
+                   "results": {r.revision: {"status": r.results[c.name].status, "detail": r.results[c.name].detail}
+                               for r in runs}} for c in cases],
+    }
+
+
+def matrix_markdown(cases: list[Case], runs: list[RevisionRun], details: bool = True) -> str:
+    """The matrix as a markdown table (case x revision), failures with their one-line diff below."""
+    head = "| case | rule | " + " | ".join(r.revision for r in runs) + " |"
+    sep = "|---|---|" + "---|" * len(runs)
+    rows = [f"| {c.name} | {c.rule} | " + " | ".join(r.results[c.name].status for r in runs) + " |" for c in cases]
+    notes = []
+    if details:
+        for r in runs:
+            for c in cases:
+                cell = r.results[c.name]
+                if cell.status in (FAIL, XPASS, ERROR):
+                    notes.append(f"- {r.revision} / {c.name}: {cell.status.upper()}: {cell.detail}")
+    totals = []
+    for r in runs:
+        counts: dict[str, int] = {}
+        for cell in r.results.values():
+            counts[cell.status] = counts.get(cell.status, 0) + 1
+        totals.append(f"{r.revision}: " + ", ".join(f"{v} {k}" for k, v in sorted(counts.items())))
+    return "\n".join([head, sep, *rows, "", *totals, *([""] + notes if notes else [])])
+
+
+def ok(runs: list[RevisionRun]) -> bool:
+    """True when no case failed, errored, or passed while listed as an expected failure."""
+    return all(cell.status in (PASS, XFAIL) for r in runs for cell in r.results.values())
