@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import re
 import tempfile
+from collections.abc import Iterable
 from pathlib import Path
 
 from unirl_replay import SCHEMA_VERSION
@@ -106,7 +107,7 @@ def _predicted(req, rows: dict, engine_id: str, shift_ms: float, offset_ns: int)
 
 def replay_workload(index: WorkloadIndex, manifest: manifest_pb2.TraceManifest, timing_model: str, *,
                     trace_format: str = "agentic_mooncake", work_dir: str | Path | None = None,
-                    workload_sha256: str = "") -> replay_pb2.ReplayResult:
+                    workload_sha256: str = "", unmodelled: Iterable[str] = ()) -> replay_pb2.ReplayResult:
     """Replay a workload in the real upstream simulator and build the ReplayResult.
 
     Args:
@@ -116,6 +117,9 @@ def replay_workload(index: WorkloadIndex, manifest: manifest_pb2.TraceManifest, 
         trace_format: ``agentic_mooncake`` (default) or ``mooncake``.
         work_dir: where the upstream input files go (a temporary directory when None).
         workload_sha256: digest of the replayed workload artifact.
+        unmodelled: rejection rules to drop instead (explicit, labelled opt-in; only those of
+            ``support.UNMODELLED_ALLOWED``, e.g. ``"engine_client.inflight_limit"``). Each dropped
+            constraint goes to ``ReplayResult.unmodelled_constraints`` and the notes.
 
     Raises:
         UnsupportedWorkloadError, TraceFormatError: before any upstream call.
@@ -129,7 +133,8 @@ def replay_workload(index: WorkloadIndex, manifest: manifest_pb2.TraceManifest, 
     cache_state = manifest.cache_state or common_pb2.CACHE_STATE_KIND_COLD
     policy = manifest.policy.policy_version if manifest.policy.HasField("policy_version") else None
     plans, notes = check_supported(index, engines, cache_state=cache_state,
-                                   window_policy_version=policy, trace_format=trace_format)
+                                   window_policy_version=policy, trace_format=trace_format,
+                                   unmodelled=unmodelled)
     tm_msg, tm_dict = parse_timing_model(timing_model)
     version, comps = dynamo_adapter.simulator_versions()
     res = replay_pb2.ReplayResult(
@@ -138,6 +143,7 @@ def replay_workload(index: WorkloadIndex, manifest: manifest_pb2.TraceManifest, 
                                                trace_format=trace_format, components=comps),
         timing_model=tm_msg, cache_state=cache_state)
     res.engines.extend(p.engine for p in plans.values())
+    res.unmodelled_constraints.extend(c for p in plans.values() for c in p.unmodelled)
 
     with tempfile.TemporaryDirectory(prefix="unirl-replay-") as tmp:
         work = Path(work_dir) if work_dir is not None else Path(tmp)
@@ -208,7 +214,7 @@ def replay_workload(index: WorkloadIndex, manifest: manifest_pb2.TraceManifest, 
 
 
 def replay_trace(trace_dir: str | Path, timing_model: str, *, trace_format: str = "agentic_mooncake",
-                 work_dir: str | Path | None = None) -> replay_pb2.ReplayResult:
+                 work_dir: str | Path | None = None, unmodelled: Iterable[str] = ()) -> replay_pb2.ReplayResult:
     """Open a trace directory (workload + manifest only) and :func:`replay_workload` it."""
     from unirl_replay import trace_io
     from unirl_replay.v1.manifest_pb2 import ARTIFACT_KIND_WORKLOAD
@@ -217,7 +223,7 @@ def replay_trace(trace_dir: str | Path, timing_model: str, *, trace_format: str 
     index = WorkloadIndex.from_records(rec for _, rec in trace.iter_workload())
     sha = trace.artifact(ARTIFACT_KIND_WORKLOAD).sha256
     return replay_workload(index, trace.manifest, timing_model, trace_format=trace_format,
-                           work_dir=work_dir, workload_sha256=sha)
+                           work_dir=work_dir, workload_sha256=sha, unmodelled=unmodelled)
 
 
 def convert_trace(trace_dir: str | Path, out_file: str | Path, *, trace_format: str = "agentic_mooncake",

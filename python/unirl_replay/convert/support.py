@@ -30,7 +30,15 @@ Rule ids raised here (each has a test showing its text):
                                     the trajectory lanes (upstream has no such limit)
 ``cache_warmup.lanes``              a declared warm cache together with trajectory lanes
 ``mooncake.closed_loop``            dependencies / slot pools in the open-loop mooncake format
+``unmodelled.not_allowed``          ``unmodelled=`` names a rule that is not in
+                                    :data:`UNMODELLED_ALLOWED` (it stays a hard rejection)
 ==================================  ===========================================================
+
+Explicit, labelled opt-in: ``check_supported(..., unmodelled=(rule, ...))`` replays WITHOUT a
+constraint upstream cannot express, for the rules of :data:`UNMODELLED_ALLOWED` only. The dropped
+constraint is recorded on the :class:`EnginePlan` (``unmodelled``) as a
+``replay_pb2.UnmodelledConstraint`` and in the notes; the runner copies it into
+``ReplayResult.unmodelled_constraints`` and reports label the comparison UNMODELLED.
 """
 
 from __future__ import annotations
@@ -40,9 +48,47 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 
 from unirl_replay.errors import TraceFormatError, UnsupportedWorkloadError
-from unirl_replay.v1 import common_pb2, manifest_pb2, workload_pb2
+from unirl_replay.v1 import common_pb2, manifest_pb2, replay_pb2, workload_pb2
 
 WORKLOAD_FILE = "workload"
+
+UNMODELLED_ALLOWED: dict[str, str] = {
+    # rule -> why dropping it is safe (it only removes a limit; the replayed work is unchanged)
+    "engine_client.inflight_limit": "drops only a client-side throttle: every request, dependency, "
+    "measured delay and trajectory lane is still replayed; requests may overlap more than the "
+    "client allowed, so predicted times are optimistic",
+}
+"""Rejection rules a user may explicitly drop (``--allow-unmodelled RULE``), each with the reason it is
+safe. Every other rule stays a hard rejection even when named."""
+
+RULES = ("slot_pool.cross_engine", "slot_pool.multiple_per_engine", "slot_pool.partial",
+         "trajectory.cross_engine", "dependency.cross_trajectory", "dependency.delay_not_measured",
+         "policy.mixed_versions", "resume.cross_policy", "resume.partial", "prefix.block_size_mismatch",
+         "engine_client.inflight_limit", "cache_warmup.lanes", "mooncake.closed_loop",
+         "cache_warmup.aggregate_only")
+"""Every UnsupportedWorkloadError rule of the workload checks (for the opt-in's messages)."""
+
+
+def check_unmodelled(rules: Iterable[str]) -> frozenset[str]:
+    """Validate the rule ids of an explicit opt-in; returns them as a set.
+
+    Raises:
+        UnsupportedWorkloadError: ``unmodelled.not_allowed`` for a rule that is not in
+            :data:`UNMODELLED_ALLOWED` (a known rule that cannot be dropped, or an unknown name).
+    """
+    rules = frozenset(rules)
+    allowed = ", ".join(sorted(UNMODELLED_ALLOWED))
+    for rule in sorted(rules):
+        if rule in UNMODELLED_ALLOWED:
+            continue
+        if rule in RULES:
+            why = (f"{rule!r} cannot be replayed as unmodelled: dropping it would change what is "
+                   "replayed, not only remove a limit, so it stays a hard rejection")
+        else:
+            why = f"{rule!r} is not a rejection rule of the replay adapter"
+        raise UnsupportedWorkloadError("unmodelled.not_allowed", f"{why}; only {allowed} may be allowed "
+                                       "(--allow-unmodelled)", [rule])
+    return rules
 
 
 @dataclass
@@ -117,6 +163,7 @@ class EnginePlan:
             else order of first appearance in the workload).
         lanes: ``SlotPool.trajectory_slots`` of the engine's pool, or None (unlimited).
         warmups: its ``CacheWarmup`` records.
+        unmodelled: constraints of this engine explicitly dropped (``unmodelled=`` opt-in).
     """
 
     engine: manifest_pb2.EngineConfig
@@ -125,6 +172,7 @@ class EnginePlan:
     play_order: list[str] = field(default_factory=list)
     lanes: int | None = None
     warmups: list[workload_pb2.CacheWarmup] = field(default_factory=list)
+    unmodelled: list[replay_pb2.UnmodelledConstraint] = field(default_factory=list)
 
 
 def play_id_of(req: workload_pb2.Request) -> str:
@@ -209,6 +257,7 @@ def check_supported(
     cache_state: int = common_pb2.CACHE_STATE_KIND_COLD,
     window_policy_version: int | None = None,
     trace_format: str = "agentic_mooncake",
+    unmodelled: Iterable[str] = (),
 ) -> tuple[dict[str, EnginePlan], list[str]]:
     """Check that upstream can replay ``index`` exactly, and plan one replay per engine.
 
@@ -218,6 +267,9 @@ def check_supported(
         cache_state: ``TraceManifest.cache_state`` (``CacheStateKind``); UNSPECIFIED reads as COLD.
         window_policy_version: ``TraceManifest.policy.policy_version`` when set.
         trace_format: ``"agentic_mooncake"`` or ``"mooncake"``.
+        unmodelled: rules to drop instead of rejecting (explicit opt-in; only those of
+            :data:`UNMODELLED_ALLOWED`). A dropped constraint goes to ``EnginePlan.unmodelled``
+            and to the notes.
 
     Returns:
         (plans by engine id in manifest order, notes about labelled-but-accepted cases).
@@ -227,6 +279,7 @@ def check_supported(
         TraceFormatError: a record that breaks the contract (unknown ids, missing arrival, wrong
             hash count, a missing delay with no reason, ...).
     """
+    allow = check_unmodelled(unmodelled)
     notes: list[str] = []
     plans: dict[str, EnginePlan] = {eid: EnginePlan(engine=cfg) for eid, cfg in engines.items()}
 
@@ -391,12 +444,25 @@ def check_supported(
         k = len(widths) if plan.lanes is None else min(plan.lanes, len(widths))
         bound = sum(widths[:k])
         if limit < bound:
+            rule = "engine_client.inflight_limit"
+            what = (f"engine {eid!r}: the client allows {limit} in-flight model requests but up to "
+                    f"{bound} can be in flight ({'lanes=' + str(plan.lanes) if plan.lanes else 'no slot limit'})")
+            if rule in allow:
+                plan.unmodelled.append(replay_pb2.UnmodelledConstraint(
+                    rule=rule, record_ids=[eid],
+                    reason=f"{what}; replayed WITHOUT the client limit (explicit opt-in): up to {bound} "
+                    "requests may run concurrently in the simulator, so predicted times are optimistic"))
+                notes.append(f"UNMODELLED {rule}: engine {eid!r} client in-flight limit {limit} was NOT "
+                             f"modelled (--allow-unmodelled); up to {bound} requests ran concurrently")
+                continue
             raise UnsupportedWorkloadError(
-                "engine_client.inflight_limit",
-                f"engine {eid!r}: the client allows {limit} in-flight model requests but up to "
-                f"{bound} can be in flight ({'lanes=' + str(plan.lanes) if plan.lanes else 'no slot limit'});"
-                " upstream cannot limit in-flight requests separately from trajectory lanes "
-                "(replay_concurrency is rejected with agentic_mooncake)", [eid])
+                rule,
+                f"{what}; upstream cannot limit in-flight requests separately from trajectory lanes "
+                "(replay_concurrency is rejected with agentic_mooncake). To replay anyway WITHOUT the "
+                f"client limit, pass --allow-unmodelled {rule} (replay_workload(..., unmodelled=("
+                f"{rule!r},))): up to {bound} requests then run concurrently, predictions are "
+                "optimistic and the result records the dropped constraint (reports label it UNMODELLED)",
+                [eid])
         notes.append(f"engine {eid!r}: client in-flight limit {limit} never binds (at most {bound} "
                      "requests can be in flight), so it is implied by the replay")
 
