@@ -556,7 +556,7 @@ def timing_label(tm: rpb.TimingModel) -> str:
 
 def honesty_label(manifest: mpb.TraceManifest, replay: rpb.ReplayResult) -> str:
     """One-line label for every title: role + workload name | simulator | timing model (status)
-    [| aggregate-only] [| IN-SAMPLE]."""
+    [| aggregate-only] [| IN-SAMPLE] [| UNMODELLED: <rules>]."""
     role = _ROLE_WORDS.get(manifest.role, "ROLE UNSPECIFIED")
     parts = [f"{role} workload {manifest.workload_name or manifest.trace_id}",
              f"{replay.simulator.name or 'simulator ?'} {replay.simulator.version}".strip(),
@@ -565,6 +565,8 @@ def honesty_label(manifest: mpb.TraceManifest, replay: rpb.ReplayResult) -> str:
         parts.append("aggregate-only")
     if manifest.workload_name and manifest.workload_name in replay.timing_model.calibration_workloads:
         parts.append("IN-SAMPLE")
+    if replay.unmodelled_constraints:
+        parts.append("UNMODELLED: " + ", ".join(dict.fromkeys(c.rule for c in replay.unmodelled_constraints)))
     return " | ".join(parts)
 
 
