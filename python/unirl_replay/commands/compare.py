@@ -27,6 +27,44 @@ def _load_trace(trace_dir: str):
     return trace.manifest, workload, outcomes
 
 
+def compare_to_dir(trace_dir: str | Path, replay_result: str | Path, out_dir: str | Path,
+                   repeats: tuple[str, ...] | list[str] = (), batch_id: str | None = None,
+                   plots_too: bool = True):
+    """Compare a replay result with a trace's measured outcomes and write everything into ``out_dir``.
+
+    Writes ``validation_report.json``, the PNG plots and ``timeline.perfetto.json`` (per-request
+    results only). Returns the ValidationReport message. Raises the errors of
+    :func:`unirl_replay.compare.compare` (e.g. a replay of another trace, a mislabelled model).
+    """
+    from unirl_replay import compare as C
+    from unirl_replay import perfetto, plots
+    from unirl_replay.trace_io import read_message_json, write_message_json
+    from unirl_replay.v1 import replay_pb2
+
+    rp = Path(replay_result)
+    if rp.is_dir():
+        rp = rp / "replay_result.json"
+    replay = read_message_json(rp, replay_pb2.ReplayResult)
+    manifest, workload, outcomes = _load_trace(str(trace_dir))
+    reps = [_load_trace(str(d)) for d in repeats]
+    report = C.compare(manifest, workload, outcomes, replay, repeats=reps)
+
+    out = Path(out_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    if plots_too:
+        if replay.granularity == replay_pb2.RESULT_GRANULARITY_PER_REQUEST:
+            pairs = C.match(workload, outcomes, replay).pairs
+            report.artifacts.extend(plots.write_plots(out, pairs, workload, outcomes, replay, report.label,
+                                                      batch_id=batch_id))
+            perfetto.write_chrome_trace(out / PERFETTO_FILE,
+                                        perfetto.chrome_trace(workload, outcomes, replay, report.label))
+            report.artifacts.append(PERFETTO_FILE)
+        else:
+            report.notes.append("aggregate-only result: no per-record plots or timelines")
+    write_message_json(out / REPORT_FILE, report)
+    return report
+
+
 @click.command("compare")
 @click.argument("trace_dir", type=click.Path(exists=True, file_okay=False))
 @click.argument("replay_result", type=click.Path(exists=True))
@@ -39,32 +77,8 @@ def _load_trace(trace_dir: str):
 def command(trace_dir: str, replay_result: str, out_dir: str, repeats: tuple[str, ...], batch_id: str | None,
             no_plots: bool) -> None:
     """Compare REPLAY_RESULT with the measured outcomes of TRACE_DIR."""
-    from unirl_replay import compare as C
-    from unirl_replay import perfetto, plots
     from unirl_replay.report_text import format_report
-    from unirl_replay.trace_io import read_message_json, write_message_json
-    from unirl_replay.v1 import replay_pb2
 
-    rp = Path(replay_result)
-    if rp.is_dir():
-        rp = rp / "replay_result.json"
-    replay = read_message_json(rp, replay_pb2.ReplayResult)
-    manifest, workload, outcomes = _load_trace(trace_dir)
-    reps = [_load_trace(d) for d in repeats]
-    report = C.compare(manifest, workload, outcomes, replay, repeats=reps)
-
-    out = Path(out_dir)
-    out.mkdir(parents=True, exist_ok=True)
-    if not no_plots:
-        if replay.granularity == replay_pb2.RESULT_GRANULARITY_PER_REQUEST:
-            pairs = C.match(workload, outcomes, replay).pairs
-            report.artifacts.extend(plots.write_plots(out, pairs, workload, outcomes, replay, report.label,
-                                                      batch_id=batch_id))
-            perfetto.write_chrome_trace(out / PERFETTO_FILE,
-                                        perfetto.chrome_trace(workload, outcomes, replay, report.label))
-            report.artifacts.append(PERFETTO_FILE)
-        else:
-            report.notes.append("aggregate-only result: no per-record plots or timelines")
-    write_message_json(out / REPORT_FILE, report)
+    report = compare_to_dir(trace_dir, replay_result, out_dir, repeats, batch_id, not no_plots)
     click.echo(format_report(report))
-    click.echo(f"\nwrote {out / REPORT_FILE}")
+    click.echo(f"\nwrote {Path(out_dir) / REPORT_FILE}")
