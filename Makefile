@@ -4,7 +4,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 export PATH := $(CURDIR)/$(BIN):$(PATH)
 
-.PHONY: env demo test test-all check-gen gen lint-proto breaking schema bench reference-env
+.PHONY: env demo test check-gen gen bench reference-env conformance-matrix
 
 env:
 	@scripts/bootstrap.sh
@@ -14,6 +14,7 @@ demo: env
 
 # The whole default suite (CI runs exactly this): contract checks, then pytest.
 test: env check-gen
+	scripts/check_bindings.sh
 	$(BIN)/python -m pytest -q
 
 # Regenerate gen/ and schema/ from proto/ (the one documented regeneration command).
@@ -30,3 +31,9 @@ bench: env
 
 reference-env:
 	envs/reference/install.sh
+
+# The conformance matrix across every ai-dynamo release whose replay API exists (1.3.0.post1+);
+# other revisions are installed into cached environments under .cache/conformance/.
+CONFORMANCE_REVISIONS := 1.3.0.post1 1.3.1 1.4.0 1.4.1 1.4.2 1.5.0 1.5.1 1.6.0 1.6.1
+conformance-matrix: env
+	$(BIN)/unirl-replay conformance $(foreach v,$(CONFORMANCE_REVISIONS),--simulator ai-dynamo==$(v)) --out conformance/matrix.json | tee conformance/MATRIX.md
