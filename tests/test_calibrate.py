@@ -205,7 +205,7 @@ def test_tiny_sweep_end_to_end_on_the_real_engine(tmp_path):
     t.manifest.model.weights_sha256 = ""  # any tiny model built by the capture's builder
     d = t.write(tmp_path / "t")
     path, prov = cal.calibrate(str(d), str(tmp_path / "p.npz"), repeats=2, osl=16, batches=[1, 4], lengths=[32, 128],
-                               max_kv=2048)
+                               max_kv=2048, timeout_s=900)
     a = prov["engine"]["actual"]
     assert (a["block_size"], a["num_kv_blocks"], a["max_num_seqs"], a["max_num_batched_tokens"],
             a["max_model_len"], a["enable_prefix_caching"]) == (128, 64, 8, 512, 1024, False)
@@ -214,3 +214,15 @@ def test_tiny_sweep_end_to_end_on_the_real_engine(tmp_path):
     assert all(p["itl_ms"] and p["itl_ms"] > 0 for p in prov["raw"]["decode"])
     tm, _ = parse_timing_model(f"profile:{path}")
     assert tm.calibration == replay_pb2.CALIBRATION_STATUS_CALIBRATED
+
+
+def test_driver_timeout_ends_the_whole_process_tree(tmp_path):
+    fake = tmp_path / "python"
+    pidfile = tmp_path / "child.pid"
+    fake.write_text(f"#!/bin/sh\nsleep 120 &\necho $! > {pidfile}\nsleep 120\n")
+    fake.chmod(0o755)
+    with pytest.raises(cal.CalibrationError, match="did not finish"):
+        cal.run_driver({"x": 1}, python=fake, timeout_s=1)
+    child = int(pidfile.read_text())
+    with pytest.raises(ProcessLookupError):
+        os.kill(child, 0)

@@ -314,6 +314,29 @@ def reference_python() -> Path:
     return cand
 
 
+def _kill_tree(proc: subprocess.Popen) -> None:
+    """End every process of the driver's session (it was started with ``start_new_session``)."""
+    import signal
+
+    for sig in (signal.SIGTERM, signal.SIGKILL):
+        try:
+            os.killpg(proc.pid, sig)
+        except (ProcessLookupError, PermissionError):
+            break
+        try:
+            proc.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            continue
+        if sig == signal.SIGTERM:
+            try:  # leader gone: give the rest of the group a moment, then make sure
+                os.killpg(proc.pid, 0)
+            except ProcessLookupError:
+                break
+            import time
+
+            time.sleep(2)
+
+
 def run_driver(spec: Dict[str, Any], *, python: Optional[Path] = None, timeout_s: float = 3600,
                log=None) -> Dict[str, Any]:
     """Run the calibration driver in the reference environment; returns its raw measurements."""
@@ -322,12 +345,21 @@ def run_driver(spec: Dict[str, Any], *, python: Optional[Path] = None, timeout_s
         spec_path, out_path = Path(tmp) / "spec.json", Path(tmp) / "raw.json"
         spec_path.write_text(json.dumps(spec))
         cmd = [str(python), "-m", DRIVER_MODULE, "--spec", str(spec_path), "--out", str(out_path)]
-        proc = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, timeout=timeout_s,
-                              env={**os.environ, "TORCHDYNAMO_DISABLE": "1"})
+        # Own session: on timeout the whole tree (driver, vLLM EngineCore, worker) is ended, never
+        # left behind holding the engine's memory.
+        proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+                                start_new_session=True, env={**os.environ, "TORCHDYNAMO_DISABLE": "1"})
+        try:
+            stdout, _ = proc.communicate(timeout=timeout_s)
+        except subprocess.TimeoutExpired:
+            _kill_tree(proc)
+            raise CalibrationError(f"calibration driver did not finish within {timeout_s:.0f} s; ended it") from None
+        finally:
+            _kill_tree(proc)  # also any EngineCore / worker left in the session after the driver exited
         if log is not None:
-            log(proc.stdout)
+            log(stdout)
         if proc.returncode != 0 or not out_path.exists():
-            lines = proc.stdout.splitlines()
+            lines = stdout.splitlines()
             causes = [ln for ln in lines[:-25] if "Error" in ln or "error:" in ln][-10:]
             tail = "\n".join(causes + ["..."] + lines[-25:])
             raise CalibrationError(f"calibration driver failed (exit {proc.returncode}):\n{tail}")
@@ -392,7 +424,8 @@ def build_provenance(*, raw: Dict[str, Any], fit: Fit, eng: Dict[str, Any], mani
 def calibrate(like: str, out: str, *, workload_name: Optional[str] = None, repeats: int = 5, osl: int = 64,
               decode_repeats: int = 1, max_kv: int = 32768, batches: Optional[Sequence[int]] = None,
               lengths: Optional[Sequence[int]] = None, model_dir: Optional[str] = None,
-              raw_in: Optional[str] = None, raw_out: Optional[str] = None, log=None) -> Tuple[Path, Dict[str, Any]]:
+              raw_in: Optional[str] = None, raw_out: Optional[str] = None, log=None,
+              timeout_s: float = 3600) -> Tuple[Path, Dict[str, Any]]:
     """The whole ``calibrate`` command: plan, measure (or reuse ``raw_in``), fit, write.
 
     Raises:
@@ -412,7 +445,7 @@ def calibrate(like: str, out: str, *, workload_name: Optional[str] = None, repea
         raw = json.loads(Path(raw_in).read_text())
     else:
         reference_python()  # fail early with the clear message
-        raw = run_driver(spec, log=log)
+        raw = run_driver(spec, log=log, timeout_s=timeout_s)
     if raw_out:
         Path(raw_out).write_text(json.dumps(raw, indent=1) + "\n")
     fit = fit_profile(raw, eng)
