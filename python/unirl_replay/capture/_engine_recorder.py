@@ -1,7 +1,21 @@
 """Runtime-side recorder installed by the vLLM plugin (only when the capture is switched on).
 
 Imported only from :mod:`unirl_replay.capture.vllm_plugin` after ``UNIRL_REPLAY_TRACE_DIR`` was
-found set, in the process that owns ``vllm.LLM``.
+found set, in the process that owns ``vllm.LLM`` (UniRL's spawned runtime).
+
+Writes ``$UNIRL_REPLAY_TRACE_DIR/raw/engine-<pid>.jsonl``: counts, finish reasons, vLLM's
+per-request timestamps and salted prefix hashes (:mod:`hashing`). Never text or token ids.
+
+Clocks: vLLM's ``queued_ts`` / ``scheduled_ts`` / ``first_token_ts`` / ``last_token_ts`` are
+``time.monotonic()`` in the EngineCore process (EngineCoreEvent / EngineCoreOutputs timestamps).
+CLOCK_MONOTONIC is one host-wide clock on Linux, so they are directly comparable with the
+driver's ``time.monotonic()``: the trace builder only subtracts the window start. ``arrival_time``
+is wall clock (``time.time()`` in this process); it is kept raw for reference and never used for
+a trace offset.
+
+Plain mode (for paired overhead runs in the same engine process): while the file
+``raw/PLAIN`` exists, ``LLM.generate`` calls straight through (one ``stat`` per call) and the
+per-child hook does nothing.
 """
 
 from __future__ import annotations
@@ -14,43 +28,65 @@ import time
 from pathlib import Path
 from typing import Any, Dict, List, Optional, Sequence
 
-from unirl_replay.capture.hashing import block_hashes, load_salt
+from unirl_replay.capture.hashing import load_salt, prefix_block_hashes
 
-_state: Dict[str, Any] = {"last_pipe_request_id": None, "last_pipe_recv_wall": None, "generate_index": 0}
+PLAIN_SWITCH_FILE = "PLAIN"
+
+_state: Dict[str, Any] = {"last_pipe_request_id": None, "generate_index": 0, "config_emitted": False,
+                          "active": False}
 _lock = threading.Lock()
+
+_TS = ("arrival_time", "queued_ts", "scheduled_ts", "first_token_ts", "last_token_ts")
 
 
 def _metrics_dict(metrics: Any) -> Optional[Dict[str, Any]]:
     if metrics is None:
         return None
     out: Dict[str, Any] = {"type": type(metrics).__name__}
-    for name in (
-        "arrival_time",
-        "queued_ts",
-        "scheduled_ts",
-        "first_token_ts",
-        "last_token_ts",
-        "first_token_latency",
-        "num_generation_tokens",
-        "is_corrupted",
-    ):
+    for name in (*_TS, "num_generation_tokens"):
         if hasattr(metrics, name):
             value = getattr(metrics, name)
             out[name] = value if isinstance(value, (int, float, bool)) or value is None else str(value)
-    out["clock"] = {
-        "arrival_time": "wall (time.time, engine frontend = UniRL runtime process)",
-        "queued_ts": "monotonic (time.monotonic, engine-core process; CLOCK_MONOTONIC is host-wide)",
-        "scheduled_ts": "monotonic (engine-core)",
-        "first_token_ts": "monotonic (engine-core)",
-        "last_token_ts": "monotonic (engine-core)",
-        "first_token_latency": "seconds (frontend)",
+    return out
+
+
+def _get(obj: Any, path: str) -> Any:
+    for name in path.split("."):
+        obj = getattr(obj, name, None)
+        if obj is None:
+            return None
+    return obj
+
+
+def engine_config(llm: Any) -> Dict[str, Any]:
+    """vLLM's actual config (after EngineCore start: ``num_gpu_blocks`` is reported back)."""
+    vc = _get(llm, "llm_engine.vllm_config")
+    fields = {
+        "block_size": "cache_config.block_size",
+        "num_gpu_blocks": "cache_config.num_gpu_blocks",
+        "enable_prefix_caching": "cache_config.enable_prefix_caching",
+        "cache_dtype": "cache_config.cache_dtype",
+        "max_num_seqs": "scheduler_config.max_num_seqs",
+        "max_num_batched_tokens": "scheduler_config.max_num_batched_tokens",
+        "enable_chunked_prefill": "scheduler_config.enable_chunked_prefill",
+        "max_model_len": "model_config.max_model_len",
+        "dtype": "model_config.dtype",
+        "tensor_parallel_size": "parallel_config.tensor_parallel_size",
+        "distributed_executor_backend": "parallel_config.distributed_executor_backend",
+        "enforce_eager": "model_config.enforce_eager",
+        "device_type": "device_config.device_type",
     }
+    out: Dict[str, Any] = {}
+    for key, path in fields.items():
+        v = _get(vc, path)
+        out[key] = v if isinstance(v, (int, float, bool)) or v is None else str(v)
     return out
 
 
 def install(trace_dir: str, llm_cls: Any, runtime_module: Any) -> None:
     raw_dir = Path(trace_dir) / "raw"
     raw_dir.mkdir(parents=True, exist_ok=True)
+    plain_switch = str(raw_dir / PLAIN_SWITCH_FILE)
     path = raw_dir / f"engine-{os.getpid()}.jsonl"
     salt = load_salt()
     sink = open(path, "a", buffering=1, encoding="utf-8")
@@ -59,13 +95,8 @@ def install(trace_dir: str, llm_cls: Any, runtime_module: Any) -> None:
         with _lock:
             sink.write(json.dumps(record, sort_keys=True) + "\n")
 
-    emit(
-        {
-            "kind": "engine_process",
-            "pid": os.getpid(),
-            "clock_pair": {"wall": time.time(), "monotonic": time.monotonic(), "perf_counter": time.perf_counter()},
-        }
-    )
+    emit({"kind": "engine_process", "pid": os.getpid(),
+          "clock_pair": {"wall": time.time(), "monotonic": time.monotonic()}})
 
     if runtime_module is not None and hasattr(runtime_module, "_recv_request"):
         original_recv = runtime_module._recv_request
@@ -74,8 +105,6 @@ def install(trace_dir: str, llm_cls: Any, runtime_module: Any) -> None:
         def _recv_request(connection, *, last_request_id):
             message = original_recv(connection, last_request_id=last_request_id)
             _state["last_pipe_request_id"] = message.get("request_id")
-            _state["last_pipe_command"] = message.get("command")
-            _state["last_pipe_recv_wall"] = time.time()
             _state["last_pipe_recv_mono"] = time.monotonic()
             return message
 
@@ -86,11 +115,20 @@ def install(trace_dir: str, llm_cls: Any, runtime_module: Any) -> None:
 
     @functools.wraps(original_generate)
     def generate(self, prompts, sampling_params=None, *args, **kwargs):
-        wall0, mono0 = time.time(), time.monotonic()
+        if os.path.exists(plain_switch):
+            _state["active"] = False
+            return original_generate(self, prompts, sampling_params, *args, **kwargs)
+        _state["active"] = True
+        mono0 = time.monotonic()
         outputs = original_generate(self, prompts, sampling_params, *args, **kwargs)
-        wall1, mono1 = time.time(), time.monotonic()
+        mono1 = time.monotonic()
         try:
-            _record_generate(self, emit, salt, outputs, (wall0, mono0, wall1, mono1))
+            if not _state["config_emitted"]:
+                _state["config_emitted"] = True
+                emit({"kind": "engine_config", "pid": os.getpid(), "config": engine_config(self)})
+            _record_generate(self, emit, salt, outputs, (mono0, mono1))
+            emit({"kind": "engine_capture_cost", "pipe_request_id": _state.get("last_pipe_request_id"),
+                  "self_s": time.monotonic() - mono1})
         except Exception as exc:  # noqa: BLE001 - a capture must never break a rollout
             emit({"kind": "capture_error", "where": "engine.generate", "error": f"{type(exc).__name__}: {exc}"})
         return outputs
@@ -117,73 +155,54 @@ def _install_child_stats_hook() -> None:
     @functools.wraps(original)
     def make_request_output(self, new_token_ids, pooling_output, finish_reason, stop_reason, *args, **kwargs):
         result = original(self, new_token_ids, pooling_output, finish_reason, stop_reason, *args, **kwargs)
-        try:
-            parent = getattr(self, "parent_req", None)
-            if finish_reason is not None and parent is not None:
-                index = int(str(self.request_id).split("_", 1)[0])
-                stats = _metrics_dict(getattr(self, "stats", None)) or {}
-                stats.pop("clock", None)
-                stats["finish_reason"] = str(finish_reason)
-                _child_stats.setdefault(str(parent.external_req_id), {})[index] = stats
-        except Exception:  # noqa: BLE001 - never break the engine
-            pass
+        if finish_reason is not None and _state["active"]:
+            try:
+                parent = getattr(self, "parent_req", None)
+                if parent is not None:
+                    index = int(str(self.request_id).split("_", 1)[0])
+                    stats = _metrics_dict(getattr(self, "stats", None)) or {}
+                    _child_stats.setdefault(str(parent.external_req_id), {})[index] = stats
+            except Exception:  # noqa: BLE001 - never break the engine
+                pass
         return result
 
     state_cls.make_request_output = make_request_output
 
 
-def _block_size(llm: Any) -> Optional[int]:
-    engine = getattr(llm, "llm_engine", None)
-    for path in ("vllm_config.cache_config.block_size", "cache_config.block_size"):
-        obj: Any = engine
-        for name in path.split("."):
-            obj = getattr(obj, name, None)
-        if isinstance(obj, int):
-            return obj
-    return None
-
-
 def _record_generate(llm: Any, emit, salt: bytes, outputs: Sequence[Any], times) -> None:
-    wall0, mono0, wall1, mono1 = times
-    block_size = _block_size(llm)
+    mono0, mono1 = times
+    block_size = _get(llm, "llm_engine.vllm_config.cache_config.block_size")
     with _lock:
         index = _state["generate_index"]
         _state["generate_index"] += 1
     requests: List[Dict[str, Any]] = []
     for position, out in enumerate(outputs):
-        prompt_ids = list(getattr(out, "prompt_token_ids", None) or [])
+        prompt_ids = getattr(out, "prompt_token_ids", None) or []
         completions = sorted(out.outputs, key=lambda c: int(c.index))
+        rid = str(out.request_id)
+        children = _child_stats.pop(rid, {})
         requests.append(
             {
                 "position": position,
-                "vllm_request_id": str(out.request_id),
+                "vllm_request_id": rid,
                 "n": len(completions),
                 "prompt_tokens": len(prompt_ids),
                 "output_tokens": [len(c.token_ids) for c in completions],
                 "finish_reasons": [str(c.finish_reason) if c.finish_reason is not None else None for c in completions],
-                "stop_reason_kind": [type(c.stop_reason).__name__ for c in completions],
                 "num_cached_tokens": getattr(out, "num_cached_tokens", None),
                 "metrics": _metrics_dict(getattr(out, "metrics", None)),
-                "per_sample_metrics": [
-                    _child_stats.get(str(out.request_id), {}).get(int(c.index)) for c in completions
-                ]
-                if len(completions) > 1
-                else None,
-                "prompt_block_hashes": block_hashes(prompt_ids, block_size, salt) if block_size else [],
+                "per_sample_metrics": [children.get(int(c.index)) for c in completions] if len(completions) > 1 else None,
+                "prefix_hashes": prefix_block_hashes(prompt_ids, int(block_size), salt) if block_size else None,
             }
         )
-    for out in outputs:
-        _child_stats.pop(str(out.request_id), None)
     emit(
         {
             "kind": "engine_generate",
             "pid": os.getpid(),
             "generate_index": index,
             "pipe_request_id": _state.get("last_pipe_request_id"),
-            "pipe_recv_wall": _state.get("last_pipe_recv_wall"),
             "pipe_recv_monotonic": _state.get("last_pipe_recv_mono"),
             "block_size": block_size,
-            "call_wall": [wall0, wall1],
             "call_monotonic": [mono0, mono1],
             "requests": requests,
         }

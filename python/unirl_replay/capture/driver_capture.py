@@ -15,8 +15,14 @@ this module patches nothing. All hooks wrap UniRL 0.2.0 methods from outside:
 * ``RolloutManager.submit`` / ``collect``: rollout batch boundaries (the collect the trainer waits
   on) and which trajectories each collect returned.
 
-Records are plain JSON lines in ``$TRACE_DIR/raw/driver-<pid>.jsonl`` (phase-1 raw format).
-No text, token ids or tool arguments are written.
+Records are plain JSON lines in ``$TRACE_DIR/raw/driver-<pid>.jsonl`` (raw input of
+:mod:`unirl_replay.capture.trace_builder`). No text, token ids or tool arguments are written.
+Times are ``time.monotonic()`` (host-wide CLOCK_MONOTONIC) with one ``(wall, monotonic)`` pair per
+process for the window's human start time.
+
+:func:`set_active` switches the hooks to a pass-through (plain) mode for paired overhead runs in
+the same processes; :func:`set_phase` tags records (``window`` vs ``overhead``) so the trace
+builder keeps only the window.
 """
 
 from __future__ import annotations
@@ -33,6 +39,19 @@ from typing import Any, Dict, List, Optional
 _local = threading.local()
 _lock = threading.Lock()
 _installed: Dict[str, Any] = {}
+_mode: Dict[str, Any] = {"active": True, "phase": "window"}
+#: phase -> [seconds spent serializing and writing driver records, records] (the hooks' main cost)
+_cost: Dict[str, List[Any]] = {}
+
+
+def set_active(active: bool) -> None:
+    """Instrumented (True) or pass-through (False) hooks; used by the overhead pairs."""
+    _mode["active"] = bool(active)
+
+
+def set_phase(phase: str) -> None:
+    """Tag subsequent records with ``phase`` (``window`` records become the trace)."""
+    _mode["phase"] = phase
 
 
 def _now() -> Dict[str, float]:
@@ -51,9 +70,14 @@ class _Sink:
         self._fh = open(self.path, "a", buffering=1, encoding="utf-8")
 
     def emit(self, record: Dict[str, Any]) -> None:
+        t = time.perf_counter()
+        record.setdefault("phase", _mode["phase"])
         line = json.dumps(record, sort_keys=True)
         with _lock:
             self._fh.write(line + "\n")
+            cost = _cost.setdefault(record["phase"], [0.0, 0])
+            cost[0] += time.perf_counter() - t
+            cost[1] += 1
 
     def close(self) -> None:
         with _lock:
@@ -87,7 +111,7 @@ def install(trace_dir: str, *, window: Dict[str, Any] | None = None) -> _Sink:
 
     @functools.wraps(original_recv)
     def _recv(self, *, connection, timeout_s, expected_request_id=None, expected_command=None):
-        if expected_command == "generate":
+        if expected_command == "generate" and _mode["active"]:
             _local.pipe_request_id = expected_request_id
             _local.pipe_send_monotonic = time.monotonic()
         return original_recv(
@@ -104,6 +128,8 @@ def install(trace_dir: str, *, window: Dict[str, Any] | None = None) -> _Sink:
 
     @functools.wraps(original_vgen)
     def vllm_generate(self, sample):
+        if not _mode["active"]:
+            return original_vgen(self, sample)
         ctx = getattr(_local, "ctx", None)
         turn = None
         if ctx is not None:
@@ -167,6 +193,8 @@ def install(trace_dir: str, *, window: Dict[str, Any] | None = None) -> _Sink:
 
         def step(sample):
             ctx = getattr(_local, "ctx", None)
+            if not _mode["active"] or ctx is None:
+                return original_step(sample)
             t0 = _now()
             error = None
             done = None
@@ -200,6 +228,8 @@ def install(trace_dir: str, *, window: Dict[str, Any] | None = None) -> _Sink:
 
     @functools.wraps(original_agen)
     def agentic_generate(self, sample):
+        if not _mode["active"]:
+            return original_agen(self, sample)
         _wrap_env(self)
         trajectory_id = f"traj-{next(traj_counter):05d}"
         roots = sorted({_root(s) for s in sample.parts[-1].sample_ids})
@@ -237,6 +267,8 @@ def install(trace_dir: str, *, window: Dict[str, Any] | None = None) -> _Sink:
 
     @functools.wraps(original_submit)
     def submit(self, tasks):
+        if not _mode["active"]:
+            return original_submit(self, tasks)
         tasks = list(tasks)
         sink.emit(
             {
@@ -252,6 +284,8 @@ def install(trace_dir: str, *, window: Dict[str, Any] | None = None) -> _Sink:
 
     @functools.wraps(original_collect)
     def collect(self, n, *, current_version):
+        if not _mode["active"]:
+            return original_collect(self, n, current_version=current_version)
         index = next(batch_counter)
         t0 = _now()
         groups = original_collect(self, n, current_version=current_version)
@@ -280,6 +314,15 @@ def install(trace_dir: str, *, window: Dict[str, Any] | None = None) -> _Sink:
     return sink
 
 
+def close() -> None:
+    """Flush and close the driver sink (hooks stay installed but the process is about to finish)."""
+    sink: Optional[_Sink] = _installed.get("sink")
+    if sink is not None:
+        sink.emit({"kind": "driver_capture_cost", "phase": "close",
+                   "emit_s": {k: v[0] for k, v in _cost.items()}, "records": {k: v[1] for k, v in _cost.items()}})
+        sink.close()
+
+
 def mark(kind: str, **fields: Any) -> None:
     """Emit a driver-level record (e.g. GRPO batch boundaries) when the capture is installed."""
     sink: Optional[_Sink] = _installed.get("sink")
@@ -287,4 +330,4 @@ def mark(kind: str, **fields: Any) -> None:
         sink.emit({"kind": kind, "at": _now(), **fields})
 
 
-__all__ = ["current_context", "install", "mark"]
+__all__ = ["current_context", "close", "install", "mark", "set_active", "set_phase"]

@@ -1,7 +1,11 @@
-"""Run a real UniRL 0.2.0 rollout window on CPU (reference environment) and capture it.
+"""Run a real UniRL 0.2.0 rollout window on CPU (reference environment) and capture it as a trace.
 
-    python -m unirl_replay.capture.rollout_driver grpo    --out DIR [--no-capture]
-    python -m unirl_replay.capture.rollout_driver agentic --out DIR [--no-capture]
+    python -m unirl_replay.capture.rollout_driver grpo    --out DIR [options]
+    python -m unirl_replay.capture.rollout_driver agentic --out DIR [options]
+    python -m unirl_replay.capture.rollout_driver grpo    --out DIR --no-capture   # plain run, no trace
+
+Normally started by ``unirl-replay capture`` (main environment), which runs this module with the
+reference environment's interpreter (``.venv-ref``).
 
 GRPO: UniRL's own ``VLLMRolloutEngine`` (direct vLLM text engine, spawned runtime, vLLM-CPU), a
 request Sample built the way ``ARTrainer._build_request_sample`` builds it
@@ -11,31 +15,54 @@ rollout batch (the sync trainer's barrier).
 Agentic: UniRL's ``AgenticRolloutEngine`` (``ToolAgentHarness`` + ``ToolEnvironment`` with a
 local calculator and a local lookup tool with real waits) over the same vLLM engine, dispatched by
 UniRL's own ``RolloutManager`` / ``RolloutPool`` with ``capacities=[per_worker_inflight]`` exactly as
-``AgenticTrainer`` wires it; only the Ray slot launcher is replaced by a local thread launcher.
+``AgenticTrainer`` wires it (``submit`` then ``collect(n)`` per batch); only the Ray slot launcher is
+replaced by a local thread launcher.
 
-The model is the tiny scripted Qwen2 model from :mod:`unirl_replay.capture.tiny_model`.
-Phase-1 output: ``DIR/raw/*.jsonl`` (driver and engine records) and ``DIR/window.json`` (joined).
+Capture: ``UNIRL_REPLAY_TRACE_DIR=DIR`` switches the vLLM plugin on in UniRL's runtime process,
+:func:`driver_capture.install` adds the driver hooks. After the window, ``--overhead-pairs`` paired
+runs of one fixed rollout unit (a GRPO generate call / an agentic submit+collect) alternate
+instrumented and plain (hooks in pass-through) in the same processes; then the raw records are
+turned into the trace (:mod:`trace_builder`) and ``DIR/raw`` is removed (``--keep-raw`` keeps it).
+
+The model is the tiny scripted Qwen2 model from :mod:`unirl_replay.capture.tiny_model`, built
+once into a cache directory (``--model-dir``).
 """
 
 from __future__ import annotations
 
 import argparse
 import concurrent.futures
+import dataclasses
+import datetime
+import hashlib
 import json
+import math
 import os
+import platform
 import random
+import shutil
+import statistics
 import sys
 import threading
 import time
 from pathlib import Path
-from typing import Any, Dict, List
+from typing import Any, Dict, List, Optional, Tuple
 
 DEFAULT_ENGINE_KWARGS: Dict[str, Any] = {
     "gpu_memory_utilization": 0.3,
-    "disable_log_stats": False,
+    "disable_log_stats": False,  # vLLM fills RequestOutput.metrics only with stats on
     "max_model_len": 4096,
     "seed": 0,
 }
+MODEL_NAME = "tiny-scripted-qwen2"
+
+
+def _range(text: str) -> Tuple[int, int]:
+    lo, _, hi = text.partition(":")
+    a, b = int(lo), int(hi or lo)
+    if not 0 < a <= b:
+        raise argparse.ArgumentTypeError(f"expected MIN:MAX with 0 < MIN <= MAX, got {text!r}")
+    return a, b
 
 
 def _prepare_environment(out: Path, *, capture: bool, cpu: bool) -> None:
@@ -55,12 +82,22 @@ def _prepare_environment(out: Path, *, capture: bool, cpu: bool) -> None:
         os.environ.pop("UNIRL_REPLAY_TRACE_DIR", None)
 
 
+def _default_model_dir(model_seed: int) -> Path:
+    cache = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache")
+    return cache / "unirl-replay" / f"{MODEL_NAME}-seed{model_seed}"
+
+
 def _model_dir(args) -> str:
     from unirl_replay.capture.tiny_model import TinyModelSpec, build_tiny_model
 
-    path = Path(args.model_dir) if args.model_dir else Path(args.out) / "model"
+    path = Path(args.model_dir) if args.model_dir else _default_model_dir(args.model_seed)
     if not (path / "config.json").exists():
-        build_tiny_model(path, TinyModelSpec(seed=args.seed))
+        tmp = path.with_name(path.name + f".tmp{os.getpid()}")
+        build_tiny_model(tmp, TinyModelSpec(seed=args.model_seed))
+        try:
+            tmp.rename(path)
+        except OSError:  # built concurrently by another run
+            shutil.rmtree(tmp, ignore_errors=True)
     return str(path)
 
 
@@ -77,10 +114,52 @@ def _engine_config(model: str, args, **extra):
     )
 
 
-def _prompts(seed: int, lengths: List[int]) -> List[str]:
+def _lengths(rng: random.Random, n: int, bounds: Tuple[int, int]) -> List[int]:
+    """Prompt lengths in words, log-uniform in [lo, hi] (varied prompt lengths)."""
+    lo, hi = bounds
+    return [int(round(math.exp(rng.uniform(math.log(lo), math.log(hi))))) for _ in range(n)]
+
+
+class PromptLog:
+    """The prompts a run used (``--dump-prompts``, for privacy tests only; written outside the trace)."""
+
+    def __init__(self) -> None:
+        self.texts: List[str] = []
+
+    def add(self, texts: List[str]) -> List[str]:
+        self.texts.extend(texts)
+        return texts
+
+    def write(self, path: str, model_dir: str) -> None:
+        from transformers import AutoTokenizer
+
+        tok = AutoTokenizer.from_pretrained(model_dir)
+        data = {"texts": self.texts, "token_ids": [tok(t)["input_ids"] for t in self.texts]}
+        Path(path).write_text(json.dumps(data))
+
+
+PROMPTS = PromptLog()
+
+
+def window_prompts(mode: str, seed: int, batches: int, prompts: int, prompt_words: Tuple[int, int]
+                   ) -> List[List[str]]:
+    """The prompt texts of each window batch, then of the overhead-pair unit (last list).
+
+    Pure and light (no torch / UniRL import): the privacy tests regenerate a bundled trace's
+    prompts from its manifest knobs with it.
+    """
     from unirl_replay.capture.tiny_model import synthetic_text
 
-    return [synthetic_text(seed * 1000 + i, n) for i, n in enumerate(lengths)]
+    rng = random.Random(seed)
+    base = seed * 100 + (50 if mode == "agentic" else 0)
+    out = []
+    for b in range(batches):
+        lengths = _lengths(rng, prompts, prompt_words)
+        out.append([synthetic_text((base + b) * 1000 + i, n) for i, n in enumerate(lengths)])
+    pair_rng = random.Random(seed + 7919)
+    lengths = _lengths(pair_rng, prompts, prompt_words)
+    out.append([synthetic_text((seed * 100 + 99) * 1000 + i, n) for i, n in enumerate(lengths)])
+    return out
 
 
 def _request(prompts: List[str], rollout_id: int, first_prompt_id: int, *, control=None):
@@ -97,15 +176,87 @@ def _request(prompts: List[str], rollout_id: int, first_prompt_id: int, *, contr
     )
 
 
-def run_grpo(args) -> Dict[str, Any]:
+class Capture:
+    """Window marks and the instrumented / plain switch for the overhead pairs."""
+
+    def __init__(self, out: Path, enabled: bool) -> None:
+        self.out = out
+        self.enabled = enabled
+        self.window: Dict[str, float] = {}
+        self.load: Dict[str, List[float]] = {}
+
+    def start(self) -> None:
+        self.load["start"] = list(os.getloadavg())
+        self.window["start_wall"] = time.time()
+        self.window["start_monotonic"] = time.monotonic()
+
+    def end(self) -> None:
+        self.window["end_monotonic"] = time.monotonic()
+        self.load["end"] = list(os.getloadavg())
+
+    def instrumented(self, on: bool) -> None:
+        from unirl_replay.capture import driver_capture
+        from unirl_replay.capture._engine_recorder import PLAIN_SWITCH_FILE
+
+        switch = self.out / "raw" / PLAIN_SWITCH_FILE
+        driver_capture.set_active(on)
+        if on:
+            switch.unlink(missing_ok=True)
+        else:
+            switch.parent.mkdir(parents=True, exist_ok=True)
+            switch.touch()
+
+
+def measure_pairs(cap: Capture, pairs: int, run_once, unit: str) -> Optional[Dict[str, Any]]:
+    """``pairs`` paired runs of ``run_once`` (instrumented vs plain, order alternating)."""
+    if not cap.enabled or pairs <= 0:
+        return None
+    from unirl_replay.capture import driver_capture
+
+    driver_capture.set_phase("overhead")
+    load0 = os.getloadavg()
+    cap.instrumented(False)
+    run_once()  # warm-up, not counted
+    inst: List[float] = []
+    plain: List[float] = []
+    for i in range(pairs):
+        for on in ((True, False) if i % 2 == 0 else (False, True)):
+            cap.instrumented(on)
+            t = time.perf_counter()
+            run_once()
+            (inst if on else plain).append(time.perf_counter() - t)
+    cap.instrumented(True)
+    driver_capture.set_phase("after")
+    load1 = os.getloadavg()
+    mi, mp = statistics.median(inst), statistics.median(plain)
+    per_pair = [a / b - 1 for a, b in zip(inst, plain)]
+    return {
+        "pairs": pairs,
+        "overhead_ratio": mi / mp - 1,
+        "instrumented_wall_ns": int(mi * 1e9),
+        "plain_wall_ns": int(mp * 1e9),
+        "per_pair_ratio": per_pair,
+        "instrumented_s": inst,
+        "plain_s": plain,
+        "loadavg_before": list(load0),
+        "loadavg_after": list(load1),
+        "method": (
+            f"{pairs} pairs of one {unit}, same engine processes, after the window, order alternating, one plain "
+            f"warm-up; plain = capture hooks in pass-through (driver flag, runtime stat of raw/PLAIN per generate). "
+            f"ratio = median(instrumented)/median(plain) - 1; per-pair ratios min {min(per_pair):+.4f} median "
+            f"{statistics.median(per_pair):+.4f} max {max(per_pair):+.4f}; loadavg(1m) {load0[0]:.2f}->{load1[0]:.2f} "
+            f"on {os.cpu_count()} CPUs. Not included: vLLM stats logging (disable_log_stats=False), on in both."
+        ),
+    }
+
+
+def run_grpo(args, cap: Capture, model: str) -> Dict[str, Any]:
     from unirl.rollout.engine.vllm.engine import VLLMRolloutEngine
     from unirl.types.sampling import ARSamplingParams
 
     from unirl_replay.capture import driver_capture
 
-    out = Path(args.out)
-    model = _model_dir(args)
-    rng = random.Random(args.seed)
+    texts = window_prompts("grpo", args.seed, args.batches, args.prompts, args.prompt_words)
     timings: Dict[str, Any] = {}
     t0 = time.monotonic()
     engine = VLLMRolloutEngine(_engine_config(model, args))
@@ -115,24 +266,28 @@ def run_grpo(args) -> Dict[str, Any]:
     )
     batches = []
     try:
+        requests = []
         for b in range(args.batches):
-            lengths = [rng.choice([6, 12, 25, 50, 90, 140, 220, 320, 420]) for _ in range(args.prompts)]
-            request = _request(_prompts(args.seed + b, lengths), b, b * args.prompts)
-            request = request.fork(args.samples, sampling_params=sampling)
-            driver_capture.mark("grpo_batch_start", rollout_batch=b, rollout_id=b)
+            request = _request(PROMPTS.add(texts[b]), b, b * args.prompts)
+            requests.append(request.fork(args.samples, sampling_params=sampling))
+        cap.start()
+        for b, request in enumerate(requests):
+            driver_capture.mark("grpo_batch_start", rollout_batch=b)
             t = time.monotonic()
             result = engine.generate(request)
             dt = time.monotonic() - t
-            driver_capture.mark("grpo_batch_end", rollout_batch=b, rollout_id=b)
-            batches.append(
-                {
-                    "rollout_batch": b,
-                    "seconds": dt,
-                    "prompts": args.prompts,
-                    "samples": len(result.parts[-1].sample_ids),
-                    "output_version": result.parts[-1].output_version,
-                }
-            )
+            driver_capture.mark("grpo_batch_end", rollout_batch=b)
+            batches.append({"rollout_batch": b, "seconds": dt, "samples": len(result.parts[-1].sample_ids)})
+        cap.end()
+        # overhead pairs: one fixed generate call, output lengths pinned (ignore_eos) so both runs do equal work
+        pair_req = _request(PROMPTS.add(texts[-1]), args.batches, 10_000).fork(args.samples, sampling_params=sampling)
+        engine.cfg.ignore_eos = True
+        try:
+            timings["overhead"] = measure_pairs(cap, args.overhead_pairs, lambda: engine.generate(pair_req),
+                                                f"GRPO generate call ({args.prompts} prompts x {args.samples} samples, "
+                                                f"{args.max_new_tokens} tokens each via ignore_eos)")
+        finally:
+            engine.cfg.ignore_eos = False
     finally:
         t = time.monotonic()
         engine.shutdown()
@@ -170,7 +325,7 @@ class _LocalRolloutHandle:
         self._engine.set_version(version)
 
 
-def _make_lookup_tool(seed: int):
+def _make_lookup_tool(seed: int, wait_ms: Tuple[int, int] = (20, 150)):
     from unirl.rollout.env.tools.base import Tool
 
     class LookupTool(Tool):
@@ -181,6 +336,7 @@ def _make_lookup_tool(seed: int):
         def __init__(self) -> None:
             self._rng = random.Random(seed)
             self._lock = threading.Lock()
+            self.fixed_wait_s: Optional[float] = None  # overhead pairs: equal work in both runs
 
         def json_schema(self) -> Dict[str, Any]:
             return {
@@ -198,14 +354,16 @@ def _make_lookup_tool(seed: int):
 
         def execute(self, arguments: Dict[str, Any]) -> str:
             with self._lock:
-                wait = self._rng.uniform(0.02, 0.15)
+                wait = self.fixed_wait_s
+                if wait is None:
+                    wait = self._rng.uniform(wait_ms[0] / 1e3, wait_ms[1] / 1e3)
             time.sleep(wait)
             return str(sum(map(ord, str(arguments.get("key", "")))) % 97)
 
     return LookupTool()
 
 
-def run_agentic(args) -> Dict[str, Any]:
+def run_agentic(args, cap: Capture, model: str) -> Dict[str, Any]:
     from unirl.rollout.engine.agentic.config import AgenticRolloutEngineConfig
     from unirl.rollout.engine.agentic.engine import AgenticRolloutEngine
     from unirl.rollout.env.tool_environment import ToolEnvironment
@@ -215,10 +373,10 @@ def run_agentic(args) -> Dict[str, Any]:
 
     from unirl_replay.capture import driver_capture
 
-    model = _model_dir(args)
-    rng = random.Random(args.seed)
+    texts = window_prompts("agentic", args.seed, args.batches, args.prompts, args.prompt_words)
     timings: Dict[str, Any] = {}
-    env = ToolEnvironment(tools=[CalculatorTool(), _make_lookup_tool(args.seed)], max_turns=args.max_turns)
+    lookup = _make_lookup_tool(args.seed, args.tool_wait_ms)
+    env = ToolEnvironment(tools=[CalculatorTool(), lookup], max_turns=args.max_turns)
     episode = ARSamplingParams(
         samples_per_prompt=args.group_size, temperature=1.0, top_p=1.0, max_new_tokens=args.max_new_tokens
     )
@@ -240,28 +398,20 @@ def run_agentic(args) -> Dict[str, Any]:
         capacities=[args.per_worker_inflight],
         group_size=args.group_size,
     )
-    driver_capture.mark(
-        "agentic_config",
-        per_worker_inflight=args.per_worker_inflight,
-        launchers=1,
-        group_size=args.group_size,
-        max_turns=args.max_turns,
-        engine_client_inflight_limit=1,
-        engine_client_inflight_limit_source="VLLMRolloutEngine._lock serializes every pipe round trip",
-    )
+    control = {"ar": {"stop": ["</tool_call>"]}}
+
+    def tasks_for(request):
+        return [prompt for prompt in request.split() for _ in range(args.group_size)]
+
     batches = []
     try:
+        requests = []
         for b in range(args.batches):
-            lengths = [rng.choice([8, 16, 30, 60, 100]) for _ in range(args.prompts)]
-            request = _request(
-                _prompts(args.seed + 100 + b, lengths),
-                b,
-                b * args.prompts,
-                control={"ar": {"stop": ["</tool_call>"]}},
-            )
-            tasks = [prompt for prompt in request.split() for _ in range(args.group_size)]
+            requests.append(_request(PROMPTS.add(texts[b]), b, b * args.prompts, control=control))
+        cap.start()
+        for b, request in enumerate(requests):
             t = time.monotonic()
-            manager.submit(tasks)
+            manager.submit(tasks_for(request))
             groups = manager.collect(args.prompts, current_version=0)
             dt = time.monotonic() - t
             statuses: Dict[str, int] = {}
@@ -269,15 +419,30 @@ def run_agentic(args) -> Dict[str, Any]:
                 for trajectory in group:
                     status = str(trajectory.parts[-1].harness_status)
                     statuses[status] = statuses.get(status, 0) + 1
-            batches.append(
-                {
-                    "rollout_batch": b,
-                    "seconds": dt,
-                    "groups": len(groups),
-                    "trajectories": sum(len(g) for g in groups),
-                    "harness_status": statuses,
-                }
-            )
+            batches.append({"rollout_batch": b, "seconds": dt, "groups": len(groups),
+                            "trajectories": sum(len(g) for g in groups), "harness_status": statuses})
+        cap.end()
+        pair_req = _request(PROMPTS.add(texts[-1]), args.batches, 10_000, control=control)
+
+        def one_collect():
+            manager.submit(tasks_for(pair_req))
+            manager.collect(args.prompts, current_version=0)
+
+        # Equal work in both runs of a pair: seeded vLLM sampling (the same turns and tool calls every
+        # run) and a fixed tool wait (the midpoint of the range).
+        harness = engine._harness
+        window_sampling = harness.sampling
+        harness.sampling = dataclasses.replace(window_sampling, seed=args.seed + 1)
+        lookup.fixed_wait_s = sum(args.tool_wait_ms) / 2e3
+        try:
+            timings["overhead"] = measure_pairs(
+                cap, args.overhead_pairs, one_collect,
+                f"agentic submit+collect ({args.prompts} prompts x {args.group_size} trajectories, "
+                f"{args.per_worker_inflight} slots; seeded sampling, fixed {sum(args.tool_wait_ms) / 2:g} ms tool "
+                f"wait)")
+        finally:
+            harness.sampling = window_sampling
+            lookup.fixed_wait_s = None
     finally:
         manager.close()
         executor.shutdown(wait=True)
@@ -288,98 +453,191 @@ def run_agentic(args) -> Dict[str, Any]:
     return timings
 
 
-def _read_jsonl(path: Path) -> List[Dict[str, Any]]:
-    return [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
+# ---------------------------------------------------------------------------------------------
+# manifest inputs
 
 
-def merge_window(out: Path, mode: str, timings: Dict[str, Any], args) -> Path:
-    """Join driver and engine records on (runtime pid, UniRL pipe request id)."""
-    raw = out / "raw"
-    driver: List[Dict[str, Any]] = []
-    engine: List[Dict[str, Any]] = []
-    for path in sorted(raw.glob("driver-*.jsonl")):
-        driver += _read_jsonl(path)
-    for path in sorted(raw.glob("engine-*.jsonl")):
-        engine += _read_jsonl(path)
-    engine_calls = {(r["pid"], r["pipe_request_id"]): r for r in engine if r.get("kind") == "engine_generate"}
-    requests = []
-    unmatched = 0
-    for d in driver:
-        if d.get("kind") != "driver_generate":
-            continue
-        e = engine_calls.get((d.get("engine_runtime_pid"), d.get("pipe_request_id")))
-        if e is None:
-            unmatched += 1
-            continue
-        ids = d["sample_ids"]
-        offset = 0
-        for r in e["requests"]:
-            served = ids[offset : offset + r["n"]]
-            offset += r["n"]
-            requests.append(
-                {
-                    **r,
-                    "engine_pid": e["pid"],
-                    "pipe_request_id": e["pipe_request_id"],
-                    "generate_index": e["generate_index"],
-                    "pipe_recv_wall": e["pipe_recv_wall"],
-                    "block_size": e["block_size"],
-                    "sample_ids": served,
-                    "group": served[0].split("/", 1)[0] if served else None,
-                    "output_version": d["output_version"],
-                    "trajectory_id": d["trajectory_id"],
-                    "turn": d["turn"],
-                    "driver_call_index": d["call_index"],
-                    "driver_enter": d["enter"],
-                    "driver_exit": d["exit"],
-                    "thread": d["thread"],
-                }
-            )
-    window = {
-        "format": "unirl-replay phase-1 raw window (not the trace contract)",
-        "mode": mode,
-        "args": vars(args),
-        "timings": timings,
-        "unmatched_driver_calls": unmatched,
-        "requests": requests,
-        "driver_records": [d for d in driver if d.get("kind") != "driver_generate"],
-        "engine_processes": [e for e in engine if e.get("kind") != "engine_generate"],
+def _dist_version(name: str) -> str:
+    from importlib import metadata
+
+    try:
+        return metadata.version(name)
+    except metadata.PackageNotFoundError:
+        return ""
+
+
+def provenance() -> Dict[str, Any]:
+    import unirl
+    import vllm
+
+    return {
+        "unirl": str(getattr(unirl, "__version__", "") or _dist_version("unirl")),
+        "vllm": str(vllm.__version__),
+        "simulator": "1.6.1",  # ai-dynamo version the project pins for replay (pyproject extra `replay`)
+        "packages": {
+            "vllm-cpu": _dist_version("vllm-cpu"),
+            "torch": _dist_version("torch"),
+            "transformers": _dist_version("transformers"),
+            "tokenizers": _dist_version("tokenizers"),
+            "python": platform.python_version(),
+            "unirl-replay": _dist_version("unirl-replay"),
+        },
     }
-    path = out / "window.json"
-    path.write_text(json.dumps(window, indent=1, sort_keys=True) + "\n")
-    return path
+
+
+def model_identity(model_dir: str) -> Tuple[Dict[str, Any], str]:
+    cfg = json.loads((Path(model_dir) / "config.json").read_text())
+    h = hashlib.sha256()
+    for p in sorted(Path(model_dir).glob("*.safetensors")):
+        h.update(p.read_bytes())
+    digest = h.hexdigest()
+    ident = {
+        "name": MODEL_NAME,
+        "architecture": str(cfg.get("model_type", "")),
+        "num_layers": int(cfg.get("num_hidden_layers", 0)),
+        "hidden_size": int(cfg.get("hidden_size", 0)),
+        "num_attention_heads": int(cfg.get("num_attention_heads", 0)),
+        "num_kv_heads": int(cfg.get("num_key_value_heads", cfg.get("num_attention_heads", 0))),
+        "vocab_size": int(cfg.get("vocab_size", 0)),
+        "intermediate_size": int(cfg.get("intermediate_size", 0)),
+        "weights_sha256": digest,
+    }
+    return ident, digest
+
+
+def hardware() -> Dict[str, Any]:
+    cpu_model = ""
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                cpu_model = line.split(":", 1)[1].strip()
+                break
+    except OSError:
+        pass
+    mem = 0
+    try:
+        for line in Path("/proc/meminfo").read_text().splitlines():
+            if line.startswith("MemTotal:"):
+                mem = int(line.split()[1]) * 1024
+    except OSError:
+        pass
+    n = os.cpu_count() or 0
+    return {
+        "description": f"{n}-core {platform.machine()} CPU, {mem / 2**30:.0f} GiB, no GPU (vLLM-CPU)",
+        "accelerator": "cpu",
+        "accelerator_count": 0,
+        "cpu_model": cpu_model or platform.processor(),
+        "cpu_count": n,
+        "memory_bytes": mem,
+    }
+
+
+def build_meta(args, cap: Capture, model_dir: str, timings: Dict[str, Any]) -> Dict[str, Any]:
+    from unirl_replay.capture.hashing import HASH_ALGORITHM, load_salt, salt_id
+
+    ident, digest = model_identity(model_dir)
+    now = datetime.datetime.now(datetime.timezone.utc)
+    knobs = {"seed": args.seed, "batches": args.batches, "prompts": args.prompts,
+             "prompt_words": "%d:%d" % args.prompt_words, "max_new_tokens": args.max_new_tokens,
+             "model_seed": args.model_seed}
+    if args.mode == "grpo":
+        knobs["samples"] = args.samples
+    else:
+        knobs.update(group_size=args.group_size, per_worker_inflight=args.per_worker_inflight,
+                     max_turns=args.max_turns, tool_wait_ms="%d:%d" % args.tool_wait_ms)
+    ov = timings.get("overhead")
+    labels = {f"knob.{k}": str(v) for k, v in knobs.items()}
+    labels["loadavg.window"] = "start %s, end %s" % tuple(
+        "/".join(f"{x:.2f}" for x in cap.load[k]) for k in ("start", "end"))
+    labels["engine_start_s"] = f"{timings.get('engine_start_s', 0):.1f}"
+    if ov:
+        labels["overhead.per_pair_ratio"] = ",".join(f"{r:+.4f}" for r in ov["per_pair_ratio"])
+        labels["overhead.loadavg"] = "before %s, after %s" % tuple(
+            "/".join(f"{x:.2f}" for x in ov[k]) for k in ("loadavg_before", "loadavg_after"))
+    labels["capture"] = ("UNIRL_REPLAY_TRACE_DIR -> vllm.general_plugins unirl_replay_capture in UniRL's runtime "
+                         "process + driver hooks (unirl_replay.capture.driver_capture); no UniRL file edited")
+    labels["cpu_bridges"] = "UNIRL_REPLAY_CPU_BRIDGES=1 (sleep-mode, weight-sync capability, qwen2 manifest check)"
+    return {
+        "mode": args.mode,
+        "trace_id": f"{args.workload_name}-{now.strftime('%Y%m%dT%H%M%SZ')}",
+        "workload_name": args.workload_name,
+        "role": args.role,
+        "created_at": now.strftime("%Y-%m-%dT%H:%M:%SZ"),
+        "producer_version": _dist_version("unirl-replay") or "0",
+        "window": cap.window,
+        "provenance": provenance(),
+        "model": ident,
+        "checkpoint": f"{MODEL_NAME} built by unirl_replay.capture.tiny_model (seed {args.model_seed}), "
+                      f"weights sha256 {digest[:16]}",
+        "hardware": hardware(),
+        "salt_id": salt_id(load_salt()),
+        "hash_algorithm": HASH_ALGORITHM,
+        "overhead": ov,
+        "samples": args.samples,
+        "group_size": args.group_size,
+        "per_worker_inflight": args.per_worker_inflight,
+        "max_new_tokens": args.max_new_tokens,
+        "engine_extra": {f"engine_kwargs.{k}": v for k, v in DEFAULT_ENGINE_KWARGS.items()},
+        "labels": labels,
+    }
 
 
 def main(argv: List[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="rollout_driver", description="Real UniRL rollout window on CPU.")
     parser.add_argument("mode", choices=["grpo", "agentic"])
-    parser.add_argument("--out", required=True)
-    parser.add_argument("--model-dir", default=None)
-    parser.add_argument("--no-capture", action="store_true")
+    parser.add_argument("--out", required=True, help="trace directory to write (must not hold a trace)")
+    parser.add_argument("--role", choices=["calibration", "holdout", "unlabelled"], default="unlabelled")
+    parser.add_argument("--workload-name", default=None)
+    parser.add_argument("--model-dir", default=None, help="tiny model directory (built there when missing)")
+    parser.add_argument("--model-seed", type=int, default=0)
+    parser.add_argument("--no-capture", action="store_true", help="plain run: no capture, no trace")
     parser.add_argument("--no-cpu-bridges", action="store_true")
-    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--seed", type=int, default=0, help="workload seed (prompts, lengths, tool waits)")
     parser.add_argument("--batches", type=int, default=2)
-    parser.add_argument("--prompts", type=int, default=None, help="prompts per rollout batch")
+    parser.add_argument("--prompts", type=int, default=None, help="prompts (groups) per rollout batch")
     parser.add_argument("--samples", type=int, default=4, help="GRPO samples per prompt")
+    parser.add_argument("--prompt-words", type=_range, default=None, help="prompt length range in words MIN:MAX")
     parser.add_argument("--group-size", type=int, default=4, help="agentic trajectories per prompt")
-    parser.add_argument("--per-worker-inflight", type=int, default=4)
+    parser.add_argument("--per-worker-inflight", type=int, default=4, help="agentic trajectory slots")
     parser.add_argument("--max-turns", type=int, default=5)
+    parser.add_argument("--tool-wait-ms", type=_range, default=(20, 150), help="lookup tool wait MIN:MAX ms")
     parser.add_argument("--max-new-tokens", type=int, default=None)
+    parser.add_argument("--overhead-pairs", type=int, default=5)
+    parser.add_argument("--keep-raw", action="store_true", help="keep DIR/raw (driver / engine raw records)")
+    parser.add_argument("--dump-prompts", default=None, help="tests only: write the prompts (text, token ids) here")
     args = parser.parse_args(argv)
     if args.prompts is None:
         args.prompts = 8 if args.mode == "grpo" else 4
     if args.max_new_tokens is None:
         args.max_new_tokens = 64 if args.mode == "grpo" else 48
+    if args.prompt_words is None:
+        args.prompt_words = (4, 300) if args.mode == "grpo" else (6, 80)
+    args.workload_name = args.workload_name or f"{args.mode}-s{args.seed}"
     out = Path(args.out)
-    out.mkdir(parents=True, exist_ok=True)
     capture = not args.no_capture
+    if capture and (out / "manifest.json").exists():
+        parser.error(f"{out} already holds a trace")
+    out.mkdir(parents=True, exist_ok=True)
     _prepare_environment(out, capture=capture, cpu=not args.no_cpu_bridges)
+    model = _model_dir(args)
+    cap = Capture(out, capture)
     t = time.monotonic()
-    timings = run_grpo(args) if args.mode == "grpo" else run_agentic(args)
+    timings = run_grpo(args, cap, model) if args.mode == "grpo" else run_agentic(args, cap, model)
     timings["total_s"] = time.monotonic() - t
-    print(json.dumps({"mode": args.mode, "timings": timings}, indent=1))
+    summary: Dict[str, Any] = {"mode": args.mode, "timings": timings}
+    if args.dump_prompts:
+        PROMPTS.write(args.dump_prompts, model)
     if capture:
-        print(merge_window(out, args.mode, timings, args))
+        from unirl_replay.capture import driver_capture
+        from unirl_replay.capture.trace_builder import build_trace
+
+        driver_capture.close()
+        manifest = build_trace(out, out / "raw", build_meta(args, cap, model, timings))
+        if not args.keep_raw:
+            shutil.rmtree(out / "raw", ignore_errors=True)
+        summary["trace"] = str(out)
+        summary["records"] = {a.path: a.record_count for a in manifest.artifacts}
+    print(json.dumps(summary, indent=1))
     return 0
 
 

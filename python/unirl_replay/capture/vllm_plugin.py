@@ -16,7 +16,8 @@ its workers), possibly more than once.
   with the driver side) is read by wrapping the runtime module's ``_recv_request``.
 
 No prompt, output or token ids are written. Records go to
-``$UNIRL_REPLAY_TRACE_DIR/raw/engine-<pid>.jsonl`` (phase-1 raw format, not the trace contract).
+``$UNIRL_REPLAY_TRACE_DIR/raw/engine-<pid>.jsonl``; :mod:`unirl_replay.capture.trace_builder`
+joins them with the driver's records into the contract trace and the raw directory is removed.
 """
 
 from __future__ import annotations

