@@ -44,7 +44,8 @@ FORMATS = tuple(CONVERTERS)
 def _run(conv: Conversion, path: Path, eargs: dict):
     from unirl_replay import dynamo_adapter  # the only dynamo.* importer
 
-    conv.write(path)
+    conv.write(path)  # rows are streamed to the file, then dropped (mapping back needs none)
+    conv.release()
     return dynamo_adapter.run_upstream(
         path, trace_format=conv.trace_format, engine_args=eargs, agentic_lanes=conv.lanes,
         trace_block_size=conv.block_size if conv.trace_format == "mooncake" else None,

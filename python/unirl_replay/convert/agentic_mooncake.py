@@ -21,9 +21,10 @@ Mapping (docs/replay-mapping.md has the full table):
 from __future__ import annotations
 
 from unirl_replay.convert.common import (
-    WARMUP_PREFIX, Conversion, HashRemap, check_unique, ns_to_ms, origin_of, prompt_ids, sequence_id,
+    SAMPLE_SEP, WARMUP_PREFIX, Conversion, HashRemap, SequenceMap, check_unique, dense_prompt_ids, ns_to_ms,
+    origin_of, prompt_ids, sequence_id,
 )
-from unirl_replay.convert.support import EnginePlan, WorkloadIndex
+from unirl_replay.convert.support import EnginePlan, WorkloadIndex, play_id_of
 from unirl_replay.v1 import common_pb2
 
 FORMAT = "agentic_mooncake"
@@ -47,15 +48,27 @@ def header(block_size: int, digest: str = "") -> dict:
 def warmup_rows(plan: EnginePlan, remap: HashRemap) -> list[dict]:
     """Prefill-only warm-up rows (``output_length 0``, ``not_before_ms 0``), one play each."""
     bs = plan.engine.block_size_tokens
-    return [{"request_id": WARMUP_PREFIX + w.warmup_id, "play_id": WARMUP_PREFIX + w.warmup_id,
-             "session_id": WARMUP_PREFIX + w.warmup_id, "model": MODEL, "input_length": w.input_tokens,
-             "output_length": 0, "hash_ids": prompt_ids(w, remap, bs), "not_before_ms": 0.0}
-            for w in plan.warmups]
+    return [_warmup_row(w, prompt_ids(w, remap, bs)) for w in plan.warmups]
+
+
+def _warmup_row(w, ids: list[int]) -> dict:
+    key = WARMUP_PREFIX + w.warmup_id
+    return {"request_id": key, "play_id": key, "session_id": key, "model": MODEL,
+            "input_length": w.input_tokens, "output_length": 0, "hash_ids": ids, "not_before_ms": 0.0}
+
+
+def _may_collide(sid: str) -> bool:
+    # request ids are unique, so two generated ids can only be equal when one is a fan-out id
+    # (contains "#s") or a warm-up key; tracking only those finds every collision.
+    return SAMPLE_SEP in sid or sid.startswith(WARMUP_PREFIX)
 
 
 def convert_engine(plan: EnginePlan, index: WorkloadIndex, *, lead_ms: float = 0.0,
                    digest: str = "", include_real: bool = True) -> Conversion:
     """Convert one engine's workload to agentic_mooncake v2 rows.
+
+    Checks (id collisions) and the dense hash remap run here; the rows themselves are produced
+    lazily (:meth:`Conversion.write` streams them), so nothing per row is held.
 
     Args:
         plan: from :func:`~unirl_replay.convert.support.check_supported` (already checked).
@@ -68,41 +81,58 @@ def convert_engine(plan: EnginePlan, index: WorkloadIndex, *, lead_ms: float = 0
         A :class:`Conversion`; ``sequences`` maps each upstream id to (request_id, sample).
     """
     bs = plan.engine.block_size_tokens
-    remap = HashRemap()
-    rows = warmup_rows(plan, remap)
-    warm_keys = [r["request_id"] for r in rows]
-    seqs: dict[str, tuple[str, int]] = {}
+    by_id = index.by_id
+    warm_keys = [WARMUP_PREFIX + w.warmup_id for w in plan.warmups]
+    order = [by_id[rid] for play in plan.play_order for rid in plan.plays[play]] if include_real else []
+    # id collisions, in file order (the same first offender as generating every id would find)
     taken = set(warm_keys)
-    origin = origin_of(plan.requests)
+    for r in order:
+        n = r.num_samples
+        for s in range(n):
+            sid = sequence_id(r.request_id, s, n)
+            if _may_collide(sid):
+                check_unique(taken, sid, r.request_id)
+                taken.add(sid)
     if include_real:
-        by_id = index.by_id
+        for w in warm_keys:
+            if w in plan.plays:
+                check_unique(set(plan.plays), w, w)
+    del taken
+    ids, offsets = dense_prompt_ids([*plan.warmups, *order], bs)
+    del order
+    origin = origin_of(plan.requests)
+
+    def produce():
+        nw = len(plan.warmups)
+        for k, w in enumerate(plan.warmups):
+            yield _warmup_row(w, ids[offsets[k]:offsets[k + 1]].tolist())
+        if not include_real:
+            return
+        k = nw
         for play in plan.play_order:
             for rid in plan.plays[play]:
                 r = by_id[rid]
-                ids = prompt_ids(r, remap, bs)
+                hids = ids[offsets[k]:offsets[k + 1]].tolist()
+                k += 1
                 deps = []
                 for d in r.dependencies:
                     p = by_id[d.predecessor_request_id]
                     delay = ns_to_ms(d.external_delay_ns) if d.HasField("external_delay_ns") else 0.0
+                    trig, rel = _TRIGGER[d.trigger], _RELATION[d.relation]
                     for s in range(p.num_samples):
                         deps.append({"request_id": sequence_id(p.request_id, s, p.num_samples),
-                                     "trigger": _TRIGGER[d.trigger], "delay_ms": delay,
-                                     "relation": _RELATION[d.relation]})
+                                     "trigger": trig, "delay_ms": delay, "relation": rel})
                 nb = lead_ms + ns_to_ms(r.arrival.observed_offset_ns - origin) if not deps else 0.0
-                for s in range(r.num_samples):
-                    sid = sequence_id(rid, s, r.num_samples)
-                    check_unique(taken, sid, rid)
-                    taken.add(sid)
-                    seqs[sid] = (rid, s)
-                    row = {"request_id": sid, "play_id": play, "session_id": play, "model": MODEL,
-                           "input_length": r.input_tokens, "output_length": r.output_tokens[s],
-                           "hash_ids": ids, "not_before_ms": nb}
+                n = r.num_samples
+                for s in range(n):
+                    row = {"request_id": sequence_id(rid, s, n), "play_id": play, "session_id": play,
+                           "model": MODEL, "input_length": r.input_tokens, "output_length": r.output_tokens[s],
+                           "hash_ids": hids, "not_before_ms": nb}
                     if deps:
                         row["dependencies"] = deps
-                    rows.append(row)
-        for w in warm_keys:
-            if w in plan.plays:
-                check_unique(set(plan.plays), w, w)
+                    yield row
+
+    seqs = SequenceMap(by_id, plan.plays, plan.play_order, warm_keys, play_id_of, include_real)
     return Conversion(trace_format=FORMAT, engine_id=plan.engine.engine_id, header=header(bs, digest),
-                      rows=rows, sequences=seqs, warmup_keys=warm_keys, lanes=plan.lanes,
-                      block_size=bs, origin_ns=origin, lead_ms=lead_ms)
+                      sequences=seqs, warmup_keys=warm_keys, lanes=plan.lanes, block_size=bs,
+                      origin_ns=origin, lead_ms=lead_ms, produce=produce)

@@ -12,7 +12,7 @@ mapping is ambiguous and the replay result is AGGREGATE_ONLY (nothing per reques
 
 from __future__ import annotations
 
-from unirl_replay.convert.common import Conversion, HashRemap, ns_to_ms, origin_of, prompt_ids
+from unirl_replay.convert.common import Conversion, dense_prompt_ids, ns_to_ms, origin_of
 from unirl_replay.convert.support import EnginePlan, WorkloadIndex
 
 FORMAT = "mooncake"
@@ -25,23 +25,32 @@ def convert_engine(plan: EnginePlan, index: WorkloadIndex, *, lead_ms: float = 0
     ``sequences`` is a list aligned with the real rows: (request_id, sample index).
     """
     bs = plan.engine.block_size_tokens
-    remap = HashRemap()
-    rows = [{"timestamp": 0.0, "input_length": w.input_tokens, "output_length": 0,
-             "hash_ids": prompt_ids(w, remap, bs)} for w in plan.warmups]
     warm = [w.warmup_id for w in plan.warmups]
-    seqs: list[tuple[str, int]] = []
+    reqs = plan.requests if include_real else []
+    seqs: list[tuple[str, int]] = [(r.request_id, s) for r in reqs for s in range(r.num_samples)]
+    ids, offsets = dense_prompt_ids([*plan.warmups, *reqs], bs)
     origin = origin_of(plan.requests)
-    if include_real:
-        for r in plan.requests:
-            ids = prompt_ids(r, remap, bs)
+
+    def produce():
+        for k, w in enumerate(plan.warmups):
+            yield {"timestamp": 0.0, "input_length": w.input_tokens, "output_length": 0,
+                   "hash_ids": ids[offsets[k]:offsets[k + 1]].tolist()}
+        for k, r in enumerate(reqs, start=len(plan.warmups)):
+            hids = ids[offsets[k]:offsets[k + 1]].tolist()
             ts = lead_ms + ns_to_ms(r.arrival.observed_offset_ns - origin)
             for s in range(r.num_samples):
-                rows.append({"timestamp": ts, "input_length": r.input_tokens,
-                             "output_length": r.output_tokens[s], "hash_ids": ids})
-                seqs.append((r.request_id, s))
-    return Conversion(trace_format=FORMAT, engine_id=plan.engine.engine_id, header=None, rows=rows,
+                yield {"timestamp": ts, "input_length": r.input_tokens,
+                       "output_length": r.output_tokens[s], "hash_ids": hids}
+
+    def signatures():
+        for r in reqs:
+            ts = lead_ms + ns_to_ms(r.arrival.observed_offset_ns - origin)
+            for s in range(r.num_samples):
+                yield _sig(ts, r.input_tokens, r.output_tokens[s])
+
+    return Conversion(trace_format=FORMAT, engine_id=plan.engine.engine_id, header=None,
                       sequences=seqs, warmup_keys=warm, lanes=None, block_size=bs,
-                      origin_ns=origin, lead_ms=lead_ms)
+                      origin_ns=origin, lead_ms=lead_ms, produce=produce, signatures=signatures)
 
 
 def _sig(arrival_ms: float, input_length: int, output_length: int) -> tuple:
@@ -58,8 +67,8 @@ def match_rows(conv: Conversion, rows: list[dict]) -> dict[tuple[str, int], dict
     """
     nwarm = len(conv.warmup_keys)
     want: dict[tuple, list[tuple[str, int]]] = {}
-    for row, key in zip(conv.rows[nwarm:], conv.sequences):
-        want.setdefault(_sig(row["timestamp"], row["input_length"], row["output_length"]), []).append(key)
+    for sig, key in zip(conv.signatures(), conv.sequences):
+        want.setdefault(sig, []).append(key)
     if any(len({k[0] for k in keys}) > 1 for keys in want.values()):
         return None
     got: dict[tuple, list[dict]] = {}
