@@ -17,6 +17,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import random
 import statistics
 import subprocess
 import sys
@@ -38,7 +39,10 @@ def run(mode: str, pairs: int, work: Path) -> dict:
     m = json.loads((out / "manifest.json").read_text())
     ov, lab = m["capture_overhead"], m["labels"]
     per_pair = [float(x) for x in lab["overhead.per_pair_ratio"].split(",")]
-    return {"mode": mode, "pairs": ov["pairs"], "overhead_ratio": ov["overhead_ratio"],
+    rng = random.Random(0)
+    boot = sorted(statistics.median(rng.choices(per_pair, k=len(per_pair))) for _ in range(2000))
+    return {"per_pair": per_pair, "per_pair_median_ci95": [boot[50], boot[1949]],
+            "capture_self_time": lab.get("capture_self_time", ""),"mode": mode, "pairs": ov["pairs"], "overhead_ratio": ov["overhead_ratio"],
             "instrumented_ms": int(ov["instrumented_wall_ns"]) / 1e6, "plain_ms": int(ov["plain_wall_ns"]) / 1e6,
             "per_pair_min": min(per_pair), "per_pair_median": statistics.median(per_pair),
             "per_pair_max": max(per_pair), "loadavg": lab["overhead.loadavg"],
@@ -57,12 +61,17 @@ def main() -> None:
         for mode in args.modes.split(","):
             rows.append(run(mode, args.pairs, Path(tmp)))
     print("| mode | pairs | plain median ms | instrumented median ms | ratio (median/median - 1) "
-          "| per-pair min / median / max | loadavg 1/5/15 during pairs |")
-    print("|---|---|---|---|---|---|---|")
+          "| per-pair min / median / max | per-pair median 95% CI (bootstrap) | loadavg 1/5/15 during pairs |")
+    print("|---|---|---|---|---|---|---|---|")
     for r in rows:
+        lo, hi = r["per_pair_median_ci95"]
         print(f"| {r['mode']} | {r['pairs']} | {r['plain_ms']:.1f} | {r['instrumented_ms']:.1f} | "
               f"{100 * r['overhead_ratio']:+.2f}% | {100 * r['per_pair_min']:+.2f}% / "
-              f"{100 * r['per_pair_median']:+.2f}% / {100 * r['per_pair_max']:+.2f}% | {r['loadavg']} |")
+              f"{100 * r['per_pair_median']:+.2f}% / {100 * r['per_pair_max']:+.2f}% | "
+              f"[{100 * lo:+.2f}%, {100 * hi:+.2f}%] | {r['loadavg']} |")
+    print()
+    for r in rows:
+        print(f"- {r['mode']} capture self time (window): {r['capture_self_time']}")
     if args.json:
         Path(args.json).write_text(json.dumps(rows, indent=1) + "\n")
 
