@@ -215,3 +215,12 @@ def test_write_message_json_is_atomic(tmp_path, monkeypatch):
         write_message_json(p, make_manifest(trace_id="two"))
     assert read_message_json(p, TraceManifest).trace_id == "one"
     assert [x.name for x in tmp_path.iterdir()] == ["m.json"]
+
+
+def test_written_json_files_have_ordinary_permissions(tmp_path):
+    # a manifest other users (CI, the simulator team) can read: 0666 minus the umask, not mkstemp's 0600
+    p = tmp_path / "manifest.json"
+    write_message_json(p, make_manifest(trace_id="perm"))
+    mask = os.umask(0)
+    os.umask(mask)
+    assert p.stat().st_mode & 0o777 == 0o666 & ~mask

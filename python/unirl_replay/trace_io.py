@@ -223,12 +223,22 @@ def _fsync_dir(d: Path) -> None:
         os.close(fd)
 
 
+def _current_umask() -> int:
+    mask = os.umask(0)
+    os.umask(mask)
+    return mask
+
+
+_UMASK = _current_umask()
+
+
 def write_message_json(path: str | os.PathLike, msg: Message) -> None:
     """Write one message as pretty JSON (the profile), atomically: temp file, fsync, ``os.replace``."""
     path = Path(path)
     data = json_profile.to_json(msg).encode()
     fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
     try:
+        os.fchmod(fd, 0o666 & ~_UMASK)  # mkstemp makes 0600; give the file ordinary permissions
         with os.fdopen(fd, "wb") as f:
             f.write(data)
             f.flush()
