@@ -93,9 +93,24 @@ def test_not_compared_listing_and_unavailable_count():
     for metric in ("ttft", "e2e", "queueing_delay"):
         (n,) = _nc(rep, metric, "r5")
         assert "unavailable: metrics disabled" in n.reason
-    assert len(rep.not_compared) == 4
+    # only r1 reports the engine's queued_ts: the engine-side metrics of r2..r4 are not compared
+    engine_side = {(m, r) for m in ("engine_ttft", "engine_e2e") for r in ("r2", "r3", "r4", "r5")}
+    assert len(rep.not_compared) == 12
     assert {(n.metric, n.record_id) for n in rep.not_compared} == {
-        ("ttft", "r4"), ("ttft", "r5"), ("e2e", "r5"), ("queueing_delay", "r5")}
+        ("ttft", "r4"), ("ttft", "r5"), ("e2e", "r5"), ("queueing_delay", "r5")} | engine_side
+    (n,) = _nc(rep, "engine_e2e", "r2")
+    assert "queued_ns" in n.reason
+
+
+def test_engine_side_metrics_by_hand():
+    # from the engine's queue entry (vLLM queued_ts), which only r1 reports (101 ms):
+    # engine_ttft r1: measured 110-101 = 9, predicted 12-0 = 12 -> +100/3 %
+    # engine_e2e  r1: measured 150-101 = 49, predicted 55-0 = 55 -> +600/49 %
+    t = _metric(_report(), C.L_REQ, "engine_ttft")
+    assert t.pairs == 1 and t.signed_bias_pct == pytest.approx(100 / 3)
+    e = _metric(_report(), C.L_REQ, "engine_e2e")
+    assert e.pairs == 1 and e.signed_bias_pct == pytest.approx(600 / 49)
+    assert (e.measured_p50_ms, e.predicted_p50_ms) == pytest.approx((49, 55))
 
 
 def test_labels_and_manifest_fields():

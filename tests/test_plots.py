@@ -24,7 +24,8 @@ def test_titles_carry_the_label_before_saving():
         assert fig is not None
         assert fig._suptitle is not None and fig._suptitle.get_text().endswith(label)
     # scatter at request level: one panel per metric with pairs (ttft, e2e, queueing_delay)
-    assert [ax.get_title() for ax in figs[0].axes] == ["ttft: 3 pairs", "e2e: 4 pairs", "queueing_delay: 4 pairs"]
+    assert [ax.get_title() for ax in figs[0].axes] == ["ttft: 3 pairs", "e2e: 4 pairs", "queueing_delay: 4 pairs",
+                                                          "engine_ttft: 1 pairs", "engine_e2e: 1 pairs"]
 
 
 def test_write_plots_writes_valid_pngs(tmp_path):

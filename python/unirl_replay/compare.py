@@ -22,6 +22,8 @@ metric (level)          measured                                            pred
 ttft (request)          first_token_ns - submit_ns                          first_token_ns - arrival_ns
 e2e (request)           completion_ns - submit_ns                           completion_ns - arrival_ns
 queueing_delay (req.)   scheduled_ns - submit_ns                            scheduled_ns - arrival_ns
+engine_ttft (request)   first_token_ns - queued_ns                          first_token_ns - arrival_ns
+engine_e2e (request)    completion_ns - queued_ns                           completion_ns - arrival_ns
 trajectory_e2e (traj.)  max completion_ns - min submit_ns of its requests    max completion_ns - min arrival_ns of its requests
 slot_hold (traj.)       slot_released_ns - slot_acquired_ns                 PredictedTrajectory.end_ns - start_ns
 group_completion        GroupOutcome.completed_ns - O_m(batch, engine)      PredictedGroup.completed_ns - O_p(batch, engine)
@@ -76,6 +78,8 @@ METRIC_KEYS: tuple[tuple[int, str], ...] = (
     (L_REQ, "ttft"),
     (L_REQ, "e2e"),
     (L_REQ, "queueing_delay"),
+    (L_REQ, "engine_ttft"),
+    (L_REQ, "engine_e2e"),
     (L_GROUP, "group_completion"),
     (L_TRAJ, "trajectory_e2e"),
     (L_TRAJ, "slot_hold"),
@@ -214,12 +218,18 @@ def predicted_request_boundaries(row: rpb.PredictedRequest) -> dict[str, int]:
     return b
 
 
-#: request metric -> (start boundary, end boundary)
-REQUEST_SPANS = {"ttft": ("submit", "first_token"), "e2e": ("submit", "completion"),
-                 "queueing_delay": ("submit", "scheduled")}
+#: request metric -> (measured start, predicted start, end boundary). The ``engine_*`` metrics
+#: start the measured side at the engine's own queue entry (vLLM ``queued_ts``), i.e. after
+#: UniRL's client lock and the driver -> runtime pipe; they isolate the simulator's engine model
+#: from client-side time it does not model (the plain metrics, from the client submit, are what a
+#: trainer waits on).
+REQUEST_SPANS = {"ttft": ("submit", "submit", "first_token"), "e2e": ("submit", "submit", "completion"),
+                 "queueing_delay": ("submit", "submit", "scheduled"),
+                 "engine_ttft": ("queued", "submit", "first_token"),
+                 "engine_e2e": ("queued", "submit", "completion")}
 
 _BOUNDARY_FIELD = {
-    True: {"submit": "submit_ns", "scheduled": "scheduled_ns", "first_token": "first_token_ns",
+    True: {"submit": "submit_ns", "queued": "queued_ns", "scheduled": "scheduled_ns", "first_token": "first_token_ns",
            "completion": "completion_ns"},
     False: {"submit": "arrival_ns", "scheduled": "scheduled_ns", "first_token": "first_token_ns",
             "completion": "completion_ns"},
@@ -343,7 +353,7 @@ def measured_values(idx: WorkloadIndex, outcomes: Iterable[opb.OutcomeRecord]
             for m in REQUEST_SPANS:
                 values[(L_REQ, m)][rid] = f"measured outcome unavailable: {out.unavailable_reason}"
             continue
-        for m, (s, e) in REQUEST_SPANS.items():
+        for m, (s, _, e) in REQUEST_SPANS.items():
             values[(L_REQ, m)][rid] = _span(b, s, e, True)
 
     for tid in _ids_at(idx, L_TRAJ):
@@ -394,7 +404,7 @@ def predicted_values(idx: WorkloadIndex, replay: rpb.ReplayResult) -> dict[tuple
             continue
         b = predicted_request_boundaries(row)
         bounds[rid] = b
-        for m, (s, e) in REQUEST_SPANS.items():
+        for m, (_, s, e) in REQUEST_SPANS.items():
             values[(L_REQ, m)][rid] = _span(b, s, e, False)
 
     trajs = {t.trajectory_id: t for t in replay.trajectories}

@@ -27,7 +27,7 @@ DEFAULT_PROFILES_DIR = REPO_ROOT / "profiles"
 # (a lock), while several trajectory slots are active.
 DEMO_UNMODELLED = ("engine_client.inflight_limit",)
 # Headline metrics of the summary: (level name in the report, metric).
-HEADLINES = (("request", "e2e"), ("request", "ttft"), ("group", "group_completion"),
+HEADLINES = (("request", "e2e"), ("request", "engine_e2e"), ("request", "ttft"), ("group", "group_completion"),
              ("trajectory", "slot_hold"), ("rollout_batch", "batch_readiness"))
 
 
