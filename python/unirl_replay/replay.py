@@ -228,7 +228,7 @@ def replay_trace(trace_dir: str | Path, timing_model: str, *, trace_format: str 
 
 
 def convert_trace(trace_dir: str | Path, out_file: str | Path, *, trace_format: str = "agentic_mooncake",
-                  engine_id: str | None = None) -> list[Path]:
+                  engine_id: str | None = None, unmodelled: Iterable[str] = ()) -> list[Path]:
     """Write the upstream input file(s) of a trace (no upstream call).
 
     One engine: ``out_file``. Several: ``<stem>.<engine_id><suffix>`` each, unless ``engine_id``
@@ -244,7 +244,8 @@ def convert_trace(trace_dir: str | Path, out_file: str | Path, *, trace_format: 
     policy = m.policy.policy_version if m.policy.HasField("policy_version") else None
     plans, _ = check_supported(index, {e.engine_id: e for e in m.engines},
                                cache_state=m.cache_state or common_pb2.CACHE_STATE_KIND_COLD,
-                               window_policy_version=policy, trace_format=trace_format)
+                               window_policy_version=policy, trace_format=trace_format,
+                               unmodelled=unmodelled)
     if engine_id is not None:
         plans = {engine_id: plans[engine_id]}
     out = Path(out_file)

@@ -30,6 +30,7 @@ class Case:
         pin_request_fields: PredictedRequest fields the replay expectation pins (the rest, e.g.
             ``scheduled_ns``, is not part of the case).
         trace_path: the trace directory (``trace/`` in the case, or elsewhere via ``"trace"``).
+        allow_unmodelled: rules the case lets the adapter drop and label (``"allow_unmodelled"``).
     """
 
     name: str
@@ -41,6 +42,7 @@ class Case:
     expect_rejection: dict[str, str] | None
     pin_request_fields: tuple[str, ...] = DEFAULT_PINNED
     trace_path: str = "trace"
+    allow_unmodelled: tuple[str, ...] = ()
 
     @property
     def trace_dir(self) -> Path:
@@ -71,7 +73,8 @@ def load_corpus(root: Path, only: list[str] | None = None) -> list[Case]:
             ops = tuple(spec["ops"])
             case = Case(d.name, d, spec["rule"], spec.get("format", "agentic_mooncake"),
                         spec.get("timing_model", "fixed:10,1"), ops, spec.get("expect_rejection"),
-                        tuple(spec.get("pin_request_fields", DEFAULT_PINNED)), spec.get("trace", "trace"))
+                        tuple(spec.get("pin_request_fields", DEFAULT_PINNED)), spec.get("trace", "trace"),
+                        tuple(spec.get("allow_unmodelled", ())))
         except KeyError as e:
             raise TraceFormatError(f"missing key {e}", file=str(d / "case.json"), rule="conformance.case") from None
         bad = [op for op in ops if op not in ("convert", "replay")]

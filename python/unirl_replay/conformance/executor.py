@@ -25,7 +25,7 @@ def _simulator() -> dict[str, str]:
         return {"name": "ai-dynamo", "version": ""}
 
 
-def convert_rows(trace_dir: str, fmt: str) -> dict[str, list[Any]]:
+def convert_rows(trace_dir: str, fmt: str, unmodelled: list[str] | tuple[str, ...] = ()) -> dict[str, list[Any]]:
     """Upstream input rows per engine id (header line first for agentic_mooncake)."""
     from unirl_replay import trace_io
     from unirl_replay.replay import convert_trace
@@ -34,7 +34,8 @@ def convert_rows(trace_dir: str, fmt: str) -> dict[str, list[Any]]:
     out: dict[str, list[Any]] = {}
     with tempfile.TemporaryDirectory() as tmp:
         for eid in engines:
-            (path,) = convert_trace(trace_dir, Path(tmp) / "input.jsonl", trace_format=fmt, engine_id=eid)
+            (path,) = convert_trace(trace_dir, Path(tmp) / "input.jsonl", trace_format=fmt, engine_id=eid,
+                                  unmodelled=unmodelled)
             out[eid] = [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
     return out
 
@@ -45,12 +46,14 @@ def handle(req: dict[str, Any]) -> dict[str, Any]:
     try:
         op = req["op"]
         if op == "convert":
-            return {"id": rid, "status": "ok", "converted": convert_rows(req["trace_dir"], req["format"])}
+            return {"id": rid, "status": "ok", "converted": convert_rows(req["trace_dir"], req["format"],
+                                                                    req.get("allow_unmodelled", ()))}
         if op == "replay":
             from unirl_replay import json_profile
             from unirl_replay.replay import replay_trace
 
-            result = replay_trace(req["trace_dir"], req["timing_model"], trace_format=req["format"])
+            result = replay_trace(req["trace_dir"], req["timing_model"], trace_format=req["format"],
+                                  unmodelled=req.get("allow_unmodelled", ()))
             return {"id": rid, "status": "ok", "replay_result": json_profile.to_dict(result)}
         return {"id": rid, "status": "error", "message": f"unknown op {op!r}"}
     except UnsupportedWorkloadError as e:

@@ -12,6 +12,9 @@ Requests::
     {"id": "<case>", "op": "replay", "trace_dir": "/abs/trace", "format": "agentic_mooncake",
      "timing_model": "fixed:10,1"}
 
+Either request may carry ``"allow_unmodelled": ["<rule>", ...]``: constraints the case explicitly
+lets the adapter drop (and label), e.g. ``engine_client.inflight_limit``.
+
 Answers (one per request, same ``id``)::
 
     {"id": ..., "status": "ok", "converted": [<upstream input rows as JSON objects>]}      # convert

@@ -134,6 +134,8 @@ def build_requests(cases: list[Case]) -> list[dict[str, Any]]:
     for c in cases:
         for op in c.ops:
             r = {"id": f"{c.name}:{op}", "op": op, "trace_dir": str(c.trace_dir.resolve()), "format": c.fmt}
+            if c.allow_unmodelled:
+                r["allow_unmodelled"] = list(c.allow_unmodelled)
             if op == "replay":
                 r["timing_model"] = c.timing_model
             reqs.append(r)
