@@ -273,8 +273,9 @@ def write_profile(path: str | os.PathLike, tables: Dict[str, np.ndarray], proven
     path.parent.mkdir(parents=True, exist_ok=True)
     text = json.dumps(provenance, indent=1, sort_keys=True, default=_json_default)
     tmp = path.with_name(path.name + ".tmp.npz")
-    np.savez(tmp, **{k: np.ascontiguousarray(v, dtype=np.float64) for k, v in tables.items()},
-             provenance=np.array(text))
+    # compressed: the provenance (raw measurements) is a UTF-32 string array; upstream reads deflated NPZ
+    np.savez_compressed(tmp, **{k: np.ascontiguousarray(v, dtype=np.float64) for k, v in tables.items()},
+                        provenance=np.array(text))
     side = path.with_name(path.name + ".provenance.json")
     side_tmp = side.with_name(side.name + ".tmp")
     side_tmp.write_text(text + "\n")
