@@ -131,31 +131,6 @@ def effects(trace_dir: Path) -> dict:
             "forward_path_label": m.labels.get("forward_path_ms", "")}
 
 
-def engine_side(trace_dir: Path, replay_json: Path) -> dict | None:
-    """Per-request engine-side service time, vLLM scheduled -> completion (measured, EngineCore clock)
-    vs the simulator's scheduled -> completion: the profile's own accuracy, without client-side time."""
-    if not replay_json.exists() or not (trace_dir / "manifest.json").exists():
-        return None
-    pred = {r["request_id"]: r for r in json.loads(replay_json.read_text()).get("requests", [])}
-    pes = []
-    for _, rec in iter_outcomes(open_trace(trace_dir)):
-        if rec.WhichOneof("record") != "request":
-            continue
-        o = rec.request
-        p = pred.get(o.request_id)
-        if not p or not (o.HasField("scheduled_ns") and o.HasField("completion_ns")):
-            continue
-        if "scheduled_ns" not in p or "completion_ns" not in p:
-            continue
-        m = int(o.completion_ns) - int(o.scheduled_ns)
-        q = int(p["completion_ns"]) - int(p["scheduled_ns"])
-        if m > 0:
-            pes.append(100.0 * (q - m) / m)
-    if not pes:
-        return None
-    return {"pairs": len(pes), "mape_pct": statistics.fmean(abs(x) for x in pes), "bias_pct": statistics.fmean(pes)}
-
-
 def fmt(x, nd=1):
     return "-" if x is None else f"{x:.{nd}f}"
 
@@ -172,8 +147,8 @@ def main(root: str) -> int:
         lines += [f"### {mode}", "",
                   "| run | model | req E2E MAPE % | E2E bias % | TTFT MAPE % | traj E2E MAPE % | batch readiness err % "
                   "(per batch) | real spread E2E CV % (max dev) | real spread readiness CV % (max dev) | "
-                  "engine-side sched->done MAPE % (bias) |",
-                  "|---|---|---|---|---|---|---|---|---|---|"]
+                  "engine_e2e (vLLM queued -> done) MAPE % (bias) | engine_ttft MAPE % | real spread engine_e2e CV % |",
+                  "|---|---|---|---|---|---|---|---|---|---|---|---|"]
         for model in MODELS:
             agg = defaultdict(list)
             for run in runs:
@@ -192,9 +167,12 @@ def main(root: str) -> int:
                        "spread_e2e_cv": s_e2e.get("cv_pct"), "spread_e2e_max": s_e2e.get("max_dev_pct"),
                        "spread_ready_cv": s_br.get("cv_pct"), "spread_ready_max": s_br.get("max_dev_pct"),
                        "label": rep.get("label")}
-                es = engine_side(root / "traces" / f"{mode}-{run}", root / mode / run / model / "replay_result.json")
-                row["engine_mape"] = es["mape_pct"] if es else None
-                row["engine_bias"] = es["bias_pct"] if es else None
+                ee = metric(rep, "COMPARISON_LEVEL_REQUEST", "engine_e2e") or {}
+                et = metric(rep, "COMPARISON_LEVEL_REQUEST", "engine_ttft") or {}
+                s_ee = spread(rep, "COMPARISON_LEVEL_REQUEST", "engine_e2e") or {}
+                row["engine_mape"], row["engine_bias"] = ee.get("mape_pct"), ee.get("signed_bias_pct")
+                row["engine_ttft_mape"] = et.get("mape_pct")
+                row["spread_engine_e2e_cv"] = s_ee.get("cv_pct")
                 summary["runs"][f"{mode}/{run}/{model}"] = row
                 for k, v in row.items():
                     if isinstance(v, float):
@@ -204,7 +182,8 @@ def main(root: str) -> int:
                              f"{fmt(row['ready_mape'])} (bias {fmt(row['ready_bias'])}) | "
                              f"{fmt(row['spread_e2e_cv'])} ({fmt(row['spread_e2e_max'])}) | "
                              f"{fmt(row['spread_ready_cv'])} ({fmt(row['spread_ready_max'])}) | "
-                             f"{fmt(row['engine_mape'])} ({fmt(row['engine_bias'])}) |")
+                             f"{fmt(row['engine_mape'])} ({fmt(row['engine_bias'])}) | {fmt(row['engine_ttft_mape'])} | "
+                             f"{fmt(row['spread_engine_e2e_cv'])} |")
             if agg:
                 mean = {k: statistics.fmean(v) for k, v in agg.items()}
                 summary["runs"][f"{mode}/mean/{model}"] = mean
@@ -213,7 +192,8 @@ def main(root: str) -> int:
                              f"**{fmt(mean.get('ready_mape'))}** (bias {fmt(mean.get('ready_bias'))}) | "
                              f"{fmt(mean.get('spread_e2e_cv'))} ({fmt(mean.get('spread_e2e_max'))}) | "
                              f"{fmt(mean.get('spread_ready_cv'))} ({fmt(mean.get('spread_ready_max'))}) | "
-                             f"{fmt(mean.get('engine_mape'))} ({fmt(mean.get('engine_bias'))}) |")
+                             f"{fmt(mean.get('engine_mape'))} ({fmt(mean.get('engine_bias'))}) | "
+                             f"{fmt(mean.get('engine_ttft_mape'))} | {fmt(mean.get('spread_engine_e2e_cv'))} |")
         lines.append("")
         lab = next((r.get("label") for (mo, mdl), d in reps.items() if mo == mode for r in d.values()), "")
         lines += [f"Labels, e.g.: `{summary['runs'].get(f'{mode}/r1/calibrated', {}).get('label', lab)}` and "
