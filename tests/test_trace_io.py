@@ -8,7 +8,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from tracebuild import TraceParts, agentic_trace, grpo_trace, make_manifest, messages, write_trace
-from unirl_replay import SCHEMA_VERSION, json_profile
+from unirl_replay import SCHEMA_VERSION
 from unirl_replay.errors import IncompleteTraceError, SchemaVersionError, TraceFormatError
 from unirl_replay.outcomes_io import iter_outcomes
 from unirl_replay.trace_io import (TraceWriter, decode_varint, encode_varint, iter_frames, open_trace,

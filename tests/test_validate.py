@@ -5,7 +5,7 @@ import json
 import pytest
 from click.testing import CliRunner
 
-from tracebuild import MS, agentic_trace, dep, grpo_trace, make_request, prefix_for, request_outcome
+from tracebuild import MS, agentic_trace, dep, grpo_trace, make_request, request_outcome
 from unirl_replay.commands.validate import command
 from unirl_replay.trace_io import read_message_json, write_message_json
 from unirl_replay.v1 import common_pb2 as c

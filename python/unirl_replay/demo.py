@@ -19,7 +19,7 @@ from typing import Callable
 
 from unirl_replay.errors import TraceFormatError, UnsupportedWorkloadError
 
-REPO_ROOT = Path(__file__).resolve().parents[2]
+from unirl_replay.environments import REPO_ROOT  # noqa: E402
 DEFAULT_TRACES_DIR = REPO_ROOT / "traces"
 DEFAULT_PROFILES_DIR = REPO_ROOT / "profiles"
 # Constraints a real UniRL agentic trace carries that upstream cannot express, dropped here with a

