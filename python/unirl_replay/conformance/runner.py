@@ -84,14 +84,18 @@ def revision_python(spec: str, cache_dir: Path, log: Callable[[str], None]) -> s
     if not marker.exists():
         log(f"installing {spec} into {env_dir} (cached for later runs)")
         uv = _uv()
-        subprocess.run([uv, "venv", "-q", "--python", sys.executable, str(env_dir)], check=True)
+        subprocess.run([uv, "venv", "-q", "--clear", "--python", sys.executable, str(env_dir)], check=True)
         pkgs = [f"{dist}=={version}"]
         if dist == "ai-dynamo":
             pkgs.append(f"ai-dynamo-runtime=={version}")
         r = subprocess.run([uv, "pip", "install", "-q", "--python", str(py), "--no-deps", *pkgs],
                            capture_output=True, text=True)
         if r.returncode != 0:
-            raise MissingEnvironmentError(f"could not install {spec}: {r.stderr.strip()[-400:]}")
+            shutil.rmtree(env_dir, ignore_errors=True)  # no half-made environment is left behind
+            raise MissingEnvironmentError(
+                f"could not install {spec}: {r.stderr.strip()[-400:]}\n"
+                f"Check that the revision exists (`pip index versions {dist}`); the corpus can run on "
+                "ai-dynamo releases that ship dynamo.replay (1.3.0.post1 and later), see conformance/MATRIX.md")
         subprocess.run([uv, "pip", "install", "-q", "--python", str(py), *REVISION_DEPS], check=True)
         marker.write_text(spec + "\n")
     return str(py)
