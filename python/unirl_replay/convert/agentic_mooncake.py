@@ -20,14 +20,17 @@ Mapping (docs/replay-mapping.md has the full table):
 
 from __future__ import annotations
 
+from json.encoder import encode_basestring_ascii
+
 from unirl_replay.convert.common import (
-    SAMPLE_SEP, WARMUP_PREFIX, Conversion, HashRemap, SequenceMap, check_unique, dense_prompt_ids, ns_to_ms,
-    origin_of, prompt_ids, sequence_id,
+    _DUMPS, SAMPLE_SEP, WARMUP_PREFIX, Conversion, HashRemap, SequenceMap, check_unique, dense_prompt_ids,
+    joined_ids, json_float, ns_to_ms, origin_of, prompt_ids, sequence_id,
 )
-from unirl_replay.convert.support import EnginePlan, WorkloadIndex, play_id_of
+from unirl_replay.convert.support import EnginePlan, WorkloadIndex, plan_facts, play_id_of
 from unirl_replay.v1 import common_pb2
 
 FORMAT = "agentic_mooncake"
+CHUNK = 1 << 14  # requests per chunk of written text
 MODEL = "unirl-replay-target"
 
 _TRIGGER = {common_pb2.DEPENDENCY_TRIGGER_COMPLETION: "completion",
@@ -82,25 +85,30 @@ def convert_engine(plan: EnginePlan, index: WorkloadIndex, *, lead_ms: float = 0
     """
     bs = plan.engine.block_size_tokens
     by_id = index.by_id
+    facts = plan_facts(plan, by_id)
     warm_keys = [WARMUP_PREFIX + w.warmup_id for w in plan.warmups]
-    order = [by_id[rid] for play in plan.play_order for rid in plan.plays[play]] if include_real else []
+    order = [rid for play in plan.play_order for rid in plan.plays[play]] if include_real else []
     # id collisions, in file order (the same first offender as generating every id would find)
     taken = set(warm_keys)
-    for r in order:
-        n = r.num_samples
+    for rid in order:
+        n = facts[rid][0]
+        if n == 1 and SAMPLE_SEP not in rid and not rid.startswith(WARMUP_PREFIX):
+            continue  # its only id is rid itself, which cannot collide (see _may_collide)
         for s in range(n):
-            sid = sequence_id(r.request_id, s, n)
+            sid = sequence_id(rid, s, n)
             if _may_collide(sid):
-                check_unique(taken, sid, r.request_id)
+                check_unique(taken, sid, rid)
                 taken.add(sid)
     if include_real:
         for w in warm_keys:
             if w in plan.plays:
                 check_unique(set(plan.plays), w, w)
     del taken
-    ids, offsets = dense_prompt_ids([*plan.warmups, *order], bs)
+    ids, offsets = dense_prompt_ids([*plan.warmups, *(by_id[rid] for rid in order)], bs,
+                                    [w.prefix.block_hashes or None for w in plan.warmups]
+                                    + [facts[rid][5] for rid in order])
     del order
-    origin = origin_of(plan.requests)
+    origin = plan.first_arrival_ns if plan.first_arrival_ns is not None else origin_of(plan.requests)
 
     def produce():
         nw = len(plan.warmups)
@@ -132,7 +140,69 @@ def convert_engine(plan: EnginePlan, index: WorkloadIndex, *, lead_ms: float = 0
                         row["dependencies"] = deps
                     yield row
 
+    def lines():
+        # The same rows as produce(), written straight to JSON text (what json.JSONEncoder with
+        # separators=(",", ":") makes of each row dict, byte for byte), CHUNK requests at a time;
+        # hash ids are formatted vectorised (joined_ids).
+        if plan.warmups:
+            yield "".join(_DUMPS(row) + "\n" for row in produce_warmups())
+        if not include_real:
+            return
+        chunk: list[tuple[str, object]] = []
+        k = len(plan.warmups)
+        for play in plan.play_order:
+            for rid in plan.plays[play]:
+                chunk.append((play, rid))
+                if len(chunk) == CHUNK:
+                    yield _lines(chunk, k)
+                    k += len(chunk)
+                    chunk = []
+        if chunk:
+            yield _lines(chunk, k)
+
+    def _lines(chunk, k0):
+        q = encode_basestring_ascii
+        model = ',"model":' + q(MODEL) + ',"input_length":'
+        trig = {k: ',"trigger":' + q(v) + ',"delay_ms":' for k, v in _TRIGGER.items()}
+        rel = {k: ',"relation":' + q(v) + "}" for k, v in _RELATION.items()}
+        hstrs = joined_ids(ids, offsets, k0, k0 + len(chunk))
+        out = []
+        add = out.append
+        qplay = None
+        last = None
+        for (play, rid), hs in zip(chunk, hstrs):
+            if play is not last:
+                qp = q(play)
+                qplay = ',"play_id":' + qp + ',"session_id":' + qp
+                last = play
+            n, inp, outs, t, deps, _ = facts[rid]
+            if deps:
+                parts = []
+                for prid, pn, trigger, relation, delay in deps:
+                    tail = trig[trigger] + (json_float(ns_to_ms(delay)) if delay is not None else "0.0") + \
+                        rel[relation]
+                    if pn == 1:
+                        parts.append('{"request_id":' + q(prid) + tail)
+                    else:
+                        for s in range(pn):
+                            parts.append('{"request_id":' + q(f"{prid}{SAMPLE_SEP}{s}") + tail)
+                end = '],"not_before_ms":0.0,"dependencies":[' + ",".join(parts) + "]}\n"
+            else:
+                end = '],"not_before_ms":' + json_float(lead_ms + ns_to_ms(t - origin)) + "}\n"
+            mid = model + str(inp) + ',"output_length":'
+            end = ',"hash_ids":[' + hs + end
+            if n == 1:
+                add('{"request_id":' + q(rid) + qplay + mid + str(outs[0]) + end)
+            else:
+                for s in range(n):
+                    add('{"request_id":' + q(f"{rid}{SAMPLE_SEP}{s}") + qplay + mid + str(outs[s]) + end)
+        return "".join(out)
+
+    def produce_warmups():
+        for k, w in enumerate(plan.warmups):
+            yield _warmup_row(w, ids[offsets[k]:offsets[k + 1]].tolist())
+
     seqs = SequenceMap(by_id, plan.plays, plan.play_order, warm_keys, play_id_of, include_real)
     return Conversion(trace_format=FORMAT, engine_id=plan.engine.engine_id, header=header(bs, digest),
                       sequences=seqs, warmup_keys=warm_keys, lanes=plan.lanes, block_size=bs,
-                      origin_ns=origin, lead_ms=lead_ms, produce=produce)
+                      origin_ns=origin, lead_ms=lead_ms, produce=produce, lines=lines)

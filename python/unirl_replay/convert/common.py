@@ -7,6 +7,7 @@ float ms. :func:`ns_to_ms` / :func:`ms_to_ns` are the only conversions.
 from __future__ import annotations
 
 import json
+import math
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -90,6 +91,9 @@ class Conversion:
             (warm-ups first), JSON-ready dicts (numbers in ms).
         signatures: mooncake only: callable iterating the real rows' (arrival, input length,
             output length) match signatures, aligned with ``sequences`` (no hash ids needed).
+        lines: optional fast path of :meth:`write`: callable returning a fresh iterator over
+            the file's text after the header, byte-identical to JSON-encoding ``produce``'s rows
+            (one per line; chunks of whole lines).
     """
 
     trace_format: str
@@ -104,6 +108,7 @@ class Conversion:
     notes: list[str] = field(default_factory=list)
     produce: Callable[[], Iterator[dict]] | None = field(default=None, repr=False)
     signatures: Callable[[], Iterator[tuple]] | None = field(default=None, repr=False)
+    lines: Callable[[], Iterator[str]] | None = field(default=None, repr=False)
     _rows: list[dict] | None = field(default=None, repr=False)
 
     @property
@@ -124,6 +129,7 @@ class Conversion:
     def release(self) -> None:
         """Drop what only row production needs (mapping back keeps working)."""
         self.produce = None
+        self.lines = None
         self._rows = None
 
     def write(self, path: str | Path) -> Path:
@@ -135,74 +141,187 @@ class Conversion:
             if self.header is not None:
                 f.write(dumps(self.header) + "\n")
             w = f.write
+            if self.lines is not None and self._rows is None:
+                for chunk in self.lines():
+                    w(chunk)
+                return path
             for r in self.iter_rows():
                 w(dumps(r))
                 w("\n")
         return path
 
 
-def _prompt_count(p, block_size: int) -> tuple[int, bool]:
-    if p.HasField("prefix") and p.prefix.block_hashes:
-        return len(p.prefix.block_hashes), True
-    return -(-p.input_tokens // block_size), False
+_GOLDEN = np.uint64(0x9E3779B97F4A7C15)  # Fibonacci hashing multiplier (odd: a bijection mod 2**64)
+_CHUNK = 1 << 20  # elements per chunk of the vectorised passes (bounds their temporaries)
 
 
-def dense_prompt_ids(prompts: Sequence, block_size: int) -> tuple[np.ndarray, np.ndarray]:
+def _prompt_keys(prompts: Sequence, block_size: int,
+                 hashes: Sequence | None = None) -> tuple[np.ndarray, np.ndarray, np.ndarray | None]:
+    """(keys, offsets, fresh): every prompt's uint64 block hashes concatenated in order, prompt i
+    at ``keys[offsets[i]:offsets[i + 1]]``; ``fresh`` marks the blocks of prompts without hashes
+    (their keys are meaningless), None when every prompt carries hashes. ``hashes``, when given,
+    is each prompt's ``prefix.block_hashes`` already read (None for a prompt without hashes)."""
+    n = len(prompts)
+    counts = np.empty(n, np.int64)
+    conts = [None] * n
+    any_fresh = False
+    for i, p in enumerate(prompts):
+        # empty when the prefix is unset (same as HasField + non-empty)
+        hs = p.prefix.block_hashes if hashes is None else (hashes[i] or ())
+        c = len(hs)
+        if c:
+            conts[i] = hs
+            counts[i] = c
+        else:
+            counts[i] = -(-p.input_tokens // block_size)
+            any_fresh = True
+    offsets = np.zeros(n + 1, np.int64)
+    np.cumsum(counts, out=offsets[1:])
+    keys = np.empty(int(offsets[-1]), np.uint64)
+    off = offsets.tolist()
+    for i, hs in enumerate(conts):
+        if hs is not None:
+            keys[off[i]:off[i + 1]] = hs
+    fresh = None
+    if any_fresh:
+        fresh = np.repeat(np.fromiter((c is None for c in conts), np.bool_, n), counts)
+    return keys, offsets, fresh
+
+
+def _repeated_values(keys: np.ndarray) -> np.ndarray:
+    """The distinct values that occur more than once in ``keys``, sorted (one ``np.sort``)."""
+    s = np.sort(keys)
+    reps = []
+    for a in range(0, max(len(s) - 1, 0), _CHUNK):
+        x = s[a:a + _CHUNK + 1]
+        r = x[1:][x[1:] == x[:-1]]
+        if len(r):
+            reps.append(r[np.concatenate(([True], r[1:] != r[:-1]))])
+    del s
+    if not reps:
+        return np.zeros(0, np.uint64)
+    return np.unique(np.concatenate(reps)) if len(reps) > 1 else reps[0]
+
+
+def _first_seen_ids(keys: np.ndarray, fresh: np.ndarray | None, dtype) -> np.ndarray:
+    """Dense first-seen ids of ``keys`` (a block marked ``fresh`` equals nothing).
+
+    One ``np.sort`` of a copy finds the values that occur more than once (usually few: shared
+    prefixes). One pass in order, ``_CHUNK`` blocks at a time, then numbers the blocks: a bit
+    table over those values' hashes flags the blocks that may hold one, ``searchsorted`` confirms
+    them, and a repeated value takes the id of its first occurrence (every other block is a new
+    id: ids are a running count of first occurrences). The ids are written over ``keys``' own
+    buffer (no second array the size of the trace): the result is a view of it, so ``keys`` must
+    not be used afterwards.
+    """
+    total = len(keys)
+    out = keys.view(dtype)[:total]
+    if total == 0:
+        return out
+    dup = _repeated_values(keys if fresh is None else keys[~fresh])
+    ndup = len(dup)
+    if ndup == 0:
+        for a in range(0, total, _CHUNK):
+            out[a:a + _CHUNK] = np.arange(a, min(a + _CHUNK, total), dtype=dtype)
+        return out
+    bits = max(10, min(26, (16 * ndup).bit_length()))
+    shift = np.uint64(64 - bits)
+    table = np.zeros(1 << bits, np.bool_)
+    table[(dup * _GOLDEN) >> shift] = True
+    group_id = np.full(ndup, -1, np.int64)  # id of each repeated value, once its first occurrence is seen
+    count = 0  # ids given so far
+    for a in range(0, total, _CHUNK):
+        k = keys[a:a + _CHUNK]
+        n = len(k)
+        maybe = table[(k * _GOLDEN) >> shift]
+        if fresh is not None:
+            maybe &= ~fresh[a:a + n]
+        pos = np.flatnonzero(maybe)
+        val = k[pos]
+        grp = np.searchsorted(dup, val)
+        np.minimum(grp, ndup - 1, out=grp)
+        hit = dup[grp] == val
+        pos, grp = pos[hit], grp[hit]
+        isfirst = np.ones(n, np.bool_)
+        isfirst[pos] = False
+        new = group_id[grp] < 0
+        if new.any():
+            new_grp, at = np.unique(grp[new], return_index=True)  # first occurrence in this chunk
+            first_pos = pos[new][at]
+            isfirst[first_pos] = True
+        ids = np.cumsum(isfirst, dtype=np.int64)
+        ids += count - 1
+        count = int(ids[-1]) + 1
+        if new.any():
+            group_id[new_grp] = ids[first_pos]
+        ids[pos] = group_id[grp]
+        out[a:a + n] = ids  # only overwrites keys[:a + n] (already read)
+    return out
+
+
+def dense_prompt_ids(prompts: Sequence, block_size: int,
+                     hashes: Sequence | None = None) -> tuple[np.ndarray, np.ndarray]:
     """Dense block ids of every prompt (Request or CacheWarmup), exactly as one
     :class:`HashRemap` called prompt by prompt in this order would give them (first-seen order;
-    fresh ids for a prompt without hashes), computed with one numpy sort instead of a dict.
+    fresh ids for a prompt without hashes), computed with numpy instead of a dict (see
+    :func:`_first_seen_ids`).
+
+    ``hashes``: optional, each prompt's ``prefix.block_hashes`` already read (None: no hashes).
 
     Returns:
         (ids, offsets): prompt i's ids are ``ids[offsets[i]:offsets[i + 1]]`` (uint32 when they
-        fit, else int64; 4 bytes per block).
+        fit, else int64; 4 bytes per block, a view of an 8-byte-per-block buffer).
     """
-    n = len(prompts)
-    counts = np.empty(n, np.int64)
-    hashed = np.empty(n, np.bool_)
-    for i, p in enumerate(prompts):
-        counts[i], hashed[i] = _prompt_count(p, block_size)
-    offsets = np.zeros(n + 1, np.int64)
-    np.cumsum(counts, out=offsets[1:])
-    total = int(offsets[-1])
-    dtype = np.uint32 if total < 2**32 else np.int64
-    keys = np.empty(total, np.uint64)
-    for i in np.flatnonzero(hashed).tolist():
-        keys[offsets[i]:offsets[i + 1]] = prompts[i].prefix.block_hashes
-    fresh = None if hashed.all() else np.repeat(~hashed, counts)
-    if fresh is None:
-        realpos = None
-    else:
-        realpos = np.flatnonzero(~fresh)
-        keys = keys[realpos]
-    perm = np.argsort(keys)  # equal hashes -> one group; first occurrence = min position in it
-    keys = keys[perm]
-    if len(keys):
-        start = np.empty(len(keys), np.bool_)
-        start[0] = True
-        np.not_equal(keys[1:], keys[:-1], out=start[1:])
-        starts = np.flatnonzero(start)
-        del start
-    else:
-        starts = np.zeros(0, np.int64)
-    del keys
-    first = np.minimum.reduceat(perm, starts) if len(starts) else starts
-    sizes = np.diff(starts, append=len(perm))
-    del starts
-    if realpos is not None:
-        first = realpos[first]
-    isfirst = np.zeros(total, np.bool_) if fresh is None else fresh.copy()
-    isfirst[first] = True
-    rank = np.cumsum(isfirst, dtype=np.int64)
-    del isfirst
-    rank -= 1
-    ids = np.empty(total, dtype)
-    group_ids = np.repeat(rank[first].astype(dtype), sizes)
-    if realpos is None:
-        ids[perm] = group_ids
-    else:
-        ids[realpos[perm]] = group_ids
-        ids[fresh] = rank[fresh]
-    return ids, offsets
+    keys, offsets, fresh = _prompt_keys(prompts, block_size, hashes)
+    dtype = np.uint32 if len(keys) < 2**32 else np.int64
+    return _first_seen_ids(keys, fresh, dtype), offsets
+
+
+def _decimal_csv(v: np.ndarray) -> tuple[str, np.ndarray]:
+    """(text, ends): the non-negative ints ``v`` written as ``"a,b,c,"`` (decimal, each followed
+    by a comma), and ``ends[i]`` = the end of ``v[:i]``'s text (``ends[0] = 0``)."""
+    n = len(v)
+    ends = np.zeros(n + 1, np.int64)
+    if n == 0:
+        return "", ends
+    v = v.astype(np.uint64 if v.dtype.itemsize > 4 else np.uint32, copy=False)
+    width = len(str(int(v.max())))
+    nd = np.ones(n, np.int8)
+    for d in range(1, width):
+        nd += v >= 10**d
+    mat = np.empty((n, width + 1), np.uint8)  # right-aligned digits, then ","
+    mat[:, width] = 44
+    w, q = v.copy(), np.empty_like(v)
+    for d in range(width):
+        np.floor_divide(w, 10, out=q)
+        np.subtract(w, q * 10, out=w)  # the d-th digit from the right
+        col = mat[:, width - 1 - d]
+        col[...] = w
+        col += 48
+        w, q = q, w
+    del w, q
+    keep = np.arange(width + 1, dtype=np.int8) >= (width - nd)[:, None]
+    text = mat[keep].tobytes().decode("ascii")
+    np.cumsum(nd, dtype=np.int64, out=ends[1:])
+    ends[1:] += np.arange(1, n + 1)
+    return text, ends
+
+
+def joined_ids(ids: np.ndarray, offsets: np.ndarray, lo: int, hi: int) -> list[str]:
+    """Prompts ``lo..hi-1``'s ids as JSON array bodies (``"3,4,5"``, what ``json`` writes between
+    the brackets of ``[3, 4, 5]`` with ``separators=(",", ":")``), formatted vectorised."""
+    base = int(offsets[lo])
+    text, ends = _decimal_csv(ids[base:int(offsets[hi])])
+    cut = ends[offsets[lo:hi + 1] - base].tolist()
+    return [text[cut[k]:cut[k + 1] - 1] if cut[k + 1] > cut[k] else "" for k in range(hi - lo)]
+
+
+def json_float(x: float) -> str:
+    """A float exactly as ``json`` encodes it (``repr``; NaN / Infinity spelled as json does)."""
+    return float.__repr__(x) if math.isfinite(x) else _DUMPS(x)
+
+
+_DUMPS = json.JSONEncoder(separators=(",", ":")).encode
 
 
 class SequenceMap(Mapping):

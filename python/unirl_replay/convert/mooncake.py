@@ -29,7 +29,7 @@ def convert_engine(plan: EnginePlan, index: WorkloadIndex, *, lead_ms: float = 0
     reqs = plan.requests if include_real else []
     seqs: list[tuple[str, int]] = [(r.request_id, s) for r in reqs for s in range(r.num_samples)]
     ids, offsets = dense_prompt_ids([*plan.warmups, *reqs], bs)
-    origin = origin_of(plan.requests)
+    origin = plan.first_arrival_ns if plan.first_arrival_ns is not None else origin_of(plan.requests)
 
     def produce():
         for k, w in enumerate(plan.warmups):

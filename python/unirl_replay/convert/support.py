@@ -164,6 +164,16 @@ class EnginePlan:
         lanes: ``SlotPool.trajectory_slots`` of the engine's pool, or None (unlimited).
         warmups: its ``CacheWarmup`` records.
         unmodelled: constraints of this engine explicitly dropped (``unmodelled=`` opt-in).
+        none_by_construction: its dependencies with DELAY_ABSENCE_NONE_BY_CONSTRUCTION (replayed
+            with 0 ms).
+        first_arrival_ns: earliest observed arrival of its requests when the checks saw it (the
+            converters' time origin); None means compute it (``common.origin_of``).
+        facts: request id -> what the converters read of it, read once by the checks:
+            ``(num_samples, input_tokens, output_tokens tuple, observed_offset_ns or None,
+            dependencies, block_hashes or None)`` with ``dependencies`` a tuple of
+            ``(predecessor_request_id, predecessor num_samples, trigger, relation,
+            external_delay_ns or None)``. None when the checks took the rule-by-rule path (the
+            converters then read the messages).
     """
 
     engine: manifest_pb2.EngineConfig
@@ -173,6 +183,9 @@ class EnginePlan:
     lanes: int | None = None
     warmups: list[workload_pb2.CacheWarmup] = field(default_factory=list)
     unmodelled: list[replay_pb2.UnmodelledConstraint] = field(default_factory=list)
+    none_by_construction: int = 0
+    first_arrival_ns: int | None = None
+    facts: dict[str, tuple] | None = None
 
 
 def play_id_of(req: workload_pb2.Request) -> str:
@@ -250,39 +263,144 @@ def _chain_width(reqs: list[workload_pb2.Request]) -> int:
     return 1 if strict else sum(r.num_samples for r in reqs)
 
 
-def check_supported(
-    index: WorkloadIndex,
-    engines: Mapping[str, manifest_pb2.EngineConfig],
-    *,
-    cache_state: int = common_pb2.CACHE_STATE_KIND_COLD,
-    window_policy_version: int | None = None,
-    trace_format: str = "agentic_mooncake",
-    unmodelled: Iterable[str] = (),
-) -> tuple[dict[str, EnginePlan], list[str]]:
-    """Check that upstream can replay ``index`` exactly, and plan one replay per engine.
+def request_facts(r: workload_pb2.Request) -> tuple:
+    """The ``EnginePlan.facts`` entry of one (checked) request, read from the message (the
+    converters' fallback when the checks did not record facts)."""
+    deps = tuple((d.predecessor_request_id, 0, d.trigger, d.relation,
+                  d.external_delay_ns if d.HasField("external_delay_ns") else None) for d in r.dependencies)
+    t = r.arrival.observed_offset_ns if r.arrival.WhichOneof("kind") == "observed_offset_ns" else None
+    return (r.num_samples, r.input_tokens, tuple(r.output_tokens), t, deps, r.prefix.block_hashes or None)
 
-    Args:
-        index: the trace's workload records.
-        engines: ``EngineConfig`` by ``engine_id`` (from ``TraceManifest.engines``).
-        cache_state: ``TraceManifest.cache_state`` (``CacheStateKind``); UNSPECIFIED reads as COLD.
-        window_policy_version: ``TraceManifest.policy.policy_version`` when set.
-        trace_format: ``"agentic_mooncake"`` or ``"mooncake"``.
-        unmodelled: rules to drop instead of rejecting (explicit opt-in; only those of
-            :data:`UNMODELLED_ALLOWED`). A dropped constraint goes to ``EnginePlan.unmodelled``
-            and to the notes.
 
-    Returns:
-        (plans by engine id in manifest order, notes about labelled-but-accepted cases).
+def plan_facts(plan: EnginePlan, by_id: Mapping[str, workload_pb2.Request]) -> dict[str, tuple]:
+    """``plan.facts``, or the same read from the messages when the checks did not record them."""
+    if plan.facts is not None:
+        return plan.facts
+    out = {}
+    for r in plan.requests:
+        f = request_facts(r)
+        deps = tuple((d[0], by_id[d[0]].num_samples, *d[2:]) for d in f[4])
+        out[r.request_id] = (*f[:4], deps, f[5])
+    return out
 
-    Raises:
-        UnsupportedWorkloadError: a case listed in this module's docstring.
-        TraceFormatError: a record that breaks the contract (unknown ids, missing arrival, wrong
-            hash count, a missing delay with no reason, ...).
+
+def _scan_requests(index: WorkloadIndex, engines: Mapping[str, manifest_pb2.EngineConfig],
+                   window_policy_version: int | None, plans: dict[str, EnginePlan]) -> bool:
+    """One pass over the requests that accepts exactly what :func:`_check_requests` accepts and
+    fills the plans the same way (plus ``first_arrival_ns``), reading each field once.
+
+    Returns False (plans partly filled, to be discarded) as soon as a request may break a rule;
+    the caller then runs :func:`_check_requests`, which raises the error in its usual order.
     """
-    allow = check_unmodelled(unmodelled)
-    notes: list[str] = []
-    plans: dict[str, EnginePlan] = {eid: EnginePlan(engine=cfg) for eid, cfg in engines.items()}
+    by_id = index.by_id
+    cfg = {eid: (e.block_size_tokens, e.enable_prefix_caching, plans[eid]) for eid, e in engines.items()}
+    only = next(iter(engines)) if len(engines) == 1 else None
+    unspecified_trigger = common_pb2.DEPENDENCY_TRIGGER_UNSPECIFIED
+    no_absence = common_pb2.DELAY_ABSENCE_UNSPECIFIED
+    not_measured = common_pb2.DELAY_ABSENCE_NOT_MEASURED
+    by_construction = common_pb2.DELAY_ABSENCE_NONE_BY_CONSTRUCTION
+    traj_engine: dict[str, str] = {}
+    turns: dict[str, list[int]] = {}
+    versions: set[int] = set()
+    first: dict[str, int] = {}
+    facts = {eid: {} for eid in engines}
+    for r in index.requests:
+        rid = r.request_id
+        eid = r.engine_id or only
+        c = cfg.get(eid)
+        if c is None:
+            return False
+        bs, caching, plan = c
+        n = r.num_samples
+        outs = r.output_tokens
+        if n < 1 or len(outs) != n:
+            return False
+        inp = r.input_tokens
+        if inp < 1:
+            return False
+        arrival = r.arrival
+        kind = arrival.WhichOneof("kind")
+        deps = r.dependencies
+        t = None
+        if kind == "observed_offset_ns":
+            if deps:
+                return False
+            t = arrival.observed_offset_ns
+            if t < first.get(eid, t + 1):
+                first[eid] = t
+        elif kind is None or not deps:
+            return False
+        prefix = r.prefix
+        hashes = prefix.block_hashes
+        if hashes:
+            if prefix.block_size_tokens != bs or len(hashes) != expected_hash_count(inp, bs):
+                return False
+        elif caching:
+            return False
+        else:
+            hashes = None
+        if r.HasField("policy_version"):
+            versions.add(r.policy_version)
+        tid = r.trajectory_id
+        if tid:
+            te = traj_engine.setdefault(tid, eid)
+            if te != eid:
+                return False
+            if r.HasField("turn_index"):
+                ts = turns.get(tid)
+                if ts is None:
+                    turns[tid] = [r.turn_index]
+                else:
+                    ts.append(r.turn_index)
+        dl = [] if deps else ()
+        for d in deps:
+            pid = d.predecessor_request_id
+            p = by_id.get(pid)
+            trigger = d.trigger
+            if p is None or not tid or p.trajectory_id != tid or trigger == unspecified_trigger:
+                return False
+            absence = d.delay_absence
+            delay = None
+            if d.HasField("external_delay_ns"):
+                delay = d.external_delay_ns
+                if absence != no_absence or delay < 0:
+                    return False
+            elif absence == by_construction:
+                plan.none_by_construction += 1
+            elif absence == not_measured or absence == no_absence:
+                return False
+            dl.append((pid, p.num_samples, trigger, d.relation, delay))
+        facts[eid][rid] = (n, inp, (outs[0],) if n == 1 else tuple(outs), t, tuple(dl) if dl else (), hashes)
+        plan.requests.append(r)
+        play = plan.plays.get(tid or rid)
+        if play is None:
+            plan.plays[tid or rid] = [rid]
+        else:
+            play.append(rid)
+    if window_policy_version is not None:
+        versions.add(window_policy_version)
+    if len(versions) > 1:
+        return False
+    trajectories = index.trajectories
+    for tid, eid in traj_engine.items():
+        traj = trajectories.get(tid)
+        if traj is not None and traj.engine_id and traj.engine_id != eid:
+            return False
+    for ts in turns.values():
+        ts.sort()
+        if ts[0] != 0 or ts[-1] != len(ts) - 1 or ts != list(range(len(ts))):
+            return False
+    for eid, t in first.items():
+        plans[eid].first_arrival_ns = t
+    for eid, f in facts.items():
+        plans[eid].facts = f
+    return True
 
+
+def _check_requests(index: WorkloadIndex, engines: Mapping[str, manifest_pb2.EngineConfig],
+                    window_policy_version: int | None, plans: dict[str, EnginePlan]) -> None:
+    """The request-level rules, one at a time in their documented order (raises the first
+    violation); fills each plan's requests and plays."""
     # -- policy versions (window-wide, then per trajectory: the latter is a cross-policy resume)
     by_traj: dict[str, list[workload_pb2.Request]] = {}
     for r in index.requests:
@@ -347,12 +465,10 @@ def check_supported(
                 raise TraceFormatError("external_delay_ns is absent and delay_absence gives no reason",
                                        record_id=r.request_id, file=WORKLOAD_FILE, rule="dependency.delay")
 
-    none_by_construction = sum(1 for r in index.requests for d in r.dependencies
-                               if not d.HasField("external_delay_ns")
-                               and d.delay_absence == common_pb2.DELAY_ABSENCE_NONE_BY_CONSTRUCTION)
-    if none_by_construction:
-        notes.append(f"{none_by_construction} dependencies carry no external wait by construction "
-                     "(DELAY_ABSENCE_NONE_BY_CONSTRUCTION) and were replayed with delay_ms = 0")
+    for plan in plans.values():
+        plan.none_by_construction = sum(1 for r in plan.requests for d in r.dependencies
+                                        if not d.HasField("external_delay_ns")
+                                        and d.delay_absence == common_pb2.DELAY_ABSENCE_NONE_BY_CONSTRUCTION)
 
     # -- trajectories: engine, completeness (partial resume)
     for tid, reqs in by_traj.items():
@@ -371,6 +487,51 @@ def check_supported(
                 f"trajectory {tid!r} has turn indices {turns[:8]}; a trajectory resumed from (or "
                 "started before) another window cannot be replayed from its middle",
                 [r.request_id for r in reqs])
+
+
+def check_supported(
+    index: WorkloadIndex,
+    engines: Mapping[str, manifest_pb2.EngineConfig],
+    *,
+    cache_state: int = common_pb2.CACHE_STATE_KIND_COLD,
+    window_policy_version: int | None = None,
+    trace_format: str = "agentic_mooncake",
+    unmodelled: Iterable[str] = (),
+) -> tuple[dict[str, EnginePlan], list[str]]:
+    """Check that upstream can replay ``index`` exactly, and plan one replay per engine.
+
+    Args:
+        index: the trace's workload records.
+        engines: ``EngineConfig`` by ``engine_id`` (from ``TraceManifest.engines``).
+        cache_state: ``TraceManifest.cache_state`` (``CacheStateKind``); UNSPECIFIED reads as COLD.
+        window_policy_version: ``TraceManifest.policy.policy_version`` when set.
+        trace_format: ``"agentic_mooncake"`` or ``"mooncake"``.
+        unmodelled: rules to drop instead of rejecting (explicit opt-in; only those of
+            :data:`UNMODELLED_ALLOWED`). A dropped constraint goes to ``EnginePlan.unmodelled``
+            and to the notes.
+
+    Returns:
+        (plans by engine id in manifest order, notes about labelled-but-accepted cases).
+
+    Raises:
+        UnsupportedWorkloadError: a case listed in this module's docstring.
+        TraceFormatError: a record that breaks the contract (unknown ids, missing arrival, wrong
+            hash count, a missing delay with no reason, ...).
+    """
+    allow = check_unmodelled(unmodelled)
+    notes: list[str] = []
+    plans: dict[str, EnginePlan] = {eid: EnginePlan(engine=cfg) for eid, cfg in engines.items()}
+
+    # -- requests: policy versions, engine, shape, dependencies, trajectories (one pass; on any
+    # doubt the rule-by-rule pass below runs and raises the same first error as always)
+    if not _scan_requests(index, engines, window_policy_version, plans):
+        plans = {eid: EnginePlan(engine=cfg) for eid, cfg in engines.items()}
+        _check_requests(index, engines, window_policy_version, plans)
+    none_by_construction = sum(p.none_by_construction for p in plans.values())
+    if none_by_construction:
+        notes.append(f"{none_by_construction} dependencies carry no external wait by construction "
+                     "(DELAY_ABSENCE_NONE_BY_CONSTRUCTION) and were replayed with delay_ms = 0")
+
     for tid, traj in index.trajectories.items():
         missing = [q for q in traj.request_ids if q not in index.by_id]
         if missing:
