@@ -116,15 +116,17 @@ class WorkloadIndex:
             TraceFormatError: duplicate ids (rule ``<kind>.duplicate_id``) or an empty record.
         """
         idx = cls()
+        by_id, append = idx.by_id, idx.requests.append
         for rec in records:
             kind = rec.WhichOneof("record")
             if kind == "request":
                 r = rec.request
-                if r.request_id in idx.by_id:
-                    raise TraceFormatError("duplicate request_id", record_id=r.request_id,
+                rid = r.request_id
+                if rid in by_id:
+                    raise TraceFormatError("duplicate request_id", record_id=rid,
                                            file=WORKLOAD_FILE, rule="request.duplicate_id")
-                idx.by_id[r.request_id] = r
-                idx.requests.append(r)
+                by_id[rid] = r
+                append(r)
             elif kind == "trajectory":
                 _put(idx.trajectories, rec.trajectory.trajectory_id, rec.trajectory, "trajectory")
             elif kind == "group":
@@ -532,8 +534,9 @@ def check_supported(
         notes.append(f"{none_by_construction} dependencies carry no external wait by construction "
                      "(DELAY_ABSENCE_NONE_BY_CONSTRUCTION) and were replayed with delay_ms = 0")
 
+    by_id = index.by_id
     for tid, traj in index.trajectories.items():
-        missing = [q for q in traj.request_ids if q not in index.by_id]
+        missing = [q for q in traj.request_ids if q not in by_id]
         if missing:
             raise UnsupportedWorkloadError(
                 "resume.partial", f"trajectory {tid!r} lists requests outside the window", missing)
@@ -549,11 +552,23 @@ def check_supported(
         if pool.trajectory_slots < 1:
             raise TraceFormatError("trajectory_slots must be >= 1", record_id=pid,
                                    file=WORKLOAD_FILE, rule="slot_pool.slots")
+    trajectories = index.trajectories
     for eid, plan in plans.items():
         pools: dict[str, list[str]] = {}
+        start: dict[str, int] = {}  # play -> Trajectory.start_order, where set (read once)
         for play in plan.plays:
-            traj = index.trajectories.get(play)
-            pools.setdefault(traj.slot_pool_id if traj is not None else "", []).append(play)
+            traj = trajectories.get(play)
+            if traj is None:
+                pid = ""
+            else:
+                pid = traj.slot_pool_id
+                if traj.HasField("start_order"):
+                    start[play] = traj.start_order
+            group = pools.get(pid)
+            if group is None:
+                pools[pid] = [play]
+            else:
+                group.append(play)
         named = [p for p in pools if p]
         if len(named) > 1:
             raise UnsupportedWorkloadError(
@@ -576,13 +591,12 @@ def check_supported(
                     "the open-loop mooncake format cannot express trajectory slots; use agentic_mooncake",
                     [named[0]])
             plan.lanes = pool.trajectory_slots
-            missing = [p for p in plan.plays
-                       if not index.trajectories[p].HasField("start_order")]
+            missing = [p for p in plan.plays if p not in start]  # every play is a trajectory here
             if missing:
                 raise TraceFormatError("Trajectory.start_order is needed to grant slots in order",
                                        record_id=missing[0], file=WORKLOAD_FILE,
                                        rule="trajectory.start_order")
-            plan.play_order = sorted(plan.plays, key=lambda p: index.trajectories[p].start_order)
+            plan.play_order = sorted(plan.plays, key=start.__getitem__)
         else:
             plan.play_order = list(plan.plays)
 
