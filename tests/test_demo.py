@@ -50,3 +50,28 @@ def test_demo_stops_on_an_invalid_trace_with_the_rule(traces, tmp_path, capsys):
     assert rc == 2
     err = capsys.readouterr().err
     assert "demo.validate" in err and "fanout.count" in err
+
+
+def test_demo_validates_every_trace_first_and_keeps_the_previous_output(traces, tmp_path):
+    out = tmp_path / "out"
+    assert main(["demo", "--trace", str(traces[0]), "--out", str(out), "--no-profile"]) == 0
+    before = (out / "summary.json").read_text()
+    assert "Run with --no-profile" in (out / "REPORT.md").read_text()
+    bad = grpo_trace(prompts=2, samples=4)
+    bad.request("req-1").num_samples = 3
+    d = bad.write(tmp_path / "bad")
+    # the broken trace comes second: nothing is replayed, the earlier output is untouched
+    assert main(["demo", "--trace", str(traces[0]), "--trace", str(d), "--out", str(out), "--no-profile"]) == 2
+    assert (out / "summary.json").read_text() == before
+    assert not list(tmp_path.glob(".out.*"))  # no half-written sibling left behind
+    # a re-run replaces the output whole: the agentic run's directory does not linger
+    assert main(["demo", "--trace", str(traces[1]), "--out", str(out), "--no-profile"]) == 0
+    assert sorted(p.name for p in out.iterdir() if p.is_dir()) == ["agentic"]
+
+
+def test_demo_refuses_an_unrelated_non_empty_directory(traces, tmp_path):
+    out = tmp_path / "mine"
+    out.mkdir()
+    (out / "notes.txt").write_text("keep me")
+    assert main(["demo", "--trace", str(traces[0]), "--out", str(out), "--no-profile"]) == 2
+    assert (out / "notes.txt").read_text() == "keep me"

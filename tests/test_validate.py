@@ -342,9 +342,10 @@ def test_cli_exit_codes_and_format(tmp_path):
 def test_cli_via_main(tmp_path):
     from unirl_replay.cli import main
     d = grpo_trace().write(tmp_path / "t")
-    with pytest.raises(SystemExit) as ei:
-        main(["validate", str(d)])
-    assert ei.value.code == 0
+    assert main(["validate", str(d)]) == 0  # main returns the command's exit status
+    bad = grpo_trace()
+    bad.request("req-0").num_samples = 3
+    assert main(["validate", str(bad.write(tmp_path / "bad"))]) == 1
 
 
 def test_every_rule_has_a_test():

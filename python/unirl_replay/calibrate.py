@@ -39,7 +39,23 @@ from unirl_replay.errors import UnirlReplayError
 METHOD = ("NVIDIA planner profiler method: isolated prefill sweep (one request at a time, unique prompts, "
           "max_tokens=1, median of vLLM first_token_ts - scheduled_ts); decode: B identical-length requests "
           "at once (ignore_eos), median engine step gap in the middle of the all-decoding run -> "
-          "(kv = B*(L+OSL/2), ctx = L+OSL/2); relative least-squares fit, sampled on a regular grid")
+          "(kv = B*(L+OSL/2), ctx = L+OSL/2); every request (prefill, decode, warm-up) with the rollout's "
+          "per-request sampling work (see `sampling`: temperature 1, top_p 1, top_k off, logprobs=0 under the "
+          "engine's logprobs_mode=processed_logprobs, as UniRL's vLLM runtime requests them); relative "
+          "least-squares fit, sampled on a regular grid")
+# The per-request sampling work of the rollouts a profile stands for. UniRL 0.2.0's direct-vLLM engine
+# (unirl/rollout/engine/vllm): VLLMEngineConfig requires logprobs_mode="processed_logprobs" and its
+# runtime passes it to vllm.LLM; runtime._sampling_params sets logprobs=0 for every request whose
+# return_logprob is true (the default; RL needs the sampled tokens' logprobs); sampling.resolve_sampling
+# sends temperature / top_p / top_k (0 -> -1, i.e. off) of the request's ARSamplingParams. The capture
+# harness (capture/rollout_driver.py) uses temperature=1.0, top_p=1.0, top_k=0 and the default
+# return_logprob, so every captured request samples with exactly these settings.
+ROLLOUT_SAMPLING: Dict[str, Any] = {
+    "temperature": 1.0, "top_p": 1.0, "top_k": -1, "logprobs": 0, "logprobs_mode": "processed_logprobs",
+    "source": "UniRL 0.2.0 VLLMEngineConfig.logprobs_mode (required 'processed_logprobs', passed to vllm.LLM) + "
+              "runtime._sampling_params (logprobs=0 when return_logprob, the default) + the capture harness's "
+              "ARSamplingParams(temperature=1.0, top_p=1.0, top_k=0 -> -1)",
+}
 PREFILL_FORM = "P(n) = p0 + p1*n + p2*n^2 (ms, n = new prompt tokens in the pass)"
 DECODE_FORM = "D(kv, ctx) = d0 + d1*kv + d2*B, B = clip(kv/ctx, 1, max_num_seqs) (ms per decode step)"
 DRIVER_MODULE = "unirl_replay.capture.calibration_driver"
@@ -119,6 +135,7 @@ def plan_sweep(eng: Dict[str, Any], *, repeats: int = 5, osl: int = 64, decode_r
         raise CalibrationError(f"only {len(points)} decode points fit the engine (capacity {capacity} tokens, "
                                f"max_model_len {mml}); widen --max-kv or the batch/length lists")
     return {"engine": eng, "seed": seed, "warmup_isl": [64, min(512, top)],
+            "sampling": dict(ROLLOUT_SAMPLING),
             "prefill": {"isl": isl, "repeats": int(repeats)},
             "decode": {"points": points, "osl": int(osl), "repeats": int(decode_repeats)}}
 
@@ -378,6 +395,9 @@ def build_provenance(*, raw: Dict[str, Any], fit: Fit, eng: Dict[str, Any], mani
         "calibration_workloads": [workload_name],
         "kind": "dynamo_profile",
         "method": METHOD,
+        # what the driver actually used (raw data older than this key: plain SamplingParams, no logprobs)
+        "sampling": raw.get("sampling") or {"recorded": False, "note": "raw data without a sampling record "
+                                            "(driver before 20261130b: no logprobs, vLLM's default logprobs_mode)"},
         "created_at": now.strftime("%Y-%m-%dT%H:%M:%SZ"),
         "engine": {"from_trace": eng, "actual": raw.get("engine_actual"), "llm_kwargs": raw.get("llm_kwargs")},
         "like_trace": {"trace_id": manifest.trace_id, "workload_name": manifest.workload_name,
@@ -388,7 +408,7 @@ def build_provenance(*, raw: Dict[str, Any], fit: Fit, eng: Dict[str, Any], mani
         "hardware": hardware(),
         "loadavg": raw.get("loadavg"),
         "engine_start_s": raw.get("engine_start_s"),
-        "plan": {k: spec[k] for k in ("prefill", "decode", "warmup_isl", "seed")},
+        "plan": {k: spec[k] for k in ("prefill", "decode", "warmup_isl", "seed", "sampling")},
         "raw": {"prefill": raw.get("prefill"), "decode": raw.get("decode"), "warmup": raw.get("warmup")},
         "fit": fit.record,
     }

@@ -61,6 +61,8 @@ def main(argv: list[str] | None = None) -> int:
         return e.exit_code
     except click.exceptions.Abort:
         return 1
+    except SystemExit as e:  # a command that sets its own exit status (validate, conformance)
+        return e.code if isinstance(e.code, int) else (0 if e.code is None else 1)
     except UnirlReplayError as e:
         click.echo(f"error: {e}", err=True)
         return 2

@@ -12,12 +12,14 @@ Runs in the light environment (no torch, no vLLM).
 from __future__ import annotations
 
 import json
+import shutil
+import tempfile
 import time
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Callable
 
-from unirl_replay.errors import TraceFormatError, UnsupportedWorkloadError
+from unirl_replay.errors import TraceFormatError, UnirlReplayError, UnsupportedWorkloadError
 
 from unirl_replay.environments import REPO_ROOT  # noqa: E402
 DEFAULT_TRACES_DIR = REPO_ROOT / "traces"
@@ -70,13 +72,41 @@ def _headline(report) -> tuple[dict, dict]:
 
 
 def run_demo(out_dir: Path, traces: list[Path], profile: Path | None,
-             log: Callable[[str], None] = print) -> list[SummaryRow]:
+             log: Callable[[str], None] = print, profile_note: str = "") -> list[SummaryRow]:
     """Run the whole job; returns the summary rows and writes ``out_dir/REPORT.md`` + ``summary.json``.
 
+    Every trace is validated before anything is replayed. The output is built in a temporary
+    directory beside ``out_dir`` and moved into place only when complete, so a failed run leaves
+    the previous output untouched and a finished one holds no stale files from an earlier run.
+
     Raises:
-        TraceFormatError: a trace is invalid or incomplete (nothing is replayed from it).
+        TraceFormatError: a trace is invalid or incomplete (nothing is written).
+        UnirlReplayError: ``out_dir`` exists, is not empty and is not an earlier demo output.
         MissingEnvironmentError: the real simulator (ai-dynamo) is not installed (run ``make env``).
     """
+    if out_dir.exists() and any(out_dir.iterdir()) and not (out_dir / "summary.json").is_file():
+        raise UnirlReplayError(f"{out_dir} exists and is not an earlier demo output (no summary.json); "
+                               "choose another --out or empty it")
+    out_dir.parent.mkdir(parents=True, exist_ok=True)
+    work = Path(tempfile.mkdtemp(prefix=f".{out_dir.name}.", suffix=".partial", dir=out_dir.parent))
+    try:
+        rows = _run(work, traces, profile, log, profile_note)
+        if out_dir.exists():
+            old = out_dir.with_name(f".{out_dir.name}.old")
+            shutil.rmtree(old, ignore_errors=True)
+            out_dir.rename(old)
+            work.rename(out_dir)
+            shutil.rmtree(old, ignore_errors=True)
+        else:
+            work.rename(out_dir)
+    except BaseException:
+        shutil.rmtree(work, ignore_errors=True)
+        raise
+    return rows
+
+
+def _run(out_dir: Path, traces: list[Path], profile: Path | None, log: Callable[[str], None],
+         profile_note: str) -> list[SummaryRow]:
     from unirl_replay import validate
     from unirl_replay.commands.compare import compare_to_dir
     from unirl_replay.replay import replay_trace, write_result
@@ -94,8 +124,7 @@ def run_demo(out_dir: Path, traces: list[Path], profile: Path | None,
         log(f"[{step}/{steps}] {msg}")
         return time.perf_counter()
 
-    for trace_dir in traces:
-        name = trace_dir.name
+    for trace_dir in traces:  # every trace first: nothing is replayed from a set with a broken trace
         t0 = progress(f"validate {trace_dir}")
         check = validate.check_trace(trace_dir)
         if check.status != report_pb2.TraceCheck.STATUS_VALID:
@@ -103,6 +132,8 @@ def run_demo(out_dir: Path, traces: list[Path], profile: Path | None,
             raise TraceFormatError(f"trace is {report_pb2.TraceCheck.Status.Name(check.status)}: {first}",
                                    file=str(trace_dir), rule="demo.validate")
         log(f"      valid ({sum(check.record_counts.values())} records, {time.perf_counter() - t0:.1f} s)")
+    for trace_dir in traces:
+        name = trace_dir.name
         for spec, tag in models:
             t0 = progress(f"replay {name} with {tag} timing model ({spec.split(':')[0]})")
             dest = out_dir / name / tag
@@ -124,7 +155,7 @@ def run_demo(out_dir: Path, traces: list[Path], profile: Path | None,
             log(f"      request E2E MAPE {_fmt(mape['request.e2e'])}%, batch readiness error "
                 f"{_fmt(bias['rollout_batch.batch_readiness'], signed=True)}% ({time.perf_counter() - t0:.1f} s)")
     (out_dir / "summary.json").write_text(json.dumps([asdict(r) for r in rows], indent=2) + "\n")
-    (out_dir / "REPORT.md").write_text(summary_markdown(rows, profile))
+    (out_dir / "REPORT.md").write_text(summary_markdown(rows, profile, profile_note))
     return rows
 
 
@@ -132,12 +163,14 @@ def _fmt(v: float | None, signed: bool = False) -> str:
     return "-" if v is None else (f"{v:+.1f}" if signed else f"{v:.1f}")
 
 
-def summary_markdown(rows: list[SummaryRow], profile: Path | None) -> str:
+def summary_markdown(rows: list[SummaryRow], profile: Path | None, profile_note: str = "") -> str:
     """The summary as markdown: one line per (trace, timing model), MAPE% (signed bias%) per level."""
     head = ["trace", "role", "timing model", "requests"] + [k for k in (f"{lv}.{m}" for lv, m in HEADLINES)]
     lines = ["# unirl-replay demo: real UniRL traces replayed in Dynamo Replay", "",
-             "Each cell: MAPE % (signed bias %; + means the simulator predicts too slow). "
-             "`-`: not compared (see the report's not-compared list).", "",
+             "Each cell: MAPE % (signed bias %: the mean of the per-record percentage errors "
+             "100 * (predicted - measured) / measured; positive means the simulator predicts longer "
+             "durations for the typical record). `-`: not compared (see the report's not-compared "
+             "list).", "",
              "| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
     for r in rows:
         cells = [r.trace, r.role, r.timing_model, str(r.requests)]
@@ -147,5 +180,6 @@ def summary_markdown(rows: list[SummaryRow], profile: Path | None) -> str:
         lines.append("| " + " | ".join(cells) + " |")
     lines += ["", "Labels (as on every report and plot):", ""] + [f"- `{r.report_dir}`: {r.label}" for r in rows]
     if profile is None:
-        lines += ["", "No calibrated profile was found in profiles/: only the uncalibrated default model ran."]
+        lines += ["", profile_note or "No calibrated profile was found in profiles/: only the uncalibrated "
+                  "default model ran."]
     return "\n".join(lines) + "\n"

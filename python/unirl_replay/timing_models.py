@@ -75,7 +75,8 @@ def parse_timing_model(spec: str) -> tuple[replay_pb2.TimingModel, dict]:
         try:
             npz = np.load(path, allow_pickle=False)
         except Exception as e:  # noqa: BLE001 - any unreadable file
-            raise TimingModelError(f"profile {arg!r} is not a readable NPZ: {e}") from e
+            raise TimingModelError(f"profile {arg!r} is not a dynamo_profile NPZ file (numpy could not read it as "
+                                   "an .npz of plain arrays); make one with `unirl-replay calibrate`") from e
         missing = [k for k in PROFILE_KEYS if k not in npz.files]
         if missing:
             raise TimingModelError(f"profile {arg!r} lacks arrays {missing}")

@@ -435,12 +435,14 @@ def verify_artifact(d: Path, a: ArtifactDigest, *, verify_digest: bool = True) -
         raise IncompleteTraceError("artifact listed in the manifest is missing", file=a.path, rule="artifact.missing")
     size = p.stat().st_size
     if size != a.size_bytes:
-        raise IncompleteTraceError(f"file has {size} bytes, the manifest says {a.size_bytes}", file=a.path,
+        raise IncompleteTraceError(f"file has {size} bytes, the manifest says {a.size_bytes}: it was truncated or edited after "
+                                   "the trace was finalized; re-capture it (or restore the original file)", file=a.path,
                                    rule="artifact.size")
     if verify_digest:
         digest, _ = sha256_file(p)
         if digest != a.sha256:
-            raise IncompleteTraceError(f"sha256 {digest} differs from the manifest's {a.sha256 or '(empty)'}",
+            raise IncompleteTraceError(f"sha256 {digest} differs from the manifest's {a.sha256 or '(empty)'}: the file "
+                                       "was changed after the trace was finalized; re-capture it (or restore the original)",
                                        file=a.path, rule="artifact.digest")
 
 
@@ -487,11 +489,14 @@ def open_trace(trace_dir: str | os.PathLike, *, verify_digests: bool = True) -> 
     """
     d = Path(trace_dir)
     if not d.is_dir():
-        raise TraceFormatError("not a directory", file=str(d), rule="trace.not_a_directory")
+        raise TraceFormatError("does not exist" if not d.exists() else "is not a directory (a trace is a directory "
+                               "holding manifest.json, the workload and the outcomes)", file=str(d),
+                               rule="trace.not_a_directory")
     partial = sorted(p.name for p in d.glob("*" + PARTIAL_SUFFIX))
     if not (d / MANIFEST_FILE).is_file():
         why = f" ({', '.join(partial)} left by an unfinished writer)" if partial else ""
-        raise IncompleteTraceError(f"no {MANIFEST_FILE}: the trace was never finalized{why}", file=str(d),
+        raise IncompleteTraceError(f"no {MANIFEST_FILE}: the trace was never finalized{why}; a capture that "
+                                   "stopped early cannot be completed, capture the window again", file=str(d),
                                    rule="trace.no_manifest")
     if partial:
         raise IncompleteTraceError(f"leftover partial files {', '.join(partial)}: a writer did not finish",

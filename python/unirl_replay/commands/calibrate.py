@@ -46,7 +46,7 @@ def _ints(text: str | None) -> list[int] | None:
               help="Refit an earlier --raw-out instead of measuring (the provenance says measured: the data were).")
 def command(like, out, workload_name, repeats, decode_repeats, osl, batches, lengths, max_kv, model_dir, max_load,
             raw_out, raw_in) -> None:
-    """Measure the real engine of TRACE (CPU reference environment) and write a dynamo_profile NPZ."""
+    """Measure the real engine configured like the --like trace (reference environment) and write a dynamo_profile NPZ."""
     from unirl_replay.calibrate import CalibrationError, calibrate
 
     load = os.getloadavg()[0]

@@ -13,6 +13,8 @@ from pathlib import Path
 
 import click
 
+from unirl_replay.errors import TraceFormatError
+
 REPORT_FILE = "validation_report.json"
 PERFETTO_FILE = "timeline.perfetto.json"
 
@@ -44,6 +46,10 @@ def compare_to_dir(trace_dir: str | Path, replay_result: str | Path, out_dir: st
     rp = Path(replay_result)
     if rp.is_dir():
         rp = rp / "replay_result.json"
+        if not rp.is_file():
+            raise TraceFormatError(f"{rp.parent} holds no replay_result.json: pass the directory given to "
+                                   "`unirl-replay replay --out`, or the replay_result.json file itself",
+                                   file=str(rp.parent), rule="compare.no_replay_result")
     replay = read_message_json(rp, replay_pb2.ReplayResult)
     manifest, workload, outcomes = _load_trace(str(trace_dir))
     reps = [_load_trace(str(d)) for d in repeats]

@@ -38,6 +38,8 @@ def command(simulators: tuple[str, ...], corpus: Path, only: tuple[str, ...], ex
     revisions = list(simulators) or [runner.installed_revision() or ""]
     if not revisions[0]:
         raise MissingEnvironmentError("ai-dynamo is not installed here: run `make env`, or pass --simulator ai-dynamo==X.Y.Z")
+    for rev in revisions:
+        runner.parse_revision(rev)  # a malformed spec fails before anything runs
     cases = load_corpus(corpus, list(only) or None)
     log = lambda m: click.echo(m, err=True)  # noqa: E731
     cmd = executor.split() if executor else None

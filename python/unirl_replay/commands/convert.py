@@ -12,9 +12,14 @@ import click
 @click.option("--out", "out_file", required=True, type=click.Path(dir_okay=False),
               help="Output JSONL (one file per engine as OUT_STEM.<engine><suffix> when several).")
 @click.option("--engine", "engine_id", default=None, help="Convert only this engine.")
-def command(trace_dir: str, trace_format: str, out_file: str, engine_id: str | None) -> None:
+@click.option("--allow-unmodelled", "unmodelled", multiple=True, metavar="RULE",
+              help="Explicitly drop a constraint upstream cannot express (allow-listed rules only, e.g. "
+                   "engine_client.inflight_limit); the converted input then lacks it.")
+def command(trace_dir: str, trace_format: str, out_file: str, engine_id: str | None,
+            unmodelled: tuple[str, ...]) -> None:
     """Convert TRACE_DIR to Dynamo Replay input (checks what upstream cannot express first)."""
     from unirl_replay.replay import convert_trace
 
-    for p in convert_trace(trace_dir, out_file, trace_format=trace_format, engine_id=engine_id):
+    for p in convert_trace(trace_dir, out_file, trace_format=trace_format, engine_id=engine_id,
+                           unmodelled=unmodelled):
         click.echo(str(p))

@@ -26,7 +26,8 @@ def command(out_dir: Path, traces: tuple[Path, ...], profile: Path | None, no_pr
     log = lambda m: click.echo(m, err=True)  # noqa: E731
     log(f"unirl-replay demo: {len(trace_dirs)} traces, timing models: "
         + ("calibrated profile " + str(prof) + " and " if prof else "") + "the uncalibrated default (polynomial)")
-    demo.run_demo(out_dir, trace_dirs, prof, log)
+    note = "Run with --no-profile: only the uncalibrated default model ran." if no_profile else ""
+    demo.run_demo(out_dir, trace_dirs, prof, log, note)
     click.echo((out_dir / "REPORT.md").read_text())
     click.echo(f"Report written to {out_dir.resolve()} (REPORT.md, summary.json; per trace and model: "
                "validation_report.json, PNG plots, timeline.perfetto.json)")

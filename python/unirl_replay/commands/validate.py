@@ -17,7 +17,7 @@ EXIT = {TraceCheck.STATUS_VALID: 0, TraceCheck.STATUS_INVALID: 1, TraceCheck.STA
 
 
 @click.command("validate")
-@click.argument("trace_dir", type=click.Path(file_okay=False, path_type=str))
+@click.argument("trace_dir", type=click.Path(exists=True, file_okay=False, path_type=str))
 @click.option("--json", "as_json", is_flag=True, help="Print the TraceCheck as JSON (the JSON profile) instead.")
 @click.option("--max-per-rule", default=200, show_default=True, help="Violations listed per rule.")
 def command(trace_dir: str, as_json: bool, max_per_rule: int) -> None:
@@ -34,6 +34,5 @@ def command(trace_dir: str, as_json: bool, max_per_rule: int) -> None:
         errors = len(res.violations) - warnings
         status = TraceCheck.Status.Name(res.status).removeprefix("STATUS_").lower()
         counts = ", ".join(f"{k} {n}" for k, n in sorted(res.record_counts.items()))
-        click.echo(f"{trace_dir}: {status} ({errors} errors, {warnings} warnings; records: {counts or 'not read'})",
-                   err=True)
+        click.echo(f"{trace_dir}: {status} ({errors} errors, {warnings} warnings; records: {counts or 'not read'})")
     sys.exit(EXIT.get(res.status, 1))

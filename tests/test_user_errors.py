@@ -1,0 +1,67 @@
+"""The errors a new user meets first: each says what is wrong, where, and what to do next."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from tracebuild import agentic_trace, grpo_trace
+
+from unirl_replay.cli import main
+
+
+def test_validate_on_a_missing_directory_says_it_does_not_exist(tmp_path, capsys):
+    assert main(["validate", str(tmp_path / "nope")]) == 2
+    assert "does not exist" in capsys.readouterr().err
+
+
+def test_validate_result_line_goes_to_stdout(tmp_path, capsys):
+    d = grpo_trace(prompts=1, samples=2).write(tmp_path / "t")
+    assert main(["validate", str(d)]) == 0
+    assert ": valid (" in capsys.readouterr().out
+
+
+def test_truncated_artifact_says_what_to_do(tmp_path, capsys):
+    d = grpo_trace(prompts=2, samples=2).write(tmp_path / "t")
+    wl = d / "workload.jsonl"
+    wl.write_bytes(wl.read_bytes()[:-40])
+    assert main(["validate", str(d)]) == 3
+    out = capsys.readouterr().out
+    assert "artifact.size" in out and "re-capture" in out
+
+
+def test_compare_with_a_directory_without_replay_result(tmp_path, capsys):
+    d = grpo_trace(prompts=1, samples=2).write(tmp_path / "t")
+    (tmp_path / "empty").mkdir()
+    assert main(["compare", str(d), str(tmp_path / "empty"), "--out", str(tmp_path / "o")]) == 2
+    err = capsys.readouterr().err
+    assert "holds no replay_result.json" in err and "replay --out" in err
+
+
+def test_profile_that_is_not_an_npz(tmp_path, capsys):
+    pytest.importorskip("dynamo.replay")
+    d = grpo_trace(prompts=1, samples=2).write(tmp_path / "t")
+    bogus = tmp_path / "p.npz"
+    bogus.write_text("not numpy")
+    assert main(["replay", str(d), "--timing-model", f"profile:{bogus}", "--out", str(tmp_path / "o")]) == 2
+    err = capsys.readouterr().err
+    assert "not a dynamo_profile NPZ" in err and "allow_pickle" not in err
+
+
+def test_convert_offers_the_same_explicit_opt_in_as_replay(tmp_path, capsys):
+    a = agentic_trace(trajectories=2, turns=2)
+    client = next(r.engine_client for r in a.workload if r.WhichOneof("record") == "engine_client")
+    client.inflight_request_limit = 1
+    d = a.write(tmp_path / "a")
+    assert main(["convert", str(d), "--out", str(tmp_path / "in.jsonl")]) == 2
+    assert "--allow-unmodelled engine_client.inflight_limit" in capsys.readouterr().err
+    assert main(["convert", str(d), "--out", str(tmp_path / "in.jsonl"),
+                 "--allow-unmodelled", "engine_client.inflight_limit"]) == 0
+    rows = [json.loads(x) for x in (tmp_path / "in.jsonl").read_text().splitlines()]
+    assert rows[0]["schema"] == "dynamo.agentic_mooncake" and len(rows) == 1 + 4
+
+
+def test_conformance_rejects_a_malformed_revision_before_running(capsys):
+    assert main(["conformance", "--simulator", "ai-dynamo"]) == 2
+    err = capsys.readouterr().err
+    assert "ai-dynamo==X.Y.Z" in err and "running" not in err
