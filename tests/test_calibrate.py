@@ -113,6 +113,24 @@ def test_plan_stays_inside_the_engine():
         assert b <= ENG["max_num_seqs"] and length + osl <= ENG["max_model_len"] and b * (length + osl) <= 8192
 
 
+def test_plan_and_provenance_carry_the_rollout_sampling(tmp_path):
+    """UniRL's rollouts request logprobs=0 under logprobs_mode=processed_logprobs: the sweep must do the same."""
+    spec = cal.plan_sweep(ENG)
+    assert {k: spec["sampling"][k] for k in ("temperature", "top_p", "top_k", "logprobs", "logprobs_mode")} == \
+        {"temperature": 1.0, "top_p": 1.0, "top_k": -1, "logprobs": 0, "logprobs_mode": "processed_logprobs"}
+    d = grpo_trace(prompts=1, samples=2).write(tmp_path / "t")
+    raw = synthetic_raw()
+    raw_path = tmp_path / "raw.json"
+    raw_path.write_text(json.dumps(raw))  # raw data without a sampling record: said so, not assumed
+    _, prov = cal.calibrate(str(d), str(tmp_path / "p.npz"), raw_in=str(raw_path), workload_name="calibration-x")
+    assert prov["sampling"]["recorded"] is False and prov["plan"]["sampling"]["logprobs"] == 0
+    raw["sampling"] = {k: v for k, v in spec["sampling"].items() if k != "source"}
+    raw_path.write_text(json.dumps(raw))
+    _, prov = cal.calibrate(str(d), str(tmp_path / "q.npz"), raw_in=str(raw_path), workload_name="calibration-x")
+    assert prov["sampling"]["logprobs"] == 0 and prov["sampling"]["logprobs_mode"] == "processed_logprobs"
+    assert "logprobs=0" in prov["method"]
+
+
 @pytest.mark.parametrize("where", ["both", "sidecar"])
 def test_labels_calibrated_only_when_measured(tmp_path, where):
     measured = write(tmp_path, synthetic_raw(), "m.npz", measured=True, where=where)
@@ -212,6 +230,10 @@ def test_tiny_sweep_end_to_end_on_the_real_engine(tmp_path):
     assert len(prov["raw"]["prefill"]) == 2 * len(prov["plan"]["prefill"]["isl"])
     assert all(r["ttft_ms"] > 0 for r in prov["raw"]["prefill"])
     assert all(p["itl_ms"] and p["itl_ms"] > 0 for p in prov["raw"]["decode"])
+    # the rollout's per-request sampling work: logprobs=0 under logprobs_mode=processed_logprobs
+    assert prov["sampling"]["logprobs"] == 0 and a["logprobs_mode"] == "processed_logprobs"
+    assert all(r["logprobs_returned"] == 1 for r in prov["raw"]["prefill"])
+    assert all(p["logprobs_returned"] == p["batch"] * 16 for p in prov["raw"]["decode"])
     tm, _ = parse_timing_model(f"profile:{path}")
     assert tm.calibration == replay_pb2.CALIBRATION_STATUS_CALIBRATED
 

@@ -26,6 +26,10 @@ Method (NVIDIA planner profiler):
   engine client's ``get_output``), the gaps between consecutive steps in which all B requests
   decode form the ITL series; the median of its middle half is one point
   (kv = B * (L + OSL/2), ctx = L + OSL/2).
+* sampling: every request (warm-up, prefill, decode) does the rollout's per-request sampling work,
+  ``SPEC["sampling"]`` (UniRL's: temperature 1, top_p 1, top_k off, ``logprobs=0``), and the engine
+  is built with UniRL's ``logprobs_mode="processed_logprobs"``: RL rollouts return the sampled
+  tokens' logprobs, and that work is part of every real engine step.
 """
 
 from __future__ import annotations
@@ -87,7 +91,20 @@ def _dist_version(name: str) -> str:
         return ""
 
 
-def build_llm(model: Path, eng: Dict[str, Any]):
+# Used when a spec carries no "sampling" (the caller, unirl_replay.calibrate.ROLLOUT_SAMPLING, always sends it).
+DEFAULT_SAMPLING: Dict[str, Any] = {"temperature": 1.0, "top_p": 1.0, "top_k": -1, "logprobs": 0,
+                                    "logprobs_mode": "processed_logprobs"}
+
+
+def sampling_params(sampling: Dict[str, Any], **kw: Any):
+    """SamplingParams with the rollout's per-request sampling work (``kw``: max_tokens, ignore_eos)."""
+    from vllm import SamplingParams
+
+    return SamplingParams(temperature=float(sampling["temperature"]), top_p=float(sampling["top_p"]),
+                          top_k=int(sampling["top_k"]), logprobs=sampling["logprobs"], **kw)
+
+
+def build_llm(model: Path, eng: Dict[str, Any], sampling: Dict[str, Any] | None = None):
     from vllm import LLM
 
     kwargs: Dict[str, Any] = {
@@ -101,6 +118,8 @@ def build_llm(model: Path, eng: Dict[str, Any]):
         "enable_chunked_prefill": bool(eng["enable_chunked_prefill"]),
         "enforce_eager": bool(eng.get("enforce_eager", False)),
     }
+    if sampling and sampling.get("logprobs_mode"):
+        kwargs["logprobs_mode"] = str(sampling["logprobs_mode"])
     for key, arg in (("block_size", "block_size"), ("num_kv_blocks", "num_gpu_blocks_override"),
                      ("max_num_seqs", "max_num_seqs"), ("max_num_batched_tokens", "max_num_batched_tokens"),
                      ("max_model_len", "max_model_len"), ("dtype", "dtype")):
@@ -122,6 +141,7 @@ def actual_engine(llm) -> Dict[str, Any]:
         "dtype": str(vc.model_config.dtype).removeprefix("torch."),
         "enforce_eager": bool(vc.model_config.enforce_eager),
         "distributed_executor_backend": str(vc.parallel_config.distributed_executor_backend),
+        "logprobs_mode": str(getattr(vc.model_config, "logprobs_mode", "")),
     }
 
 
@@ -136,10 +156,9 @@ class _Prompts:
         return {"prompt_token_ids": [self._rng.randrange(self._vocab) for _ in range(n)]}
 
 
-def prefill_sweep(llm, prompts: _Prompts, isls: List[int], repeats: int, seed: int) -> List[Dict[str, Any]]:
-    from vllm import SamplingParams
-
-    params = SamplingParams(max_tokens=1, temperature=1.0, ignore_eos=True)
+def prefill_sweep(llm, prompts: _Prompts, isls: List[int], repeats: int, seed: int,
+                  sampling: Dict[str, Any]) -> List[Dict[str, Any]]:
+    params = sampling_params(sampling, max_tokens=1, ignore_eos=True)
     order = [(isl, r) for r in range(repeats) for isl in isls]
     rng = random.Random(seed)
     rows = []
@@ -158,14 +177,19 @@ def prefill_sweep(llm, prompts: _Prompts, isls: List[int], repeats: int, seed: i
                 "ttft_ms": 1e3 * (m.first_token_ts - m.scheduled_ts),
                 "queued_to_first_ms": 1e3 * (m.first_token_ts - m.queued_ts),
                 "prompt_tokens": len(out.prompt_token_ids), "loadavg": loadavg(),
+                "logprobs_returned": _logprobs_returned(out),
             })
     return rows
 
 
-def decode_point(llm, prompts: _Prompts, batch: int, length: int, osl: int, tag: str) -> Dict[str, Any]:
-    """B requests of length L at once; the median step gap in the middle of the all-decoding run."""
-    from vllm import SamplingParams
+def _logprobs_returned(out) -> int:
+    """How many per-token logprob entries vLLM returned for the request (all its completions)."""
+    return sum(len(c.logprobs or []) for c in out.outputs)
 
+
+def decode_point(llm, prompts: _Prompts, batch: int, length: int, osl: int, tag: str,
+                 sampling: Dict[str, Any]) -> Dict[str, Any]:
+    """B requests of length L at once; the median step gap in the middle of the all-decoding run."""
     engine = llm.llm_engine
     core = engine.engine_core
     steps: List[Dict[str, Any]] = []
@@ -178,16 +202,19 @@ def decode_point(llm, prompts: _Prompts, batch: int, length: int, osl: int, tag:
                           "tokens": sum(len(o.new_token_ids) for o in outs.outputs)})
         return outs
 
-    params = SamplingParams(max_tokens=osl, temperature=1.0, ignore_eos=True)
+    params = sampling_params(sampling, max_tokens=osl, ignore_eos=True)
     core.get_output = get_output
     t0 = time.monotonic()
     try:
         for i in range(batch):
             engine.add_request(f"{tag}-{i}", prompts.make(length), params)
         gen: Dict[str, int] = {}
+        lps = 0
         while engine.has_unfinished_requests():
             for out in engine.step():
                 gen[out.request_id] = len(out.outputs[0].token_ids)
+                if out.finished:
+                    lps += _logprobs_returned(out)
     finally:
         core.get_output = orig
     wall = time.monotonic() - t0
@@ -209,7 +236,7 @@ def decode_point(llm, prompts: _Prompts, batch: int, length: int, osl: int, tag:
         "itl_ms": statistics.median(middle) if middle else None,
         "itl_mean_ms": statistics.fmean(middle) if middle else None,
         "gaps_used": len(middle), "gaps_all_decoding": len(gaps), "steps": len(steps),
-        "prefill_steps": start, "wall_s": wall, "loadavg": loadavg(),
+        "prefill_steps": start, "wall_s": wall, "loadavg": loadavg(), "logprobs_returned": lps,
         "gaps_ms": [round(g, 4) for g in gaps],
     }
 
@@ -225,31 +252,32 @@ def run(spec: Dict[str, Any]) -> Dict[str, Any]:
     result["model"] = {"dir": str(model), "weights_sha256": digest,
                        "config": json.loads((model / "config.json").read_text())}
     t0 = time.monotonic()
-    llm, kwargs = build_llm(model, spec["engine"])
+    sampling = {k: v for k, v in (spec.get("sampling") or DEFAULT_SAMPLING).items() if k != "source"}
+    result["sampling"] = sampling
+    llm, kwargs = build_llm(model, spec["engine"], sampling)
     result["engine_start_s"] = time.monotonic() - t0
     result["llm_kwargs"] = kwargs
     result["engine_actual"] = actual_engine(llm)
     vocab = min(int(result["model"]["config"].get("vocab_size", 1024)), 1000)
     prompts = _Prompts(int(spec.get("seed", 0)), vocab)
-    from vllm import SamplingParams
-
     # warm-up (first-call stalls), excluded from the fit but kept
     warm = []
     for n in spec.get("warmup_isl", [64, 512]):
         t = time.monotonic()
-        llm.generate([prompts.make(n)], SamplingParams(max_tokens=8, ignore_eos=True), use_tqdm=False)
+        llm.generate([prompts.make(n)], sampling_params(sampling, max_tokens=8, ignore_eos=True), use_tqdm=False)
         warm.append({"isl": n, "client_s": time.monotonic() - t})
     result["warmup"] = warm
     pre = spec["prefill"]
     result["loadavg"]["prefill_start"] = loadavg()
-    result["prefill"] = prefill_sweep(llm, prompts, list(pre["isl"]), int(pre["repeats"]), int(spec.get("seed", 0)))
+    result["prefill"] = prefill_sweep(llm, prompts, list(pre["isl"]), int(pre["repeats"]), int(spec.get("seed", 0)),
+                                     sampling)
     dec = spec["decode"]
     result["loadavg"]["decode_start"] = loadavg()
     points = []
     for rep in range(int(dec.get("repeats", 1))):
         for b, length in dec["points"]:
             points.append({**decode_point(llm, prompts, int(b), int(length), int(dec["osl"]),
-                                          f"d{rep}-{b}-{length}"), "repeat": rep})
+                                          f"d{rep}-{b}-{length}", sampling), "repeat": rep})
             print(f"decode B={b} L={length}: {points[-1]['itl_ms']} ms", file=sys.stderr, flush=True)
     result["decode"] = points
     result["loadavg"]["end"] = loadavg()
