@@ -35,6 +35,16 @@ def reference_python(purpose: str = "this command runs the real engine (UniRL + 
     return path
 
 
+def dist_version(name: str) -> str:
+    """Installed version of distribution ``name``, or ``""`` when it is not installed."""
+    from importlib import metadata
+
+    try:
+        return metadata.version(name)
+    except metadata.PackageNotFoundError:
+        return ""
+
+
 def hardware() -> dict[str, Any]:
     """This host as ``manifest.Hardware`` fields (CPU model and memory from /proc, when readable)."""
     cpu_model, mem = "", 0

