@@ -619,17 +619,19 @@ def match(workload: Iterable[wpb.WorkloadRecord], outcomes: Iterable[opb.Outcome
         outcomes: its measured outcome records.
         replay: a PER_REQUEST replay result of that trace.
     """
-    idx = index_workload(workload)
+    return _match(index_workload(workload), outcomes, replay)
+
+
+def _match(idx: WorkloadIndex, outcomes: Iterable[opb.OutcomeRecord], replay: rpb.ReplayResult) -> Matching:
     meas, unavailable = measured_values(idx, outcomes)
-    pred = predicted_values(idx, replay)
-    pairs, nc = pair_values(idx, meas, pred)
+    pairs, nc = pair_values(idx, meas, predicted_values(idx, replay))
     return Matching(pairs, nc, unavailable, meas)
 
 
 def compare(manifest: mpb.TraceManifest, workload: Iterable[wpb.WorkloadRecord],
             outcomes: Iterable[opb.OutcomeRecord], replay: rpb.ReplayResult,
             repeats: Sequence[tuple[mpb.TraceManifest, Iterable[wpb.WorkloadRecord], Iterable[opb.OutcomeRecord]]] = (),
-            ) -> vpb.ValidationReport:
+            matching: Matching | None = None) -> vpb.ValidationReport:
     """Build the ``ValidationReport`` of ``replay`` against the trace it came from.
 
     Args:
@@ -638,6 +640,8 @@ def compare(manifest: mpb.TraceManifest, workload: Iterable[wpb.WorkloadRecord],
         replay: the replay result.
         repeats: other measured runs of the same workload (manifest, workload, outcomes), for the
             run-to-run spread; the main trace is counted as one repeat.
+        matching: :func:`match` of the same inputs when the caller already has it (for plots);
+            computed here otherwise.
     Returns:
         The report (``artifacts`` empty: the command fills it).
     Raises:
@@ -653,7 +657,11 @@ def compare(manifest: mpb.TraceManifest, workload: Iterable[wpb.WorkloadRecord],
         workload_name=manifest.workload_name, simulator=replay.simulator, timing_model=replay.timing_model,
         granularity=replay.granularity, capture_overhead=manifest.capture_overhead,
         label=honesty_label(manifest, replay))
-    meas, unavailable = measured_values(idx, outcomes)
+    per_request = replay.granularity != rpb.RESULT_GRANULARITY_AGGREGATE_ONLY
+    if per_request and matching is None:
+        matching = _match(idx, outcomes, replay)
+    meas, unavailable = ((matching.measured, matching.unavailable) if per_request
+                         else measured_values(idx, outcomes))
     report.requests_unavailable = len(unavailable)
     report.notes.append("durations only; groups and batches measured from the batch's first submit on "
                         "their engine (see docs/comparison.md)")
@@ -662,7 +670,7 @@ def compare(manifest: mpb.TraceManifest, workload: Iterable[wpb.WorkloadRecord],
     if not manifest.capture_overhead.HasField("overhead_ratio"):
         report.notes.append("capture overhead not measured in this trace")
 
-    if replay.granularity == rpb.RESULT_GRANULARITY_AGGREGATE_ONLY:
+    if not per_request:
         report.notes.append("aggregate-only replay result: compared at the aggregate level only")
         for level, metric in METRIC_KEYS:
             report.not_compared.append(vpb.NotCompared(
@@ -675,15 +683,13 @@ def compare(manifest: mpb.TraceManifest, workload: Iterable[wpb.WorkloadRecord],
         report.metrics.extend(mcs)
         report.not_compared.extend(nc)
     else:
-        pred = predicted_values(idx, replay)
-        pairs, nc = pair_values(idx, meas, pred)
         for key in METRIC_KEYS:
-            if len(pairs[key].ids):
-                report.metrics.append(metric_comparison(key[0], key[1], pairs[key]))
+            if len(matching.pairs[key].ids):
+                report.metrics.append(metric_comparison(key[0], key[1], matching.pairs[key]))
             else:
                 report.not_compared.append(vpb.NotCompared(level=key[0], metric=key[1],
                                                            reason="no matched pair at this level"))
-        report.not_compared.extend(nc)
+        report.not_compared.extend(matching.not_compared)
 
     report.repeat_spread.extend(spread_over_repeats(manifest, meas, repeats))
     return report

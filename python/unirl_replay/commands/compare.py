@@ -53,14 +53,15 @@ def compare_to_dir(trace_dir: str | Path, replay_result: str | Path, out_dir: st
     replay = read_message_json(rp, replay_pb2.ReplayResult)
     manifest, workload, outcomes = _load_trace(str(trace_dir))
     reps = [_load_trace(str(d)) for d in repeats]
-    report = C.compare(manifest, workload, outcomes, replay, repeats=reps)
+    per_request = replay.granularity == replay_pb2.RESULT_GRANULARITY_PER_REQUEST
+    matching = C.match(workload, outcomes, replay) if per_request else None
+    report = C.compare(manifest, workload, outcomes, replay, repeats=reps, matching=matching)
 
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
     if plots_too:
-        if replay.granularity == replay_pb2.RESULT_GRANULARITY_PER_REQUEST:
-            pairs = C.match(workload, outcomes, replay).pairs
-            report.artifacts.extend(plots.write_plots(out, pairs, workload, outcomes, replay, report.label,
+        if per_request:
+            report.artifacts.extend(plots.write_plots(out, matching.pairs, workload, outcomes, replay, report.label,
                                                       batch_id=batch_id))
             perfetto.write_chrome_trace(out / PERFETTO_FILE,
                                         perfetto.chrome_trace(workload, outcomes, replay, report.label))
