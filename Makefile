@@ -27,7 +27,7 @@ test-light: env check-gen
 # Regenerate gen/ and schema/ from proto/ (the one documented regeneration command).
 gen: env
 	cd $(CURDIR) && $(BIN)/buf generate
-	$(BIN)/python -m unirl_replay.jsonschema_gen --write schema
+	$(BIN)/python -m unirl_replay.contract.jsonschema_gen --write schema
 
 # Fail when gen/ or schema/ is stale, buf lint fails, or the v1 wire/JSON contract broke.
 check-gen: env

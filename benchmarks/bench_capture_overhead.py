@@ -33,7 +33,7 @@ def run(mode: str, pairs: int, work: Path) -> dict:
         sys.exit(f"reference environment missing ({py}): run `make reference-env`")
     out = work / mode
     load0 = os.getloadavg()
-    subprocess.run([str(py), "-m", "unirl_replay.capture.rollout_driver", mode, "--out", str(out),
+    subprocess.run([str(py), "-m", "unirl_replay.reference.rollout_driver", mode, "--out", str(out),
                     "--overhead-pairs", str(pairs), "--workload-name", f"bench-{mode}"],
                    check=True, cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     m = json.loads((out / "manifest.json").read_text())

@@ -32,8 +32,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
 
 from replay_build import chained, dep, engine, pool, record, req, traj  # noqa: E402
 
-from unirl_replay.convert import agentic_mooncake  # noqa: E402
-from unirl_replay.convert.support import WorkloadIndex, check_supported  # noqa: E402
+from unirl_replay.replay.convert import agentic_mooncake  # noqa: E402
+from unirl_replay.replay.support import WorkloadIndex, check_supported  # noqa: E402
 
 BS = 16
 
@@ -144,8 +144,8 @@ def main() -> None:
             dt, peak, rows, ph = convert(subset(recs, n_rep), eng, out)
             print(f"convert N={n_rep}: {dt:.2f} s, peak RSS growth {peak / 1024:.0f} MiB", flush=True)
         del recs
-        from unirl_replay.convert.common import engine_args
-        from unirl_replay.dynamo_adapter import run_upstream
+        from unirl_replay.replay.convert.common import engine_args
+        from unirl_replay.replay.simulators.dynamo import run_upstream
         args, _ = engine_args(eng, {"type": "fixed", "prefill_ms": 20.0, "decode_ms": 2.0})
         print(f"before replay: {load()}", flush=True)
         t0 = time.perf_counter()

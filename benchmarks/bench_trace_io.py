@@ -43,7 +43,7 @@ def _outcome(i: int):
 
 def step_write(d: str, enc: str, n: int) -> dict:
     from tracebuild_min import manifest
-    from unirl_replay.trace_io import TraceWriter
+    from unirl_replay.contract.trace_io import TraceWriter
     t0 = time.perf_counter()
     with TraceWriter(d, enc) as wr:
         for i in range(n):
@@ -54,8 +54,8 @@ def step_write(d: str, enc: str, n: int) -> dict:
 
 
 def step_read(d: str, enc: str, n: int) -> dict:
-    from unirl_replay.outcomes_io import iter_outcomes
-    from unirl_replay.trace_io import open_trace
+    from unirl_replay.contract.outcomes_io import iter_outcomes
+    from unirl_replay.contract.trace_io import open_trace
     t0 = time.perf_counter()
     t = open_trace(d)
     k = sum(1 for _ in t.iter_workload()) + sum(1 for _ in iter_outcomes(t))

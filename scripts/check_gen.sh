@@ -21,7 +21,7 @@ if ! diff -r -q gen "$tmp/gen" >/dev/null; then
   diff -r gen "$tmp/gen" | head -20 >&2
   exit 1
 fi
-"$BIN/python" -m unirl_replay.jsonschema_gen --check schema
+"$BIN/python" -m unirl_replay.contract.jsonschema_gen --check schema
 "$BIN/python" - <<'PY'
 import importlib, pkgutil
 import google.protobuf

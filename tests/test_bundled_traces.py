@@ -10,12 +10,12 @@ from pathlib import Path
 
 import pytest
 
-from unirl_replay.outcomes_io import iter_outcomes
-from unirl_replay.trace_io import open_trace
+from unirl_replay.contract.outcomes_io import iter_outcomes
+from unirl_replay.contract.trace_io import open_trace
 from unirl_replay.v1 import common_pb2 as c
 from unirl_replay.v1 import workload_pb2 as w
 from unirl_replay.v1.report_pb2 import TraceCheck
-from unirl_replay.validate import check_trace, format_violation
+from unirl_replay.contract.validate import check_trace, format_violation
 
 ROOT = Path(__file__).resolve().parents[1]
 GRPO, AGENTIC = ROOT / "traces" / "grpo-a", ROOT / "traces" / "agentic-a"
@@ -132,7 +132,7 @@ def test_agentic_trace_shape():
 
 
 def test_grpo_trace_replays_with_the_polynomial_model(tmp_path):
-    from unirl_replay.replay import replay_trace
+    from unirl_replay.replay.runner import replay_trace
 
     res = replay_trace(GRPO, "polynomial", work_dir=tmp_path / "up")
     _, wl, _ = _records(GRPO)
@@ -144,8 +144,8 @@ def test_grpo_trace_replays_with_the_polynomial_model(tmp_path):
 def test_agentic_trace_replays_only_with_the_client_limit_labelled_unmodelled(tmp_path):
     """Upstream cannot limit in-flight requests apart from trajectory lanes: the honest trace (slots 4,
     client limit 1) is rejected by default and replays with the explicit, labelled opt-in."""
-    from unirl_replay.errors import UnsupportedWorkloadError
-    from unirl_replay.replay import replay_trace
+    from unirl_replay.contract.errors import UnsupportedWorkloadError
+    from unirl_replay.replay.runner import replay_trace
 
     with pytest.raises(UnsupportedWorkloadError) as e:
         replay_trace(AGENTIC, "polynomial", work_dir=tmp_path / "up0")
@@ -159,7 +159,7 @@ def test_agentic_trace_replays_only_with_the_client_limit_labelled_unmodelled(tm
 
 
 def test_replay_cli_on_bundled_grpo_trace(tmp_path):
-    from unirl_replay.cli import main
+    from unirl_replay.cli.main import main
 
     assert main(["replay", str(GRPO), "--timing-model", "polynomial", "--out", str(tmp_path / "r")]) == 0
     assert json.loads((tmp_path / "r" / "replay_result.json").read_text())

@@ -14,9 +14,9 @@ from click.testing import CliRunner
 from replay_build import engine, index, manifest, ms, req
 from tracebuild import grpo_trace, make_manifest
 
-from unirl_replay import calibrate as cal
-from unirl_replay.errors import MissingEnvironmentError
-from unirl_replay.timing_models import PROFILE_KEYS, parse_timing_model
+from unirl_replay.calibrate import profiler as cal
+from unirl_replay.contract.errors import MissingEnvironmentError
+from unirl_replay.replay.timing_models import PROFILE_KEYS, parse_timing_model
 from unirl_replay.v1 import replay_pb2
 
 ENG = {"block_size": 16, "num_kv_blocks": 1024, "max_num_seqs": 32, "max_num_batched_tokens": 2048,
@@ -144,7 +144,7 @@ def test_labels_calibrated_only_when_measured(tmp_path, where):
 
 def test_replay_with_written_profile_and_doubled_table(tmp_path):
     pytest.importorskip("dynamo.replay")
-    from unirl_replay.replay import replay_workload
+    from unirl_replay.replay.runner import replay_workload
 
     one = write(tmp_path, synthetic_raw(1.0), "one.npz")
     two = write(tmp_path, synthetic_raw(2.0), "two.npz")
@@ -193,14 +193,14 @@ def test_missing_reference_env_names_make_target(tmp_path, monkeypatch):
     monkeypatch.setenv("UNIRL_REPLAY_REF_PYTHON", str(tmp_path / "nope" / "python"))
     with pytest.raises(MissingEnvironmentError, match="make reference-env"):
         cal.reference_python()
-    from unirl_replay.cli import main
+    from unirl_replay.cli.main import main
 
     d = grpo_trace(prompts=1, samples=2).write(tmp_path / "t")
     assert main(["calibrate", "--like", str(d), "--out", str(tmp_path / "p.npz")]) == 2
 
 
 def test_cli_help_lists_options():
-    from unirl_replay.cli import cli
+    from unirl_replay.cli.main import cli
 
     out = CliRunner().invoke(cli, ["calibrate", "--help"])
     assert out.exit_code == 0 and "--like" in out.output and "--repeats" in out.output

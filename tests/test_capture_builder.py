@@ -10,11 +10,11 @@ import json
 from pathlib import Path
 
 from unirl_replay.capture.trace_builder import build_trace
-from unirl_replay.outcomes_io import iter_outcomes
-from unirl_replay.trace_io import open_trace
+from unirl_replay.contract.outcomes_io import iter_outcomes
+from unirl_replay.contract.trace_io import open_trace
 from unirl_replay.v1 import common_pb2 as c
 from unirl_replay.v1.report_pb2 import TraceCheck
-from unirl_replay.validate import check_trace, format_violation
+from unirl_replay.contract.validate import check_trace, format_violation
 
 T0 = 1000.0
 PID = 42

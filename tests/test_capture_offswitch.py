@@ -21,7 +21,7 @@ after_import = set(sys.modules)
 vllm_plugin.register()
 vllm_plugin.register()   # vLLM may call it more than once
 after_register = set(sys.modules)
-from unirl_replay.capture import cpu_bridges
+from unirl_replay.reference import cpu_bridges
 cpu_bridges.install_vllm_process_bridges()   # the second entry point: off without UNIRL_REPLAY_CPU_BRIDGES=1
 after = set(sys.modules)
 print(json.dumps({"new_on_import": sorted(after_import - before), "new_on_register": sorted(after_register - after_import),
@@ -33,7 +33,7 @@ print(json.dumps({"new_on_import": sorted(after_import - before), "new_on_regist
 HEAVY = ("vllm", "unirl.", "torch", "transformers")
 INTERNALS = ("unirl_replay.capture._engine_recorder", "unirl_replay.capture.driver_capture",
              "unirl_replay.capture.hashing", "unirl_replay.capture.trace_builder",
-             "unirl_replay.capture.rollout_driver", "unirl_replay.capture.tiny_model")
+             "unirl_replay.reference.rollout_driver", "unirl_replay.reference.tiny_model")
 
 
 def _probe(tmp_path: Path, **env_extra: str) -> dict:

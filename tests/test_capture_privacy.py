@@ -19,7 +19,7 @@ from pathlib import Path
 import pytest
 
 from unirl_replay.capture.hashing import prefix_block_hashes, salt_id
-from unirl_replay.capture.rollout_driver import window_prompts
+from unirl_replay.reference.rollout_driver import window_prompts
 
 ROOT = Path(__file__).resolve().parents[1]
 TRACES = ROOT / "traces"

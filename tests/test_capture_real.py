@@ -11,19 +11,19 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
-from unirl_replay.errors import MissingEnvironmentError
-from unirl_replay.outcomes_io import iter_outcomes
-from unirl_replay.trace_io import open_trace
+from unirl_replay.contract.errors import MissingEnvironmentError
+from unirl_replay.contract.outcomes_io import iter_outcomes
+from unirl_replay.contract.trace_io import open_trace
 from unirl_replay.v1.report_pb2 import TraceCheck
-from unirl_replay.validate import check_trace, format_violation
+from unirl_replay.contract.validate import check_trace, format_violation
 
 ROOT = Path(__file__).resolve().parents[1]
 REF = Path(os.environ.get("UNIRL_REPLAY_REF_PYTHON", ROOT / ".venv-ref" / "bin" / "python"))
 
 
 def test_missing_reference_env_says_make_reference_env(tmp_path, monkeypatch):
-    from unirl_replay.cli import main
-    from unirl_replay.commands import capture
+    from unirl_replay.cli.main import main
+    from unirl_replay.cli import capture
 
     monkeypatch.setenv("UNIRL_REPLAY_REF_PYTHON", str(tmp_path / "nope" / "python"))
     with pytest.raises(MissingEnvironmentError, match="make reference-env"):
@@ -33,13 +33,13 @@ def test_missing_reference_env_says_make_reference_env(tmp_path, monkeypatch):
 
 
 def test_capture_passes_workload_knobs_to_the_driver(tmp_path, monkeypatch):
-    """The command launches `<ref python> -m unirl_replay.capture.rollout_driver` with the knobs."""
+    """The command launches `<ref python> -m unirl_replay.reference.rollout_driver` with the knobs."""
     fake = tmp_path / "python"
     log = tmp_path / "argv"
     fake.write_text(f"#!/bin/sh\necho \"$@\" > {log}\n")
     fake.chmod(0o755)
     monkeypatch.setenv("UNIRL_REPLAY_REF_PYTHON", str(fake))
-    from unirl_replay.cli import cli
+    from unirl_replay.cli.main import cli
 
     res = CliRunner().invoke(cli, ["capture", "agentic", "--out", str(tmp_path / "t"), "--role", "holdout",
                                    "--workload-name", "agentic-holdout-b", "--seed", "7", "--prompts", "5",
@@ -47,7 +47,7 @@ def test_capture_passes_workload_knobs_to_the_driver(tmp_path, monkeypatch):
                                    "--no-validate"])
     assert res.exit_code == 0, res.output
     argv = log.read_text().split()
-    assert argv[:3] == ["-m", "unirl_replay.capture.rollout_driver", "agentic"]
+    assert argv[:3] == ["-m", "unirl_replay.reference.rollout_driver", "agentic"]
     for flag, value in (("--role", "holdout"), ("--workload-name", "agentic-holdout-b"), ("--seed", "7"),
                         ("--prompts", "5"), ("--prompt-words", "10:40"), ("--tool-wait-ms", "5:9"),
                         ("--per-worker-inflight", "3")):
@@ -71,7 +71,7 @@ def small_capture(mode: str, tmp_path_factory) -> tuple[Path, Path]:
     the prompts dumped for the privacy scan): (trace dir, prompt dump). Shared with
     test_capture_privacy so CI starts each engine once (~2 min each on 2 cores)."""
     if mode not in _CAPTURES:
-        from unirl_replay.cli import main
+        from unirl_replay.cli.main import main
 
         root = tmp_path_factory.mktemp(f"capture-{mode}")
         out, dump = root / "trace", root / "prompts.json"

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 import compare_fixtures as fx
-from unirl_replay import compare as C
+from unirl_replay.report import compare as C
 from unirl_replay.v1 import common_pb2 as cpb
 from unirl_replay.v1 import outcomes_pb2 as opb
 from unirl_replay.v1 import replay_pb2 as rpb

@@ -5,8 +5,8 @@ from __future__ import annotations
 import json
 
 import compare_fixtures as fx
-from unirl_replay.cli import main
-from unirl_replay.trace_io import TraceWriter, read_message_json, write_message_json
+from unirl_replay.cli.main import main
+from unirl_replay.contract.trace_io import TraceWriter, read_message_json, write_message_json
 from unirl_replay.v1 import replay_pb2 as rpb
 from unirl_replay.v1 import report_pb2 as vpb
 

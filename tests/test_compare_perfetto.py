@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 
 import compare_fixtures as fx
-from unirl_replay import perfetto as Pf
+from unirl_replay.report import perfetto as Pf
 
 
 def _trace():

@@ -3,9 +3,9 @@
 from __future__ import annotations
 
 import compare_fixtures as fx
-from unirl_replay import compare as C
-from unirl_replay import plots as P
-from unirl_replay.report_text import format_report
+from unirl_replay.report import compare as C
+from unirl_replay.report import plots as P
+from unirl_replay.report.text import format_report
 
 BASE = "holdout workload grpo-toy | ai-dynamo 1.6.1 | polynomial default (UNCALIBRATED)"
 

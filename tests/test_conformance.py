@@ -160,7 +160,7 @@ def test_revision_spec_is_checked():
 
 def test_a_revision_that_cannot_be_installed_says_what_to_do(tmp_path):
     # a revision that does not exist on PyPI: a clear error, and no half-made environment left behind
-    from unirl_replay.errors import MissingEnvironmentError
+    from unirl_replay.contract.errors import MissingEnvironmentError
 
     with pytest.raises(MissingEnvironmentError, match=r"pip index versions ai-dynamo"):
         runner.revision_python("ai-dynamo==0.0.0.999", tmp_path / "envs", lambda m: None)

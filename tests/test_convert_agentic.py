@@ -2,18 +2,13 @@
 
 from __future__ import annotations
 
-import ast
 import json
-from pathlib import Path
 
 from replay_build import MS, c, dep, engine, index, manifest, pool, req, traj, warmup
 
-from unirl_replay.convert import agentic_mooncake, mooncake
-from unirl_replay.convert.common import HashRemap, engine_args
-from unirl_replay.convert.support import check_supported
-
-PKG = Path(__file__).resolve().parents[1] / "python" / "unirl_replay"
-
+from unirl_replay.replay.convert import agentic_mooncake, mooncake
+from unirl_replay.replay.convert.common import HashRemap, engine_args
+from unirl_replay.replay.support import check_supported
 
 def plan_of(ix, mf=None, fmt="agentic_mooncake"):
     mf = mf or manifest()
@@ -91,25 +86,7 @@ def test_engine_args_from_trace_settings():
     assert notes and "num_gpu_blocks" in notes[0]
 
 
-def test_predictor_never_reads_outcomes():
-    files = [*sorted((PKG / "convert").glob("*.py")), PKG / "replay.py", PKG / "derive.py"]
-    for f in files:
-        tree = ast.parse(f.read_text())
-        names = [a.name for n in ast.walk(tree) if isinstance(n, ast.Import) for a in n.names]
-        names += [(n.module or "") + "." + a.name for n in ast.walk(tree) if isinstance(n, ast.ImportFrom)
-                  for a in n.names]
-        bad = [n for n in names if "outcomes_io" in n or "outcomes_pb2" in n]
-        assert not bad, f"{f.name} imports {bad}"
-
-
-def test_only_the_adapter_imports_dynamo():
-    for f in PKG.rglob("*.py"):
-        if f.name == "dynamo_adapter.py":
-            continue
-        tree = ast.parse(f.read_text())
-        mods = [a.name for n in ast.walk(tree) if isinstance(n, ast.Import) for a in n.names]
-        mods += [n.module or "" for n in ast.walk(tree) if isinstance(n, ast.ImportFrom)]
-        assert not [m for m in mods if m == "dynamo" or m.startswith("dynamo.")], f
+# The predictor-isolation and only-the-adapter-imports-dynamo rules live in tests/test_import_rules.py.
 
 
 def test_units_ns_to_ms():

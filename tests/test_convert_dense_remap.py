@@ -7,9 +7,9 @@ import random
 
 from replay_build import dep, index, manifest, req, traj, warmup
 
-from unirl_replay.convert import agentic_mooncake
-from unirl_replay.convert.common import HashRemap, dense_prompt_ids, prompt_ids
-from unirl_replay.convert.support import check_supported
+from unirl_replay.replay.convert import agentic_mooncake
+from unirl_replay.replay.convert.common import HashRemap, dense_prompt_ids, prompt_ids
+from unirl_replay.replay.support import check_supported
 
 
 def test_dense_prompt_ids_equals_hash_remap():

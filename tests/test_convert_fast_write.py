@@ -12,9 +12,9 @@ import random
 import pytest
 from replay_build import c, dep, engine, index, manifest, pool, req, traj, warmup
 
-from unirl_replay.convert import agentic_mooncake, common, mooncake
-from unirl_replay.convert.common import HashRemap, ns_to_ms, prompt_ids, sequence_id
-from unirl_replay.convert.support import check_supported
+from unirl_replay.replay.convert import agentic_mooncake, common, mooncake
+from unirl_replay.replay.convert.common import HashRemap, ns_to_ms, prompt_ids, sequence_id
+from unirl_replay.replay.support import check_supported
 
 DUMPS = json.JSONEncoder(separators=(",", ":")).encode
 

@@ -6,8 +6,8 @@ from __future__ import annotations
 import pytest
 from replay_build import c, client, dep, engine, index, manifest, pool, req, traj, warmup
 
-from unirl_replay.convert.support import check_supported
-from unirl_replay.errors import TraceFormatError, UnsupportedWorkloadError
+from unirl_replay.replay.support import check_supported
+from unirl_replay.contract.errors import TraceFormatError, UnsupportedWorkloadError
 
 E2 = manifest(engine("e0"), engine("e1"))
 WARM = manifest(cache=c.CACHE_STATE_KIND_WARM_DECLARED)

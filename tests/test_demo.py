@@ -7,7 +7,7 @@ import json
 import pytest
 from tracebuild import agentic_trace, grpo_trace
 
-from unirl_replay.cli import main
+from unirl_replay.cli.main import main
 
 pytest.importorskip("dynamo.replay")
 

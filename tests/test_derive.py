@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from replay_build import MS, batch, group, req, traj, w
 
-from unirl_replay.derive import derive_batches, derive_groups, derive_trajectories
+from unirl_replay.replay.derive import derive_batches, derive_groups, derive_trajectories
 from unirl_replay.v1 import replay_pb2
 
 

@@ -4,8 +4,8 @@ import json
 
 import pytest
 
-from unirl_replay import json_profile
-from unirl_replay.errors import TraceFormatError
+from unirl_replay.contract import json_profile
+from unirl_replay.contract.errors import TraceFormatError
 from unirl_replay.v1 import common_pb2 as c
 from unirl_replay.v1 import workload_pb2 as w
 

@@ -7,7 +7,7 @@ import math
 import numpy as np
 import pytest
 
-from unirl_replay import metrics as M
+from unirl_replay.report import metrics as M
 
 
 def test_percentage_errors_skip_zero_measured():

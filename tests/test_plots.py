@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 import compare_fixtures as fx
-from unirl_replay import compare as C
-from unirl_replay import plots as P
+from unirl_replay.report import compare as C
+from unirl_replay.report import plots as P
 
 PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
 

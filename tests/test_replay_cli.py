@@ -8,10 +8,10 @@ import numpy as np
 import pytest
 from replay_build import dep, manifest, record, req, traj
 
-from unirl_replay.cli import main
-from unirl_replay.errors import MissingEnvironmentError  # noqa: F401  (documented error type)
-from unirl_replay.timing_models import TimingModelError, parse_timing_model
-from unirl_replay.trace_io import TraceWriter
+from unirl_replay.cli.main import main
+from unirl_replay.contract.errors import MissingEnvironmentError  # noqa: F401  (documented error type)
+from unirl_replay.replay.timing_models import TimingModelError, parse_timing_model
+from unirl_replay.contract.trace_io import TraceWriter
 from unirl_replay.v1 import replay_pb2
 
 

@@ -13,9 +13,9 @@ from replay_build import (
     FIXED, batch, c, client, dep, engine, group, index, manifest, ms, pool, req, traj, w, warmup, chained,
 )
 
-from unirl_replay import json_profile
-from unirl_replay.errors import UnsupportedWorkloadError
-from unirl_replay.replay import replay_workload
+from unirl_replay.contract import json_profile
+from unirl_replay.contract.errors import UnsupportedWorkloadError
+from unirl_replay.replay.runner import replay_workload
 
 pytest.importorskip("dynamo.replay")
 

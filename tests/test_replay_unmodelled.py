@@ -12,9 +12,9 @@ from __future__ import annotations
 import pytest
 from replay_build import FIXED, client, dep, index, manifest, ms, pool, record, req, traj
 
-from unirl_replay.cli import main
-from unirl_replay.convert.support import UNMODELLED_ALLOWED, check_supported
-from unirl_replay.errors import UnsupportedWorkloadError
+from unirl_replay.cli.main import main
+from unirl_replay.replay.support import UNMODELLED_ALLOWED, check_supported
+from unirl_replay.contract.errors import UnsupportedWorkloadError
 
 RULE = "engine_client.inflight_limit"
 
@@ -75,7 +75,7 @@ def test_opt_in_plan_records_the_dropped_constraint():
 
 def test_opt_in_replays_both_trajectories_concurrently():
     pytest.importorskip("dynamo.replay")
-    from unirl_replay.replay import replay_workload
+    from unirl_replay.replay.runner import replay_workload
 
     res = replay_workload(locked_two_slots(), manifest(), FIXED, unmodelled=(RULE,))
     t = {r.request_id: (ms(r.arrival_ns), ms(r.first_token_ns), ms(r.completion_ns)) for r in res.requests}
@@ -92,7 +92,7 @@ def test_opt_in_replays_both_trajectories_concurrently():
 
 def test_exact_replay_has_no_unmodelled_constraints():
     pytest.importorskip("dynamo.replay")
-    from unirl_replay.replay import replay_workload
+    from unirl_replay.replay.runner import replay_workload
 
     ix = index(req("a0", traj="A", turn=0), traj("A", ["a0"], pool="p", order=0), pool("p", 1), client("e0", 1))
     res = replay_workload(ix, manifest(), FIXED, unmodelled=(RULE,))  # allowed but never binds
@@ -100,7 +100,7 @@ def test_exact_replay_has_no_unmodelled_constraints():
 
 
 def _write_trace(d, ix):
-    from unirl_replay.trace_io import TraceWriter
+    from unirl_replay.contract.trace_io import TraceWriter
 
     msgs = [*ix.requests, *ix.trajectories.values(), *ix.slot_pools.values(), *ix.engine_clients.values()]
     with TraceWriter(d) as tw:

@@ -9,7 +9,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from tracebuild import agentic_trace, messages
-from unirl_replay import json_profile, jsonschema_gen
+from unirl_replay.contract import json_profile
+from unirl_replay.contract import jsonschema_gen
 
 ROOT = Path(__file__).resolve().parents[1]
 SCHEMAS = {name: json.loads((ROOT / "schema" / name).read_text()) for name in jsonschema_gen.TOP_LEVEL}

@@ -9,9 +9,9 @@ from hypothesis import strategies as st
 
 from tracebuild import TraceParts, agentic_trace, grpo_trace, make_manifest, messages, write_trace
 from unirl_replay import SCHEMA_VERSION
-from unirl_replay.errors import IncompleteTraceError, SchemaVersionError, TraceFormatError
-from unirl_replay.outcomes_io import iter_outcomes
-from unirl_replay.trace_io import (TraceWriter, decode_varint, encode_varint, iter_frames, open_trace,
+from unirl_replay.contract.errors import IncompleteTraceError, SchemaVersionError, TraceFormatError
+from unirl_replay.contract.outcomes_io import iter_outcomes
+from unirl_replay.contract.trace_io import (TraceWriter, decode_varint, encode_varint, iter_frames, open_trace,
                                    read_message_json, write_message_json)
 from unirl_replay.v1 import outcomes_pb2 as o
 from unirl_replay.v1 import workload_pb2 as w

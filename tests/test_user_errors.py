@@ -7,7 +7,7 @@ import json
 import pytest
 from tracebuild import agentic_trace, grpo_trace
 
-from unirl_replay.cli import main
+from unirl_replay.cli.main import main
 
 
 def test_validate_on_a_missing_directory_says_it_does_not_exist(tmp_path, capsys):

@@ -1,4 +1,4 @@
-"""validate: every rule of unirl_replay.validate.RULES is triggered by a broken trace, naming the record."""
+"""validate: every rule of unirl_replay.contract.validate.RULES is triggered by a broken trace, naming the record."""
 
 import json
 
@@ -6,14 +6,14 @@ import pytest
 from click.testing import CliRunner
 
 from tracebuild import MS, agentic_trace, dep, grpo_trace, make_request, request_outcome
-from unirl_replay.commands.validate import command
-from unirl_replay.trace_io import read_message_json, write_message_json
+from unirl_replay.cli.validate import command
+from unirl_replay.contract.trace_io import read_message_json, write_message_json
 from unirl_replay.v1 import common_pb2 as c
 from unirl_replay.v1 import outcomes_pb2 as o
 from unirl_replay.v1 import workload_pb2 as w
 from unirl_replay.v1.manifest_pb2 import TraceManifest
 from unirl_replay.v1.report_pb2 import TraceCheck, Violation
-from unirl_replay.validate import RULES, check_trace
+from unirl_replay.contract.validate import RULES, check_trace
 
 VALID, INVALID, INCOMPLETE = TraceCheck.STATUS_VALID, TraceCheck.STATUS_INVALID, TraceCheck.STATUS_INCOMPLETE
 COVERED: set[str] = set()
@@ -296,7 +296,7 @@ def test_container_rules(tmp_path):
 
 
 def test_bad_record_in_stream(tmp_path):
-    from unirl_replay.trace_io import TraceWriter
+    from unirl_replay.contract.trace_io import TraceWriter
     from unirl_replay.v1.manifest_pb2 import ARTIFACT_KIND_WORKLOAD
     for payload, rule, enc in ((b"{oops\n", "json.parse", "jsonl"), (b'{"request": 5}\n', "json.profile", "jsonl"),
                                (b"\n", "jsonl.empty_line", "jsonl"), (b"\x02\xff\xff", "binpb.decode", "binpb"),
@@ -340,7 +340,7 @@ def test_cli_exit_codes_and_format(tmp_path):
 
 
 def test_cli_via_main(tmp_path):
-    from unirl_replay.cli import main
+    from unirl_replay.cli.main import main
     d = grpo_trace().write(tmp_path / "t")
     assert main(["validate", str(d)]) == 0  # main returns the command's exit status
     bad = grpo_trace()

@@ -12,7 +12,7 @@ Typical use::
 
 A :class:`TraceParts` holds the manifest and the record lists; every accessor returns the live
 message, so a test mutates it in place and writes. :func:`write_trace` / ``TraceParts.write`` go
-through the real :class:`unirl_replay.trace_io.TraceWriter`. Times are int64 ns offsets from the
+through the real :class:`unirl_replay.contract.trace_io.TraceWriter`. Times are int64 ns offsets from the
 window start (the window is ``window_s`` seconds long). :func:`messages` is a hypothesis strategy
 for random (structurally valid) messages of any contract type.
 """
@@ -24,7 +24,7 @@ import zlib
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from unirl_replay.trace_io import TraceWriter
+from unirl_replay.contract.trace_io import TraceWriter
 from unirl_replay.v1 import common_pb2 as c
 from unirl_replay.v1 import manifest_pb2 as m
 from unirl_replay.v1 import outcomes_pb2 as o
@@ -251,7 +251,7 @@ def messages(cls, *, max_list: int = 3, _depth: int = 0):
     from hypothesis import strategies as st
     from google.protobuf.descriptor import FieldDescriptor as F
 
-    from unirl_replay.jsonschema_gen import _RANGES, _is_repeated, real_oneofs
+    from unirl_replay.contract.jsonschema_gen import _RANGES, _is_repeated, real_oneofs
 
     desc = cls.DESCRIPTOR
     text = st.text(max_size=8)

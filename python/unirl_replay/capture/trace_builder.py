@@ -3,7 +3,7 @@
 Input: ``RAW/driver-*.jsonl`` (:mod:`driver_capture`), ``RAW/engine-*.jsonl``
 (:mod:`_engine_recorder`) and a ``meta`` dict from :mod:`rollout_driver` (mode, knobs, window
 start/end, pins, model, hardware, overhead). Output: ``workload.jsonl`` + ``outcomes.jsonl`` +
-``manifest.json``, written through :class:`unirl_replay.trace_io.TraceWriter` (atomic finalize).
+``manifest.json``, written through :class:`unirl_replay.contract.trace_io.TraceWriter` (atomic finalize).
 The generated messages are the data model; nothing here defines a record class.
 
 Join: a driver-side ``VLLMRolloutEngine.generate`` call and the runtime's ``LLM.generate`` call
@@ -37,7 +37,7 @@ from collections import defaultdict
 from pathlib import Path
 from typing import Any, Dict, Iterable, List, Optional, Tuple
 
-from unirl_replay.trace_io import TraceWriter
+from unirl_replay.contract.trace_io import TraceWriter
 from unirl_replay.v1 import common_pb2 as c
 from unirl_replay.v1 import manifest_pb2 as m
 from unirl_replay.v1 import outcomes_pb2 as o

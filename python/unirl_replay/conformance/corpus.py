@@ -7,7 +7,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from unirl_replay.errors import TraceFormatError
+from unirl_replay.contract.errors import TraceFormatError
 
 # Keys of a ReplayResult (JSON profile) that a conformance case pins. Simulator identity, wall
 # time and notes vary between revisions by design and are not part of the expectation.

@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from unirl_replay.conformance.protocol import PROTOCOL_ID
-from unirl_replay.errors import UnsupportedWorkloadError
+from unirl_replay.contract.errors import UnsupportedWorkloadError
 
 
 def _simulator() -> dict[str, str]:
@@ -27,8 +27,8 @@ def _simulator() -> dict[str, str]:
 
 def convert_rows(trace_dir: str, fmt: str, unmodelled: list[str] | tuple[str, ...] = ()) -> dict[str, list[Any]]:
     """Upstream input rows per engine id (header line first for agentic_mooncake)."""
-    from unirl_replay import trace_io
-    from unirl_replay.replay import convert_trace
+    from unirl_replay.contract import trace_io
+    from unirl_replay.replay.runner import convert_trace
 
     engines = [e.engine_id for e in trace_io.open_trace(trace_dir).manifest.engines]
     out: dict[str, list[Any]] = {}
@@ -49,8 +49,8 @@ def handle(req: dict[str, Any]) -> dict[str, Any]:
             return {"id": rid, "status": "ok", "converted": convert_rows(req["trace_dir"], req["format"],
                                                                     req.get("allow_unmodelled", ()))}
         if op == "replay":
-            from unirl_replay import json_profile
-            from unirl_replay.replay import replay_trace
+            from unirl_replay.contract import json_profile
+            from unirl_replay.replay.runner import replay_trace
 
             result = replay_trace(req["trace_dir"], req["timing_model"], trace_format=req["format"],
                                   unmodelled=req.get("allow_unmodelled", ()))

@@ -20,9 +20,9 @@ from typing import Any, Callable
 
 from unirl_replay.conformance.corpus import Case, first_difference, project_answer
 from unirl_replay.conformance.protocol import PROTOCOL_ID
-from unirl_replay.errors import MissingEnvironmentError, UnirlReplayError
+from unirl_replay.contract.errors import MissingEnvironmentError, UnirlReplayError
 
-from unirl_replay.environments import REPO_ROOT  # noqa: E402
+from unirl_replay.reference.environments import REPO_ROOT  # noqa: E402
 # Upstream runtime deps of ai-dynamo's replay path, plus this package's light deps. aisimulate is
 # deliberately absent (an unreachable download stub; see pyproject.toml).
 REVISION_DEPS = ["pydantic>=2.10,<=2.13.5", "msgspec", "tqdm", "uvloop", "typing-extensions",

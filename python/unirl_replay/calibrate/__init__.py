@@ -1,0 +1,10 @@
+"""Calibration: a measured ``dynamo_profile`` timing profile from the real engine.
+
+Owns: the sweep plan, the fit and the profile writer with its provenance (``profiler``); the sweep
+itself runs in the reference environment (``reference.calibration_driver``), started as a process.
+
+May import: ``unirl_replay.contract``, ``unirl_replay.v1``, ``unirl_replay.reference.environments``
+(to find the reference interpreter), itself, numpy.
+Never imports: a reference driver in process, replay, report, capture, conformance, cli, demo, or
+a simulator.
+"""

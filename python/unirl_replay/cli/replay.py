@@ -1,0 +1,34 @@
+"""``unirl-replay replay TRACE_DIR --timing-model ... --out DIR``: run the real upstream replay."""
+
+from __future__ import annotations
+
+import click
+
+
+@click.command("replay")
+@click.argument("trace_dir", type=click.Path(exists=True, file_okay=False))
+@click.option("--timing-model", required=True,
+              help="polynomial | fixed:PREFILL_MS,DECODE_MS | profile:NPZ")
+@click.option("--out", "out_dir", required=True, type=click.Path(file_okay=False),
+              help="Directory for replay_result.json (and the upstream input files under upstream/).")
+@click.option("--format", "trace_format", default="agentic_mooncake", show_default=True,
+              type=click.Choice(["agentic_mooncake", "mooncake"]))
+@click.option("--allow-unmodelled", "unmodelled", multiple=True, metavar="RULE",
+              help="Replay WITHOUT a constraint upstream cannot express instead of rejecting the trace "
+                   "(repeatable; only engine_client.inflight_limit may be dropped). The result records "
+                   "it in unmodelled_constraints and reports label it UNMODELLED.")
+def command(trace_dir: str, timing_model: str, out_dir: str, trace_format: str,
+            unmodelled: tuple[str, ...]) -> None:
+    """Replay TRACE_DIR in Dynamo Replay and write OUT/replay_result.json keyed by request_id."""
+    from pathlib import Path
+
+    from unirl_replay.replay.runner import replay_trace, write_result
+
+    res = replay_trace(trace_dir, timing_model, trace_format=trace_format,
+                       work_dir=Path(out_dir) / "upstream", unmodelled=unmodelled)
+    path = write_result(out_dir, res)
+    click.echo(f"{path}: {len(res.requests)} requests, makespan "
+               f"{res.makespan_ns / 1e6 if res.HasField('makespan_ns') else float('nan'):.3f} ms "
+               f"(ai-dynamo {res.simulator.version})")
+    for c in res.unmodelled_constraints:
+        click.echo(f"UNMODELLED [{c.rule}]: {c.reason}", err=True)

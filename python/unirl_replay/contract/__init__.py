@@ -1,0 +1,12 @@
+"""Stage 0, the contract: everything that reads, writes or checks a v1 trace.
+
+Owns: trace directories (``trace_io``: manifest, JSONL / binpb framing, the streaming writer),
+the measured-outcomes artifact (``outcomes_io``, its only reader), the one JSON mapping
+(``json_profile``), JSON Schema generation (``jsonschema_gen``), the semantic rules
+(``validate``: a rule registry and one module per rule group) and the typed errors (``errors``).
+
+May import: ``unirl_replay`` (version, schema version), the generated messages
+(``unirl_replay.v1``) and itself.
+Never imports: any other stage (capture, reference, replay, report, calibrate, conformance, cli,
+demo) or a simulator. Every other stage builds on this one.
+"""

@@ -1,0 +1,515 @@
+"""Trace directories: manifest, record framing, streaming writer with atomic finalize, reader.
+
+A trace is a directory::
+
+    manifest.json                      TraceManifest (JSON profile), written LAST, atomically
+    workload.jsonl | workload.binpb    WorkloadRecord stream
+    outcomes.jsonl | outcomes.binpb    OutcomeRecord stream (read only through outcomes_io)
+
+Framing:
+
+- ``jsonl``: one compact JSON object per line (docs/json-profile.md), UTF-8, ``\\n``-terminated.
+- ``binpb``: length-delimited binary protobuf, i.e. per record an unsigned base-128 varint byte
+  length followed by the serialized message (what Java ``writeDelimitedTo`` / C++
+  ``SerializeDelimitedToOstream`` write).
+
+While writing, the record streams are ``*.partial`` files. :meth:`TraceWriter.finalize` closes
+and fsyncs them, renames them to their final names and only then writes ``manifest.json``
+(temp file + ``os.replace``) with the sha256, record count and byte size of each artifact. So a
+directory without ``manifest.json``, with ``*.partial`` leftovers, or whose files do not match the
+manifest's digests / sizes / counts is incomplete (:class:`IncompleteTraceError`) and is never read
+as complete.
+
+Memory: reading and writing are streaming (one record at a time plus a 1 MiB buffer), whatever
+the trace size.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import tempfile
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, BinaryIO, Iterator, TypeVar
+
+from google.protobuf.message import DecodeError, Message
+
+from unirl_replay import SCHEMA_VERSION
+
+from unirl_replay.contract import json_profile
+from unirl_replay.contract.errors import IncompleteTraceError, SchemaVersionError, TraceFormatError
+from unirl_replay.v1.manifest_pb2 import (
+    ARTIFACT_KIND_OUTCOMES,
+    ARTIFACT_KIND_WORKLOAD,
+    ENCODING_BINPB,
+    ENCODING_JSONL,
+    ArtifactDigest,
+    TraceManifest,
+)
+from unirl_replay.v1.workload_pb2 import WorkloadRecord
+
+if TYPE_CHECKING:  # trace_io never reads measured outcomes; only outcomes_io imports their messages
+    from unirl_replay.v1.outcomes_pb2 import OutcomeRecord
+
+M = TypeVar("M", bound=Message)
+
+MANIFEST_FILE = "manifest.json"
+WORKLOAD_FILES = {"jsonl": "workload.jsonl", "binpb": "workload.binpb"}
+OUTCOME_FILES = {"jsonl": "outcomes.jsonl", "binpb": "outcomes.binpb"}
+PARTIAL_SUFFIX = ".partial"
+ENCODINGS = ("jsonl", "binpb")
+_ENCODING_ENUM = {"jsonl": ENCODING_JSONL, "binpb": ENCODING_BINPB}
+_ENCODING_NAME = {v: k for k, v in _ENCODING_ENUM.items()}
+#: Largest binpb frame accepted (a corrupt length prefix must not allocate gigabytes).
+MAX_FRAME_BYTES = 64 << 20
+_CHUNK = 1 << 20
+
+__all__ = [
+    "MANIFEST_FILE", "WORKLOAD_FILES", "OUTCOME_FILES", "ENCODINGS", "TraceWriter", "Trace", "open_trace",
+    "write_message_json", "read_message_json", "encode_varint", "decode_varint", "iter_frames", "iter_records",
+    "sha256_file", "verify_artifact",
+]
+
+
+# ---------------------------------------------------------------------------------------------
+# varint framing
+
+
+def encode_varint(n: int) -> bytes:
+    """Unsigned LEB128 / protobuf varint of ``n`` (0 <= n < 2**64)."""
+    if n < 0 or n >= 1 << 64:
+        raise ValueError(f"varint out of range: {n}")
+    out = bytearray()
+    while n > 0x7F:
+        out.append((n & 0x7F) | 0x80)
+        n >>= 7
+    out.append(n)
+    return bytes(out)
+
+
+def decode_varint(buf: bytes | bytearray | memoryview, pos: int = 0) -> tuple[int, int] | None:
+    """Decode a varint at ``buf[pos:]``. Returns ``(value, new_pos)`` or None when ``buf`` ends first.
+
+    Raises:
+        ValueError: more than 10 bytes (not a varint).
+    """
+    result = shift = 0
+    end = len(buf)
+    while True:
+        if pos >= end:
+            return None
+        b = buf[pos]
+        pos += 1
+        result |= (b & 0x7F) << shift
+        if not b & 0x80:
+            return result, pos
+        shift += 7
+        if shift >= 70:
+            raise ValueError("varint longer than 10 bytes")
+
+
+def iter_frames(f: BinaryIO, *, file: str = "") -> Iterator[tuple[int, bytes]]:
+    """Yield ``(frame_number, payload)`` from a length-delimited stream, 1-based, streaming.
+
+    Raises:
+        IncompleteTraceError: the stream ends inside a length prefix or a payload (rule ``binpb.truncated``).
+        TraceFormatError: a length prefix is not a varint or exceeds ``MAX_FRAME_BYTES`` (``binpb.frame``).
+    """
+    buf = b""
+    pos = 0
+    n = 0
+    eof = False
+    while True:
+        if len(buf) - pos < 10 and not eof:
+            chunk = f.read(_CHUNK)
+            eof = not chunk
+            buf = buf[pos:] + chunk
+            pos = 0
+        if pos >= len(buf):
+            return
+        n += 1
+        try:
+            dec = decode_varint(buf, pos)
+        except ValueError as e:
+            raise TraceFormatError(str(e), file=file, line=n, rule="binpb.frame") from None
+        if dec is None:
+            raise IncompleteTraceError("stream ends inside a frame's length prefix", file=file, line=n,
+                                       rule="binpb.truncated")
+        size, pos = dec
+        if size > MAX_FRAME_BYTES:
+            raise TraceFormatError(f"frame length {size} exceeds {MAX_FRAME_BYTES} bytes (corrupt prefix?)",
+                                   file=file, line=n, rule="binpb.frame")
+        while len(buf) - pos < size and not eof:
+            chunk = f.read(max(_CHUNK, size - (len(buf) - pos)))
+            eof = not chunk
+            buf = buf[pos:] + chunk
+            pos = 0
+        if len(buf) - pos < size:
+            raise IncompleteTraceError(f"stream ends inside a frame ({len(buf) - pos} of {size} bytes)",
+                                       file=file, line=n, rule="binpb.truncated")
+        yield n, buf[pos:pos + size]
+        pos += size
+
+
+def _iter_jsonl(f: BinaryIO, cls: type[M], file: str) -> Iterator[tuple[int, M]]:
+    n = 0
+    for n, raw in enumerate(f, 1):
+        if not raw.endswith(b"\n"):
+            raise IncompleteTraceError("last line has no newline (truncated write)", file=file, line=n,
+                                       rule="jsonl.truncated")
+        if not raw.strip():
+            raise TraceFormatError("empty line", file=file, line=n, rule="jsonl.empty_line")
+        yield n, json_profile.parse_json(raw, cls, file=file, line=n)
+
+
+def _iter_binpb(f: BinaryIO, cls: type[M], file: str) -> Iterator[tuple[int, M]]:
+    for n, payload in iter_frames(f, file=file):
+        try:
+            yield n, cls.FromString(payload)
+        except DecodeError as e:
+            raise TraceFormatError(f"not a valid {cls.DESCRIPTOR.full_name}: {e}", file=file, line=n,
+                                   rule="binpb.decode") from None
+
+
+def iter_records(path: Path, cls: type[M], encoding: str, *, expected_count: int | None = None,
+                 display_name: str | None = None) -> Iterator[tuple[int, M]]:
+    """Stream ``(1-based line/frame, message)`` from one record file.
+
+    Args:
+        path: the file.
+        cls: message class of every record (WorkloadRecord / OutcomeRecord).
+        encoding: ``"jsonl"`` or ``"binpb"``.
+        expected_count: when given, the number of records the manifest declares; a different
+            count raises IncompleteTraceError (rule ``artifact.record_count``) at the end.
+        display_name: file name used in errors (default ``path.name``).
+    """
+    name = display_name or path.name
+    if encoding not in ENCODINGS:
+        raise ValueError(f"unknown encoding {encoding!r}; expected one of {ENCODINGS}")
+    reader = _iter_jsonl if encoding == "jsonl" else _iter_binpb
+    n = 0
+    with open(path, "rb") as f:
+        for n, msg in reader(f, cls, name):
+            yield n, msg
+    if expected_count is not None and n != expected_count:
+        raise IncompleteTraceError(f"{n} records in the file, the manifest says {expected_count}", file=name,
+                                   rule="artifact.record_count")
+
+
+def sha256_file(path: Path) -> tuple[str, int]:
+    """Lowercase hex sha256 and byte size of a file, read in 1 MiB chunks."""
+    h = hashlib.sha256()
+    size = 0
+    with open(path, "rb") as f:
+        while chunk := f.read(_CHUNK):
+            h.update(chunk)
+            size += len(chunk)
+    return h.hexdigest(), size
+
+
+# ---------------------------------------------------------------------------------------------
+# single-message JSON files
+
+
+def _fsync_dir(d: Path) -> None:
+    try:
+        fd = os.open(d, os.O_RDONLY)
+    except OSError:
+        return
+    try:
+        os.fsync(fd)
+    except OSError:
+        pass
+    finally:
+        os.close(fd)
+
+
+def _current_umask() -> int:
+    mask = os.umask(0)
+    os.umask(mask)
+    return mask
+
+
+_UMASK = _current_umask()
+
+
+def write_message_json(path: str | os.PathLike, msg: Message) -> None:
+    """Write one message as pretty JSON (the profile), atomically: temp file, fsync, ``os.replace``."""
+    path = Path(path)
+    data = json_profile.to_json(msg).encode()
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    try:
+        os.fchmod(fd, 0o666 & ~_UMASK)  # mkstemp makes 0600; give the file ordinary permissions
+        with os.fdopen(fd, "wb") as f:
+            f.write(data)
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+    _fsync_dir(path.parent)
+
+
+def read_message_json(path: str | os.PathLike, cls: type[M]) -> M:
+    """Read a single-message JSON file. Raises TraceFormatError naming the file on bad content."""
+    path = Path(path)
+    return json_profile.parse_json(path.read_bytes(), cls, file=path.name)
+
+
+# ---------------------------------------------------------------------------------------------
+# writer
+
+
+@dataclass
+class _Stream:
+    kind: int
+    final_name: str
+    path: Path
+    f: BinaryIO
+    sha: "hashlib._Hash" = field(default_factory=hashlib.sha256)
+    count: int = 0
+    size: int = 0
+
+    def write(self, data: bytes) -> None:
+        self.f.write(data)
+        self.sha.update(data)
+        self.count += 1
+        self.size += len(data)
+
+
+class TraceWriter:
+    """Streaming writer of one trace directory; a context manager.
+
+    >>> with TraceWriter(out_dir, encoding="binpb") as w:      # doctest: +SKIP
+    ...     for rec in workload: w.write_workload(rec)
+    ...     for rec in outcomes: w.write_outcome(rec)
+    ...     w.finalize(manifest)
+
+    Records go to ``workload.<enc>.partial`` / ``outcomes.<enc>.partial``. Only :meth:`finalize`
+    makes the trace complete. Leaving the ``with`` block by an exception (or without calling
+    ``finalize``) leaves the partial files and no manifest: an incomplete trace.
+
+    Args:
+        trace_dir: directory to create (or an existing one with no manifest / record files).
+        encoding: ``"jsonl"`` or ``"binpb"``.
+
+    Raises:
+        ValueError: unknown encoding.
+        FileExistsError: ``trace_dir`` already holds a manifest or record files.
+    """
+
+    def __init__(self, trace_dir: str | os.PathLike, encoding: str = "jsonl"):
+        if encoding not in ENCODINGS:
+            raise ValueError(f"unknown encoding {encoding!r}; expected one of {ENCODINGS}")
+        self.dir = Path(trace_dir)
+        self.encoding = encoding
+        self.dir.mkdir(parents=True, exist_ok=True)
+        taken = [n for n in (MANIFEST_FILE, *WORKLOAD_FILES.values(), *OUTCOME_FILES.values())
+                 if (self.dir / n).exists()]
+        if taken:
+            raise FileExistsError(f"{self.dir} already holds {', '.join(taken)}; write a trace into a new directory")
+        self._streams: dict[int, _Stream] = {}
+        for kind, name in ((ARTIFACT_KIND_WORKLOAD, WORKLOAD_FILES[encoding]),
+                           (ARTIFACT_KIND_OUTCOMES, OUTCOME_FILES[encoding])):
+            p = self.dir / (name + PARTIAL_SUFFIX)
+            self._streams[kind] = _Stream(kind, name, p, open(p, "wb", buffering=_CHUNK))
+        self._finalized: TraceManifest | None = None
+        self._closed = False
+
+    def _encode(self, msg: Message) -> bytes:
+        if self.encoding == "jsonl":
+            return json_profile.to_json_line(msg)
+        body = msg.SerializeToString()
+        return encode_varint(len(body)) + body
+
+    def _check_open(self) -> None:
+        if self._closed:
+            raise RuntimeError(f"TraceWriter for {self.dir} is closed")
+
+    def write_workload(self, rec: WorkloadRecord) -> None:
+        """Append one workload record (any of the WorkloadRecord oneof kinds)."""
+        self._check_open()
+        self._streams[ARTIFACT_KIND_WORKLOAD].write(self._encode(rec))
+
+    def write_outcome(self, rec: "OutcomeRecord") -> None:
+        """Append one measured-outcome record."""
+        self._check_open()
+        self._streams[ARTIFACT_KIND_OUTCOMES].write(self._encode(rec))
+
+    def _close_files(self) -> None:
+        for s in self._streams.values():
+            if not s.f.closed:
+                s.f.flush()
+                os.fsync(s.f.fileno())
+                s.f.close()
+        self._closed = True
+
+    def finalize(self, manifest: TraceManifest) -> TraceManifest:
+        """Close the streams, rename them to their final names, write ``manifest.json`` last.
+
+        The returned manifest is a copy of ``manifest`` with ``schema_version`` set to
+        ``unirl_replay.v1`` (when empty) and ``artifacts`` replaced by the two written files
+        (sha256, record_count, size_bytes). Atomic: the manifest appears complete or not at all.
+
+        Raises:
+            SchemaVersionError: ``manifest.schema_version`` is set to another version.
+        """
+        self._check_open()
+        out = TraceManifest()
+        out.CopyFrom(manifest)
+        if not out.schema_version:
+            out.schema_version = SCHEMA_VERSION
+        elif out.schema_version != SCHEMA_VERSION:
+            raise SchemaVersionError(f"this writer writes {SCHEMA_VERSION!r}, the manifest says "
+                                     f"{out.schema_version!r}", file=MANIFEST_FILE, rule="manifest.schema_version")
+        self._close_files()
+        del out.artifacts[:]
+        for s in self._streams.values():
+            final = self.dir / s.final_name
+            os.replace(s.path, final)
+            out.artifacts.append(ArtifactDigest(kind=s.kind, path=s.final_name, encoding=_ENCODING_ENUM[self.encoding],
+                                                sha256=s.sha.hexdigest(), record_count=s.count, size_bytes=s.size))
+        _fsync_dir(self.dir)
+        write_message_json(self.dir / MANIFEST_FILE, out)
+        self._finalized = out
+        return out
+
+    def close(self) -> None:
+        """Close the partial files without finalizing (the trace stays incomplete)."""
+        if not self._closed:
+            self._close_files()
+
+    def __enter__(self) -> "TraceWriter":
+        return self
+
+    def __exit__(self, exc_type, exc, tb) -> None:
+        finalized = self._finalized is not None
+        self.close()
+        if exc_type is None and not finalized:
+            raise IncompleteTraceError("TraceWriter left without finalize(manifest): the trace is incomplete",
+                                       file=str(self.dir), rule="writer.not_finalized")
+
+
+# ---------------------------------------------------------------------------------------------
+# reader
+
+
+@dataclass
+class Trace:
+    """An opened, complete trace: its manifest, and streaming access to the workload.
+
+    Attributes:
+        dir: the trace directory.
+        manifest: the parsed manifest (artifacts verified at open).
+        encoding: ``"jsonl"`` or ``"binpb"`` (of the workload artifact).
+    """
+
+    dir: Path
+    manifest: TraceManifest
+    encoding: str
+
+    def artifact(self, kind: int) -> ArtifactDigest:
+        """The manifest's entry of one ArtifactKind (exactly one exists in an opened trace)."""
+        return next(a for a in self.manifest.artifacts if a.kind == kind)
+
+    def iter_workload(self) -> Iterator[tuple[int, WorkloadRecord]]:
+        """Stream ``(1-based line/frame, WorkloadRecord)``; one record in memory at a time.
+
+        Raises:
+            TraceFormatError: a record does not parse (file and line named).
+            IncompleteTraceError: the record count differs from the manifest's.
+        """
+        a = self.artifact(ARTIFACT_KIND_WORKLOAD)
+        return iter_records(self.dir / a.path, WorkloadRecord, _ENCODING_NAME[a.encoding],
+                            expected_count=a.record_count)
+
+
+def verify_artifact(d: Path, a: ArtifactDigest, *, verify_digest: bool = True) -> None:
+    """Check that one artifact of the manifest is present with its declared size and sha256.
+
+    Raises:
+        IncompleteTraceError: rule ``artifact.missing`` / ``artifact.size`` / ``artifact.digest``.
+    """
+    p = d / a.path
+    if not p.is_file():
+        raise IncompleteTraceError("artifact listed in the manifest is missing", file=a.path, rule="artifact.missing")
+    size = p.stat().st_size
+    if size != a.size_bytes:
+        raise IncompleteTraceError(f"file has {size} bytes, the manifest says {a.size_bytes}: it was truncated or edited after "
+                                   "the trace was finalized; re-capture it (or restore the original file)", file=a.path,
+                                   rule="artifact.size")
+    if verify_digest:
+        digest, _ = sha256_file(p)
+        if digest != a.sha256:
+            raise IncompleteTraceError(f"sha256 {digest} differs from the manifest's {a.sha256 or '(empty)'}: the file "
+                                       "was changed after the trace was finalized; re-capture it (or restore the original)",
+                                       file=a.path, rule="artifact.digest")
+
+
+def _check_artifacts(m: TraceManifest) -> str:
+    by_kind: dict[int, list[ArtifactDigest]] = {}
+    for a in m.artifacts:
+        by_kind.setdefault(a.kind, []).append(a)
+    encodings = set()
+    for kind, label in ((ARTIFACT_KIND_WORKLOAD, "workload"), (ARTIFACT_KIND_OUTCOMES, "outcomes")):
+        found = by_kind.get(kind, [])
+        if len(found) != 1:
+            raise TraceFormatError(f"the manifest lists {len(found)} {label} artifacts; exactly one is required",
+                                   file=MANIFEST_FILE, rule="manifest.artifacts")
+        a = found[0]
+        if a.encoding not in _ENCODING_NAME:
+            raise TraceFormatError(f"{label} artifact has encoding {a.encoding}; expected ENCODING_JSONL or ENCODING_BINPB",
+                                   file=MANIFEST_FILE, rule="manifest.artifacts")
+        enc = _ENCODING_NAME[a.encoding]
+        expected_name = (WORKLOAD_FILES if kind == ARTIFACT_KIND_WORKLOAD else OUTCOME_FILES)[enc]
+        if a.path != expected_name:
+            raise TraceFormatError(f"{label} artifact path {a.path!r}; expected {expected_name!r}",
+                                   file=MANIFEST_FILE, rule="manifest.artifacts")
+        encodings.add(enc)
+    if len(encodings) != 1:
+        raise TraceFormatError("workload and outcomes use different encodings", file=MANIFEST_FILE,
+                               rule="manifest.artifacts")
+    return encodings.pop()
+
+
+def open_trace(trace_dir: str | os.PathLike, *, verify_digests: bool = True) -> Trace:
+    """Open a finalized trace directory.
+
+    Checks, in order: the directory exists; no ``*.partial`` leftovers; ``manifest.json`` exists and
+    parses; ``schema_version`` is ``unirl_replay.v1``; the manifest lists exactly one workload and
+    one outcomes artifact; the workload file is present with the declared size and
+    (``verify_digests``, default) sha256. The outcomes file is NOT touched here (a predictor may
+    get a trace without it): :func:`unirl_replay.contract.outcomes_io.iter_outcomes` verifies it. Record
+    counts are checked when a stream is read to its end.
+
+    Raises:
+        IncompleteTraceError: not finalized, leftovers, missing file, size or digest mismatch.
+        SchemaVersionError: another contract version (the message says what to do).
+        TraceFormatError: the manifest does not parse or its artifact list is malformed.
+    """
+    d = Path(trace_dir)
+    if not d.is_dir():
+        raise TraceFormatError("does not exist" if not d.exists() else "is not a directory (a trace is a directory "
+                               "holding manifest.json, the workload and the outcomes)", file=str(d),
+                               rule="trace.not_a_directory")
+    partial = sorted(p.name for p in d.glob("*" + PARTIAL_SUFFIX))
+    if not (d / MANIFEST_FILE).is_file():
+        why = f" ({', '.join(partial)} left by an unfinished writer)" if partial else ""
+        raise IncompleteTraceError(f"no {MANIFEST_FILE}: the trace was never finalized{why}; a capture that "
+                                   "stopped early cannot be completed, capture the window again", file=str(d),
+                                   rule="trace.no_manifest")
+    if partial:
+        raise IncompleteTraceError(f"leftover partial files {', '.join(partial)}: a writer did not finish",
+                                   file=str(d), rule="trace.partial_files")
+    m = read_message_json(d / MANIFEST_FILE, TraceManifest)
+    if m.schema_version != SCHEMA_VERSION:
+        raise SchemaVersionError(
+            f"schema_version is {m.schema_version or '(empty)'!r}; this reader reads only {SCHEMA_VERSION!r}. "
+            f"Read it with the unirl-replay release of that contract version, or re-capture / convert it to "
+            f"{SCHEMA_VERSION}", file=MANIFEST_FILE, rule="manifest.schema_version")
+    enc = _check_artifacts(m)
+    trace = Trace(dir=d, manifest=m, encoding=enc)
+    verify_artifact(d, trace.artifact(ARTIFACT_KIND_WORKLOAD), verify_digest=verify_digests)
+    return trace

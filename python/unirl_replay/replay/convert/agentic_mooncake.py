@@ -1,0 +1,208 @@
+"""Workload -> Dynamo Replay ``agentic_mooncake`` version 2 (the primary format).
+
+Pure: reads only workload messages (never outcomes), returns a :class:`Conversion`.
+
+Mapping (docs/replay-mapping.md has the full table):
+
+* play = trajectory (``play_id = trajectory_id``); an open-loop request is its own play.
+* a ``Request`` with ``num_samples = n`` becomes n upstream rows ``<request_id>#s<i>`` (or the
+  request id itself when n = 1) with identical ``hash_ids`` and the same arrival / dependencies:
+  the n sequences the engine ran from one prompt.
+* roots (``Arrival.observed_offset_ns``): ``not_before_ms = lead_ms + (observed - origin) / 1e6``.
+* dependents (``Arrival.after_dependencies``): one upstream dependency per predecessor sample,
+  ``delay_ms = external_delay_ns / 1e6`` (the SEPARATELY MEASURED external wait; 0 for
+  ``DELAY_ABSENCE_NONE_BY_CONSTRUCTION``), trigger and relation copied. The observed arrival of a
+  later turn is never used.
+* ``SlotPool.trajectory_slots`` -> ``agentic_lanes``; plays are written in
+  ``Trajectory.start_order`` (lanes are granted in file order).
+* warm-ups (``CacheWarmup``): prefill-only rows (``output_length 0``) in their own plays, first.
+"""
+
+from __future__ import annotations
+
+from json.encoder import encode_basestring_ascii
+
+from unirl_replay.replay.convert.common import (
+    _DUMPS, SAMPLE_SEP, WARMUP_PREFIX, Conversion, HashRemap, SequenceMap, check_unique, dense_prompt_ids,
+    joined_ids, json_float, ns_to_ms, origin_of, prompt_ids, sequence_id,
+)
+from unirl_replay.replay.support import EnginePlan, WorkloadIndex, plan_facts, play_id_of
+from unirl_replay.v1 import common_pb2
+
+FORMAT = "agentic_mooncake"
+CHUNK = 1 << 14  # requests per chunk of written text
+MODEL = "unirl-replay-target"
+
+_TRIGGER = {common_pb2.DEPENDENCY_TRIGGER_COMPLETION: "completion",
+            common_pb2.DEPENDENCY_TRIGGER_DISPATCH: "dispatch"}
+_RELATION = {common_pb2.DEPENDENCY_RELATION_SEQUENCE: "sequence",
+             common_pb2.DEPENDENCY_RELATION_SPAWN: "spawn",
+             common_pb2.DEPENDENCY_RELATION_JOIN: "join",
+             common_pb2.DEPENDENCY_RELATION_UNSPECIFIED: "sequence"}
+
+
+def header(block_size: int, digest: str = "") -> dict:
+    """The v2 header line. ``hash_id_scope`` is ``local`` (the only value 1.6.1 accepts); our
+    ids are remapped per engine from chained salted hashes, so sharing across plays is real."""
+    return {"schema": "dynamo.agentic_mooncake", "version": 2, "block_size": block_size,
+            "hash_id_scope": "local", "source": {"format": "unirl_replay.v1", "digest": digest or "unknown"}}
+
+
+def warmup_rows(plan: EnginePlan, remap: HashRemap) -> list[dict]:
+    """Prefill-only warm-up rows (``output_length 0``, ``not_before_ms 0``), one play each."""
+    bs = plan.engine.block_size_tokens
+    return [_warmup_row(w, prompt_ids(w, remap, bs)) for w in plan.warmups]
+
+
+def _warmup_row(w, ids: list[int]) -> dict:
+    key = WARMUP_PREFIX + w.warmup_id
+    return {"request_id": key, "play_id": key, "session_id": key, "model": MODEL,
+            "input_length": w.input_tokens, "output_length": 0, "hash_ids": ids, "not_before_ms": 0.0}
+
+
+def _may_collide(sid: str) -> bool:
+    # request ids are unique, so two generated ids can only be equal when one is a fan-out id
+    # (contains "#s") or a warm-up key; tracking only those finds every collision.
+    return SAMPLE_SEP in sid or sid.startswith(WARMUP_PREFIX)
+
+
+def convert_engine(plan: EnginePlan, index: WorkloadIndex, *, lead_ms: float = 0.0,
+                   digest: str = "", include_real: bool = True) -> Conversion:
+    """Convert one engine's workload to agentic_mooncake v2 rows.
+
+    Checks (id collisions) and the dense hash remap run here; the rows themselves are produced
+    lazily (:meth:`Conversion.write` streams them), so nothing per row is held.
+
+    Args:
+        plan: from :func:`~unirl_replay.replay.support.check_supported` (already checked).
+        index: the trace's records (for predecessors' sample counts and trajectories).
+        lead_ms: warm-up lead in ms added to every root's ``not_before_ms`` (0 when cold).
+        digest: workload sha256 for the header's ``source.digest``.
+        include_real: False gives the warm-up-only file (to measure the lead).
+
+    Returns:
+        A :class:`Conversion`; ``sequences`` maps each upstream id to (request_id, sample).
+    """
+    bs = plan.engine.block_size_tokens
+    by_id = index.by_id
+    facts = plan_facts(plan, by_id)
+    warm_keys = [WARMUP_PREFIX + w.warmup_id for w in plan.warmups]
+    order = [rid for play in plan.play_order for rid in plan.plays[play]] if include_real else []
+    # id collisions, in file order (the same first offender as generating every id would find)
+    taken = set(warm_keys)
+    for rid in order:
+        n = facts[rid][0]
+        if n == 1 and SAMPLE_SEP not in rid and not rid.startswith(WARMUP_PREFIX):
+            continue  # its only id is rid itself, which cannot collide (see _may_collide)
+        for s in range(n):
+            sid = sequence_id(rid, s, n)
+            if _may_collide(sid):
+                check_unique(taken, sid, rid)
+                taken.add(sid)
+    if include_real:
+        for w in warm_keys:
+            if w in plan.plays:
+                check_unique(set(plan.plays), w, w)
+    del taken
+    ids, offsets = dense_prompt_ids([*plan.warmups, *(by_id[rid] for rid in order)], bs,
+                                    [w.prefix.block_hashes or None for w in plan.warmups]
+                                    + [facts[rid][5] for rid in order])
+    del order
+    origin = plan.first_arrival_ns if plan.first_arrival_ns is not None else origin_of(plan.requests)
+
+    def produce():
+        nw = len(plan.warmups)
+        for k, w in enumerate(plan.warmups):
+            yield _warmup_row(w, ids[offsets[k]:offsets[k + 1]].tolist())
+        if not include_real:
+            return
+        k = nw
+        for play in plan.play_order:
+            for rid in plan.plays[play]:
+                r = by_id[rid]
+                hids = ids[offsets[k]:offsets[k + 1]].tolist()
+                k += 1
+                deps = []
+                for d in r.dependencies:
+                    p = by_id[d.predecessor_request_id]
+                    delay = ns_to_ms(d.external_delay_ns) if d.HasField("external_delay_ns") else 0.0
+                    trig, rel = _TRIGGER[d.trigger], _RELATION[d.relation]
+                    for s in range(p.num_samples):
+                        deps.append({"request_id": sequence_id(p.request_id, s, p.num_samples),
+                                     "trigger": trig, "delay_ms": delay, "relation": rel})
+                nb = lead_ms + ns_to_ms(r.arrival.observed_offset_ns - origin) if not deps else 0.0
+                n = r.num_samples
+                for s in range(n):
+                    row = {"request_id": sequence_id(rid, s, n), "play_id": play, "session_id": play,
+                           "model": MODEL, "input_length": r.input_tokens, "output_length": r.output_tokens[s],
+                           "hash_ids": hids, "not_before_ms": nb}
+                    if deps:
+                        row["dependencies"] = deps
+                    yield row
+
+    def lines():
+        # The same rows as produce(), written straight to JSON text (what json.JSONEncoder with
+        # separators=(",", ":") makes of each row dict, byte for byte), CHUNK requests at a time;
+        # hash ids are formatted vectorised (joined_ids).
+        if plan.warmups:
+            yield "".join(_DUMPS(row) + "\n" for row in produce_warmups())
+        if not include_real:
+            return
+        chunk: list[tuple[str, object]] = []
+        k = len(plan.warmups)
+        for play in plan.play_order:
+            for rid in plan.plays[play]:
+                chunk.append((play, rid))
+                if len(chunk) == CHUNK:
+                    yield _lines(chunk, k)
+                    k += len(chunk)
+                    chunk = []
+        if chunk:
+            yield _lines(chunk, k)
+
+    def _lines(chunk, k0):
+        q = encode_basestring_ascii
+        model = ',"model":' + q(MODEL) + ',"input_length":'
+        trig = {k: ',"trigger":' + q(v) + ',"delay_ms":' for k, v in _TRIGGER.items()}
+        rel = {k: ',"relation":' + q(v) + "}" for k, v in _RELATION.items()}
+        hstrs = joined_ids(ids, offsets, k0, k0 + len(chunk))
+        out = []
+        add = out.append
+        qplay = None
+        last = None
+        for (play, rid), hs in zip(chunk, hstrs):
+            if play is not last:
+                qp = q(play)
+                qplay = ',"play_id":' + qp + ',"session_id":' + qp
+                last = play
+            n, inp, outs, t, deps, _ = facts[rid]
+            if deps:
+                parts = []
+                for prid, pn, trigger, relation, delay in deps:
+                    tail = trig[trigger] + (json_float(ns_to_ms(delay)) if delay is not None else "0.0") + \
+                        rel[relation]
+                    if pn == 1:
+                        parts.append('{"request_id":' + q(prid) + tail)
+                    else:
+                        for s in range(pn):
+                            parts.append('{"request_id":' + q(f"{prid}{SAMPLE_SEP}{s}") + tail)
+                end = '],"not_before_ms":0.0,"dependencies":[' + ",".join(parts) + "]}\n"
+            else:
+                end = '],"not_before_ms":' + json_float(lead_ms + ns_to_ms(t - origin)) + "}\n"
+            mid = model + str(inp) + ',"output_length":'
+            end = ',"hash_ids":[' + hs + end
+            if n == 1:
+                add('{"request_id":' + q(rid) + qplay + mid + str(outs[0]) + end)
+            else:
+                for s in range(n):
+                    add('{"request_id":' + q(f"{rid}{SAMPLE_SEP}{s}") + qplay + mid + str(outs[s]) + end)
+        return "".join(out)
+
+    def produce_warmups():
+        for k, w in enumerate(plan.warmups):
+            yield _warmup_row(w, ids[offsets[k]:offsets[k + 1]].tolist())
+
+    seqs = SequenceMap(by_id, plan.plays, plan.play_order, warm_keys, play_id_of, include_real)
+    return Conversion(trace_format=FORMAT, engine_id=plan.engine.engine_id, header=header(bs, digest),
+                      sequences=seqs, warmup_keys=warm_keys, lanes=plan.lanes, block_size=bs,
+                      origin_ns=origin, lead_ms=lead_ms, produce=produce, lines=lines)

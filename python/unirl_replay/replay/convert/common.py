@@ -1,0 +1,410 @@
+"""Pieces both converters share: the conversion result, hash remapping, units, sequence ids.
+
+Units: the contract speaks int64 ns (offsets from the capture window start); upstream speaks
+float ms. :func:`ns_to_ms` / :func:`ms_to_ns` are the only conversions.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+
+from unirl_replay.contract.errors import TraceFormatError
+from unirl_replay.v1 import manifest_pb2, workload_pb2
+
+SAMPLE_SEP = "#s"
+WARMUP_PREFIX = "warmup:"
+
+
+def ns_to_ms(ns: int) -> float:
+    """Contract ns -> upstream ms (float)."""
+    return ns / 1e6
+
+
+def ms_to_ns(ms: float) -> int:
+    """Upstream ms -> contract ns, rounded to the nearest ns."""
+    return int(round(ms * 1e6))
+
+
+def sequence_id(request_id: str, sample: int, num_samples: int) -> str:
+    """Upstream request id of one sample: the request id itself when n == 1, else
+    ``f"{request_id}#s{sample}"`` (fan-out: n sequences sharing the prompt)."""
+    return request_id if num_samples == 1 else f"{request_id}{SAMPLE_SEP}{sample}"
+
+
+class HashRemap:
+    """Salted uint64 block hashes -> dense ints 0, 1, 2, ... in first-seen order.
+
+    One instance per engine replay (an engine's prefix cache is shared by all its plays, as in
+    the real engine). Equal chained hashes mean equal prefixes, so equal ids do too.
+    """
+
+    def __init__(self) -> None:
+        self._ids: dict[int, int] = {}
+
+    def ids(self, hashes) -> list[int]:
+        """Dense ids of ``hashes`` (iterable of uint64), same length and order."""
+        d = self._ids
+        sd = d.setdefault
+        return [sd(h, len(d)) for h in hashes]  # len(d) is evaluated before a new key is added
+
+    def fresh(self, count: int) -> list[int]:
+        """``count`` ids shared with nothing (prompts without hashes, prefix caching off)."""
+        base = len(self._ids)
+        for k in range(count):
+            self._ids[-(base + k + 1)] = base + k  # negative keys never collide with uint64
+        return list(range(base, base + count))
+
+    def __len__(self) -> int:
+        return len(self._ids)
+
+
+@dataclass
+class Conversion:
+    """Upstream input for one single-engine replay, and how to map its rows back.
+
+    Rows are produced lazily: :meth:`write` streams them to the upstream file as they are made
+    (nothing per row is kept); :attr:`rows` materialises them (small traces, tests). What the
+    conversion keeps is compact: the dense hash ids (one int per block, see
+    :func:`dense_prompt_ids`) and the plan it was made from.
+
+    Attributes:
+        trace_format: ``"agentic_mooncake"`` (v2) or ``"mooncake"``.
+        engine_id: the engine replayed.
+        header: agentic_mooncake header object (None for mooncake).
+        sequences: for agentic_mooncake, upstream request id -> (request_id, sample index) (a
+            :class:`SequenceMap`, computed from the id, no table). For mooncake, aligned with the
+            real rows (``rows[len(warmup_keys):]``) in order.
+        warmup_keys: upstream ids (agentic) of the warm-up rows; their count for mooncake.
+        lanes: ``agentic_lanes`` to pass (trajectory slots), or None.
+        block_size: engine KV block size in tokens (= header block size / trace_block_size).
+        origin_ns: capture-clock offset (ns) that became simulated 0 (this engine's first
+            observed arrival).
+        lead_ms: warm-up lead: real arrivals were shifted by it; subtract it from every result.
+        notes: readable notes for the result.
+        produce: callable returning a fresh iterator over the upstream rows in file order
+            (warm-ups first), JSON-ready dicts (numbers in ms).
+        signatures: mooncake only: callable iterating the real rows' (arrival, input length,
+            output length) match signatures, aligned with ``sequences`` (no hash ids needed).
+        lines: optional fast path of :meth:`write`: callable returning a fresh iterator over
+            the file's text after the header, byte-identical to JSON-encoding ``produce``'s rows
+            (one per line; chunks of whole lines).
+    """
+
+    trace_format: str
+    engine_id: str
+    header: dict | None
+    sequences: Mapping[str, tuple[str, int]] | list[tuple[str, int]]
+    warmup_keys: list[str]
+    lanes: int | None
+    block_size: int
+    origin_ns: int
+    lead_ms: float = 0.0
+    notes: list[str] = field(default_factory=list)
+    produce: Callable[[], Iterator[dict]] | None = field(default=None, repr=False)
+    signatures: Callable[[], Iterator[tuple]] | None = field(default=None, repr=False)
+    lines: Callable[[], Iterator[str]] | None = field(default=None, repr=False)
+    _rows: list[dict] | None = field(default=None, repr=False)
+
+    @property
+    def rows(self) -> list[dict]:
+        """Every upstream row in file order (materialised on first use; prefer :meth:`iter_rows`)."""
+        if self._rows is None:
+            self._rows = list(self.iter_rows())
+        return self._rows
+
+    def iter_rows(self) -> Iterator[dict]:
+        """The upstream rows in file order, produced one at a time."""
+        if self._rows is not None:
+            return iter(self._rows)
+        if self.produce is None:
+            raise RuntimeError("conversion rows were released")
+        return self.produce()
+
+    def release(self) -> None:
+        """Drop what only row production needs (mapping back keeps working)."""
+        self.produce = None
+        self.lines = None
+        self._rows = None
+
+    def write(self, path: str | Path) -> Path:
+        """Write the upstream input file (JSON Lines; header first for agentic_mooncake),
+        streaming rows as they are produced."""
+        path = Path(path)
+        dumps = json.JSONEncoder(separators=(",", ":")).encode
+        with open(path, "w", encoding="utf-8", buffering=1 << 20) as f:
+            if self.header is not None:
+                f.write(dumps(self.header) + "\n")
+            w = f.write
+            if self.lines is not None and self._rows is None:
+                for chunk in self.lines():
+                    w(chunk)
+                return path
+            for r in self.iter_rows():
+                w(dumps(r))
+                w("\n")
+        return path
+
+
+_GOLDEN = np.uint64(0x9E3779B97F4A7C15)  # Fibonacci hashing multiplier (odd: a bijection mod 2**64)
+_CHUNK = 1 << 20  # elements per chunk of the vectorised passes (bounds their temporaries)
+
+
+def _prompt_keys(prompts: Sequence, block_size: int,
+                 hashes: Sequence | None = None) -> tuple[np.ndarray, np.ndarray, np.ndarray | None]:
+    """(keys, offsets, fresh): every prompt's uint64 block hashes concatenated in order, prompt i
+    at ``keys[offsets[i]:offsets[i + 1]]``; ``fresh`` marks the blocks of prompts without hashes
+    (their keys are meaningless), None when every prompt carries hashes. ``hashes``, when given,
+    is each prompt's ``prefix.block_hashes`` already read (None for a prompt without hashes)."""
+    n = len(prompts)
+    counts = np.empty(n, np.int64)
+    conts = [None] * n
+    any_fresh = False
+    for i, p in enumerate(prompts):
+        # empty when the prefix is unset (same as HasField + non-empty)
+        hs = p.prefix.block_hashes if hashes is None else (hashes[i] or ())
+        c = len(hs)
+        if c:
+            conts[i] = hs
+            counts[i] = c
+        else:
+            counts[i] = -(-p.input_tokens // block_size)
+            any_fresh = True
+    offsets = np.zeros(n + 1, np.int64)
+    np.cumsum(counts, out=offsets[1:])
+    keys = np.empty(int(offsets[-1]), np.uint64)
+    off = offsets.tolist()
+    for i, hs in enumerate(conts):
+        if hs is not None:
+            keys[off[i]:off[i + 1]] = hs
+    fresh = None
+    if any_fresh:
+        fresh = np.repeat(np.fromiter((c is None for c in conts), np.bool_, n), counts)
+    return keys, offsets, fresh
+
+
+def _repeated_values(keys: np.ndarray) -> np.ndarray:
+    """The distinct values that occur more than once in ``keys``, sorted (one ``np.sort``)."""
+    s = np.sort(keys)
+    reps = []
+    for a in range(0, max(len(s) - 1, 0), _CHUNK):
+        x = s[a:a + _CHUNK + 1]
+        r = x[1:][x[1:] == x[:-1]]
+        if len(r):
+            reps.append(r[np.concatenate(([True], r[1:] != r[:-1]))])
+    del s
+    if not reps:
+        return np.zeros(0, np.uint64)
+    return np.unique(np.concatenate(reps)) if len(reps) > 1 else reps[0]
+
+
+def _first_seen_ids(keys: np.ndarray, fresh: np.ndarray | None, dtype) -> np.ndarray:
+    """Dense first-seen ids of ``keys`` (a block marked ``fresh`` equals nothing).
+
+    One ``np.sort`` of a copy finds the values that occur more than once (usually few: shared
+    prefixes). One pass in order, ``_CHUNK`` blocks at a time, then numbers the blocks: a bit
+    table over those values' hashes flags the blocks that may hold one, ``searchsorted`` confirms
+    them, and a repeated value takes the id of its first occurrence (every other block is a new
+    id: ids are a running count of first occurrences). The ids are written over ``keys``' own
+    buffer (no second array the size of the trace): the result is a view of it, so ``keys`` must
+    not be used afterwards.
+    """
+    total = len(keys)
+    out = keys.view(dtype)[:total]
+    if total == 0:
+        return out
+    dup = _repeated_values(keys if fresh is None else keys[~fresh])
+    ndup = len(dup)
+    if ndup == 0:
+        for a in range(0, total, _CHUNK):
+            out[a:a + _CHUNK] = np.arange(a, min(a + _CHUNK, total), dtype=dtype)
+        return out
+    bits = max(10, min(26, (16 * ndup).bit_length()))
+    shift = np.uint64(64 - bits)
+    table = np.zeros(1 << bits, np.bool_)
+    table[(dup * _GOLDEN) >> shift] = True
+    group_id = np.full(ndup, -1, np.int64)  # id of each repeated value, once its first occurrence is seen
+    count = 0  # ids given so far
+    for a in range(0, total, _CHUNK):
+        k = keys[a:a + _CHUNK]
+        n = len(k)
+        maybe = table[(k * _GOLDEN) >> shift]
+        if fresh is not None:
+            maybe &= ~fresh[a:a + n]
+        pos = np.flatnonzero(maybe)
+        val = k[pos]
+        grp = np.searchsorted(dup, val)
+        np.minimum(grp, ndup - 1, out=grp)
+        hit = dup[grp] == val
+        pos, grp = pos[hit], grp[hit]
+        isfirst = np.ones(n, np.bool_)
+        isfirst[pos] = False
+        new = group_id[grp] < 0
+        if new.any():
+            new_grp, at = np.unique(grp[new], return_index=True)  # first occurrence in this chunk
+            first_pos = pos[new][at]
+            isfirst[first_pos] = True
+        ids = np.cumsum(isfirst, dtype=np.int64)
+        ids += count - 1
+        count = int(ids[-1]) + 1
+        if new.any():
+            group_id[new_grp] = ids[first_pos]
+        ids[pos] = group_id[grp]
+        out[a:a + n] = ids  # only overwrites keys[:a + n] (already read)
+    return out
+
+
+def dense_prompt_ids(prompts: Sequence, block_size: int,
+                     hashes: Sequence | None = None) -> tuple[np.ndarray, np.ndarray]:
+    """Dense block ids of every prompt (Request or CacheWarmup), exactly as one
+    :class:`HashRemap` called prompt by prompt in this order would give them (first-seen order;
+    fresh ids for a prompt without hashes), computed with numpy instead of a dict (see
+    :func:`_first_seen_ids`).
+
+    ``hashes``: optional, each prompt's ``prefix.block_hashes`` already read (None: no hashes).
+
+    Returns:
+        (ids, offsets): prompt i's ids are ``ids[offsets[i]:offsets[i + 1]]`` (uint32 when they
+        fit, else int64; 4 bytes per block, a view of an 8-byte-per-block buffer).
+    """
+    keys, offsets, fresh = _prompt_keys(prompts, block_size, hashes)
+    dtype = np.uint32 if len(keys) < 2**32 else np.int64
+    return _first_seen_ids(keys, fresh, dtype), offsets
+
+
+def _decimal_csv(v: np.ndarray) -> tuple[str, np.ndarray]:
+    """(text, ends): the non-negative ints ``v`` written as ``"a,b,c,"`` (decimal, each followed
+    by a comma), and ``ends[i]`` = the end of ``v[:i]``'s text (``ends[0] = 0``)."""
+    n = len(v)
+    ends = np.zeros(n + 1, np.int64)
+    if n == 0:
+        return "", ends
+    v = v.astype(np.uint64 if v.dtype.itemsize > 4 else np.uint32, copy=False)
+    width = len(str(int(v.max())))
+    nd = np.ones(n, np.int8)
+    for d in range(1, width):
+        nd += v >= 10**d
+    mat = np.empty((n, width + 1), np.uint8)  # right-aligned digits, then ","
+    mat[:, width] = 44
+    w, q = v.copy(), np.empty_like(v)
+    for d in range(width):
+        np.floor_divide(w, 10, out=q)
+        np.subtract(w, q * 10, out=w)  # the d-th digit from the right
+        col = mat[:, width - 1 - d]
+        col[...] = w
+        col += 48
+        w, q = q, w
+    del w, q
+    keep = np.arange(width + 1, dtype=np.int8) >= (width - nd)[:, None]
+    text = mat[keep].tobytes().decode("ascii")
+    np.cumsum(nd, dtype=np.int64, out=ends[1:])
+    ends[1:] += np.arange(1, n + 1)
+    return text, ends
+
+
+def joined_ids(ids: np.ndarray, offsets: np.ndarray, lo: int, hi: int) -> list[str]:
+    """Prompts ``lo..hi-1``'s ids as JSON array bodies (``"3,4,5"``, what ``json`` writes between
+    the brackets of ``[3, 4, 5]`` with ``separators=(",", ":")``), formatted vectorised."""
+    base = int(offsets[lo])
+    text, ends = _decimal_csv(ids[base:int(offsets[hi])])
+    cut = ends[offsets[lo:hi + 1] - base].tolist()
+    return [text[cut[k]:cut[k + 1] - 1] if cut[k + 1] > cut[k] else "" for k in range(hi - lo)]
+
+
+def json_float(x: float) -> str:
+    """A float exactly as ``json`` encodes it (``repr``; NaN / Infinity spelled as json does)."""
+    return float.__repr__(x) if math.isfinite(x) else _DUMPS(x)
+
+
+_DUMPS = json.JSONEncoder(separators=(",", ":")).encode
+
+
+class SequenceMap(Mapping):
+    """Upstream request id -> (request_id, sample) of one engine's real rows, computed from the id
+    (``request_id`` or ``request_id#s<i>``, see :func:`sequence_id`) instead of stored per row.
+
+    Generated ids are unique (checked at conversion), so the parse is unambiguous; warm-up ids
+    and ids of requests outside this engine's plan are not keys.
+    """
+
+    def __init__(self, by_id: Mapping, plays: Mapping[str, list[str]], play_order: Sequence[str],
+                 warmup_keys: Sequence[str], play_of: Callable, include_real: bool = True) -> None:
+        self._by_id, self._plays, self._order = by_id, plays, play_order
+        self._warm, self._play_of, self._real = frozenset(warmup_keys), play_of, include_real
+
+    def _member(self, r) -> bool:
+        return r.request_id in self._plays.get(self._play_of(r), ())
+
+    def __getitem__(self, sid: str) -> tuple[str, int]:
+        if self._real and sid not in self._warm:
+            r = self._by_id.get(sid)
+            if r is not None and r.num_samples == 1 and self._member(r):
+                return sid, 0
+            rid, sep, k = sid.rpartition(SAMPLE_SEP)
+            if sep and k.isdigit() and str(int(k)) == k:
+                r = self._by_id.get(rid)
+                if r is not None and r.num_samples > 1 and int(k) < r.num_samples and self._member(r):
+                    return rid, int(k)
+        raise KeyError(sid)
+
+    def __iter__(self) -> Iterator[str]:
+        if not self._real:
+            return
+        for play in self._order:
+            for rid in self._plays[play]:
+                n = self._by_id[rid].num_samples
+                for s in range(n):
+                    yield sequence_id(rid, s, n)
+
+    def __len__(self) -> int:
+        if not self._real:
+            return 0
+        return sum(self._by_id[rid].num_samples for play in self._order for rid in self._plays[play])
+
+
+def prompt_ids(req_or_warmup, remap: HashRemap, block_size: int) -> list[int]:
+    """Dense hash ids for a Request or CacheWarmup prompt (fresh ids when it carries none)."""
+    if req_or_warmup.HasField("prefix") and req_or_warmup.prefix.block_hashes:
+        return remap.ids(req_or_warmup.prefix.block_hashes)
+    return remap.fresh(-(-req_or_warmup.input_tokens // block_size))
+
+
+def origin_of(requests: list[workload_pb2.Request]) -> int:
+    """Earliest observed arrival (ns) among ``requests``; 0 when none is observed."""
+    obs = [r.arrival.observed_offset_ns for r in requests if r.arrival.WhichOneof("kind") == "observed_offset_ns"]
+    return min(obs) if obs else 0
+
+
+def check_unique(ids: dict | set, new_id: str, record_id: str) -> None:
+    """Raise TraceFormatError when a generated upstream id collides with an existing one."""
+    if new_id in ids:
+        raise TraceFormatError(f"generated upstream id {new_id!r} collides with another id",
+                               record_id=record_id, rule="convert.id_collision")
+
+
+def engine_args(engine: manifest_pb2.EngineConfig, timing_model: dict) -> tuple[dict, list[str]]:
+    """Upstream ``extra_engine_args`` for one engine: ``{"engine": {...}}``.
+
+    Values come from the trace's ``EngineConfig``; fields left at 0 (unknown) are omitted so the
+    upstream default applies, and a note says which.
+    """
+    e: dict = {"block_size": engine.block_size_tokens,
+               "enable_prefix_caching": engine.enable_prefix_caching,
+               "enable_chunked_prefill": engine.enable_chunked_prefill,
+               "timing_model": timing_model}
+    defaulted = []
+    for key, val in (("num_gpu_blocks", engine.num_kv_blocks), ("max_num_seqs", engine.max_num_seqs),
+                     ("max_num_batched_tokens", engine.max_num_batched_tokens),
+                     ("max_model_len", engine.max_model_len)):
+        if val:
+            e[key] = val
+        else:
+            defaulted.append(key)
+    notes = [f"engine {engine.engine_id!r}: {', '.join(defaulted)} unknown in the trace; upstream "
+             "defaults used"] if defaulted else []
+    return {"engine": e}, notes

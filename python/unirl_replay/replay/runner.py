@@ -1,0 +1,268 @@
+"""Runner: workload -> upstream Dynamo Replay (one single-engine replay per engine) -> ReplayResult.
+
+Reads only the workload and the manifest (never measured outcomes). Steps:
+
+1. :func:`~unirl_replay.replay.support.check_supported` rejects what upstream cannot express
+   (typed errors, before any upstream call) and plans one replay per engine.
+2. Per engine, the converter builds the upstream file. With a declared warm cache the warm-ups
+   are replayed alone first to measure their duration ``W`` (ms); the real requests are then
+   placed ``W`` later in the same file and every result is shifted back by ``W``, so warm-ups
+   appear in no row and no metric (``makespan_ns`` included).
+3. :mod:`unirl_replay.replay.simulators.dynamo` runs upstream; rows are mapped back by ``request_id``
+   (agentic_mooncake echoes it) or by signature (mooncake; ambiguous -> AGGREGATE_ONLY).
+4. A request with n samples gets arrival / scheduled / first token = min over its samples and
+   completion = max over its samples (all samples must complete); cached tokens = min.
+5. :mod:`unirl_replay.replay.derive` gives trajectories, groups and batches.
+
+Clock: ns on CLOCK_DOMAIN_SIMULATED; 0 is the first real arrival of the replay. Engines are
+replayed independently (no barrier between them); each engine's 0 is placed at its first
+observed arrival's offset from the earliest engine's, so groups and batches spanning
+independent engines are derived on one clock.
+"""
+
+from __future__ import annotations
+
+import re
+import tempfile
+from collections.abc import Iterable
+from pathlib import Path
+
+from unirl_replay import SCHEMA_VERSION
+from unirl_replay.replay.convert import CONVERTERS, mooncake
+from unirl_replay.replay.convert.agentic_mooncake import MODEL
+from unirl_replay.replay.convert.common import Conversion, engine_args, ms_to_ns
+from unirl_replay.replay.support import EnginePlan, WorkloadIndex, check_supported
+from unirl_replay.replay.derive import derive_batches, derive_groups, derive_trajectories
+from unirl_replay.contract.errors import UnsupportedWorkloadError
+from unirl_replay.replay.timing_models import parse_timing_model
+from unirl_replay.v1 import common_pb2, manifest_pb2, replay_pb2
+
+RESULT_FILE = "replay_result.json"
+FORMATS = tuple(CONVERTERS)
+
+
+def _run(conv: Conversion, path: Path, eargs: dict):
+    from unirl_replay.replay.simulators import dynamo as dynamo_adapter  # the only dynamo.* importer
+
+    conv.write(path)  # rows are streamed to the file, then dropped (mapping back needs none)
+    conv.release()
+    return dynamo_adapter.run_upstream(
+        path, trace_format=conv.trace_format, engine_args=eargs, agentic_lanes=conv.lanes,
+        trace_block_size=conv.block_size if conv.trace_format == "mooncake" else None,
+        execution_model=MODEL)
+
+
+def _safe(name: str) -> str:
+    return re.sub(r"[^A-Za-z0-9_.-]", "_", name) or "engine"
+
+
+def _replay_engine(plan: EnginePlan, index: WorkloadIndex, fmt: str, tm: dict, work: Path,
+                   digest: str) -> tuple[Conversion, dict | None, dict, int, list[str]]:
+    """Replay one engine. Returns (conversion, {(request_id, sample): row} or None when rows
+    cannot be mapped, upstream summary, upstream wall ns, notes)."""
+    convert = CONVERTERS[fmt]
+    eargs, notes = engine_args(plan.engine, tm)
+    stem = f"{_safe(plan.engine.engine_id)}.{fmt}"
+    wall = 0
+    lead = 0.0
+    if plan.warmups:
+        warm = convert(plan, index, include_real=False, digest=digest)
+        run = _run(warm, work / f"{stem}.warmup.jsonl", eargs)
+        wall += run.wall_ns
+        lead = max(r["terminal_time_ms"] for r in run.per_request)
+        notes.append(f"engine {plan.engine.engine_id!r}: warm-ups took {lead:g} ms simulated; real "
+                     "arrivals were placed after them and all times shifted back")
+    conv = convert(plan, index, lead_ms=lead, digest=digest)
+    run = _run(conv, work / f"{stem}.jsonl", eargs)
+    wall += run.wall_ns
+    if run.per_request is None:
+        return conv, None, run.summary, wall, notes
+    if fmt == "mooncake":
+        rows = mooncake.match_rows(conv, run.per_request)
+    else:
+        rows = {conv.sequences[r["request_id"]]: r for r in run.per_request if r["request_id"] in conv.sequences}
+    return conv, rows, run.summary, wall, notes
+
+
+def _predicted(req, rows: dict, engine_id: str, shift_ms: float, offset_ns: int) -> replay_pb2.PredictedRequest:
+    samples = [rows.get((req.request_id, s)) for s in range(req.num_samples)]
+    p = replay_pb2.PredictedRequest(request_id=req.request_id, engine_id=engine_id)
+    if any(s is None for s in samples):
+        return p
+
+    def t(ms):
+        return ms_to_ns(ms - shift_ms) + offset_ns
+
+    p.arrival_ns = min(t(s["arrival_time_ms"]) for s in samples)
+    admits = [s.get("first_admit_ms") for s in samples if s.get("first_admit_ms") is not None]
+    if admits:
+        p.scheduled_ns = min(t(a) for a in admits)
+    firsts = [s.get("first_token_ms") for s in samples if s.get("first_token_ms") is not None]
+    if firsts:
+        p.first_token_ns = min(t(f) for f in firsts)
+    if all(s.get("terminal_status") == "completed" and s.get("terminal_time_ms") is not None for s in samples):
+        p.completion_ns = max(t(s["terminal_time_ms"]) for s in samples)
+    p.cached_tokens = min(int(s.get("reused_input_tokens") or 0) for s in samples)
+    return p
+
+
+def replay_workload(index: WorkloadIndex, manifest: manifest_pb2.TraceManifest, timing_model: str, *,
+                    trace_format: str = "agentic_mooncake", work_dir: str | Path | None = None,
+                    workload_sha256: str = "", unmodelled: Iterable[str] = ()) -> replay_pb2.ReplayResult:
+    """Replay a workload in the real upstream simulator and build the ReplayResult.
+
+    Args:
+        index: the trace's workload records.
+        manifest: its manifest (engines, cache state, policy, trace id).
+        timing_model: ``polynomial`` | ``fixed:P,D`` | ``profile:NPZ``.
+        trace_format: ``agentic_mooncake`` (default) or ``mooncake``.
+        work_dir: where the upstream input files go (a temporary directory when None).
+        workload_sha256: digest of the replayed workload artifact.
+        unmodelled: rejection rules to drop instead (explicit, labelled opt-in; only those of
+            ``support.UNMODELLED_ALLOWED``, e.g. ``"engine_client.inflight_limit"``). Each dropped
+            constraint goes to ``ReplayResult.unmodelled_constraints`` and the notes.
+
+    Raises:
+        UnsupportedWorkloadError, TraceFormatError: before any upstream call.
+        TimingModelError: bad timing-model spec. MissingEnvironmentError: ai-dynamo missing.
+    """
+    if trace_format not in CONVERTERS:
+        raise UnsupportedWorkloadError("format.unknown", f"unknown format {trace_format!r}; use {FORMATS}")
+    from unirl_replay.replay.simulators import dynamo as dynamo_adapter
+
+    engines = {e.engine_id: e for e in manifest.engines}
+    cache_state = manifest.cache_state or common_pb2.CACHE_STATE_KIND_COLD
+    policy = manifest.policy.policy_version if manifest.policy.HasField("policy_version") else None
+    plans, notes = check_supported(index, engines, cache_state=cache_state,
+                                   window_policy_version=policy, trace_format=trace_format,
+                                   unmodelled=unmodelled)
+    tm_msg, tm_dict = parse_timing_model(timing_model)
+    version, comps = dynamo_adapter.simulator_versions()
+    res = replay_pb2.ReplayResult(
+        schema_version=SCHEMA_VERSION, trace_id=manifest.trace_id, workload_sha256=workload_sha256,
+        simulator=replay_pb2.SimulatorIdentity(name=dynamo_adapter.SIMULATOR_NAME, version=version,
+                                               trace_format=trace_format, components=comps),
+        timing_model=tm_msg, cache_state=cache_state)
+    res.engines.extend(p.engine for p in plans.values())
+    res.unmodelled_constraints.extend(c for p in plans.values() for c in p.unmodelled)
+
+    with tempfile.TemporaryDirectory(prefix="unirl-replay-") as tmp:
+        work = Path(work_dir) if work_dir is not None else Path(tmp)
+        work.mkdir(parents=True, exist_ok=True)
+        done = {eid: _replay_engine(p, index, trace_format, tm_dict, work, workload_sha256)
+                for eid, p in plans.items()}
+
+    global_origin = min((c.origin_ns for c, *_ in done.values()), default=0)
+    wall = 0
+    for eid, (conv, rows, summary, w, enotes) in done.items():
+        wall += w
+        notes.extend(enotes)
+        if conv.lanes is not None:
+            notes.append(f"engine {eid!r}: trajectory slots -> agentic_lanes={conv.lanes}; plays start in "
+                         "Trajectory.start_order as lanes free up (observed root arrivals are not used)")
+    if any(r.num_samples > 1 for r in index.requests):
+        notes.append("fan-out: a request with n samples ran as n upstream sequences with identical hash "
+                     "ids arriving together (see docs/replay-mapping.md); its first token is the min and "
+                     "its completion the max over its samples")
+    if len(done) > 1:
+        notes.append("engines were replayed independently (one single-worker replay each, no barrier); "
+                     "each engine's simulated 0 sits at its first observed arrival's offset")
+    res.simulator_wall_ns = wall
+
+    if any(rows is None for _, rows, *_ in done.values()):
+        if any(p.warmups for p in plans.values()):
+            raise UnsupportedWorkloadError(
+                "cache_warmup.aggregate_only",
+                "upstream rows cannot be mapped back per request and the summary would include the "
+                "warm-up requests", [w.warmup_id for p in plans.values() for w in p.warmups])
+        res.granularity = replay_pb2.RESULT_GRANULARITY_AGGREGATE_ONLY
+        for eid, (conv, rows, summary, *_r) in done.items():
+            prefix = "" if len(done) == 1 else f"{eid}/"
+            for k, v in summary.items():
+                if isinstance(v, (int, float)) and not isinstance(v, bool) and v is not None:
+                    res.aggregate[prefix + k] = float(v)
+        notes.append("AGGREGATE_ONLY: upstream rows could not be mapped to request ids unambiguously "
+                     "(mooncake rows carry no ids); nothing per request, group or batch is reconstructed")
+        res.notes.extend(notes)
+        return res
+
+    res.granularity = replay_pb2.RESULT_GRANULARITY_PER_REQUEST
+    predicted: dict[str, replay_pb2.PredictedRequest] = {}
+    for eid, (conv, rows, *_r) in done.items():
+        offset = conv.origin_ns - global_origin
+        for req in plans[eid].requests:
+            predicted[req.request_id] = _predicted(req, rows, eid, conv.lead_ms, offset)
+    res.requests.extend(predicted[r.request_id] for r in index.requests)
+    incomplete = [r.request_id for r in res.requests if not r.HasField("completion_ns")]
+    if incomplete:
+        notes.append(f"{len(incomplete)} requests did not complete in the simulator (e.g. "
+                     f"{incomplete[:3]}); their completion is absent")
+    ends = [r.completion_ns for r in res.requests if r.HasField("completion_ns")]
+    if ends:
+        res.makespan_ns = max(ends)
+
+    by_traj: dict[str, list[str]] = {}
+    for r in index.requests:
+        if r.trajectory_id:
+            by_traj.setdefault(r.trajectory_id, []).append(r.request_id)
+    trajs = derive_trajectories(predicted, index.trajectories.values(), by_traj)
+    res.trajectories.extend(trajs)
+    groups = derive_groups(index.groups.values(), predicted, {t.trajectory_id: t for t in trajs}, index.by_id)
+    res.groups.extend(groups)
+    res.rollout_batches.extend(derive_batches(index.batches.values(), {g.group_id: g for g in groups}))
+    res.notes.extend(notes)
+    return res
+
+
+def replay_trace(trace_dir: str | Path, timing_model: str, *, trace_format: str = "agentic_mooncake",
+                 work_dir: str | Path | None = None, unmodelled: Iterable[str] = ()) -> replay_pb2.ReplayResult:
+    """Open a trace directory (workload + manifest only) and :func:`replay_workload` it."""
+    from unirl_replay.contract import trace_io
+    from unirl_replay.v1.manifest_pb2 import ARTIFACT_KIND_WORKLOAD
+
+    trace = trace_io.open_trace(trace_dir)
+    index = WorkloadIndex.from_records(rec for _, rec in trace.iter_workload())
+    sha = trace.artifact(ARTIFACT_KIND_WORKLOAD).sha256
+    return replay_workload(index, trace.manifest, timing_model, trace_format=trace_format,
+                           work_dir=work_dir, workload_sha256=sha, unmodelled=unmodelled)
+
+
+def convert_trace(trace_dir: str | Path, out_file: str | Path, *, trace_format: str = "agentic_mooncake",
+                  engine_id: str | None = None, unmodelled: Iterable[str] = ()) -> list[Path]:
+    """Write the upstream input file(s) of a trace (no upstream call).
+
+    One engine: ``out_file``. Several: ``<stem>.<engine_id><suffix>`` each, unless ``engine_id``
+    picks one. Warm-ups are written first with ``lead_ms = 0`` (the runner measures the lead).
+    Returns the written paths.
+    """
+    from unirl_replay.contract import trace_io
+    from unirl_replay.v1.manifest_pb2 import ARTIFACT_KIND_WORKLOAD
+
+    trace = trace_io.open_trace(trace_dir)
+    index = WorkloadIndex.from_records(rec for _, rec in trace.iter_workload())
+    m = trace.manifest
+    policy = m.policy.policy_version if m.policy.HasField("policy_version") else None
+    plans, _ = check_supported(index, {e.engine_id: e for e in m.engines},
+                               cache_state=m.cache_state or common_pb2.CACHE_STATE_KIND_COLD,
+                               window_policy_version=policy, trace_format=trace_format,
+                               unmodelled=unmodelled)
+    if engine_id is not None:
+        plans = {engine_id: plans[engine_id]}
+    out = Path(out_file)
+    paths = []
+    for eid, plan in plans.items():
+        conv = CONVERTERS[trace_format](plan, index, digest=trace.artifact(ARTIFACT_KIND_WORKLOAD).sha256)
+        p = out if len(plans) == 1 else out.with_name(f"{out.stem}.{_safe(eid)}{out.suffix}")
+        paths.append(conv.write(p))
+    return paths
+
+
+def write_result(out_dir: str | Path, result: replay_pb2.ReplayResult) -> Path:
+    """Write ``out_dir/replay_result.json`` in the project's JSON profile (atomic)."""
+    from unirl_replay.contract import trace_io
+
+    out = Path(out_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    path = out / RESULT_FILE
+    trace_io.write_message_json(path, result)
+    return path

@@ -1,0 +1,97 @@
+"""The only module that imports ``dynamo.*`` (ai-dynamo 1.6.1, AISimulate core).
+
+:func:`run_upstream` runs the upstream offline replay on one input file and returns its
+per-request rows and summary unchanged (ms, upstream field names); mapping back to the
+contract is :mod:`unirl_replay.replay.runner`'s job.
+"""
+
+from __future__ import annotations
+
+import importlib.metadata
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from unirl_replay.contract.errors import MissingEnvironmentError
+
+SIMULATOR_NAME = "ai-dynamo"
+COMPONENTS = ("ai-dynamo-runtime",)
+
+
+@dataclass
+class UpstreamRun:
+    """What one upstream replay returned.
+
+    Attributes:
+        per_request: upstream rows (dicts, ms), or None when the runner gave aggregates only.
+        summary: upstream ``ReplayReport.summary`` (includes warm-up requests).
+        wall_ns: wall time of the ``run_trace_replay`` call, ns.
+    """
+
+    per_request: list[dict[str, Any]] | None
+    summary: dict[str, Any]
+    wall_ns: int
+
+
+def _import_replay():
+    try:
+        from dynamo.replay import run_trace_replay
+    except ImportError as e:  # pragma: no cover - exercised only without the extra
+        raise MissingEnvironmentError(
+            f"the upstream simulator ai-dynamo==1.6.1 is not importable ({e}); run `make env` "
+            "(installs the `replay` extra into .venv)") from e
+    return run_trace_replay
+
+
+def simulator_versions() -> tuple[str, dict[str, str]]:
+    """(ai-dynamo version, {component: version}) read from the installed distributions.
+
+    Raises:
+        MissingEnvironmentError: ai-dynamo is not installed.
+    """
+    try:
+        version = importlib.metadata.version(SIMULATOR_NAME)
+    except importlib.metadata.PackageNotFoundError as e:
+        raise MissingEnvironmentError("ai-dynamo is not installed; run `make env`") from e
+    comps = {}
+    for c in COMPONENTS:
+        try:
+            comps[c] = importlib.metadata.version(c)
+        except importlib.metadata.PackageNotFoundError:
+            comps[c] = ""
+    return version, comps
+
+
+def run_upstream(trace_file: str | Path, *, trace_format: str, engine_args: dict,
+                 agentic_lanes: int | None = None, trace_block_size: int | None = None,
+                 execution_model: str | None = None, per_request: bool = True) -> UpstreamRun:
+    """Run ``dynamo.replay.run_trace_replay`` on one file with one worker.
+
+    Args:
+        trace_file: the upstream input (from :meth:`Conversion.write`).
+        trace_format: ``"agentic_mooncake"`` or ``"mooncake"``.
+        engine_args: ``{"engine": {...}}`` (see :func:`unirl_replay.replay.convert.common.engine_args`).
+        agentic_lanes: trajectory lanes (agentic only), None = unlimited.
+        trace_block_size: mooncake hash block size (tokens).
+        execution_model: the agentic target model name (required by upstream for agentic).
+        per_request: ask for per-request rows (``capture_per_request``).
+
+    Raises:
+        MissingEnvironmentError: ai-dynamo is not installed.
+        Exception: whatever upstream raises on input it refuses (callers check input first).
+    """
+    run = _import_replay()
+    kw: dict[str, Any] = {}
+    if trace_format == "agentic_mooncake":
+        kw["execution_model"] = execution_model
+        kw["agentic_lanes"] = agentic_lanes
+    if trace_block_size is not None:
+        kw["trace_block_size"] = trace_block_size
+    t0 = time.perf_counter_ns()
+    report = run(str(trace_file), extra_engine_args=engine_args, num_workers=1,
+                 router_mode="round_robin", trace_format=trace_format,
+                 capture_per_request=per_request, **kw)
+    wall = time.perf_counter_ns() - t0
+    return UpstreamRun(per_request=report.per_request if per_request else None,
+                       summary=dict(report.summary), wall_ns=wall)

@@ -1,0 +1,97 @@
+"""Timing-model specs: ``polynomial`` | ``fixed:PREFILL_MS,DECODE_MS`` | ``profile:NPZ``.
+
+:func:`parse_timing_model` returns the contract ``TimingModel`` message and the upstream
+``engine.timing_model`` dict. Calibration status is labelled honestly:
+
+* ``polynomial`` -> UNCALIBRATED (upstream's one generic curve, never fitted to this engine);
+* ``fixed`` -> FIXED (analytic; conformance only);
+* ``profile`` -> CALIBRATED only when the profile's provenance says it was measured, else
+  UNCALIBRATED. Provenance is read from the NPZ key ``provenance`` (a 0-d string array holding
+  JSON) or from a sidecar ``<file>.provenance.json``; it counts as measured when it holds
+  ``"measured": true`` (``calibration_workloads`` is copied into the message).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from pathlib import Path
+
+import numpy as np
+
+from unirl_replay.contract.errors import UnirlReplayError
+from unirl_replay.v1 import replay_pb2
+
+PROFILE_KEYS = ("prefill_isl", "prefill_ttft_ms", "decode_active_kv_tokens", "decode_context_length", "decode_itl")
+
+
+class TimingModelError(UnirlReplayError):
+    """A timing-model spec or profile file is invalid."""
+
+
+def _read_provenance(path: Path, npz) -> dict:
+    if "provenance" in npz.files:
+        try:
+            return json.loads(str(npz["provenance"]))
+        except json.JSONDecodeError as e:
+            raise TimingModelError(f"{path}: 'provenance' is not JSON: {e}") from e
+    side = path.with_name(path.name + ".provenance.json")
+    if side.exists():
+        return json.loads(side.read_text())
+    return {}
+
+
+def parse_timing_model(spec: str) -> tuple[replay_pb2.TimingModel, dict]:
+    """Parse a ``--timing-model`` spec.
+
+    Returns:
+        (TimingModel message, upstream ``timing_model`` dict for ``extra_engine_args.engine``).
+
+    Raises:
+        TimingModelError: unknown kind, bad numbers (must be finite and > 0), a missing or
+            malformed NPZ (keys, float arrays, strictly increasing axes).
+    """
+    kind, _, arg = spec.partition(":")
+    if kind == "polynomial" and not arg:
+        return (replay_pb2.TimingModel(kind=replay_pb2.TIMING_MODEL_KIND_POLYNOMIAL,
+                                       calibration=replay_pb2.CALIBRATION_STATUS_UNCALIBRATED),
+                {"type": "polynomial"})
+    if kind == "fixed":
+        try:
+            p, d = (float(x) for x in arg.split(","))
+        except ValueError:
+            raise TimingModelError(f"fixed timing model needs 'fixed:PREFILL_MS,DECODE_MS', got {spec!r}") from None
+        if not (np.isfinite(p) and np.isfinite(d) and p > 0 and d > 0):
+            raise TimingModelError(f"fixed timing model costs must be finite and > 0 ms, got {spec!r}")
+        return (replay_pb2.TimingModel(kind=replay_pb2.TIMING_MODEL_KIND_FIXED,
+                                       calibration=replay_pb2.CALIBRATION_STATUS_FIXED,
+                                       prefill_ms=p, decode_ms=d),
+                {"type": "fixed", "prefill_ms": p, "decode_ms": d})
+    if kind == "profile" and arg:
+        path = Path(arg)
+        if not path.is_file():
+            raise TimingModelError(f"profile {arg!r} does not exist")
+        data = path.read_bytes()
+        try:
+            npz = np.load(path, allow_pickle=False)
+        except Exception as e:  # noqa: BLE001 - any unreadable file
+            raise TimingModelError(f"profile {arg!r} is not a dynamo_profile NPZ file (numpy could not read it as "
+                                   "an .npz of plain arrays); make one with `unirl-replay calibrate`") from e
+        missing = [k for k in PROFILE_KEYS if k not in npz.files]
+        if missing:
+            raise TimingModelError(f"profile {arg!r} lacks arrays {missing}")
+        for k in ("prefill_isl", "decode_active_kv_tokens", "decode_context_length"):
+            a = np.asarray(npz[k], dtype=float)
+            if a.ndim != 1 or a.size < 1 or np.any(np.diff(a) <= 0):
+                raise TimingModelError(f"profile {arg!r}: axis {k} must be 1-D and strictly increasing")
+        prov = _read_provenance(path, npz)
+        measured = prov.get("measured") is True
+        tm = replay_pb2.TimingModel(
+            kind=replay_pb2.TIMING_MODEL_KIND_PROFILE,
+            calibration=(replay_pb2.CALIBRATION_STATUS_CALIBRATED if measured
+                         else replay_pb2.CALIBRATION_STATUS_UNCALIBRATED),
+            profile_path=arg, profile_sha256=hashlib.sha256(data).hexdigest(),
+            calibration_workloads=[str(w) for w in prov.get("calibration_workloads", [])])
+        return tm, {"type": "external", "provider": "dynamo_profile",
+                    "config": {"path": str(path.resolve())}}
+    raise TimingModelError(f"unknown timing model {spec!r}; use polynomial | fixed:PREFILL_MS,DECODE_MS | profile:NPZ")

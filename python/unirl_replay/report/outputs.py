@@ -1,0 +1,68 @@
+"""Write a report directory: the matched comparison of one replay result with a trace's outcomes.
+
+Reads the trace (manifest, workload) and its measured outcomes, the replay result (a
+``replay_result.json`` file or the directory holding it), and writes ``validation_report.json``,
+the PNG plots and ``timeline.perfetto.json`` into one directory.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from unirl_replay.contract.errors import TraceFormatError
+
+REPORT_FILE = "validation_report.json"
+PERFETTO_FILE = "timeline.perfetto.json"
+
+
+def _load_trace(trace_dir: str):
+    from unirl_replay.contract.outcomes_io import iter_outcomes
+    from unirl_replay.contract.trace_io import open_trace
+
+    trace = open_trace(trace_dir)
+    workload = [rec for _, rec in trace.iter_workload()]
+    outcomes = [rec for _, rec in iter_outcomes(trace)]
+    return trace.manifest, workload, outcomes
+
+
+def compare_to_dir(trace_dir: str | Path, replay_result: str | Path, out_dir: str | Path,
+                   repeats: tuple[str, ...] | list[str] = (), batch_id: str | None = None,
+                   plots_too: bool = True):
+    """Compare a replay result with a trace's measured outcomes and write everything into ``out_dir``.
+
+    Writes ``validation_report.json``, the PNG plots and ``timeline.perfetto.json`` (per-request
+    results only). Returns the ValidationReport message. Raises the errors of
+    :func:`unirl_replay.report.compare.compare` (e.g. a replay of another trace, a mislabelled model).
+    """
+    from unirl_replay.contract.trace_io import read_message_json, write_message_json
+    from unirl_replay.report import compare as C
+    from unirl_replay.report import perfetto, plots
+    from unirl_replay.v1 import replay_pb2
+
+    rp = Path(replay_result)
+    if rp.is_dir():
+        rp = rp / "replay_result.json"
+        if not rp.is_file():
+            raise TraceFormatError(f"{rp.parent} holds no replay_result.json: pass the directory given to "
+                                   "`unirl-replay replay --out`, or the replay_result.json file itself",
+                                   file=str(rp.parent), rule="compare.no_replay_result")
+    replay = read_message_json(rp, replay_pb2.ReplayResult)
+    manifest, workload, outcomes = _load_trace(str(trace_dir))
+    reps = [_load_trace(str(d)) for d in repeats]
+    per_request = replay.granularity == replay_pb2.RESULT_GRANULARITY_PER_REQUEST
+    matching = C.match(workload, outcomes, replay) if per_request else None
+    report = C.compare(manifest, workload, outcomes, replay, repeats=reps, matching=matching)
+
+    out = Path(out_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    if plots_too:
+        if per_request:
+            report.artifacts.extend(plots.write_plots(out, matching.pairs, workload, outcomes, replay, report.label,
+                                                      batch_id=batch_id))
+            perfetto.write_chrome_trace(out / PERFETTO_FILE,
+                                        perfetto.chrome_trace(workload, outcomes, replay, report.label))
+            report.artifacts.append(PERFETTO_FILE)
+        else:
+            report.notes.append("aggregate-only result: no per-record plots or timelines")
+    write_message_json(out / REPORT_FILE, report)
+    return report
