@@ -20,8 +20,9 @@ Errors raise :class:`unirl_replay.contract.errors.TraceFormatError` with rule ``
 
 from __future__ import annotations
 
+import copy
 import json
-from typing import Any, TypeVar
+from typing import Any, Callable, TypeVar
 
 from google.protobuf import json_format
 from google.protobuf.message import Message
@@ -48,12 +49,19 @@ def to_json_line(msg: Message) -> bytes:
     return (json.dumps(to_dict(msg), separators=(",", ":"), ensure_ascii=False, allow_nan=False) + "\n").encode()
 
 
-def parse_dict(data: Any, cls: type[M], *, file: str = "", line: int = 0) -> M:
+def parse_dict(data: Any, cls: type[M], *, file: str = "", line: int = 0,
+               on_unknown: Callable[[list[str]], None] | None = None) -> M:
     """JSON value (already decoded) -> message of type ``cls``.
 
+    Args:
+        on_unknown: when given (a reader of a trace from a newer contract revision, see
+            :mod:`unirl_replay.contract.compat`), keys ``cls`` does not know are skipped instead of
+            rejected, and ``on_unknown`` is called once with their dotted paths. Every other
+            problem is still an error.
+
     Raises:
-        TraceFormatError: rule ``json.profile`` when ``data`` is not an object, has an unknown key,
-            a wrong type, an unknown enum name, or an out-of-range integer.
+        TraceFormatError: rule ``json.profile`` when ``data`` is not an object, has an unknown key
+            (and ``on_unknown`` is None), a wrong type, an unknown enum name, or an out-of-range integer.
     """
     if not isinstance(data, dict):
         raise TraceFormatError(f"expected a JSON object for {cls.DESCRIPTOR.full_name}, got {type(data).__name__}",
@@ -62,18 +70,32 @@ def parse_dict(data: Any, cls: type[M], *, file: str = "", line: int = 0) -> M:
     try:
         json_format.ParseDict(data, msg)
     except json_format.ParseError as e:
+        if on_unknown is not None:
+            from unirl_replay.contract.compat import strip_unknown_json_keys
+
+            stripped = copy.deepcopy(data)
+            unknown = strip_unknown_json_keys(stripped, cls.DESCRIPTOR)
+            if unknown:
+                msg = parse_dict(stripped, cls, file=file, line=line)
+                on_unknown(unknown)
+                return msg
         raise TraceFormatError(f"not a valid {cls.DESCRIPTOR.full_name}: {e}", file=file, line=line,
                                rule="json.profile") from None
     return msg
 
 
-def parse_json(text: str | bytes, cls: type[M], *, file: str = "", line: int = 0) -> M:
-    """JSON text -> message. Raises TraceFormatError (``json.parse`` / ``json.profile``)."""
+def loads(text: str | bytes, *, file: str = "", line: int = 0) -> Any:
+    """Decode JSON text. Raises TraceFormatError (``json.parse``) when it is not JSON."""
     try:
-        data = json.loads(text)
+        return json.loads(text)
     except (json.JSONDecodeError, UnicodeDecodeError) as e:
         raise TraceFormatError(f"not valid JSON: {e}", file=file, line=line, rule="json.parse") from None
-    return parse_dict(data, cls, file=file, line=line)
+
+
+def parse_json(text: str | bytes, cls: type[M], *, file: str = "", line: int = 0,
+               on_unknown: Callable[[list[str]], None] | None = None) -> M:
+    """JSON text -> message. Raises TraceFormatError (``json.parse`` / ``json.profile``); see :func:`parse_dict`."""
+    return parse_dict(loads(text, file=file, line=line), cls, file=file, line=line, on_unknown=on_unknown)
 
 
 # One JSONL line is parsed exactly like a whole JSON document.
