@@ -19,6 +19,7 @@ This module only looks; :mod:`unirl_replay.contract.trace_io` decides when to ca
 from __future__ import annotations
 
 import warnings
+from collections import Counter
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -37,8 +38,10 @@ REVISIONS: dict[int, str] = {
     2: "TraceManifest.contract_revision; standard file options (go_package, java_package, ...)",
 }
 
-#: Unknown field paths kept per file (the rest are counted).
+#: Unknown field paths named per file in a message (the rest are counted).
 MAX_LISTED = 50
+#: Off-profile JSON forms kept per form (the rest are only counted, in ``off_profile_counts``).
+MAX_FORMS_KEPT = 1000
 
 __all__ = ["CONTRACT_REVISION", "REVISIONS", "ForwardCompatWarning", "CompatLog", "writer_revision",
            "manifest_revision_of_dict", "unknown_json_keys", "strip_unknown_json_keys", "unknown_binpb_fields"]
@@ -167,6 +170,9 @@ class CompatLog:
         first_line: file name -> (generic path -> first line / frame it was seen on).
         foreign_fields: like ``first_line``, for unknown binpb fields in a trace that does NOT claim
             a newer revision (only looked for with ``inspect``; ``validate`` reports them as errors).
+        off_profile_forms: ``(file, line, form, path)`` of JSON the reader accepted but the profile's
+            writers never write (``json_profile.OFF_PROFILE_FORMS``; only with ``inspect``).
+        inspected: files already looked at for off-profile forms (each is looked at once).
     """
 
     writer_revision: int = 1
@@ -176,6 +182,9 @@ class CompatLog:
     fields: dict[str, list[str]] = field(default_factory=dict)
     first_line: dict[str, dict[str, int]] = field(default_factory=dict)
     foreign_fields: dict[str, dict[str, int]] = field(default_factory=dict)
+    off_profile_forms: list[tuple[str, int, str, str]] = field(default_factory=list)
+    inspected: set[str] = field(default_factory=set)
+    off_profile_counts: Counter[str] = field(default_factory=Counter)
     warned: bool = False
     _warned_count: int = 0
 
@@ -228,3 +237,17 @@ class CompatLog:
         seen = self.foreign_fields.setdefault(file, {})
         for p in paths:
             seen.setdefault(_generic(p), line)
+
+    def start_inspecting(self, file: str) -> bool:
+        """True the first time for ``file`` (then its off-profile forms are looked for), False after."""
+        if file in self.inspected:
+            return False
+        self.inspected.add(file)
+        return True
+
+    def off_profile(self, file: str, line: int, forms: list[tuple[str, str]]) -> None:
+        """Record the off-profile JSON forms of one record (or of the manifest, line 0)."""
+        for form, path in forms:
+            self.off_profile_counts[form] += 1
+            if self.off_profile_counts[form] <= MAX_FORMS_KEPT:
+                self.off_profile_forms.append((file, line, form, path))

@@ -158,17 +158,21 @@ def _iter_jsonl(f: BinaryIO, cls: type[M], file: str, compat: CompatLog | None, 
                 ) -> Iterator[tuple[int, M]]:
     n = 0
     newer = compat is not None and compat.newer
+    # off-profile forms are looked for once per file (validate reads the workload more than once)
+    look = inspect and compat is not None and compat.start_inspecting(file)
     for n, raw in enumerate(f, 1):
         if not raw.endswith(b"\n"):
             raise IncompleteTraceError("last line has no newline (truncated write)", file=file, line=n,
                                        rule="jsonl.truncated")
         if not raw.strip():
             raise TraceFormatError("empty line", file=file, line=n, rule="jsonl.empty_line")
-        if newer:
-            yield n, json_profile.parse_json(raw, cls, file=file, line=n,
-                                             on_unknown=lambda paths, n=n: compat.note(file, n, paths))
+        on_unknown = (lambda paths, n=n: compat.note(file, n, paths)) if newer else None
+        if look:
+            data = json_profile.loads_checked(raw, file=file, line=n)
+            compat.off_profile(file, n, json_profile.off_profile_forms(data, cls.DESCRIPTOR))
+            yield n, json_profile.parse_dict(data, cls, file=file, line=n, on_unknown=on_unknown)
         else:
-            yield n, json_profile.parse_json(raw, cls, file=file, line=n)
+            yield n, json_profile.parse_json(raw, cls, file=file, line=n, on_unknown=on_unknown)
 
 
 def _iter_binpb(f: BinaryIO, cls: type[M], file: str, compat: CompatLog | None, inspect: bool
@@ -283,18 +287,22 @@ def read_message_json(path: str | os.PathLike, cls: type[M]) -> M:
     return json_profile.parse_json(path.read_bytes(), cls, file=path.name)
 
 
-def read_manifest(path: str | os.PathLike, *, strict: bool = False, warn: bool = True
+def read_manifest(path: str | os.PathLike, *, strict: bool = False, warn: bool = True, inspect: bool = False
                   ) -> tuple[TraceManifest, CompatLog]:
     """Read ``manifest.json`` and learn the writer's contract revision.
 
     A manifest from a newer revision may carry keys this reader does not know: they are skipped
     and noted in the returned log (one :class:`~unirl_replay.contract.compat.ForwardCompatWarning`;
     with ``strict`` a TraceFormatError, rule ``compat.newer_revision``). From the same or an older
-    revision an unknown key stays an error (``json.profile``).
+    revision an unknown key stays an error (``json.profile``). ``inspect`` notes the manifest's
+    off-profile JSON forms in the log (``validate``).
     """
     path = Path(path)
-    data = json_profile.loads(path.read_bytes(), file=path.name)
+    data = (json_profile.loads_checked if inspect else json_profile.loads)(path.read_bytes(), file=path.name)
     log = CompatLog(writer_revision=compat_mod.manifest_revision_of_dict(data), strict=strict, warn=warn)
+    if inspect:
+        log.start_inspecting(path.name)
+        log.off_profile(path.name, 0, json_profile.off_profile_forms(data, TraceManifest.DESCRIPTOR))
     if log.newer:
         m = json_profile.parse_dict(data, TraceManifest, file=path.name,
                                     on_unknown=lambda paths: log.note(path.name, 0, paths))
@@ -543,7 +551,8 @@ def open_trace(trace_dir: str | os.PathLike, *, verify_digests: bool = True, str
     :class:`~unirl_replay.contract.compat.ForwardCompatWarning` (``warn=False``: only noted in
     ``trace.compat``); ``strict=True`` (CI) makes the first such field an error
     (rule ``compat.newer_revision``). ``inspect=True`` also notes unknown binpb fields in a trace that
-    does not claim to be newer (``validate`` reports them).
+    does not claim to be newer, and the off-profile JSON forms of the manifest and the JSONL records
+    (``json_profile.OFF_PROFILE_FORMS``), in ``trace.compat`` (``validate`` reports them).
 
     Raises:
         IncompleteTraceError: not finalized, leftovers, missing file, size or digest mismatch.
@@ -564,7 +573,7 @@ def open_trace(trace_dir: str | os.PathLike, *, verify_digests: bool = True, str
     if partial:
         raise IncompleteTraceError(f"leftover partial files {', '.join(partial)}: a writer did not finish",
                                    file=str(d), rule="trace.partial_files")
-    m, log = read_manifest(d / MANIFEST_FILE, strict=strict, warn=warn)
+    m, log = read_manifest(d / MANIFEST_FILE, strict=strict, warn=warn, inspect=inspect)
     if m.schema_version != SCHEMA_VERSION:
         raise SchemaVersionError(
             f"schema_version is {m.schema_version or '(empty)'!r}; this reader reads only {SCHEMA_VERSION!r}. "

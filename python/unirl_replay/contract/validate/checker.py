@@ -83,6 +83,21 @@ def _compat_violations(trace, strict: bool) -> list[Violation]:
     return out
 
 
+def _off_profile(trace, sink: _Sink, strict: bool) -> None:
+    """JSON the reader accepted but the profile never writes (json_profile.OFF_PROFILE_FORMS)."""
+    from unirl_replay.contract.json_profile import OFF_PROFILE_FORMS
+
+    log = trace.compat
+    sev = ERROR if strict else WARNING
+    for file, line, form, path in log.off_profile_forms:
+        sink(f"json.{form}", file, line, "", f"{path}: {OFF_PROFILE_FORMS[form]}", sev)
+    for form, n in log.off_profile_counts.items():
+        kept = sum(1 for x in log.off_profile_forms if x[2] == form)
+        if n > kept:
+            sink.violations.append(Violation(rule=f"json.{form}", message=f"{n - kept} more not looked at in detail",
+                                             severity=sev))
+
+
 def check_trace(trace_dir: str | Path, *, max_per_rule: int = 200, strict: bool = False) -> TraceCheck:
     """Check a trace directory: container, manifest, every workload and outcome rule of :data:`RULES`.
 
@@ -126,6 +141,7 @@ def check_trace(trace_dir: str | Path, *, max_per_rule: int = 200, strict: bool 
     compat = _compat_violations(trace, strict)
     sink.violations.extend(compat)
     sink.errors += sum(1 for v in compat if v.severity != WARNING)
+    _off_profile(trace, sink, strict)
     if status != TraceCheck.STATUS_INCOMPLETE:
         status = TraceCheck.STATUS_INVALID if sink.errors else TraceCheck.STATUS_VALID
     out.status = status

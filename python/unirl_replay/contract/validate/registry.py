@@ -42,6 +42,15 @@ RULES: dict[str, str] = {
     "binpb.decode": "frame is not a valid message",
     "binpb.unknown_fields": "binpb frames carry fields this reader does not know, but the manifest's contract_revision "
                             "is not newer than the reader's (set contract_revision in the writer)",
+    # off-profile JSON (json_profile.OFF_PROFILE_FORMS): accepted by the reader, never written by the profile
+    "json.camel_case_key": "a lowerCamelCase key instead of the proto field name (warning; an error under --strict)",
+    "json.enum_number": "an enum written as a number instead of its name (warning; an error under --strict)",
+    "json.int32_string": "a 32-bit integer written as a string (warning; an error under --strict)",
+    "json.int64_number": "a 64-bit integer written as a JSON number, not a decimal string (warning; an error under "
+                         "--strict)",
+    "json.int64_form": "a 64-bit decimal string with leading zeros, -0, + or spaces (warning; an error under --strict)",
+    "json.null": "null instead of an absent key (warning; an error under --strict)",
+    "json.duplicate_key": "a key twice in one JSON object (warning; an error under --strict)",
     "compat.newer_revision": "the trace comes from a newer v1 revision and carries fields this reader skipped "
                              "(warning; an error under --strict)",
     # manifest
