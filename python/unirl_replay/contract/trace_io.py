@@ -177,7 +177,8 @@ def _iter_jsonl(f: BinaryIO, cls: type[M], file: str, compat: CompatLog | None, 
 
 def _iter_binpb(f: BinaryIO, cls: type[M], file: str, compat: CompatLog | None, inspect: bool
                 ) -> Iterator[tuple[int, M]]:
-    look = compat is not None and (compat.newer or inspect)
+    # unknown fields are looked for once per file (validate reads the workload more than once)
+    look = compat is not None and (compat.newer or inspect) and compat.start_inspecting(file + "#binpb")
     for n, payload in iter_frames(f, file=file):
         try:
             msg = cls.FromString(payload)
@@ -185,7 +186,7 @@ def _iter_binpb(f: BinaryIO, cls: type[M], file: str, compat: CompatLog | None, 
             raise TraceFormatError(f"not a valid {cls.DESCRIPTOR.full_name}: {e}", file=file, line=n,
                                    rule="binpb.decode") from None
         if look:
-            paths = compat_mod.unknown_binpb_fields(msg)
+            paths = compat_mod.unknown_binpb_fields(msg, payload)
             if paths:
                 if compat.newer:
                     compat.note(file, n, paths)
