@@ -24,10 +24,12 @@ test-light: env toolchains check-gen
 	$(BIN)/ruff check python tests conformance benchmarks
 	$(BIN)/python -m pytest -q -m "not reference"
 
-# Regenerate gen/ and schema/ from proto/ (the one documented regeneration command).
+# Regenerate gen/ and schema/ from proto/, and docs/validation-rules.md from the rule registry
+# (the one documented regeneration command).
 gen: env
 	cd $(CURDIR) && $(BIN)/buf generate
 	$(BIN)/python -m unirl_replay.contract.jsonschema_gen --write schema
+	$(BIN)/python -m unirl_replay.contract.validate.docs --write docs/validation-rules.md
 
 # Debian packages and npm packages the bindings need (apt-get as root; otherwise the command to run).
 toolchains:
