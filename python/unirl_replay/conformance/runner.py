@@ -4,6 +4,10 @@ Each simulator revision other than the one installed in the running environment 
 into its own cached virtual environment (``.cache/conformance/<dist>-<version>/``) with uv, so the
 main environment never changes. The Python executor runs there with this checkout's sources on
 ``PYTHONPATH``.
+
+The second line, ``aisimulate==<dev build>``: the executor runs in this environment and replays
+through the aisimulate adapter, which runs the build in its own cached environment
+(``.cache/simulators/aisimulate-<version>/``, the same mechanism), made here first with progress.
 """
 
 from __future__ import annotations
@@ -19,7 +23,7 @@ from typing import Any, Callable
 
 from unirl_replay.conformance.corpus import Case, first_difference, project_answer
 from unirl_replay.conformance.protocol import PROTOCOL_ID
-from unirl_replay.contract.errors import UnirlReplayError
+from unirl_replay.contract.errors import MissingEnvironmentError, UnirlReplayError
 from unirl_replay.replay.simulators import environments
 
 from unirl_replay.reference.environments import REPO_ROOT  # noqa: E402
@@ -46,12 +50,18 @@ class RevisionRun:
     results: dict[str, CellResult] = field(default_factory=dict)
 
 
+LINES = ("ai-dynamo", "aisimulate")
+
+
 def parse_revision(spec: str) -> tuple[str, str]:
-    """``"ai-dynamo==1.6.1"`` -> ``("ai-dynamo", "1.6.1")``; raises UnirlReplayError otherwise."""
+    """``"ai-dynamo==1.6.1"`` -> ``("ai-dynamo", "1.6.1")``, ``"aisimulate==0.13.0.dev…"`` likewise;
+    raises UnirlReplayError otherwise."""
     dist, sep, version = spec.partition("==")
-    if not sep or not dist or not version:
-        raise UnirlReplayError(f"--simulator must look like ai-dynamo==X.Y.Z, got {spec!r}")
-    return dist.strip(), version.strip()
+    dist, version = dist.strip(), version.strip()
+    if not sep or dist not in LINES or not version:
+        raise UnirlReplayError(f"--simulator must look like ai-dynamo==X.Y.Z or aisimulate==VERSION "
+                               f"(a dev build, e.g. aisimulate==0.13.0.dev202610270000000085), got {spec!r}")
+    return dist, version
 
 
 def installed_revision() -> str | None:
@@ -170,7 +180,20 @@ def load_xfails(root: Path, revision: str) -> set[str]:
 def run_revision(root: Path, cases: list[Case], revision: str, cache_dir: Path,
                  log: Callable[[str], None], executor: list[str] | None = None) -> RevisionRun:
     """Run every case on one simulator revision (or with a foreign ``executor`` command)."""
-    if executor is None:
+    if executor is None and parse_revision(revision)[0] == "aisimulate":
+        from unirl_replay.conformance.executor import SIMULATOR_ENV
+        from unirl_replay.replay.simulators.aisimulate import ensure_aisimulate_env
+
+        try:
+            ensure_aisimulate_env(parse_revision(revision)[1], log=log)  # made here, with progress, not in the executor
+        except MissingEnvironmentError as e:
+            run = RevisionRun(revision, "unirl-replay-python")
+            for c in cases:
+                run.results[c.name] = CellResult(ERROR, str(e).splitlines()[0][:200])
+            return run
+        cmd, env = executor_command(sys.executable)
+        env[SIMULATOR_ENV] = revision
+    elif executor is None:
         cmd, env = executor_command(revision_python(revision, cache_dir, log))
     else:
         cmd, env = executor, None
