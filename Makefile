@@ -46,8 +46,12 @@ reference-env:
 aisimulate-env: env
 	$(BIN)/python -c "from unirl_replay.replay.simulators.aisimulate import ensure_aisimulate_env as e; print(e())"
 
-# The conformance matrix across every ai-dynamo release whose replay API exists (1.3.0.post1+);
-# other revisions are installed into cached environments under .cache/conformance/.
+# The conformance matrix across every ai-dynamo release whose replay API exists (1.3.0.post1+) and
+# the AISimulate dev builds of the second line; other revisions are installed into cached
+# environments under .cache/conformance/ (ai-dynamo) and .cache/simulators/ (aisimulate).
 CONFORMANCE_REVISIONS := 1.3.0.post1 1.3.1 1.4.0 1.4.1 1.4.2 1.5.0 1.5.1 1.6.0 1.6.1
+AISIMULATE_BUILDS := 0.13.0.dev202610170000000074 0.13.0.dev202610200000000077 0.13.0.dev202610230000000081 \
+	0.13.0.dev202610240000000082 0.13.0.dev202610270000000085
 conformance-matrix: env
-	$(BIN)/unirl-replay conformance $(foreach v,$(CONFORMANCE_REVISIONS),--simulator ai-dynamo==$(v)) --out conformance/matrix.json | tee conformance/MATRIX.md
+	$(BIN)/unirl-replay conformance $(foreach v,$(CONFORMANCE_REVISIONS),--simulator ai-dynamo==$(v)) \
+	  $(foreach v,$(AISIMULATE_BUILDS),--simulator aisimulate==$(v)) --out conformance/matrix.json | tee conformance/MATRIX.md
