@@ -202,3 +202,24 @@ def test_gpu_database_replay_on_an_h200_is_a_labelled_what_if(tmp_path):
     assert all(r.HasField("completion_ns") for r in res.requests)
     fixed = replay_trace(TRACES["grpo-a"][0], "fixed:5,1", simulator="aisimulate")
     assert [r.first_token_ns for r in res.requests] != [r.first_token_ns for r in fixed.requests]
+
+
+@needs_aisimulate
+def test_a_measured_profile_runs_on_aisimulate_as_an_fpm_table():
+    # the project's measured dynamo_profile, re-expressed as an aisimulate FPM table (its onboarding
+    # route): same calibration label, a note saying what was re-expressed, and predictions of the same
+    # magnitude as the ai-dynamo line's (the two compose a mixed prefill+decode pass differently, so
+    # rows are not identical; a unit or table mistake would be off by orders of magnitude)
+    import numpy as np
+
+    from unirl_replay.replay.runner import replay_trace
+
+    pytest.importorskip("dynamo.replay")
+    spec = "profile:" + str(REPO / "profiles" / "vllm-cpu-tiny-qwen2-20261130b.npz")
+    ais = replay_trace(TRACES["grpo-a"][0], spec, simulator="aisimulate")
+    dyn = replay_trace(TRACES["grpo-a"][0], spec, simulator="dynamo")
+    assert ais.timing_model == dyn.timing_model
+    assert any("re-expressed as an aisimulate FPM table" in n for n in ais.notes), ais.notes
+    ttft = [np.mean([r.first_token_ns - r.arrival_ns for r in res.requests]) for res in (dyn, ais)]
+    assert abs(ttft[1] / ttft[0] - 1) < 0.1, ttft
+    assert [r.request_id for r in ais.requests] == [r.request_id for r in dyn.requests]

@@ -68,12 +68,14 @@ def _replay_engine(sim: Simulator, plan: EnginePlan, index: WorkloadIndex, fmt: 
         warm = convert(plan, index, include_real=False, digest=digest)
         run = _run(sim, warm, work / f"{stem}.warmup.jsonl", eargs)
         wall += run.wall_ns
+        notes.extend(n for n in run.notes if n not in notes)
         lead = max(r["terminal_time_ms"] for r in run.per_request)
         notes.append(f"engine {plan.engine.engine_id!r}: warm-ups took {lead:g} ms simulated; real "
                      "arrivals were placed after them and all times shifted back")
     conv = convert(plan, index, lead_ms=lead, digest=digest)
     run = _run(sim, conv, work / f"{stem}.jsonl", eargs)
     wall += run.wall_ns
+    notes.extend(n for n in run.notes if n not in notes)
     if run.per_request is None:
         return conv, None, run.summary, wall, notes
     if fmt == "mooncake":
@@ -162,7 +164,7 @@ def replay_workload(index: WorkloadIndex, manifest: manifest_pb2.TraceManifest, 
     wall = 0
     for eid, (conv, rows, summary, w, enotes) in done.items():
         wall += w
-        notes.extend(enotes)
+        notes.extend(n for n in enotes if n not in notes)
         if conv.lanes is not None:
             notes.append(f"engine {eid!r}: trajectory slots -> agentic_lanes={conv.lanes}; plays start in "
                          "Trajectory.start_order as lanes free up (observed root arrivals are not used)")

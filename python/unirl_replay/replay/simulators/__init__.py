@@ -80,11 +80,14 @@ class SimulatorRun:
         per_request: upstream rows (dicts, ms), or None when the runner gave aggregates only.
         summary: upstream summary (includes warm-up requests).
         wall_ns: wall time of the simulator call itself, ns (not the worker's start).
+        notes: what the adapter had to do to run the job that a reader must know (into
+            ``ReplayResult.notes``).
     """
 
     per_request: list[dict[str, Any]] | None
     summary: dict[str, Any]
     wall_ns: int
+    notes: list[str] = field(default_factory=list)
 
 
 @dataclass(frozen=True)
