@@ -334,7 +334,11 @@ README_HEAD = """# Conformance corpus
 Golden traces and expected results that every adapter and every simulator revision is run against.
 Run it: `unirl-replay conformance` (the pinned revision), or
 `unirl-replay conformance --simulator ai-dynamo==1.6.0 --simulator ai-dynamo==1.6.1 --out matrix.json`
-(other revisions are installed into cached, isolated environments under `.cache/conformance/`).
+(other revisions are installed into cached, isolated environments under `.cache/conformance/`), or
+the AISimulate line: `unirl-replay conformance --simulator aisimulate==0.13.0.dev202610270000000085`
+(its environment lives under `.cache/simulators/`, shared with `replay --simulator aisimulate`).
+Recorded expectations come from ai-dynamo 1.6.1; an aisimulate build passing them gives identical
+rows on both lines (`real_*` fixed, `real_*_polynomial` polynomial).
 
 Layout of a case, `cases/<name>/`:
 - `case.json`: the rule it covers, the upstream format, the timing model (`fixed:100,10`: 100 ms a

@@ -27,6 +27,7 @@ REPO = Path(__file__).resolve().parents[1]
 ROOTS = (REPO / "python", REPO / "gen" / "python")
 FORBIDDEN = ("unirl_replay.contract.outcomes_io", "unirl_replay.v1.outcomes_pb2")
 PREDICTOR_MODULES = ("unirl_replay.replay.convert", "unirl_replay.replay.runner", "unirl_replay.replay.simulators.dynamo",
+                     "unirl_replay.replay.simulators.aisimulate", "unirl_replay.replay.simulators.environments",
                      "unirl_replay.replay.derive", "unirl_replay.replay.timing_models")
 
 
