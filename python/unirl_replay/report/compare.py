@@ -565,7 +565,8 @@ def timing_label(tm: rpb.TimingModel) -> str:
             raise ComparisonError("GPU-database timing model not labelled UNVALIDATED: no execution on that "
                                   "hardware was measured for this trace")
         model = tm.model.rstrip("/").rsplit("/", 1)[-1] or "?"
-        return f"WHAT-IF {tm.hardware or '?'} GPU database, model {model} (UNVALIDATED, functional_only)"
+        return (f"WHAT-IF this window on {tm.hardware or '?'} (GPU database, model {model}; UNVALIDATED, "
+                "functional_only; not a prediction of the measured run)")
     else:
         raise ComparisonError("replay result's timing model kind is unspecified")
     return f"{what} ({status})"
