@@ -224,3 +224,19 @@ def test_a_measured_profile_runs_on_aisimulate_as_an_fpm_table():
     ttft = [np.mean([r.first_token_ns - r.arrival_ns for r in res.requests]) for res in (dyn, ais)]
     assert abs(ttft[1] / ttft[0] - 1) < 0.1, ttft
     assert [r.request_id for r in ais.requests] == [r.request_id for r in dyn.requests]
+
+
+@needs_aisimulate
+def test_whole_conformance_corpus_passes_on_the_aisimulate_line():
+    # every case, including the recorded ai-dynamo 1.6.1 rows of the bundled traces under the fixed
+    # (real_*) and polynomial (real_*_polynomial) models: the cross-line identity, per build
+    from unirl_replay.conformance import runner
+    from unirl_replay.conformance.corpus import load_corpus
+
+    root = REPO / "conformance"
+    cases = load_corpus(root)
+    rev = f"aisimulate=={AISIMULATE_DEFAULT}"
+    run = runner.run_revision(root, cases, rev, root / ".cache-unused", lambda m: None)
+    assert {"real_grpo_a_polynomial", "real_agentic_a_polynomial", "not_before_never_binds"} <= set(run.results)
+    bad = {n: (c.status, c.detail) for n, c in run.results.items() if c.status != runner.PASS}
+    assert not bad, bad
