@@ -40,6 +40,14 @@ def timing_label(tm: rpb.TimingModel) -> str:
     elif tm.kind == rpb.TIMING_MODEL_KIND_PROFILE:
         name = tm.profile_path.rsplit("/", 1)[-1] or "?"
         what = f"profile {name}"
+    elif tm.kind == rpb.TIMING_MODEL_KIND_HARDWARE_DATABASE:
+        # a GPU database prediction is never calibrated or validated: at most a labelled what-if
+        if tm.calibration != rpb.CALIBRATION_STATUS_UNVALIDATED:
+            raise ComparisonError("GPU-database timing model not labelled UNVALIDATED: no execution on that "
+                                  "hardware was measured for this trace")
+        model = tm.model.rstrip("/").rsplit("/", 1)[-1] or "?"
+        return (f"WHAT-IF this window on {tm.hardware or '?'} (GPU database, model {model}; UNVALIDATED, "
+                "functional_only; not a prediction of the measured run)")
     else:
         raise ComparisonError("replay result's timing model kind is unspecified")
     return f"{what} ({status})"
