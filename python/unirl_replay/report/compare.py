@@ -76,6 +76,7 @@ from unirl_replay.report.keys import (  # noqa: F401  (re-exported)
     Pairs,
     SideValues,
 )
+from unirl_replay.report.explain import LoadedModel, explain
 from unirl_replay.report.labels import _ROLE_WORDS, check_inputs, honesty_label, timing_label  # noqa: F401
 from unirl_replay.report.matching import (  # noqa: F401  (re-exported)
     REQUEST_SPANS,
@@ -181,7 +182,7 @@ def _measured_makespan(idx: WorkloadIndex, outcomes: Iterable[opb.OutcomeRecord]
 def compare(manifest: mpb.TraceManifest, workload: Iterable[wpb.WorkloadRecord],
             outcomes: Iterable[opb.OutcomeRecord], replay: rpb.ReplayResult,
             repeats: Sequence[tuple[mpb.TraceManifest, Iterable[wpb.WorkloadRecord], Iterable[opb.OutcomeRecord]]] = (),
-            matching: Matching | None = None) -> vpb.ValidationReport:
+            matching: Matching | None = None, timing: LoadedModel | None = None) -> vpb.ValidationReport:
     """Build the ``ValidationReport`` of ``replay`` against the trace it came from.
 
     Args:
@@ -192,6 +193,9 @@ def compare(manifest: mpb.TraceManifest, workload: Iterable[wpb.WorkloadRecord],
             run-to-run spread; the main trace is counted as one repeat.
         matching: :func:`match` of the same inputs when the caller already has it (for plots);
             computed here otherwise.
+        timing: the replay's timing model, loaded (``timing_eval.step_model``), for the profile
+            check and the decomposition; polynomial / fixed models need none, a profile without
+            it is reported as not evaluated.
     Returns:
         The report (``artifacts`` empty: the command fills it).
     Raises:
@@ -240,6 +244,9 @@ def compare(manifest: mpb.TraceManifest, workload: Iterable[wpb.WorkloadRecord],
                 report.not_compared.append(vpb.NotCompared(level=key[0], metric=key[1],
                                                            reason="no matched pair at this level"))
         report.not_compared.extend(matching.not_compared)
+        explain(idx, outcomes, manifest, replay, matching.pairs, timing, report)
+    report.workload_requests = len(idx.requests)
+    report.workload_samples = sum(max(r.num_samples, 1) for r in idx.requests.values())
 
     report.repeat_spread.extend(spread_over_repeats(manifest, meas, repeats))
     return report

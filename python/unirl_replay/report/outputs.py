@@ -25,6 +25,15 @@ def _load_trace(trace_dir: str):
     return trace.manifest, workload, outcomes
 
 
+def load_timing_model(replay, replay_path: Path):
+    """The replay's timing model for the profile check: a profile path as given, else relative to the
+    replay result's directory and its parents (the replay may have run from another directory)."""
+    from unirl_replay.report.timing_eval import step_model
+
+    dirs = [replay_path.resolve().parent, *replay_path.resolve().parent.parents][:6]
+    return step_model(replay.timing_model, 0, search_dirs=dirs)
+
+
 def compare_to_dir(trace_dir: str | Path, replay_result: str | Path, out_dir: str | Path,
                    repeats: tuple[str, ...] | list[str] = (), batch_id: str | None = None,
                    plots_too: bool = True):
@@ -51,7 +60,8 @@ def compare_to_dir(trace_dir: str | Path, replay_result: str | Path, out_dir: st
     reps = [_load_trace(str(d)) for d in repeats]
     per_request = replay.granularity == replay_pb2.RESULT_GRANULARITY_PER_REQUEST
     matching = C.match(workload, outcomes, replay) if per_request else None
-    report = C.compare(manifest, workload, outcomes, replay, repeats=reps, matching=matching)
+    timing = load_timing_model(replay, rp)
+    report = C.compare(manifest, workload, outcomes, replay, repeats=reps, matching=matching, timing=timing)
 
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
