@@ -2,8 +2,8 @@
 
 Reads the trace (manifest, workload) and its measured outcomes (the only command besides
 ``validate`` that does), the replay result (a ``replay_result.json`` file or the directory holding
-it), and writes into DIR: ``validation_report.json``, the PNG plots and ``timeline.perfetto.json``.
-Prints the readable table. Each ``--repeat`` is another trace directory of the same workload (same
+it), and writes into DIR: ``validation_report.json``, the table (``table.txt``, also printed), the
+PNG plots (with a waterfall of the error decomposition per rollout batch) and ``timeline.perfetto.json``. Each ``--repeat`` is another trace directory of the same workload (same
 workload name and role), used only for the run-to-run spread.
 """
 
@@ -26,9 +26,9 @@ import click
 def command(trace_dir: str, replay_result: str, out_dir: str, repeats: tuple[str, ...], batch_id: str | None,
             no_plots: bool) -> None:
     """Compare REPLAY_RESULT with the measured outcomes of TRACE_DIR."""
-    from unirl_replay.report.outputs import REPORT_FILE, compare_to_dir
+    from unirl_replay.report.outputs import REPORT_FILE, TABLE_FILE, compare_to_dir, strip_ansi
     from unirl_replay.report.text import format_report
 
     report = compare_to_dir(trace_dir, replay_result, out_dir, repeats, batch_id, not no_plots)
-    click.echo(format_report(report))
-    click.echo(f"\nwrote {Path(out_dir) / REPORT_FILE}")
+    click.echo(strip_ansi(format_report(report)))
+    click.echo(f"\nwrote {Path(out_dir) / REPORT_FILE} and the table {Path(out_dir) / TABLE_FILE}")

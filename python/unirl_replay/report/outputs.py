@@ -7,11 +7,13 @@ the PNG plots and ``timeline.perfetto.json`` into one directory.
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 from unirl_replay.contract.errors import TraceFormatError
 
 REPORT_FILE = "validation_report.json"
+TABLE_FILE = "table.txt"
 PERFETTO_FILE = "timeline.perfetto.json"
 
 
@@ -46,6 +48,7 @@ def compare_to_dir(trace_dir: str | Path, replay_result: str | Path, out_dir: st
     from unirl_replay.contract.trace_io import read_message_json, write_message_json
     from unirl_replay.report import compare as C
     from unirl_replay.report import perfetto, plots
+    from unirl_replay.report.text import format_report
     from unirl_replay.v1 import replay_pb2
 
     rp = Path(replay_result)
@@ -69,10 +72,21 @@ def compare_to_dir(trace_dir: str | Path, replay_result: str | Path, out_dir: st
         if per_request:
             report.artifacts.extend(plots.write_plots(out, matching.pairs, workload, outcomes, replay, report.label,
                                                       batch_id=batch_id))
+            report.artifacts.extend(plots.write_waterfalls(out, report))
             perfetto.write_chrome_trace(out / PERFETTO_FILE,
                                         perfetto.chrome_trace(workload, outcomes, replay, report.label))
             report.artifacts.append(PERFETTO_FILE)
         else:
             report.notes.append("aggregate-only result: no per-record plots or timelines")
+    report.artifacts.append(TABLE_FILE)
+    (out / TABLE_FILE).write_text(strip_ansi(format_report(report)) + "\n")
     write_message_json(out / REPORT_FILE, report)
     return report
+
+
+_ANSI = re.compile(r"\x1b\[[0-9;?]*[ -/]*[@-~]")
+
+
+def strip_ansi(text: str) -> str:
+    """Text without terminal escape sequences (upstream logs colour their lines)."""
+    return _ANSI.sub("", text)
