@@ -63,3 +63,36 @@ def test_request_lanes_never_overlap_and_file_is_json(tmp_path):
         assert all(a[1] <= b[0] for a, b in zip(spans, spans[1:]))
     p = Pf.write_chrome_trace(tmp_path / "timeline.perfetto.json", t)
     assert json.loads(p.read_text()) == t
+
+
+def _no_overlap_on_any_track(trace):
+    tracks = {}
+    for e in trace["traceEvents"]:
+        if e.get("ph") == "X":
+            tracks.setdefault((e["pid"], e["tid"]), []).append(e)
+    for key, evs in tracks.items():
+        top = sorted((e for e in evs if e["cat"] != "queue"), key=lambda e: e["ts"])
+        for a, b in zip(top, top[1:]):
+            assert a["ts"] + a["dur"] <= b["ts"] + 1e-6, (key, a["name"], b["name"])
+        for q in (e for e in evs if e["cat"] == "queue"):  # nested inside its request
+            assert any(p["ts"] <= q["ts"] and q["ts"] + q["dur"] <= p["ts"] + p["dur"] + 1e-6 for p in top), key
+
+
+def test_no_track_holds_overlapping_slices_on_the_bundled_agentic_trace(tmp_path):
+    """agentic-a's two rollout batches overlap in time: they must land on separate lanes."""
+    import pytest
+
+    pytest.importorskip("dynamo.replay")
+    from pathlib import Path
+
+    from unirl_replay.replay.runner import replay_trace
+    from unirl_replay.report import perfetto
+    from unirl_replay.report.outputs import _load_trace
+
+    trace_dir = Path(__file__).resolve().parents[1] / "traces" / "agentic-a"
+    res = replay_trace(trace_dir, "polynomial", work_dir=tmp_path / "up", unmodelled=("engine_client.inflight_limit",))
+    _, wl, outs = _load_trace(str(trace_dir))
+    trace = perfetto.chrome_trace(wl, outs, res, "label")
+    _no_overlap_on_any_track(trace)
+    names = {e["args"]["name"] for e in trace["traceEvents"] if e.get("name") == "thread_name"}
+    assert "rollout batches 0" in names
