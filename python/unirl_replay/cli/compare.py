@@ -21,14 +21,18 @@ import click
               help="Directory for validation_report.json, the PNG plots and timeline.perfetto.json.")
 @click.option("--repeat", "repeats", multiple=True, type=click.Path(exists=True, file_okay=False),
               help="Another measured trace of the same workload (repeatable): run-to-run spread.")
+@click.option("--bound", "bounds", multiple=True, type=click.Path(exists=True),
+              help="Another UNMODELLED replay of the same trace (e.g. --allow-unmodelled "
+                   "engine_client.inflight_limit.as_lanes next to engine_client.inflight_limit): the report "
+                   "brackets the measured values between the bounds instead of presenting one prediction.")
 @click.option("--batch", "batch_id", default=None, help="Rollout batch shown in the timeline plot (default: the first).")
 @click.option("--no-plots", is_flag=True, help="Write the report and table only.")
-def command(trace_dir: str, replay_result: str, out_dir: str, repeats: tuple[str, ...], batch_id: str | None,
-            no_plots: bool) -> None:
+def command(trace_dir: str, replay_result: str, out_dir: str, repeats: tuple[str, ...], bounds: tuple[str, ...],
+            batch_id: str | None, no_plots: bool) -> None:
     """Compare REPLAY_RESULT with the measured outcomes of TRACE_DIR."""
     from unirl_replay.report.outputs import REPORT_FILE, TABLE_FILE, compare_to_dir, strip_ansi
     from unirl_replay.report.text import format_report
 
-    report = compare_to_dir(trace_dir, replay_result, out_dir, repeats, batch_id, not no_plots)
+    report = compare_to_dir(trace_dir, replay_result, out_dir, repeats, batch_id, not no_plots, bounds=bounds)
     click.echo(strip_ansi(format_report(report)))
     click.echo(f"\nwrote {Path(out_dir) / REPORT_FILE} and the table {Path(out_dir) / TABLE_FILE}")

@@ -15,8 +15,10 @@ import click
               type=click.Choice(["agentic_mooncake", "mooncake"]))
 @click.option("--allow-unmodelled", "unmodelled", multiple=True, metavar="RULE",
               help="Replay WITHOUT a constraint upstream cannot express instead of rejecting the trace "
-                   "(repeatable; only engine_client.inflight_limit may be dropped). The result records "
-                   "it in unmodelled_constraints and reports label it UNMODELLED.")
+                   "(only engine_client.inflight_limit may be dropped: the optimistic bound; or "
+                   "engine_client.inflight_limit.as_lanes: lanes = the limit, the pessimistic bound). The result "
+                   "records it in unmodelled_constraints and reports label it UNMODELLED; compare the two bounds "
+                   "with `compare ... --bound`.")
 def command(trace_dir: str, timing_model: str, out_dir: str, trace_format: str,
             unmodelled: tuple[str, ...]) -> None:
     """Replay TRACE_DIR in Dynamo Replay and write OUT/replay_result.json keyed by request_id."""

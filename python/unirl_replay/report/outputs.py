@@ -27,6 +27,15 @@ def _load_trace(trace_dir: str):
     return trace.manifest, workload, outcomes
 
 
+def _result_file(p: Path) -> Path:
+    if p.is_dir():
+        f = p / "replay_result.json"
+        if not f.is_file():
+            raise TraceFormatError(f"{p} holds no replay_result.json", file=str(p), rule="compare.no_replay_result")
+        return f
+    return p
+
+
 def load_timing_model(replay, replay_path: Path):
     """The replay's timing model for the profile check: a profile path as given, else relative to the
     replay result's directory and its parents (the replay may have run from another directory)."""
@@ -38,11 +47,12 @@ def load_timing_model(replay, replay_path: Path):
 
 def compare_to_dir(trace_dir: str | Path, replay_result: str | Path, out_dir: str | Path,
                    repeats: tuple[str, ...] | list[str] = (), batch_id: str | None = None,
-                   plots_too: bool = True):
+                   plots_too: bool = True, bounds: tuple[str, ...] | list[str] = ()):
     """Compare a replay result with a trace's measured outcomes and write everything into ``out_dir``.
 
     Writes ``validation_report.json``, the PNG plots and ``timeline.perfetto.json`` (per-request
-    results only). Returns the ValidationReport message. Raises the errors of
+    results only). ``bounds``: other UNMODELLED replay results of the trace (files or directories),
+    reported as a bracket. Returns the ValidationReport message. Raises the errors of
     :func:`unirl_replay.report.compare.compare` (e.g. a replay of another trace, a mislabelled model).
     """
     from unirl_replay.contract.trace_io import read_message_json, write_message_json
@@ -64,7 +74,9 @@ def compare_to_dir(trace_dir: str | Path, replay_result: str | Path, out_dir: st
     per_request = replay.granularity == replay_pb2.RESULT_GRANULARITY_PER_REQUEST
     matching = C.match(workload, outcomes, replay) if per_request else None
     timing = load_timing_model(replay, rp)
-    report = C.compare(manifest, workload, outcomes, replay, repeats=reps, matching=matching, timing=timing)
+    bound_results = [(str(b), read_message_json(_result_file(Path(b)), replay_pb2.ReplayResult)) for b in bounds]
+    report = C.compare(manifest, workload, outcomes, replay, repeats=reps, matching=matching, timing=timing,
+                       bounds=bound_results)
 
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
