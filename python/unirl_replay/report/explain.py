@@ -9,6 +9,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 
 from unirl_replay.report import profile_check as pc
+from unirl_replay.report.conditions import condition_warnings
 from unirl_replay.report.decompose import TERMS, WHAT, decompose
 from unirl_replay.report.keys import L_BATCH, Pairs
 from unirl_replay.report.labels import timing_label
@@ -78,6 +79,7 @@ def explain(idx: WorkloadIndex, outcomes: Sequence[opb.OutcomeRecord], manifest:
         check.reading = pc.reading(check.phases, rebuilt)
     check.profile_spread = profile_spread(prov)
     report.profile_check.CopyFrom(check)
+    report.condition_warnings.extend(condition_warnings(manifest, replay, prov, sm))
     decs = decompose(idx, outcomes, rb, pairs)
     total = summed(decs, "batch_readiness", "all rollout batches")
     if total is not None:
