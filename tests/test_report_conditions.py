@@ -44,9 +44,9 @@ def test_cpu_load_steal_and_uptime_differences_are_named():
 
 def test_old_traces_load_label_is_read():
     m = _manifest()
-    m.labels["loadavg.window"] = "start 1.14/1.05/1.17, end 1.30/1.05/1.17"
+    m.labels["loadavg.window"] = "start 1.14/1.05/1.17, end 1.60/1.05/1.17"
     ws = condition_warnings(m, _replay(), PROV, None)
-    assert any("capture up to 1.30 (label loadavg.window)" in w for w in ws)
+    assert any("capture up to 1.60 (label loadavg.window)" in w for w in ws)
 
 
 def test_probe_level_beyond_its_spread_warns():
