@@ -224,7 +224,8 @@ def compare(manifest: mpb.TraceManifest, workload: Iterable[wpb.WorkloadRecord],
     report.requests_unavailable = len(unavailable)
     report.notes.append("durations only; groups and batches measured from the batch's first submit on "
                         "their engine (see docs/comparison.md)")
-    if manifest.role == cpb.WORKLOAD_ROLE_CALIBRATION and replay.timing_model.calibration == rpb.CALIBRATION_STATUS_CALIBRATED:
+    if manifest.role == cpb.WORKLOAD_ROLE_CALIBRATION and replay.timing_model.calibration in (
+            rpb.CALIBRATION_STATUS_CALIBRATED, rpb.CALIBRATION_STATUS_CALIBRATED_PROBE):
         report.notes.append("calibration workload with a calibrated profile: in-sample prediction")
     if not manifest.capture_overhead.HasField("overhead_ratio"):
         report.notes.append("capture overhead not measured in this trace")

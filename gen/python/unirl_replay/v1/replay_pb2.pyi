@@ -22,6 +22,7 @@ class CalibrationStatus(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
     CALIBRATION_STATUS_UNCALIBRATED: _ClassVar[CalibrationStatus]
     CALIBRATION_STATUS_FIXED: _ClassVar[CalibrationStatus]
     CALIBRATION_STATUS_CALIBRATED: _ClassVar[CalibrationStatus]
+    CALIBRATION_STATUS_CALIBRATED_PROBE: _ClassVar[CalibrationStatus]
 
 class ResultGranularity(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
     __slots__ = ()
@@ -36,6 +37,7 @@ CALIBRATION_STATUS_UNSPECIFIED: CalibrationStatus
 CALIBRATION_STATUS_UNCALIBRATED: CalibrationStatus
 CALIBRATION_STATUS_FIXED: CalibrationStatus
 CALIBRATION_STATUS_CALIBRATED: CalibrationStatus
+CALIBRATION_STATUS_CALIBRATED_PROBE: CalibrationStatus
 RESULT_GRANULARITY_UNSPECIFIED: ResultGranularity
 RESULT_GRANULARITY_PER_REQUEST: ResultGranularity
 RESULT_GRANULARITY_AGGREGATE_ONLY: ResultGranularity
