@@ -121,7 +121,9 @@ def chrome_trace(workload: Sequence[wpb.WorkloadRecord], outcomes: Iterable[opb.
                 q = idx.requests[r]
                 args = {k + "_ms": (v - rb["submit"]) / 1e6 for k, v in rb.items() if k != "submit"}
                 args.update({"group": q.group_id, "trajectory": q.trajectory_id, "batch": q.rollout_batch_id})
-                t = slice_("requests", r, rb["submit"], rb["completion"], args, "request")
+                name = (f"{q.trajectory_id} turn {q.turn_index} ({r})" if q.trajectory_id and q.HasField("turn_index")
+                        else r + (f" (n={q.num_samples})" if q.num_samples > 1 else ""))
+                t = slice_("requests", name, rb["submit"], rb["completion"], args, "request")
                 if "scheduled" in rb and rb["submit"] <= rb["scheduled"] <= rb["completion"]:
                     events.append({"ph": "X", "name": "queue", "cat": "queue", "pid": pid, "tid": t,
                                    "ts": us(rb["submit"]), "dur": us(rb["scheduled"]) - us(rb["submit"])})
@@ -129,7 +131,8 @@ def chrome_trace(workload: Sequence[wpb.WorkloadRecord], outcomes: Iterable[opb.
                     pb = b.get(dep.predecessor_request_id, {})
                     if dep.trigger == cpb.DEPENDENCY_TRIGGER_COMPLETION and "completion" in pb \
                             and pb["completion"] <= rb["submit"]:
-                        slice_("tool waits", f"wait {dep.predecessor_request_id} -> {r}", pb["completion"],
+                        slice_("tool waits", f"tool wait {q.trajectory_id} before turn {q.turn_index} "
+                               f"({dep.predecessor_request_id} -> {r})", pb["completion"],
                                rb["submit"], {"trajectory": q.trajectory_id}, "tool_wait")
             for tj, (s, e) in sorted(slots[side].items()):
                 if tj in idx.requests_of_trajectory and idx.requests[idx.requests_of_trajectory[tj][0]].engine_id == eng \
