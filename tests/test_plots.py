@@ -28,7 +28,8 @@ def test_titles_carry_the_label_before_saving():
         # the label may be wrapped at its " | " separators, never shortened
         assert _title_text(fig).split("\n", 1)[1].replace("\n", " | ") == label
     # scatter at request level: one panel per metric with at least MIN_SCATTER_POINTS pairs
-    assert [ax.get_title() for ax in figs[0].axes] == ["ttft: 3 pairs", "e2e: 4 pairs", "queueing_delay: 4 pairs"]
+    assert [ax.get_title() for ax in figs[0].axes] == ["ttft: 3 requests", "e2e: 4 requests",
+                                                          "queueing_delay: 4 requests"]
 
 
 def test_long_labels_are_wrapped_inside_the_figure():

@@ -41,6 +41,9 @@ UP_COLOR = "#2ca02c"
 DOWN_COLOR = "#d62728"
 
 
+#: What one pair is at each level (a request is an engine request; its n samples are one pair).
+_UNITS = {C.L_REQ: "requests", C.L_GROUP: "groups", C.L_TRAJ: "trajectories", C.L_BATCH: "rollout batches"}
+
 #: Fewest pairs for a scatter / a CDF: fewer points say nothing about a distribution.
 MIN_SCATTER_POINTS = 3
 MIN_CDF_POINTS = 10
@@ -96,7 +99,7 @@ def scatter_figure(pairs: Mapping[tuple[int, str], C.Pairs], level: int, label: 
         ax.plot([lo - pad, hi + pad], [lo - pad, hi + pad], color="grey", lw=1, ls="--", label="y = x")
         ax.set_xlabel(f"measured {metric} (ms)")
         ax.set_ylabel(f"predicted {metric} (ms)")
-        ax.set_title(f"{metric}: {len(p.ids)} pairs", fontsize=9)
+        ax.set_title(f"{metric}: {len(p.ids)} {_UNITS[level]}", fontsize=9)
         ax.legend(loc="upper left", fontsize=8)
         ax.grid(alpha=0.3)
     _title(fig, f"Predicted vs measured, {C.LEVEL_NAMES[level]} level", label)
@@ -119,7 +122,7 @@ def cdf_figure(pairs: Mapping[tuple[int, str], C.Pairs], level: int, label: str)
         ax.set_xlabel(f"{metric} (ms)")
         ax.set_ylabel("fraction of pairs")
         ax.set_ylim(0, 1.02)
-        ax.set_title(f"{metric}: {len(p.ids)} pairs", fontsize=9)
+        ax.set_title(f"{metric}: {len(p.ids)} {_UNITS[level]}", fontsize=9)
         ax.legend(loc="lower right", fontsize=8)
         ax.grid(alpha=0.3)
     _title(fig, f"CDF, measured vs predicted, {C.LEVEL_NAMES[level]} level", label)
