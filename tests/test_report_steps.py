@@ -179,3 +179,27 @@ def test_profile_file_that_changed_is_not_evaluated(tmp_path):
     assert model is None and "not the file the replay used" in why
     tm.profile_path = "nowhere.npz"
     assert "not found" in step_model(tm, 1)[2]
+
+
+def _synthetic(ratio_of_b, prefill_ratio):
+    es = vpb.EngineSteps(engine_id="e0")
+    k = 0
+    for b in (2, 4, 8, 16, 32):
+        for _ in range(3):
+            es.intervals.add(segment=k, first_step=1, last_step=1, phase=vpb.STEP_PHASE_DECODE, decode_sequences=b,
+                             real_ms=2.0 * ratio_of_b(b), model_ms=2.0)
+            k += 1
+    es.intervals.add(segment=k, first_step=1, last_step=1, phase=vpb.STEP_PHASE_PREFILL, prefill_tokens=500,
+                     real_ms=10.0 * prefill_ratio, model_ms=10.0)
+    return [es]
+
+
+@pytest.mark.parametrize("ratio,prefill,expect", [
+    (lambda b: b ** 0.3, 1.5, "grows with batch size"),
+    (lambda b: 1.5, 1.5, "LEVEL"),
+    (lambda b: 1.02, 0.98, "fits this window"),
+    (lambda b: 1.5, 0.6, "differs between phases"),
+])
+def test_the_reading_tells_form_from_level(ratio, prefill, expect):
+    es = _synthetic(ratio, prefill)
+    assert expect in pc.reading(pc.phase_ratios(es), es)

@@ -10,9 +10,10 @@ repeat spread from its provenance.
 
 The reading (``ProfileCheck.reading``), with the rule written down:
 
-- decode buckets with at least :data:`MIN_INTERVALS` intervals are compared; when their median
-  ratios rise with batch size (each bucket's median above the previous one, and last / first
-  > :data:`FORM_FACTOR`), the ratio **grows with batch size: the model's form** is wrong;
+- decode buckets with at least :data:`MIN_INTERVALS` intervals are compared; when the per-interval
+  ratio rises with batch size (Spearman rank correlation over decode intervals > :data:`TREND_RHO`
+  and the last bucket's median / the first's > :data:`FORM_FACTOR`; or the mirror image: falls),
+  the ratio **grows (falls) with batch size: the model's form** is wrong;
 - likewise prefill intervals against their new-token count (ratio of the upper half over the
   lower half of prompt lengths > :data:`FORM_FACTOR`): **grows with prompt length**;
 - otherwise, when every phase's median lies within a factor :data:`FORM_FACTOR` of the decode
@@ -33,6 +34,24 @@ from unirl_replay.v1 import report_pb2 as vpb
 
 MIN_INTERVALS = 3
 FORM_FACTOR = 1.25
+TREND_RHO = 0.5
+
+
+def _spearman(x: Sequence[float], y: Sequence[float]) -> float:
+    """Spearman rank correlation (average ranks for ties); 0 when either side is constant."""
+    def ranks(v):
+        a = np.asarray(v, dtype=np.float64)
+        order = np.argsort(a, kind="mergesort")
+        r = np.empty(a.size)
+        r[order] = np.arange(a.size, dtype=np.float64)
+        for val in np.unique(a):  # ties: average rank
+            m = a == val
+            r[m] = r[m].mean()
+        return r
+    rx, ry = ranks(x), ranks(y)
+    if rx.std() == 0 or ry.std() == 0:
+        return 0.0
+    return float(np.corrcoef(rx, ry)[0, 1])
 BUCKETS = ((1, 1), (2, 3), (4, 7), (8, 15), (16, 31), (32, 63), (64, 1 << 30))
 
 
@@ -100,11 +119,16 @@ def phase_ratios(engine_steps: Sequence[vpb.EngineSteps]) -> list[vpb.PhaseRatio
 def reading(phases: Sequence[vpb.PhaseRatio], engine_steps: Sequence[vpb.EngineSteps]) -> str:
     dec = [p for p in phases if p.phase.startswith("decode") and p.intervals >= MIN_INTERVALS]
     words = []
-    if len(dec) >= 2:
-        meds = [p.median_ratio for p in dec]
-        if all(b > a for a, b in zip(meds, meds[1:])) and meds[-1] / meds[0] > FORM_FACTOR:
-            words.append(f"decode ratio grows with batch size ({dec[0].phase} {meds[0]:.2f}x -> {dec[-1].phase} "
-                         f"{meds[-1]:.2f}x): the model's FORM is off")
+    ivs = [iv for es in engine_steps for iv in es.intervals if iv.phase == PH_DECODE and iv.HasField("model_ms")
+           and iv.model_ms > 0 and iv.decode_sequences > 0]
+    if len(dec) >= 2 and len(ivs) >= 2 * MIN_INTERVALS:
+        rho = _spearman([iv.decode_sequences for iv in ivs], [iv.real_ms / iv.model_ms for iv in ivs])
+        first, last = dec[0].median_ratio, dec[-1].median_ratio
+        trend = ("grows" if rho > TREND_RHO and last / first > FORM_FACTOR else
+                 "falls" if rho < -TREND_RHO and first / last > FORM_FACTOR else "")
+        if trend:
+            words.append(f"decode ratio {trend} with batch size ({dec[0].phase} {first:.2f}x -> {dec[-1].phase} "
+                         f"{last:.2f}x, Spearman {rho:+.2f} over {len(ivs)} intervals): the model's FORM is off")
     pre = [iv for es in engine_steps for iv in es.intervals if iv.phase in (PH_PREFILL, PH_FIRST)
            and iv.HasField("model_ms") and iv.model_ms > 0]
     if len(pre) >= 2 * MIN_INTERVALS:

@@ -198,8 +198,8 @@ def _join(comps: list[dict[int, int]]) -> list[dict[int, int]]:
             for j in range(i + 1, len(comps)):
                 a, b = comps[i], comps[j]
                 (a0, a1), (b0, b1) = _span(a), _span(b)
-                if b0 > a1 or a0 > b1:
-                    continue
+                if b0 > a1:  # sorted by start: no later component overlaps a either
+                    break
                 lo, hi = _shift_range(a, b)
                 if lo > hi:
                     raise _Unavailable(f"steps around {b0} ns: the time order admits no step numbering")
