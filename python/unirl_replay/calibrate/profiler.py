@@ -196,15 +196,23 @@ def calibrate(like: str, out: str, *, workload_name: Optional[str] = None, repea
     seed_label = man.labels.get("knob.model_seed")
     spec.update(model_dir=model_dir, model_seed=int(seed_label) if seed_label else 0,
                 weights_sha256=man.model.weights_sha256 or None)
+    conditions = None
     if raw_in:
         raw = json.loads(Path(raw_in).read_text())
     else:
+        from unirl_replay.calibrate import conditions as cond
+
         reference_python()  # fail early with the clear message
+        t0 = cond.snapshot()
         raw = run_driver(spec, log=log, timeout_s=timeout_s)
+        conditions = cond.conditions_json(cond.run_conditions(t0, cond.snapshot(), hardware=environments.hardware()))
     if raw_out:
         Path(raw_out).write_text(json.dumps(raw, indent=1) + "\n")
     fit = fit_profile(raw, eng)
     prov = build_provenance(raw=raw, fit=fit, eng=eng, manifest=man, workload_name=name, spec=spec)
+    # RunConditions of the sweep (manifest.proto), the same message a capture records: compare warns when
+    # they differ. A refit (--from-raw) has none: the raw data did not record them.
+    prov["conditions"] = conditions or {"recorded": False}
     return write_profile(out, fit.tables, prov), prov
 
 

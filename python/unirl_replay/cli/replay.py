@@ -16,8 +16,10 @@ import click
               type=click.Choice(["agentic_mooncake", "mooncake"]))
 @click.option("--allow-unmodelled", "unmodelled", multiple=True, metavar="RULE",
               help="Replay WITHOUT a constraint upstream cannot express instead of rejecting the trace "
-                   "(repeatable; only engine_client.inflight_limit may be dropped). The result records "
-                   "it in unmodelled_constraints and reports label it UNMODELLED.")
+                   "(only engine_client.inflight_limit may be dropped: the optimistic bound; or "
+                   "engine_client.inflight_limit.as_lanes: lanes = the limit, the pessimistic bound). The result "
+                   "records it in unmodelled_constraints and reports label it UNMODELLED; compare the two bounds "
+                   "with `compare ... --bound`.")
 @click.option("--simulator", default="dynamo", show_default=True, metavar="dynamo|aisimulate[==VERSION]",
               help="Simulator line: dynamo (the installed ai-dynamo) or aisimulate (an exact pinned dev build, "
                    "installed on first use into a cached isolated environment under .cache/simulators/).")

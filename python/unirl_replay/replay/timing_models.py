@@ -7,7 +7,8 @@
 * ``polynomial`` -> UNCALIBRATED (upstream's one generic curve, never fitted to this engine);
 * ``fixed`` -> FIXED (analytic; conformance only);
 * ``profile`` -> CALIBRATED only when the profile's provenance says it was measured, else
-  UNCALIBRATED. Provenance is read from the NPZ key ``provenance`` (a 0-d string array holding
+  UNCALIBRATED; CALIBRATED_PROBE ("CALIBRATED+PROBE") when it is a measured profile levelled to a
+  reference probe (provenance ``probe_levelled``, ``unirl-replay calibrate --level-to-probe``). Provenance is read from the NPZ key ``provenance`` (a 0-d string array holding
   JSON) or from a sidecar ``<file>.provenance.json``; it counts as measured when it holds
   ``"measured": true`` (``calibration_workloads`` is copied into the message);
 * ``aic:HARDWARE:MODEL`` (aisimulate line only) -> HARDWARE_DATABASE, always UNVALIDATED: AISimulate's
@@ -93,10 +94,11 @@ def parse_timing_model(spec: str) -> tuple[replay_pb2.TimingModel, dict]:
                 raise TimingModelError(f"profile {arg!r}: axis {k} must be 1-D and strictly increasing")
         prov = _read_provenance(path, npz)
         measured = prov.get("measured") is True
+        status = (replay_pb2.CALIBRATION_STATUS_UNCALIBRATED if not measured else
+                  replay_pb2.CALIBRATION_STATUS_CALIBRATED_PROBE if isinstance(prov.get("probe_levelled"), dict)
+                  else replay_pb2.CALIBRATION_STATUS_CALIBRATED)
         tm = replay_pb2.TimingModel(
-            kind=replay_pb2.TIMING_MODEL_KIND_PROFILE,
-            calibration=(replay_pb2.CALIBRATION_STATUS_CALIBRATED if measured
-                         else replay_pb2.CALIBRATION_STATUS_UNCALIBRATED),
+            kind=replay_pb2.TIMING_MODEL_KIND_PROFILE, calibration=status,
             profile_path=arg, profile_sha256=hashlib.sha256(data).hexdigest(),
             calibration_workloads=[str(w) for w in prov.get("calibration_workloads", [])])
         return tm, {"type": "external", "provider": "dynamo_profile",

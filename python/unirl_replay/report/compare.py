@@ -76,6 +76,8 @@ from unirl_replay.report.keys import (  # noqa: F401  (re-exported)
     Pairs,
     SideValues,
 )
+from unirl_replay.report.bracket import bound_name, brackets
+from unirl_replay.report.explain import LoadedModel, explain
 from unirl_replay.report.labels import _ROLE_WORDS, check_inputs, honesty_label, timing_label  # noqa: F401
 from unirl_replay.report.matching import (  # noqa: F401  (re-exported)
     REQUEST_SPANS,
@@ -181,7 +183,8 @@ def _measured_makespan(idx: WorkloadIndex, outcomes: Iterable[opb.OutcomeRecord]
 def compare(manifest: mpb.TraceManifest, workload: Iterable[wpb.WorkloadRecord],
             outcomes: Iterable[opb.OutcomeRecord], replay: rpb.ReplayResult,
             repeats: Sequence[tuple[mpb.TraceManifest, Iterable[wpb.WorkloadRecord], Iterable[opb.OutcomeRecord]]] = (),
-            matching: Matching | None = None) -> vpb.ValidationReport:
+            matching: Matching | None = None, timing: LoadedModel | None = None,
+            bounds: Sequence[tuple[str, rpb.ReplayResult]] = ()) -> vpb.ValidationReport:
     """Build the ``ValidationReport`` of ``replay`` against the trace it came from.
 
     Args:
@@ -192,6 +195,12 @@ def compare(manifest: mpb.TraceManifest, workload: Iterable[wpb.WorkloadRecord],
             run-to-run spread; the main trace is counted as one repeat.
         matching: :func:`match` of the same inputs when the caller already has it (for plots);
             computed here otherwise.
+        timing: the replay's timing model, loaded (``timing_eval.step_model``), for the profile
+            check and the decomposition; polynomial / fixed models need none, a profile without
+            it is reported as not evaluated.
+        bounds: other UNMODELLED replays of the same trace (``(source, result)``), e.g. lanes = the
+            client limit next to a replay with the limit dropped: reported as a bracket
+            (``ValidationReport.brackets``), never as one prediction.
     Returns:
         The report (``artifacts`` empty: the command fills it).
     Raises:
@@ -215,7 +224,8 @@ def compare(manifest: mpb.TraceManifest, workload: Iterable[wpb.WorkloadRecord],
     report.requests_unavailable = len(unavailable)
     report.notes.append("durations only; groups and batches measured from the batch's first submit on "
                         "their engine (see docs/comparison.md)")
-    if manifest.role == cpb.WORKLOAD_ROLE_CALIBRATION and replay.timing_model.calibration == rpb.CALIBRATION_STATUS_CALIBRATED:
+    if manifest.role == cpb.WORKLOAD_ROLE_CALIBRATION and replay.timing_model.calibration in (
+            rpb.CALIBRATION_STATUS_CALIBRATED, rpb.CALIBRATION_STATUS_CALIBRATED_PROBE):
         report.notes.append("calibration workload with a calibrated profile: in-sample prediction")
     if not manifest.capture_overhead.HasField("overhead_ratio"):
         report.notes.append("capture overhead not measured in this trace")
@@ -240,9 +250,37 @@ def compare(manifest: mpb.TraceManifest, workload: Iterable[wpb.WorkloadRecord],
                 report.not_compared.append(vpb.NotCompared(level=key[0], metric=key[1],
                                                            reason="no matched pair at this level"))
         report.not_compared.extend(matching.not_compared)
+        explain(idx, outcomes, manifest, replay, matching.pairs, timing, report)
+        _bracket(idx, outcomes, manifest, replay, matching, bounds, report)
+    report.workload_requests = len(idx.requests)
+    report.workload_samples = sum(max(r.num_samples, 1) for r in idx.requests.values())
 
     report.repeat_spread.extend(spread_over_repeats(manifest, meas, repeats))
     return report
+
+
+def _bracket(idx: WorkloadIndex, outcomes: list[opb.OutcomeRecord], manifest: mpb.TraceManifest,
+             replay: rpb.ReplayResult, matching: Matching, bounds: Sequence[tuple[str, rpb.ReplayResult]],
+             report: vpb.ValidationReport) -> None:
+    if not replay.unmodelled_constraints:
+        if bounds:
+            raise ComparisonError("--bound is for UNMODELLED replays: this replay modelled every constraint, it "
+                                  "is the prediction")
+        return
+    if not bounds:
+        report.notes.append(f"UNMODELLED: these numbers are ONE BOUND ({bound_name(replay)}), not the prediction; "
+                            "replay the other bound too (--allow-unmodelled engine_client.inflight_limit[.as_lanes]) "
+                            "and pass it with --bound to bracket the truth")
+        return
+    results = [("replay result", replay, matching.pairs)]
+    for src, b in bounds:
+        check_inputs(manifest, b)
+        if not b.unmodelled_constraints:
+            raise ComparisonError(f"bound {src!r} modelled every constraint: it is a prediction, not a bound")
+        if b.granularity != rpb.RESULT_GRANULARITY_PER_REQUEST:
+            raise ComparisonError(f"bound {src!r} is aggregate-only: a bracket needs per-request rows")
+        results.append((src, b, match_indexed(idx, outcomes, b).pairs))
+    report.brackets.extend(brackets(results))
 
 
 def spread_over_repeats(manifest: mpb.TraceManifest, main_measured: dict[tuple[int, str], SideValues],

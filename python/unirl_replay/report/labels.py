@@ -24,11 +24,12 @@ def timing_label(tm: rpb.TimingModel) -> str:
         ComparisonError: the status is unspecified, or a polynomial / fixed model claims CALIBRATED
             (a generic or analytic model is never a calibrated prediction).
     """
-    status = rpb.CalibrationStatus.Name(tm.calibration).removeprefix("CALIBRATION_STATUS_")
+    status = rpb.CalibrationStatus.Name(tm.calibration).removeprefix("CALIBRATION_STATUS_").replace(
+        "CALIBRATED_PROBE", "CALIBRATED+PROBE")
     if tm.calibration == rpb.CALIBRATION_STATUS_UNSPECIFIED:
         raise ComparisonError("replay result's timing model has no calibration status; refusing to label it")
     if tm.kind in (rpb.TIMING_MODEL_KIND_POLYNOMIAL, rpb.TIMING_MODEL_KIND_FIXED) and \
-            tm.calibration == rpb.CALIBRATION_STATUS_CALIBRATED:
+            tm.calibration in (rpb.CALIBRATION_STATUS_CALIBRATED, rpb.CALIBRATION_STATUS_CALIBRATED_PROBE):
         raise ComparisonError(f"{rpb.TimingModelKind.Name(tm.kind)} timing model labelled CALIBRATED: "
                               "only a measured profile can be a calibrated prediction")
     if tm.kind == rpb.TIMING_MODEL_KIND_POLYNOMIAL:

@@ -24,6 +24,7 @@ class CalibrationStatus(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
     CALIBRATION_STATUS_FIXED: _ClassVar[CalibrationStatus]
     CALIBRATION_STATUS_CALIBRATED: _ClassVar[CalibrationStatus]
     CALIBRATION_STATUS_UNVALIDATED: _ClassVar[CalibrationStatus]
+    CALIBRATION_STATUS_CALIBRATED_PROBE: _ClassVar[CalibrationStatus]
 
 class ResultGranularity(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
     __slots__ = ()
@@ -40,6 +41,7 @@ CALIBRATION_STATUS_UNCALIBRATED: CalibrationStatus
 CALIBRATION_STATUS_FIXED: CalibrationStatus
 CALIBRATION_STATUS_CALIBRATED: CalibrationStatus
 CALIBRATION_STATUS_UNVALIDATED: CalibrationStatus
+CALIBRATION_STATUS_CALIBRATED_PROBE: CalibrationStatus
 RESULT_GRANULARITY_UNSPECIFIED: ResultGranularity
 RESULT_GRANULARITY_PER_REQUEST: ResultGranularity
 RESULT_GRANULARITY_AGGREGATE_ONLY: ResultGranularity
