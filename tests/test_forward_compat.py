@@ -31,20 +31,24 @@ FUTURE = CONTRACT_REVISION + 1
 _F = descriptor_pb2.FieldDescriptorProto
 
 
+FUTURE_NUMBERS: dict[str, int] = {}
+
+
 def _future_pool() -> descriptor_pool.DescriptorPool:
     """Today's v1 descriptors plus the fields a future revision adds (additive, as v1 allows)."""
     pool = descriptor_pool.DescriptorPool()
     added = {
-        "Request": ("reasoning_tokens", 18, _F.TYPE_UINT32),      # a new scalar on a nested message
-        "TraceManifest": ("writer_host", 19, _F.TYPE_STRING),   # a new manifest field
+        "Request": ("reasoning_tokens", _F.TYPE_UINT32),    # a new scalar on a nested message
+        "TraceManifest": ("writer_host", _F.TYPE_STRING),   # a new manifest field
     }
     for mod in (common_pb2, workload_pb2, manifest_pb2, outcomes_pb2):
         fdp = descriptor_pb2.FileDescriptorProto()
         mod.DESCRIPTOR.CopyToProto(fdp)
         for m in fdp.message_type:
             if m.name in added:
-                name, number, typ = added[m.name]
-                assert all(f.number != number for f in m.field), "pick a number today's proto does not use"
+                name, typ = added[m.name]
+                number = max(f.number for f in m.field) + 1  # the next number, as the next revision would take
+                FUTURE_NUMBERS[m.name] = number
                 m.field.add(name=name, number=number, type=typ, label=_F.LABEL_OPTIONAL,
                             json_name="".join(w.capitalize() if i else w for i, w in enumerate(name.split("_"))))
         pool.Add(fdp)
@@ -93,7 +97,7 @@ def test_future_trace_reads_with_one_warning(tmp_path: Path, encoding: str) -> N
     msg = str(compat[0].message)
     assert f"revision {FUTURE}" in msg and f"revision {CONTRACT_REVISION}" in msg
     assert "writer_host" in msg
-    assert ("request.reasoning_tokens" if encoding == "jsonl" else "request.#18") in msg
+    assert ("request.reasoning_tokens" if encoding == "jsonl" else f"request.#{FUTURE_NUMBERS['Request']}") in msg
     assert t.compat.writer_revision == FUTURE and t.compat.newer
     # everything today's reader knows is intact
     assert sum(1 for r in recs if r.WhichOneof("record") == "request") == n_requests
@@ -159,7 +163,7 @@ def test_validate_reports_the_newer_fields(tmp_path: Path, encoding: str) -> Non
     compat = [v for v in res.violations if v.rule == "compat.newer_revision"]
     assert compat and all(v.severity == WARNING for v in compat)
     text = " ".join(v.message for v in compat)
-    assert "writer_host" in text and ("reasoning_tokens" if encoding == "jsonl" else "#18") in text
+    assert "writer_host" in text and ("reasoning_tokens" if encoding == "jsonl" else f"#{FUTURE_NUMBERS['Request']}") in text
     strict = check_trace(d, strict=True)
     assert strict.status == TraceCheck.STATUS_INVALID
     assert any(v.rule == "compat.newer_revision" and v.severity != WARNING for v in strict.violations)
@@ -175,7 +179,7 @@ def test_validate_flags_binpb_unknown_fields_of_a_writer_that_is_not_newer(tmp_p
     res = check_trace(d)
     assert res.status == TraceCheck.STATUS_INVALID
     bad = [v for v in res.violations if v.rule == "binpb.unknown_fields"]
-    assert bad and "#18" in bad[0].message and bad[0].line >= 1
+    assert bad and f"#{FUTURE_NUMBERS['Request']}" in bad[0].message and bad[0].line >= 1
 
 
 def test_writer_records_its_revision(tmp_path: Path) -> None:

@@ -35,7 +35,9 @@ CONTRACT_REVISION = 2
 #: revision -> what it added (additive only; docs/versioning.md repeats it).
 REVISIONS: dict[int, str] = {
     1: "first release of unirl_replay.v1 (the baseline compat/unirl_replay_v1.binpb)",
-    2: "TraceManifest.contract_revision; standard file options (go_package, java_package, ...)",
+    2: "every additive field since the baseline (TraceManifest.contract_revision, conditions, probes; the "
+       "report's rebuilt steps, profile check and error decomposition; CALIBRATION_STATUS_CALIBRATED_PROBE); "
+       "standard file options (go_package, java_package, ...)",
 }
 
 #: Unknown field paths named per file in a message (the rest are counted).
