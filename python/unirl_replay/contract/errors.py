@@ -32,6 +32,10 @@ class SchemaVersionError(TraceFormatError):
     """The trace was written for another contract version than ``unirl_replay.v1``."""
 
 
+class TraceWriterBusyError(UnirlReplayError, FileExistsError):
+    """A TraceWriter was pointed at a directory that holds a trace, or that another writer is writing."""
+
+
 class UnsupportedWorkloadError(UnirlReplayError):
     """The workload uses semantics the simulator cannot express; raised before calling upstream.
 

@@ -26,6 +26,7 @@ from typing import Any, TypeVar
 from google.protobuf import json_format
 from google.protobuf.message import Message
 
+from unirl_replay.contract import json_guard
 from unirl_replay.contract.errors import TraceFormatError
 
 M = TypeVar("M", bound=Message)
@@ -64,16 +65,17 @@ def parse_dict(data: Any, cls: type[M], *, file: str = "", line: int = 0) -> M:
     except json_format.ParseError as e:
         raise TraceFormatError(f"not a valid {cls.DESCRIPTOR.full_name}: {e}", file=file, line=line,
                                rule="json.profile") from None
+    except RecursionError:  # hostile input: nesting the parser cannot follow
+        raise TraceFormatError(f"JSON nested too deeply for a {cls.DESCRIPTOR.full_name}", file=file, line=line,
+                               rule="json.depth") from None
     return msg
 
 
 def parse_json(text: str | bytes, cls: type[M], *, file: str = "", line: int = 0) -> M:
-    """JSON text -> message. Raises TraceFormatError (``json.parse`` / ``json.profile``)."""
-    try:
-        data = json.loads(text)
-    except (json.JSONDecodeError, UnicodeDecodeError) as e:
-        raise TraceFormatError(f"not valid JSON: {e}", file=file, line=line, rule="json.parse") from None
-    return parse_dict(data, cls, file=file, line=line)
+    """JSON text -> message. Raises TraceFormatError (``json.parse`` / ``json.profile``, or a
+    hostile-input rule of :mod:`unirl_replay.contract.json_guard`: ``json.duplicate_key``,
+    ``json.nan``, ``json.huge_number``, ``json.depth``)."""
+    return parse_dict(json_guard.loads(text, file=file, line=line), cls, file=file, line=line)
 
 
 # One JSONL line is parsed exactly like a whole JSON document.

@@ -22,6 +22,17 @@ SUSPECT_SCALE = 100
 #: With at least 2 observed arrivals all inside window / SUSPECT_SMALL, the offsets look like s or ms.
 SUSPECT_SMALL = 100_000
 
+# Bounds (rule group ``bounds``): values beyond these would make the simulator run away (allocate
+# per token, loop per sample) long before they could be real; each is a violation naming the bound.
+#: Largest token count of one prompt or one sample when the engine declares no max_model_len.
+MAX_TOKENS = 1 << 24
+#: Largest num_samples of one request (vLLM ``n``).
+MAX_SAMPLES = 4096
+#: Most dependencies of one request.
+MAX_DEPENDENCIES = 4096
+#: Longest capture window (30 days); with SUSPECT_SCALE it bounds every time of the trace.
+MAX_WINDOW_NS = 30 * 24 * 3600 * 10**9
+
 #: rule id -> what it checks. Every rule has a test in tests/test_validate.py.
 RULES: dict[str, str] = {
     # container (reported by trace_io; status INCOMPLETE for the first group)
@@ -40,9 +51,21 @@ RULES: dict[str, str] = {
     "jsonl.empty_line": "empty line in a JSONL stream",
     "binpb.frame": "corrupt length prefix",
     "binpb.decode": "frame is not a valid message",
+    "json.duplicate_key": "a JSON object with the same key twice (rejected, never last-one-wins)",
+    "json.nan": "NaN / Infinity tokens, or a number overflowing to infinity",
+    "json.huge_number": "a number literal longer than 64 characters",
+    "json.depth": "JSON nested beyond the interpreter's recursion limit",
+    "jsonl.line_too_long": "a JSONL line longer than trace_io.MAX_LINE_BYTES (64 MiB)",
+    "json.file_too_large": "a single-message JSON file larger than trace_io.MAX_JSON_FILE_BYTES (256 MiB)",
+    "artifact.not_regular": "a trace file that is a FIFO, device or directory",
+    "artifact.unreadable": "a trace file that cannot be read (permissions, I/O error)",
+    "artifact.symlink": "a trace file that is a symbolic link",
+    "enum.unknown": "an enum number that is no value of its enum in v1 (rejected by v1 readers)",
+    "id.invalid": "an id with control characters or longer than 1024 characters",
     # manifest
     "manifest.window": "capture window missing or duration_ns <= 0",
     "manifest.engine": "engine without engine_id or with block_size_tokens 0",
+    "manifest.trace_id": "manifest without trace_id",
     # records
     "record.empty": "a WorkloadRecord / OutcomeRecord with no member of its oneof set",
     "id.empty": "a record without its id",
@@ -83,16 +106,32 @@ RULES: dict[str, str] = {
     "units.suspect_small": f"all observed arrivals in the first 1/{SUSPECT_SMALL} of the window: seconds / ms? (warning)",
     "time.order": "submit <= queued <= scheduled <= first_token <= completion (and slot acquired <= released)",
     "outcome.unmatched": "an outcome record whose id matches no workload record of its kind",
+    "outcome.missing_reason": "a request outcome with a time missing and no unavailable_reason",
+    "outcome.completion_order": "a group completed before one of its requests, or a batch ready before "
+                                "the groups its readiness rule waits for",
+    "outcome.samples": "per-sample timings for an unknown, repeated, missing or late sample",
+    "group.request_mismatch": "a request whose group_id / rollout_batch_id disagrees with the group or "
+                              "trajectory that lists it",
+    # bounds
+    "bound.model_len": "input_tokens + output_tokens of a sample above the engine's max_model_len",
+    "bound.max_output_tokens": "output_tokens of a sample above the request's max_output_tokens",
+    "bound.tokens": f"a token count above {MAX_TOKENS} (engine without max_model_len)",
+    "bound.count": f"num_samples above {MAX_SAMPLES} or more than {MAX_DEPENDENCIES} dependencies",
+    "bound.window": f"capture window longer than {MAX_WINDOW_NS // (24 * 3600 * 10**9)} days",
+    "bound.engine_capacity": "an engine whose KV cache (num_kv_blocks x block_size_tokens) cannot hold its "
+                             "longest sequence, or whose batch budget is below its longest prompt with chunked prefill off",
 }
 
-GROUPS = ("framing", "manifest", "requests", "dependencies", "lineage", "outcomes")
+GROUPS = ("framing", "manifest", "requests", "dependencies", "lineage", "outcomes", "bounds")
 #: rule id prefixes (or whole ids) -> group; the first match in GROUPS order of specificity wins.
 _GROUP_PREFIXES: dict[str, tuple[str, ...]] = {
-    "framing": ('trace.', 'artifact.', 'jsonl.', 'binpb.', 'json.', 'record.empty', 'id.', 'enum.unspecified'),
+    "framing": ('trace.', 'artifact.', 'jsonl.', 'binpb.', 'json.', 'record.empty', 'id.', 'enum.unspecified',
+                'enum.unknown'),
     "manifest": ('manifest.',),
     "dependencies": ('dependency.', 'turn.dependency_order'),
     "lineage": ('reference.trajectory', 'reference.group', 'reference.batch', 'reference.slot_pool', 'reference.request', 'turn.order', 'trajectory.', 'group.', 'batch.', 'slot_pool.'),
     "outcomes": ('time.order', 'outcome.'),
+    "bounds": ('bound.',),
     "requests": ('reference.engine', 'fanout.', 'prefix.', 'arrival.', 'units.', 'turn.index'),
 }
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from unirl_replay.contract.message_guard import id_problem
 from unirl_replay.contract.validate.context import TraceState, _pack
 from unirl_replay.contract.validate.registry import SUSPECT_SCALE, WARNING
 from unirl_replay.v1 import workload_pb2 as w
@@ -17,6 +18,16 @@ class RequestRules(TraceState):
             self.req[rid] = _pack(o, r.turn_index if has_turn else None, r.num_samples)
             if o:
                 self.traj_req_count[o] += 1
+            if r.group_id:
+                self.req_group[rid] = r.group_id
+            if r.num_samples > 1:
+                self.req_samples[rid] = tuple(r.sample_ids)
+        for i, s in enumerate(r.sample_ids):
+            bad = id_problem(s)
+            if bad:
+                self.v("id.invalid", f, line, rid, f"sample_ids[{i}]: {bad}")
+                break
+        self._request_bounds(line, r)
         if bool(r.trajectory_id) != has_turn:
             self.v("turn.index", f, line, rid, "turn_index must be set exactly when trajectory_id is set "
                    f"(trajectory_id={r.trajectory_id!r}, turn_index {'set' if has_turn else 'absent'})")
@@ -60,4 +71,5 @@ class RequestRules(TraceState):
             self.v("reference.group", f, line, rid, f"group {r.group_id!r} has no Group record")
         if r.rollout_batch_id and r.rollout_batch_id not in self.batches:
             self.v("reference.batch", f, line, rid, f"rollout batch {r.rollout_batch_id!r} has no RolloutBatch record")
+        self._lineage_agreement(line, r)
         self._dependencies2(line, r)
