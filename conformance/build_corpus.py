@@ -205,6 +205,7 @@ case("mooncake_open_loop", "open-loop mooncake rows: observed arrivals, actual l
 
 # --- what upstream cannot express: rejected before calling it ----------------------------------------
 R = "UnsupportedWorkloadError"
+G = "TraceRejectedError"  # refused by the gate (validate's rules) before the adapter is reached
 case("reject_slot_pool_cross_engine", "a slot pool shared across engines",
      [req("a/0", traj="a", turn=0, eng="e0"), req("b/0", traj="b", turn=0, eng="e1"),
       traj("a", ["a/0"], pool="p", order=0, eng="e0"), traj("b", ["b/0"], pool="p", order=1, eng="e1"),
@@ -212,13 +213,15 @@ case("reject_slot_pool_cross_engine", "a slot pool shared across engines",
      reject={"type": R, "rule": "slot_pool.cross_engine"})
 case("reject_dependency_cross_trajectory", "a dependency on another trajectory's request",
      [req("a/0", traj="a", turn=0), req("b/0", traj="b", turn=0, deps=[dep("a/0", 1)]), traj("a", ["a/0"]), traj("b", ["b/0"])],
-     reject={"type": R, "rule": "dependency.cross_trajectory"})
+     reject={"type": G, "rule": "dependency.cross_trajectory"})
 case("reject_mixed_policy_versions", "requests of two policy versions in one window",
      [req("p0", policy=0, at_ms=0), req("p1", policy=1, at_ms=10)], reject={"type": R, "rule": "policy.mixed_versions"})
-case("reject_partial_resume", "a trajectory whose first turn is outside the window",
-     [req("r/1", traj="r", turn=1, at_ms=0), traj("r", ["r/1"])], reject={"type": R, "rule": "resume.partial"})
+_resumed = traj("r", ["r/1"])
+_resumed.first_turn_index = 1  # declared resumed (Trajectory.first_turn_index): well-formed, unsupported
+case("reject_partial_resume", "a trajectory resumed here (first_turn_index 1: turn 0 ran before the window)",
+     [req("r/1", traj="r", turn=1, at_ms=0), _resumed], reject={"type": R, "rule": "resume.partial"})
 case("reject_block_size_mismatch", "hashes captured at block 8, engine simulated at block 4",
-     [req("h", inp=16, bs=8, hashes=chained(16, 8, "h"))], reject={"type": R, "rule": "prefix.block_size_mismatch"})
+     [req("h", inp=16, bs=8, hashes=chained(16, 8, "h"))], reject={"type": G, "rule": "prefix.block_size"})
 case("reject_client_inflight_limit", "a client in-flight limit (1) tighter than the trajectory slots (2): no upstream equivalent",
      [req("a/0", traj="a", turn=0), req("b/0", traj="b", turn=0), traj("a", ["a/0"], pool="p", order=0),
       traj("b", ["b/0"], pool="p", order=1), pool("p", 2), client("e0", 1)],

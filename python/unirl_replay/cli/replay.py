@@ -22,8 +22,10 @@ def command(trace_dir: str, timing_model: str, out_dir: str, trace_format: str,
     """Replay TRACE_DIR in Dynamo Replay and write OUT/replay_result.json keyed by request_id."""
     from pathlib import Path
 
+    from unirl_replay.contract.gate import gate
     from unirl_replay.replay.runner import replay_trace, write_result
 
+    gate(trace_dir, "replay")  # nothing validate rejects reaches upstream
     res = replay_trace(trace_dir, timing_model, trace_format=trace_format,
                        work_dir=Path(out_dir) / "upstream", unmodelled=unmodelled)
     path = write_result(out_dir, res)

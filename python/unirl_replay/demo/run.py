@@ -19,7 +19,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Callable
 
-from unirl_replay.contract.errors import TraceFormatError, UnirlReplayError, UnsupportedWorkloadError
+from unirl_replay.contract.errors import UnirlReplayError, UnsupportedWorkloadError
 
 from unirl_replay.reference.environments import REPO_ROOT  # noqa: E402
 DEFAULT_TRACES_DIR = REPO_ROOT / "traces"
@@ -108,9 +108,10 @@ def run_demo(out_dir: Path, traces: list[Path], profile: Path | None,
 def _run(out_dir: Path, traces: list[Path], profile: Path | None, log: Callable[[str], None],
          profile_note: str) -> list[SummaryRow]:
     from unirl_replay.contract import validate
+    from unirl_replay.contract.gate import refusal
     from unirl_replay.report.outputs import compare_to_dir
     from unirl_replay.replay.runner import replay_trace, write_result
-    from unirl_replay.v1 import common_pb2, report_pb2
+    from unirl_replay.v1 import common_pb2
 
     models = ([(f"profile:{profile}", "calibrated")] if profile else []) + [("polynomial", "default")]
     steps = len(traces) * (1 + 2 * len(models))
@@ -127,10 +128,9 @@ def _run(out_dir: Path, traces: list[Path], profile: Path | None, log: Callable[
     for trace_dir in traces:  # every trace first: nothing is replayed from a set with a broken trace
         t0 = progress(f"validate {trace_dir}")
         check = validate.check_trace(trace_dir)
-        if check.status != report_pb2.TraceCheck.STATUS_VALID:
-            first = "; ".join(validate.format_violation(v) for v in list(check.violations)[:3])
-            raise TraceFormatError(f"trace is {report_pb2.TraceCheck.Status.Name(check.status)}: {first}",
-                                   file=str(trace_dir), rule="demo.validate")
+        err = refusal(trace_dir, "demo", check)  # the gate's refusal (rule demo.validate), validate's messages
+        if err is not None:
+            raise err
         log(f"      valid ({sum(check.record_counts.values())} records, {time.perf_counter() - t0:.1f} s)")
     for trace_dir in traces:
         name = trace_dir.name

@@ -68,6 +68,7 @@ class LineageRules(TraceState):
     def _trajectory2(self, line: int, t: w.Trajectory) -> None:
         f, tid = self.wfile, t.trajectory_id
         o = self.traj_ord.get(tid, -1)
+        first = t.first_turn_index  # > 0: resumed here (partial / async rollout); see the proto
         for ref, val, known in (("reference.group", t.group_id, self.group_batch),
                                 ("reference.batch", t.rollout_batch_id, self.batches),
                                 ("reference.slot_pool", t.slot_pool_id, self.pools)):
@@ -79,9 +80,9 @@ class LineageRules(TraceState):
                 self.v("reference.request", f, line, tid, f"request_ids[{i}] = {r!r} is no request of this trace")
                 continue
             p_traj, p_turn, _ = _unpack(pv)
-            if p_traj != o or p_turn != i:
+            if p_traj != o or p_turn != i + first:
                 self.v("turn.order", f, line, tid, f"request_ids[{i}] = {r!r} has trajectory "
-                       f"{self.traj_names[p_traj]!r} turn {p_turn}; expected {tid!r} turn {i}")
+                       f"{self.traj_names[p_traj]!r} turn {p_turn}; expected {tid!r} turn {i + first}")
         claimed = self.traj_req_count.get(o, 0)
         if claimed != len(t.request_ids):
             self.v("trajectory.requests", f, line, tid, f"{claimed} requests name this trajectory, "

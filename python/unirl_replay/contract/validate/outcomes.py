@@ -34,7 +34,7 @@ class OutcomeRules(TraceState):
             if kind == "request":
                 names = ("submit_ns", "queued_ns", "scheduled_ns", "first_token_ns", "completion_ns")
                 self._order(f, line, rid, msg, names)
-                missing = [n for n in names if not msg.HasField(n)]
+                missing = [n for n in names if n != "queued_ns" and not msg.HasField(n)]  # queued: engine-side, optional
                 if missing and not msg.unavailable_reason:
                     self.v("outcome.missing_reason", f, line, rid, f"{', '.join(missing)} not measured and no "
                            "unavailable_reason says why (a missing time is never a silent gap)")

@@ -106,7 +106,8 @@ RULES: dict[str, str] = {
     "units.suspect_small": f"all observed arrivals in the first 1/{SUSPECT_SMALL} of the window: seconds / ms? (warning)",
     "time.order": "submit <= queued <= scheduled <= first_token <= completion (and slot acquired <= released)",
     "outcome.unmatched": "an outcome record whose id matches no workload record of its kind",
-    "outcome.missing_reason": "a request outcome with a time missing and no unavailable_reason",
+    "outcome.missing_reason": "a request outcome missing submit / scheduled / first token / completion and no "
+                              "unavailable_reason (queued_ns, the engine's own queue entry, is optional)",
     "outcome.completion_order": "a group completed before one of its requests, or a batch ready before "
                                 "the groups its readiness rule waits for",
     "outcome.samples": "per-sample timings for an unknown, repeated, missing or late sample",
