@@ -51,6 +51,10 @@ class IncompleteTraceRejectedError(TraceRejectedError, IncompleteTraceError):
     """The gate refused an incomplete trace (never finalized, truncated, digest mismatch)."""
 
 
+class OutputExistsError(UnirlReplayError, FileExistsError):
+    """An output path holds something the tool did not write; it is never replaced or deleted."""
+
+
 class TraceWriterBusyError(UnirlReplayError, FileExistsError):
     """A TraceWriter was pointed at a directory that holds a trace, or that another writer is writing."""
 

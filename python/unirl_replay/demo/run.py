@@ -84,13 +84,17 @@ def run_demo(out_dir: Path, traces: list[Path], profile: Path | None,
         UnirlReplayError: ``out_dir`` exists, is not empty and is not an earlier demo output.
         MissingEnvironmentError: the real simulator (ai-dynamo) is not installed (run ``make env``).
     """
-    if out_dir.exists() and any(out_dir.iterdir()) and not (out_dir / "summary.json").is_file():
-        raise UnirlReplayError(f"{out_dir} exists and is not an earlier demo output (no summary.json); "
-                               "choose another --out or empty it")
+    from unirl_replay.contract import out_dir as outputs
+
+    if not outputs.replaceable(out_dir):
+        raise UnirlReplayError(f"{out_dir} exists and is not an earlier demo output: it holds entries unirl-replay "
+                               f"did not write (none of ours lists them: {outputs.MARKER}); the demo replaces its "
+                               "output whole, so choose another --out or empty it")
     out_dir.parent.mkdir(parents=True, exist_ok=True)
     work = Path(tempfile.mkdtemp(prefix=f".{out_dir.name}.", suffix=".partial", dir=out_dir.parent))
     try:
         rows = _run(work, traces, profile, log, profile_note)
+        outputs.record(work, [p.name for p in work.iterdir()], "demo")
         if out_dir.exists():
             old = out_dir.with_name(f".{out_dir.name}.old")
             shutil.rmtree(old, ignore_errors=True)

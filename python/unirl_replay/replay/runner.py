@@ -31,6 +31,7 @@ from unirl_replay import SCHEMA_VERSION
 from unirl_replay.replay.convert import CONVERTERS, mooncake
 from unirl_replay.replay.convert.agentic_mooncake import MODEL
 from unirl_replay.replay.convert.common import Conversion, engine_args, ms_to_ns
+from unirl_replay.replay.convert.sidecar import read_block_size
 from unirl_replay.replay.workload import EnginePlan, WorkloadIndex
 from unirl_replay.replay.support import check_supported
 from unirl_replay.replay.derive import derive_batches, derive_groups, derive_trajectories
@@ -49,7 +50,7 @@ def _run(conv: Conversion, path: Path, eargs: dict):
     conv.release()
     return dynamo_adapter.run_upstream(
         path, trace_format=conv.trace_format, engine_args=eargs, agentic_lanes=conv.lanes,
-        trace_block_size=conv.block_size if conv.trace_format == "mooncake" else None,
+        trace_block_size=read_block_size(path) if conv.trace_format == "mooncake" else None,  # from the sidecar
         execution_model=MODEL)
 
 

@@ -69,8 +69,13 @@ def compare_to_dir(trace_dir: str | Path, replay_result: str | Path, out_dir: st
     matching = C.match(workload, outcomes, replay) if per_request else None
     report = C.compare(manifest, workload, outcomes, replay, repeats=reps, matching=matching)
 
+    from unirl_replay.contract import out_dir as outputs
+
     out = Path(out_dir)
-    out.mkdir(parents=True, exist_ok=True)
+    ours = [REPORT_FILE, PERFETTO_FILE]
+    if out.is_dir():  # plot names depend on the data: every existing one of ours must be listed
+        ours += [p.name for pat in ("scatter_*.png", "cdf_*.png", "timeline_*.png") for p in out.glob(pat)]
+    outputs.claim(out, ours, "compare")
     if plots_too:
         if per_request:
             report.artifacts.extend(plots.write_plots(out, matching.pairs, workload, outcomes, replay, report.label,
@@ -81,4 +86,5 @@ def compare_to_dir(trace_dir: str | Path, replay_result: str | Path, out_dir: st
         else:
             report.notes.append("aggregate-only result: no per-record plots or timelines")
     write_message_json(out / REPORT_FILE, report)
+    outputs.record(out, [REPORT_FILE, *report.artifacts], "compare")
     return report
