@@ -79,6 +79,17 @@ case("request_id_mapping", "every request_id maps back exactly once, ids with ':
      expect=expected_result([timeline(IDS[0], 0, 100, 120), timeline(IDS[1], 500, 600, 610),
                              timeline(IDS[2], 1000, 1100, 1100)]))
 
+# --- simultaneous arrivals ------------------------------------------------------------------------
+TIE = ["zz", "b", "m", "a", "q"]  # trace order, deliberately not sorted: upstream's own tie-break is by id
+case("simultaneous_arrivals_keep_trace_order", "requests arriving at the same instant are served in the "
+     "trace's order, whatever upstream's tie-break (by request id); one sequence slot",
+     [req(r, out=(2,), at_ms=0) for r in TIE], engines=[engine("e0", seqs=1)],
+     # one at a time in trace order: the k-th is scheduled at 110k, prefill pass 100 ms (first
+     # token), one decode step 10 ms. KNOWN FAILURE on ai-dynamo 1.6.1 (expected_failures): upstream
+     # breaks ties by request id (a, b, m, q, zz); spreading the arrivals by 1 ns would keep the order
+     # but splits batches (tied GRPO prompts no longer share a prefill pass), so it is not done.
+     expect=expected_result([timeline(r, 0, 110 * k + 100, 110 * k + 110) for k, r in enumerate(TIE)]))
+
 # --- fan-out: several Sample rows per request ----------------------------------------------------
 case("fanout_grpo_n4", "GRPO fan-out: one request with n=4 samples = 4 sequences sharing the prompt; "
      "group completion = last sample",
