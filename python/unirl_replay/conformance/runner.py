@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import Any, Callable
 
 from unirl_replay.conformance.corpus import Case, first_difference, project_answer
-from unirl_replay.conformance.protocol import PROTOCOL_ID
+from unirl_replay.conformance.protocol import MAX_LINE_CHARS, PROTOCOL_ID
 from unirl_replay.contract import json_guard
 from unirl_replay.contract.errors import MissingEnvironmentError, TraceFormatError, UnirlReplayError
 
@@ -119,6 +119,9 @@ def run_executor(cmd: list[str], env: dict[str, str] | None, requests: list[dict
     stdin = "".join(json.dumps(r) + "\n" for r in requests)
     proc = subprocess.run(cmd, input=stdin, capture_output=True, text=True, env=env, timeout=timeout_s)
     lines = [ln for ln in proc.stdout.splitlines() if ln.strip()]
+    long = next((i for i, ln in enumerate(lines, 1) if len(ln) > MAX_LINE_CHARS), None)
+    if long is not None:
+        raise UnirlReplayError(f"executor {cmd[0]} stdout line {long} is longer than {MAX_LINE_CHARS} characters")
     try:
         msgs = [json_guard.loads(ln, file=f"executor {cmd[0]} stdout", line=i)
                 for i, ln in enumerate(lines, 1)]
