@@ -7,7 +7,8 @@ rule has a test in ``tests/test_validate.py`` that triggers it with a broken tra
 Groups: ``framing`` (the container, artifacts and record framing: reported through
 ``contract.trace_io``), ``manifest``, ``requests`` (per-request shape, prefix hashes, arrivals,
 units), ``dependencies`` (predecessors, delays, cycles), ``lineage`` (trajectories, GRPO groups,
-rollout batches, slot pools) and ``outcomes`` (measured times).
+rollout batches, slot pools), ``outcomes`` (measured times) and ``bounds`` (values beyond what the
+engine can run or any real trace holds, each stating its bound).
 """
 
 from __future__ import annotations
