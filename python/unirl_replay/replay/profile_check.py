@@ -14,7 +14,6 @@ file and what is wrong, never a traceback from numpy, zipfile or upstream:
 
 from __future__ import annotations
 
-import zipfile
 from pathlib import Path
 from typing import Callable
 
@@ -66,10 +65,8 @@ def load_profile(path: Path, keys: tuple[str, ...], err: Callable[[str], Excepti
     except Exception as e:  # noqa: BLE001 - numpy / zipfile / zlib raise many types on a broken file
         if isinstance(e, type(err(""))):
             raise
-        kind = "not an .npz of plain arrays" if isinstance(e, (zipfile.BadZipFile, ValueError, OSError, EOFError)) else \
-            type(e).__name__
-        raise err(f"profile {name!r} is not a dynamo_profile NPZ file ({kind}: {str(e)[:120]}); make one with "
-                  "`unirl-replay calibrate`") from None
+        raise err(f"profile {name!r} is not a dynamo_profile NPZ file (numpy could not read it as an .npz of "
+                  "plain arrays); make one with `unirl-replay calibrate`") from None
     missing = [k for k in keys if k not in arrays]
     if missing:
         raise err(f"profile {name!r} lacks arrays {missing}")
