@@ -98,3 +98,36 @@ def id_problem(value: str) -> str | None:
     if m:
         return f"id holds the control character U+{ord(m.group()):04X} at position {m.start()}"
     return None
+
+
+@lru_cache(maxsize=None)
+def _id_plan(desc: Descriptor, depth: int = 0) -> tuple[tuple[FieldDescriptor, ...], tuple[FieldDescriptor, ...]]:
+    """Per message type: its id fields (strings named ``*_id`` / ``*_ids``) and sub-messages holding any."""
+    ids = tuple(f for f in desc.fields if f.type == FieldDescriptor.TYPE_STRING and f.name.endswith(("_id", "_ids")))
+    subs = []
+    if depth < 8:
+        for f in desc.fields:
+            if f.type == FieldDescriptor.TYPE_MESSAGE and not f.message_type.GetOptions().map_entry:
+                a, b = _id_plan(f.message_type, depth + 1)
+                if a or b:
+                    subs.append(f)
+    return ids, tuple(subs)
+
+
+def bad_ids(msg: Message, prefix: str = "") -> list[str]:
+    """``"field.path: problem"`` for every id field of ``msg`` (recursively) that cannot be an id."""
+    out: list[str] = []
+    ids, subs = _id_plan(msg.DESCRIPTOR)
+    for f in ids:
+        vals = getattr(msg, f.name)
+        for i, v in enumerate(vals) if f.is_repeated else ((None, vals),):
+            why = id_problem(v) if v else None
+            if why:
+                out.append(f"{prefix}{f.name}{'' if i is None else f'[{i}]'}: {why}")
+    for f in subs:
+        if f.is_repeated:
+            for i, sub in enumerate(getattr(msg, f.name)):
+                out.extend(bad_ids(sub, f"{prefix}{f.name}[{i}]."))
+        elif msg.HasField(f.name):
+            out.extend(bad_ids(getattr(msg, f.name), f"{prefix}{f.name}."))
+    return out

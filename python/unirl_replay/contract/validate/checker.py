@@ -41,6 +41,7 @@ class _Checker(ManifestRules, RequestRules, DependencyRules, LineageRules, Outco
             rid = getattr(msg, _REC_ID[kind])
             fresh = self._unique(kind, f, line, rid, self.ids[kind])
             self._known_enums(f, line, rid, msg)
+            self._good_ids(f, line, rid, msg)
             if kind == "request":
                 self._request1(line, msg, fresh)
             elif kind in ("trajectory", "group", "rollout_batch", "slot_pool"):

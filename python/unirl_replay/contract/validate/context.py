@@ -12,7 +12,7 @@ from collections import Counter
 from pathlib import Path
 
 from unirl_replay.contract.errors import TraceFormatError
-from unirl_replay.contract.message_guard import id_problem, unknown_enums
+from unirl_replay.contract.message_guard import bad_ids, unknown_enums
 from unirl_replay.contract.trace_io import Trace
 from unirl_replay.contract.validate.registry import ERROR, RULES, SUSPECT_SCALE, WARNING
 from unirl_replay.v1 import common_pb2 as c
@@ -147,9 +147,7 @@ class TraceState:
         if not rid:
             self.v("id.empty", file, line, "", f"{kind} record without {_REC_ID.get(kind, 'id')}")
             return False
-        bad = id_problem(rid)
-        if bad:
-            self.v("id.invalid", file, line, rid.encode("unicode_escape").decode()[:120], f"{kind}: {bad}")
+
         if rid in seen:
             self.v("id.duplicate", file, line, rid, f"{kind} id {rid!r} used by an earlier {kind} record")
             return False
@@ -159,6 +157,11 @@ class TraceState:
     def _enum(self, file: str, line: int, rid: str, name: str, value: int) -> None:
         if value == 0:
             self.v("enum.unspecified", file, line, rid, f"{name} is unspecified")
+
+    def _good_ids(self, file: str, line: int, rid: str, msg) -> None:
+        """Every id field of a record (its own id, references, sample / worker ids) is a usable id."""
+        for where in bad_ids(msg):
+            self.v("id.invalid", file, line, rid.encode("unicode_escape").decode()[:120], where)
 
     def _known_enums(self, file: str, line: int, rid: str, msg) -> None:
         for where in unknown_enums(msg):

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-from unirl_replay.contract.message_guard import id_problem
 from unirl_replay.contract.trace_io import MANIFEST_FILE
 from unirl_replay.contract.validate.context import TraceState
 
@@ -12,10 +11,8 @@ class ManifestRules(TraceState):
         m, f = self.m, MANIFEST_FILE
         if not m.trace_id:
             self.v("manifest.trace_id", f, 0, "", "trace_id is empty (results and reports are tied to it)")
-        elif id_problem(m.trace_id):
-            self.v("id.invalid", f, 0, m.trace_id.encode("unicode_escape").decode()[:120],
-                   f"trace_id: {id_problem(m.trace_id)}")
         self._known_enums(f, 0, m.trace_id, m)
+        self._good_ids(f, 0, m.trace_id, m)
         if not m.HasField("window") or m.window.duration_ns <= 0:
             self.v("manifest.window", f, 0, m.trace_id, "capture window missing or duration_ns <= 0")
         self._enum(f, 0, m.trace_id, "window.clock_domain", m.window.clock_domain)
@@ -26,9 +23,6 @@ class ManifestRules(TraceState):
         for e in m.engines:
             if not e.engine_id or not e.block_size_tokens:
                 self.v("manifest.engine", f, 0, e.engine_id, "engine needs engine_id and block_size_tokens > 0")
-            elif id_problem(e.engine_id):
-                self.v("id.invalid", f, 0, e.engine_id.encode("unicode_escape").decode()[:120],
-                       f"engine_id: {id_problem(e.engine_id)}")
             elif e.engine_id in seen:
                 self.v("id.duplicate", f, 0, e.engine_id, f"engine id {e.engine_id!r} listed twice")
             seen.add(e.engine_id)

@@ -26,6 +26,7 @@ class OutcomeRules(TraceState):
                 continue
             msg = getattr(rec, kind)
             rid = getattr(msg, _REC_ID[kind])
+            self._good_ids(f, line, rid, msg)
             if not self._unique(f"{kind} outcome", f, line, rid, seen[kind]):
                 continue
             if rid not in known[kind]:

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-from unirl_replay.contract.message_guard import id_problem
 from unirl_replay.contract.validate.context import TraceState, _pack
 from unirl_replay.contract.validate.registry import SUSPECT_SCALE, WARNING
 from unirl_replay.v1 import workload_pb2 as w
@@ -22,11 +21,6 @@ class RequestRules(TraceState):
                 self.req_group[rid] = r.group_id
             if r.num_samples > 1:
                 self.req_samples[rid] = tuple(r.sample_ids)
-        for i, s in enumerate(r.sample_ids):
-            bad = id_problem(s)
-            if bad:
-                self.v("id.invalid", f, line, rid, f"sample_ids[{i}]: {bad}")
-                break
         self._request_bounds(line, r)
         if bool(r.trajectory_id) != has_turn:
             self.v("turn.index", f, line, rid, "turn_index must be set exactly when trajectory_id is set "
