@@ -70,6 +70,10 @@ def main(argv: list[str] | None = None) -> int:
     except UnirlReplayError as e:
         click.echo(f"error: {e}", err=True)
         return 2
+    except OSError as e:  # the machine refused (permissions, disk full, not a directory): no traceback
+        where = f" {e.filename}" if getattr(e, "filename", None) else ""
+        click.echo(f"error:{where}: {e.strerror or e}", err=True)
+        return 2
     return 0
 
 
