@@ -264,6 +264,17 @@ def test_incomplete_traces(tmp_path, enc):
     assert res.status == INCOMPLETE and hits(res, "trace.no_manifest")
 
 
+def test_zero_request_trace_is_rejected(tmp_path):
+    t = grpo_trace()
+    for r in list(t.requests()):
+        t.remove("request", r.request_id)
+    t.workload = [r for r in t.workload if r.WhichOneof("record") not in ("group", "rollout_batch")]
+    t.outcomes = []
+    res = check(t, tmp_path)
+    assert res.status == INVALID and hits(res, "trace.no_requests")
+    assert "0 requests" in hits(res, "trace.no_requests")[0].message
+
+
 def test_container_rules(tmp_path):
     d = grpo_trace().write(tmp_path / "t")
     (d / "workload.jsonl.partial").write_text("")
@@ -353,5 +364,5 @@ def test_every_rule_has_a_test():
         "trace.no_manifest", "trace.partial_files", "artifact.missing", "artifact.size", "artifact.digest",
         "artifact.record_count", "jsonl.truncated", "binpb.truncated", "manifest.schema_version", "manifest.artifacts",
         "json.parse", "json.profile", "jsonl.empty_line", "binpb.frame", "binpb.decode", "manifest.window",
-        "manifest.engine"}
+        "manifest.engine", "trace.no_requests"}
     assert set(RULES) - tested == set()

@@ -54,6 +54,7 @@ RULES: dict[str, str] = {
     # manifest
     "manifest.window": "capture window missing or duration_ns <= 0",
     "manifest.engine": "engine without engine_id or with block_size_tokens 0",
+    "trace.no_requests": "a trace with 0 requests (nothing to replay: e.g. a capture whose records never joined)",
     # records
     "record.empty": "a WorkloadRecord / OutcomeRecord with no member of its oneof set",
     "id.empty": "a record without its id",
@@ -573,6 +574,10 @@ def check_trace(trace_dir: str | Path, *, max_per_rule: int = 200) -> TraceCheck
         verify_artifact(trace.dir, trace.artifact(ARTIFACT_KIND_OUTCOMES))  # incomplete before any rule
         ch.manifest()
         ch.pass1()
+        if not ch.ids["request"]:
+            ch.v("trace.no_requests", ch.wfile, 0, "", "the workload holds 0 requests: there is nothing to replay "
+                 "(a capture writes a trace only from joined engine requests; finalize it again and read what "
+                 "it reports missing)")
         ch.pass2()
         ch.cycles()
         ch.outcomes()
