@@ -143,8 +143,10 @@ def install(trace_dir: str, llm_cls: Any, runtime_module: Any) -> None:
         try:
             if not _state["config_emitted"]:
                 _state["config_emitted"] = True
+                import vllm
+
                 emit({"kind": "engine_config", "engine_id": engine_id, "config": engine_config(self),
-                      "model": model_report(self)})
+                      "model": model_report(self), "vllm_version": str(getattr(vllm, "__version__", ""))})
             _record_generate(self, emit, salt, outputs, (mono0, mono1), engine_id)
             emit({"kind": "engine_capture_cost", "engine_id": engine_id,
                   "pipe_request_id": _state.get("last_pipe_request_id"), "self_s": time.monotonic() - mono1})

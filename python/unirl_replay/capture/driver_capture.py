@@ -76,10 +76,14 @@ def rollout_id_of(sample_id: str) -> Optional[int]:
 
 def process_role() -> str:
     """``worker`` inside a Ray worker process, else ``driver``."""
+    argv0 = os.path.basename(sys.argv[0]) if sys.argv and sys.argv[0] else ""
+    if argv0 == "default_worker.py":  # ray/_private/workers/default_worker.py: every Ray worker process
+        return "worker"
+    worker_mod = sys.modules.get("ray._private.worker")
     ray = sys.modules.get("ray")
-    if ray is not None:
+    if worker_mod is not None and ray is not None:
         try:
-            if ray.is_initialized() and ray.get_runtime_context().worker.mode == ray.WORKER_MODE:
+            if worker_mod.global_worker.mode == ray.WORKER_MODE:
                 return "worker"
         except Exception:  # noqa: BLE001 - identity only
             pass
@@ -151,6 +155,7 @@ HOOKS = {
     "unirl.rollout.engine.vllm.engine": ("VLLMRolloutEngine", "_hook_vllm"),
     "unirl.rollout.engine.agentic.engine": ("AgenticRolloutEngine", "_hook_agentic"),
     "unirl.rollout.manager.rollout": ("RolloutManager", "_hook_manager"),
+    "unirl.distributed.group.worker": ("Worker", "_hook_worker"),
 }
 
 
@@ -389,6 +394,23 @@ def _hook_manager(RolloutManager: Any, trace_dir: str) -> None:
     RolloutManager.collect = collect
 
 
+def _hook_worker(Worker: Any, trace_dir: str) -> None:
+    """``Worker.teardown`` (``DevicePool.shutdown`` calls it, then ``ray.kill``s the actor, so no atexit
+    runs): close this process's shard there, so a clean shutdown is not reported as a lost process."""
+    if not _once("worker"):
+        return
+    original = Worker.teardown
+
+    @functools.wraps(original)
+    def teardown(self, *args, **kwargs):
+        try:
+            return original(self, *args, **kwargs)
+        finally:
+            shard.close_all()
+
+    Worker.teardown = teardown
+
+
 def close() -> None:
     """Flush and close this process's shard (also done at exit)."""
     sink: Optional[shard.ShardWriter] = _installed.get("sink")
@@ -397,10 +419,18 @@ def close() -> None:
 
 
 def mark(kind: str, **fields: Any) -> None:
-    """Emit a record (e.g. a harness's batch boundary) when the hooks are installed."""
+    """Emit a record into this process's shard while the capture is on (``UNIRL_REPLAY_TRACE_DIR``).
+
+    Recipes use it for what the hooks cannot see: ``window_start`` / ``window_end`` (the window's
+    clock zero and end), ``labels`` (``labels={...}``: manifest labels), ``overhead_pairs``.
+    """
     sink: Optional[shard.ShardWriter] = _installed.get("sink")
-    if sink is not None:
-        sink.emit({"kind": kind, "at": _now(), **fields})
+    if sink is None:
+        trace_dir = os.environ.get(shard.TRACE_DIR_ENV)
+        if not trace_dir:
+            return
+        sink = _sink(trace_dir)
+    sink.emit({"kind": kind, "at": _now(), **fields})
 
 
 __all__ = ["current_context", "close", "install", "mark", "set_active", "rollout_id_of", "trajectory_ids_of",

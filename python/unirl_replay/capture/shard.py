@@ -194,4 +194,10 @@ def flush_all() -> None:
         w.flush()
 
 
-__all__ = ["ShardWriter", "writer", "flush_all", "new_id", "TRACE_DIR_ENV", "RUN_ID_ENV", "installed_versions"]
+def close_all() -> None:
+    """Close this process's shards (``process_end`` + flush): before a process is killed on purpose."""
+    for w in list(_writers.values()):
+        w.close()
+
+
+__all__ = ["ShardWriter", "writer", "flush_all", "new_id", "TRACE_DIR_ENV", "RUN_ID_ENV", "installed_versions", "close_all"]

@@ -18,8 +18,10 @@ What reaches which process (UniRL 0.2.0 on Ray, read from its code):
   itself (:func:`runtime_env`).
 * In every process :func:`install` registers post-import hooks: the UniRL hooks
   (:mod:`driver_capture`) go on when ``unirl.rollout.engine.vllm.engine`` /
-  ``unirl.rollout.engine.agentic.engine`` / ``unirl.rollout.manager.rollout`` are imported (at
-  once if they already are), so a Ray worker that never imports UniRL pays nothing.
+  ``unirl.rollout.engine.agentic.engine`` / ``unirl.rollout.manager.rollout`` /
+  ``unirl.distributed.group.worker`` are imported (at once if they already are), so a Ray worker
+  that never imports UniRL pays nothing. ``Worker.teardown`` closes the shard, because
+  ``DevicePool.shutdown`` ``ray.kill``s its actors right after (no atexit runs there).
 * Inside vLLM's processes the capture is the ``vllm.general_plugins`` entry point
   (:mod:`vllm_plugin`), which needs only the environment variable.
 
@@ -49,7 +51,7 @@ RUN_ID_ENV = shard.RUN_ID_ENV
 USER_SETUP_HOOK_ENV = "UNIRL_REPLAY_USER_SETUP_HOOK"
 SETUP_HOOK = "unirl_replay.capture.switch.ray_worker_setup"
 UNIRL_MODULES = ("unirl.rollout.engine.vllm.engine", "unirl.rollout.engine.agentic.engine",
-                 "unirl.rollout.manager.rollout")
+                 "unirl.rollout.manager.rollout", "unirl.distributed.group.worker")
 
 _state: Dict[str, Any] = {"installed": False, "ray_wrapped": False}
 _lock = threading.RLock()
@@ -121,6 +123,10 @@ def _patch_ray(ray: Any) -> None:
         if _state["ray_wrapped"] or not hasattr(ray, "init"):
             return
         _state["ray_wrapped"] = True
+    from unirl_replay.capture.driver_capture import process_role
+
+    if process_role() == "worker":  # a Ray worker: the job's runtime env already brought the switch here
+        return
     try:
         if ray.is_initialized():
             # The job's runtime env is fixed: a local cluster started from this process inherited its

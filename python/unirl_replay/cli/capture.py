@@ -126,38 +126,77 @@ def _validate(out_dir: str) -> None:
               help="Agentic lookup-tool wait range in ms [20:150].")
 @click.option("--overhead-pairs", type=int, default=5, show_default=True,
               help="Paired instrumented/plain runs for the manifest's capture overhead (0 = not measured).")
+@click.option("--engines", type=int, default=2, show_default=True,
+              help="Engines: Ray actors (UniRL DevicePool workers), each with its own vLLM-CPU engine.")
+@click.option("--model", "model", default=None, type=click.Path(file_okay=False, exists=True),
+              help="A local Hugging Face model directory to serve (default: the tiny scripted model).")
 @click.option("--model-dir", default=None, type=click.Path(file_okay=False),
-              help="Tiny model directory (built there when missing; default: a cache directory).")
-@click.option("--keep-raw", is_flag=True, help="Keep OUT/raw (the capture's raw records) for debugging.")
+              help="Where the tiny model is built when missing (default: a cache directory).")
+@click.option("--keep-raw", is_flag=True, help="Keep OUT/raw (the capture's shards) after finalizing.")
+@click.option("--no-finalize", is_flag=True, help="Leave the shards in OUT/raw and print the finalize command.")
 @click.option("--no-validate", is_flag=True, help="Do not validate the written trace.")
 @click.option("--dump-prompts", default=None, hidden=True, type=click.Path(dir_okay=False),
               help="Tests only: write the prompts (text, token ids) to this file, outside the trace.")
 def run_command(mode: str, out_dir: str, role: str, workload_name: str | None, seed: int, batches: int,
-            prompts: int | None, samples: int, prompt_words: str | None, max_new_tokens: int | None,
-            group_size: int, per_worker_inflight: int, max_turns: int, tool_wait_ms: str | None,
-            overhead_pairs: int, model_dir: str | None, keep_raw: bool, no_validate: bool,
-            dump_prompts: str | None) -> None:
-    """Run a real UniRL rollout window (MODE grpo or agentic) in the reference environment and write a trace."""
+                prompts: int | None, samples: int, prompt_words: str | None, max_new_tokens: int | None,
+                group_size: int, per_worker_inflight: int, max_turns: int, tool_wait_ms: str | None,
+                overhead_pairs: int, engines: int, model: str | None, model_dir: str | None, keep_raw: bool,
+                no_finalize: bool, no_validate: bool, dump_prompts: str | None) -> None:
+    """Run a real UniRL rollout (MODE grpo or agentic) on UniRL's Ray wiring, capture it, finalize the trace."""
+    import json
+    import shutil
+
+    out = Path(out_dir).resolve()
+    if (out / "manifest.json").exists():
+        raise click.ClickException(f"{out} already holds a trace; choose another --out")
     py = reference_python()
-    argv = [str(py), "-m", "unirl_replay.reference.rollout_driver", mode, "--out", str(Path(out_dir).resolve()),
-            "--role", role, "--seed", str(seed), "--batches", str(batches), "--samples", str(samples),
+    if engines < 1:
+        raise click.BadParameter("at least 1 engine", param_hint="--engines")
+    argv = [str(py), "-m", "unirl_replay.reference.rollout_driver", mode, "--out", str(out),
+            "--seed", str(seed), "--batches", str(batches), "--samples", str(samples),
             "--group-size", str(group_size), "--per-worker-inflight", str(per_worker_inflight),
-            "--max-turns", str(max_turns), "--overhead-pairs", str(overhead_pairs)]
-    for flag, value in (("--workload-name", workload_name), ("--prompts", prompts), ("--prompt-words", prompt_words),
+            "--max-turns", str(max_turns), "--overhead-pairs", str(overhead_pairs), "--engines", str(engines)]
+    for flag, value in (("--prompts", prompts), ("--prompt-words", prompt_words),
                         ("--max-new-tokens", max_new_tokens), ("--tool-wait-ms", tool_wait_ms),
-                        ("--model-dir", model_dir), ("--dump-prompts", dump_prompts)):
+                        ("--model", str(Path(model).resolve()) if model else None), ("--model-dir", model_dir),
+                        ("--dump-prompts", dump_prompts)):
         if value is not None:
             argv += [flag, str(value)]
-    if keep_raw:
-        argv.append("--keep-raw")
     env = dict(os.environ)
     env.pop("UNIRL_REPLAY_TRACE_DIR", None)  # the driver sets it for its own process tree only
-    rc = subprocess.call(argv, env=env, cwd=str(environments.REPO_ROOT))
-    if rc != 0:
-        raise click.ClickException(f"the reference rollout driver failed (exit {rc}): {' '.join(argv)}")
+    proc = subprocess.run(argv, env=env, cwd=str(environments.REPO_ROOT), stdout=subprocess.PIPE, text=True)
+    if proc.returncode != 0:
+        raise click.ClickException(f"the reference rollout driver failed (exit {proc.returncode}): {' '.join(argv)}")
+    rollouts = f"0:{batches - 1}"
+    try:
+        summary = json.loads(proc.stdout[proc.stdout.index("{"):])
+        rollouts = summary.get("rollouts") or rollouts
+    except ValueError:
+        summary = {}
+    raw = out / "raw"
+    name = workload_name or f"{mode}-s{seed}"
+    if no_finalize:
+        click.echo(f"shards in {raw}; finalize with: unirl-replay capture finalize {raw} --out {out} "
+                   f"--rollouts {rollouts} --workload-name {name} --role {role}")
+        return
+    from unirl_replay.capture.finalize import finalize
+    from unirl_replay.contract.errors import UnirlReplayError
+    try:
+        rep = finalize(raw, out, rollouts=rollouts, role=role, workload_name=name,
+                       max_output_tokens=max_new_tokens or (64 if mode == "grpo" else 48))
+    except UnirlReplayError as e:
+        raise click.ClickException(f"{e} (shards kept in {raw})") from None
+    for line in rep.lines():
+        click.echo(f"finalize: {line}", err=True)
+    if not keep_raw:
+        shutil.rmtree(raw, ignore_errors=True)
+    if summary.get("timings"):
+        t = summary["timings"]
+        click.echo(f"engine start {t.get('engine_start_s', 0):.0f} s, whole run {t.get('total_s', 0):.0f} s",
+                   err=True)
     if no_validate:
         return
-    _validate(out_dir)
+    _validate(str(out))
 
 
 for _mode in ("grpo", "agentic"):
