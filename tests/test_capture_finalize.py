@@ -145,6 +145,16 @@ def test_rollout_window_keeps_only_the_named_rollouts(tmp_path):
     assert {r.rollout_batch_id for r in wl["request"]} == {"rollout-1"} and len(wl["request"]) == 4
 
 
+def test_policy_version_window(tmp_path):
+    _grpo_raw(tmp_path / "raw")
+    finalize(tmp_path / "raw", tmp_path / "trace", policy_version=0)
+    man, wl, _ = _load(tmp_path / "trace")
+    assert len(wl["request"]) == 8 and man.policy.policy_version == 0
+    with pytest.raises(TraceFormatError) as e:
+        finalize(tmp_path / "raw", tmp_path / "other", policy_version=3)
+    assert e.value.rule == "capture.no_requests"
+
+
 def _agentic_raw(raw: Path, *, kill_engine_22: bool = False) -> None:
     """Driver: submit + one collect of 2 groups x 2 trajectories; trajectories on two engines."""
     trajs = {"t1": (11, 21, "r0:prompt:0:sample:0"), "t2": (11, 21, "r0:prompt:0:sample:0"),

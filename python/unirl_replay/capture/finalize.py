@@ -16,7 +16,9 @@ Joins, all on ids that survive process boundaries:
 * group = root sample id (``r<rollout>:prompt:<p>:sample:0``); rollout batch = one collect
   (agentic) or one rollout id (GRPO: every engine's share of ``rollout.generate``).
 
-Window: everything captured, or the rollout ids the user names (``--rollouts A:B``).
+Window: everything captured, or the rollout ids the user names (``--rollouts A:B``), optionally
+only the work at one policy version (``--policy-version V``: ``Part.output_version`` of the engine
+calls, ``current_version`` of the collects).
 
 What is incomplete is reported by kind and count (:class:`FinalizeReport`), written to the
 manifest's ``completeness`` and left out of the trace: a request whose engine record is missing
@@ -142,7 +144,7 @@ def _parse_rollouts(spec: Optional[str]) -> Optional[Set[int]]:
 def finalize(raw_dir: Path | str, out_dir: Path | str, *, rollouts: Optional[str] = None, role: str = "unlabelled",
              workload_name: Optional[str] = None, trace_id: Optional[str] = None, model_name: Optional[str] = None,
              max_output_tokens: Optional[int] = None, labels: Optional[Dict[str, str]] = None,
-             weights_digest: bool = True) -> FinalizeReport:
+             weights_digest: bool = True, policy_version: Optional[int] = None) -> FinalizeReport:
     """Build and finalize the trace in ``out_dir`` from the shards in ``raw_dir``.
 
     Raises:
@@ -206,10 +208,14 @@ def finalize(raw_dir: Path | str, out_dir: Path | str, *, rollouts: Optional[str
     def in_window(rids: Sequence[int]) -> bool:
         return window is None or (bool(rids) and set(rids) <= window)
 
-    calls = [d for d in calls_all if in_window(d.get("rollout_ids") or [])]
+    def at_version(v: Any) -> bool:
+        return policy_version is None or (v is not None and int(v) == int(policy_version))
+
+    calls = [d for d in calls_all if in_window(d.get("rollout_ids") or []) and at_version(d.get("output_version"))]
     trajs = {t["trajectory_id"]: t for t in recs.get("trajectory", []) if in_window(t.get("rollout_ids") or [])}
     collects = sorted((col for col in recs.get("collect", [])
-                       if in_window([r for g in col["groups"] for r in g.get("rollout_ids", [])])),
+                       if in_window([r for g in col["groups"] for r in g.get("rollout_ids", [])])
+                       and at_version(col.get("current_version"))),
                       key=lambda col: col["enter"]["monotonic"])
     submits = [s for s in recs.get("submit", []) if in_window(s.get("rollout_ids") or [])]
     agentic = bool(trajs or collects or any(d.get("trajectory_id") for d in calls))

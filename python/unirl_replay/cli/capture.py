@@ -49,6 +49,8 @@ def command() -> None:
 @click.option("--out", "out_dir", required=True, type=click.Path(file_okay=False), help="Trace directory to write.")
 @click.option("--rollouts", default=None, metavar="A:B[,C:D]",
               help="Window: only these UniRL rollout ids (the r<id>: prefix of sample ids). Default: everything.")
+@click.option("--policy-version", type=int, default=None,
+              help="Window: only work at this policy version (Part.output_version / collect current_version).")
 @click.option("--role", type=click.Choice(["calibration", "holdout", "unlabelled"]), default="unlabelled",
               show_default=True, help="Workload role recorded in the manifest.")
 @click.option("--workload-name", default=None, help="Workload family name (default: MODE-DATE).")
@@ -58,7 +60,7 @@ def command() -> None:
               "each request's max_output_tokens; not in the shards).")
 @click.option("--label", "labels", multiple=True, metavar="KEY=VALUE", help="Extra manifest label (repeatable).")
 @click.option("--no-validate", is_flag=True, help="Do not validate the written trace.")
-def finalize_command(raw_dir: str, out_dir: str, rollouts: str | None, role: str, workload_name: str | None,
+def finalize_command(raw_dir: str, out_dir: str, rollouts: str | None, policy_version: int | None, role: str, workload_name: str | None,
                      trace_id: str | None, model_name: str | None, max_new_tokens: int | None,
                      labels: tuple[str, ...], no_validate: bool) -> None:
     """Merge the capture shards in RAW_DIR (UNIRL_REPLAY_TRACE_DIR/raw) into a v1 trace."""
@@ -79,7 +81,8 @@ def finalize_command(raw_dir: str, out_dir: str, rollouts: str | None, role: str
 
     try:
         rep = finalize(raw_dir, out_dir, rollouts=rollouts, role=role, workload_name=workload_name,
-                       trace_id=trace_id, model_name=model_name, max_output_tokens=max_new_tokens, labels=extra)
+                       trace_id=trace_id, model_name=model_name, max_output_tokens=max_new_tokens, labels=extra,
+                       policy_version=policy_version)
     except UnirlReplayError as e:
         raise click.ClickException(str(e)) from None
     for line in rep.lines():
