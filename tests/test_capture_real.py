@@ -155,3 +155,33 @@ def test_real_multiprocess_capture_joins_every_engine_request_exactly_once(tmp_p
         collected = [t for s in shards for r in s.records if r["kind"] == "collect" for g in r["groups"]
                      for t in g["trajectory_ids"] if all(x < 1000 for x in g["rollout_ids"])]
         assert collected and None not in collected and set(collected) == set(trajs)
+
+
+@pytest.mark.reference
+@needs_ref
+def test_kill_9_of_an_engine_mid_window_gives_an_incomplete_trace_naming_what_was_lost(tmp_path):
+    """A real engine process (the vLLM runtime of UniRL rank 0) is killed with SIGKILL during the
+    second rollout: finalize still writes a valid trace of the complete records, marked incomplete,
+    naming the dead engine; the first rollout is whole and the other engine's work is kept."""
+    from unirl_replay.cli.main import main
+
+    out = tmp_path / "trace"
+    rc = main(["capture", "agentic", "--out", str(out), "--batches", "2", "--overhead-pairs", "0",
+               "--kill-engine-at-rollout", "1", "--keep-raw", *SMALL["agentic"]])
+    assert rc == 0, "capture or finalize failed"
+    res = check_trace(out)
+    assert res.status == TraceCheck.STATUS_VALID, [format_violation(v) for v in res.violations]
+    t = open_trace(out)
+    m = t.manifest
+    assert not m.completeness.complete
+    lost = {x.kind: x for x in m.completeness.lost}
+    killed = next(s for s in (out / "raw").glob("engine-*.jsonl")
+                  if '"unirl_rank":"0"' in s.read_text().splitlines()[0])
+    engine_id = __import__("json").loads(killed.read_text().splitlines()[0])["engine_id"]
+    assert "process_exit" in lost and killed.name in lost["process_exit"].cause
+    assert any(engine_id in x.cause for x in lost.values()), [(x.kind, x.cause) for x in lost.values()]
+    wl = [r for _, r in t.iter_workload()]
+    batches = {r.rollout_batch.rollout_batch_id for r in wl if r.WhichOneof("record") == "rollout_batch"}
+    assert "rollout-0" in batches
+    reqs = [r.request for r in wl if r.WhichOneof("record") == "request"]
+    assert reqs and len({r.request_id for r in reqs}) == len(reqs)

@@ -140,11 +140,14 @@ def _validate(out_dir: str) -> None:
 @click.option("--no-validate", is_flag=True, help="Do not validate the written trace.")
 @click.option("--dump-prompts", default=None, hidden=True, type=click.Path(dir_okay=False),
               help="Tests only: write the prompts (text, token ids) to this file, outside the trace.")
+@click.option("--kill-engine-at-rollout", type=int, default=None, hidden=True,
+              help="Tests only (agentic): kill -9 one engine's vLLM runtime during this rollout.")
 def run_command(mode: str, out_dir: str, role: str, workload_name: str | None, seed: int, batches: int,
                 prompts: int | None, samples: int, prompt_words: str | None, max_new_tokens: int | None,
                 group_size: int, per_worker_inflight: int, max_turns: int, tool_wait_ms: str | None,
                 overhead_pairs: int, engines: int, model: str | None, model_dir: str | None, keep_raw: bool,
-                no_finalize: bool, no_validate: bool, dump_prompts: str | None) -> None:
+                no_finalize: bool, no_validate: bool, dump_prompts: str | None,
+                kill_engine_at_rollout: int | None) -> None:
     """Run a real UniRL rollout (MODE grpo or agentic) on UniRL's Ray wiring, capture it, finalize the trace."""
     import json
     import shutil
@@ -162,7 +165,7 @@ def run_command(mode: str, out_dir: str, role: str, workload_name: str | None, s
     for flag, value in (("--prompts", prompts), ("--prompt-words", prompt_words),
                         ("--max-new-tokens", max_new_tokens), ("--tool-wait-ms", tool_wait_ms),
                         ("--model", str(Path(model).resolve()) if model else None), ("--model-dir", model_dir),
-                        ("--dump-prompts", dump_prompts)):
+                        ("--dump-prompts", dump_prompts), ("--kill-engine-at-rollout", kill_engine_at_rollout)):
         if value is not None:
             argv += [flag, str(value)]
     env = dict(os.environ)

@@ -44,6 +44,7 @@ import os
 import random
 import statistics
 import sys
+import threading
 import time
 from pathlib import Path
 from typing import Any, Dict, List, Optional, Tuple
@@ -221,6 +222,24 @@ class Harness:
         ray.shutdown()
 
 
+def kill_engine_later(raw: Path, delay_s: float) -> None:
+    """Tests only: ``kill -9`` the vLLM runtime of the engine with UniRL rank 0 after ``delay_s``
+    (mid-window), found from its own shard header (``raw/engine-*.jsonl``)."""
+    import signal
+
+    def kill() -> None:
+        time.sleep(delay_s)
+        for path in sorted(raw.glob("engine-*.jsonl")):
+            with open(path) as fh:
+                header = json.loads(fh.readline())
+            if header.get("unirl_rank") == "0":
+                os.kill(int(header["pid"]), signal.SIGKILL)
+                progress(f"killed engine {header.get('engine_id')} (pid {header['pid']}) with SIGKILL")
+                return
+
+    threading.Thread(target=kill, daemon=True).start()
+
+
 def measure_pairs(h: Harness, pairs: int, run_once, unit: str) -> Optional[Dict[str, Any]]:
     """``pairs`` paired runs of ``run_once(i)`` (instrumented vs plain, order alternating, same processes)."""
     if not h.capture or pairs <= 0:
@@ -348,6 +367,8 @@ def run_agentic(args, h: Harness, model: str) -> Dict[str, Any]:
         h.mark("window_start")
         for b, request in enumerate(requests):
             t = time.monotonic()
+            if args.kill_engine_at_rollout == b:
+                kill_engine_later(h.raw, args.kill_delay_s)
             manager.submit(tasks_for(request))
             groups = manager.collect(args.prompts, current_version=0)
             dt = time.monotonic() - t
@@ -437,6 +458,9 @@ def main(argv: List[str] | None = None) -> int:
     parser.add_argument("--max-new-tokens", type=int, default=None)
     parser.add_argument("--overhead-pairs", type=int, default=5)
     parser.add_argument("--dump-prompts", default=None, help="tests only: write the prompts (text, token ids) here")
+    parser.add_argument("--kill-engine-at-rollout", type=int, default=None,
+                        help="tests only (agentic): kill -9 the rank-0 engine's vLLM runtime during this rollout")
+    parser.add_argument("--kill-delay-s", type=float, default=1.5, help="tests only: seconds into that rollout")
     args = parser.parse_args(argv)
     if args.prompts is None:
         args.prompts = 8 if args.mode == "grpo" else 4
