@@ -223,6 +223,7 @@ def _hook_vllm(VLLMRolloutEngine: Any, trace_dir: str) -> None:
         frontier = sample.parts[-1]
         sample_ids = [str(s) for s in frontier.sample_ids]
         _local.pipe_request_id = None
+        engine_id = engine_id_of(self)  # before the call: a failed runtime may be gone after it
         t0 = _now()
         error = None
         result = None
@@ -244,7 +245,7 @@ def _hook_vllm(VLLMRolloutEngine: Any, trace_dir: str) -> None:
             emit({
                 "kind": "engine_call",
                 "call_id": shard.new_id(),
-                "engine_id": engine_id_of(self),
+                "engine_id": engine_id or engine_id_of(self),
                 "actor_id": _actor_id(),
                 "thread": threading.current_thread().name,
                 "pipe_request_id": getattr(_local, "pipe_request_id", None),
