@@ -34,9 +34,13 @@ def run(mode: str, pairs: int, work: Path, engines: int = 2) -> dict:
         sys.exit(f"reference environment missing ({py}): run `make reference-env`")
     out = work / mode
     load0 = os.getloadavg()
-    subprocess.run([sys.executable, "-m", "unirl_replay.cli.main", "capture", mode, "--out", str(out),
-                    "--overhead-pairs", str(pairs), "--workload-name", f"bench-{mode}", "--engines", str(engines),
-                    "--no-validate"], check=True, cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    proc = subprocess.run([sys.executable, "-m", "unirl_replay.cli.main", "capture", mode, "--out", str(out),
+                           "--overhead-pairs", str(pairs), "--workload-name", f"bench-{mode}", "--engines",
+                           str(engines), "--no-validate"], cwd=ROOT, stdout=subprocess.DEVNULL,
+                          stderr=subprocess.PIPE, text=True)
+    if proc.returncode != 0:
+        sys.exit(f"capture {mode} failed (exit {proc.returncode}); last lines:\n" + "\n".join(
+            proc.stderr.splitlines()[-15:]))
     m = json.loads((out / "manifest.json").read_text())
     ov, lab = m["capture_overhead"], m["labels"]
     per_pair = [float(x) for x in lab["overhead.per_pair_ratio"].split(",")]
