@@ -171,11 +171,22 @@ class Harness:
                     "VLLM_CPU_KVCACHE_SPACE": str(KV_CACHE_GIB), "TOKENIZERS_PARALLELISM": "false"}
         # address="local": always a fresh cluster of this run's own (never another user's on the same host);
         # ray.shutdown() at the end stops exactly it.
-        ray.init(address="local", num_cpus=max(4, 2 * self.args.engines), num_gpus=self.args.engines,
-                 include_dashboard=False,
-                 log_to_driver=False, configure_logging=True, logging_level="WARNING",
-                 runtime_env={"env_vars": env_vars,
-                              "worker_process_setup_hook": "unirl_replay.reference.cpu_bridges.ray_worker_setup"})
+        kwargs = dict(address="local", num_cpus=max(4, 2 * self.args.engines), num_gpus=self.args.engines,
+                      include_dashboard=False, log_to_driver=False, configure_logging=True, logging_level="WARNING",
+                      runtime_env={"env_vars": env_vars,
+                                   "worker_process_setup_hook": "unirl_replay.reference.cpu_bridges.ray_worker_setup"})
+        for attempt in (1, 2):
+            try:
+                ray.init(**kwargs)
+                break
+            except Exception as exc:  # noqa: BLE001 - a local node that failed to start on a loaded host
+                ray.shutdown()
+                if attempt == 2:
+                    raise
+                # seen on the shared 2-core machine with other users' Ray clusters running: "node timed out
+                # during startup" and a raylet check failure (node_manager.cc) at start
+                progress(f"the local Ray node failed to start ({type(exc).__name__}: {str(exc)[:120]}); retrying once")
+                time.sleep(5)
         try:
             session = ray._private.worker._global_node.get_session_dir_path()
         except Exception:  # noqa: BLE001
