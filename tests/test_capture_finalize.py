@@ -307,3 +307,17 @@ def test_install_without_the_switch_does_nothing(tmp_path):
     lines = out.stdout.strip().splitlines()
     assert lines[0] == "False" and list(tmp_path.iterdir()) == []
     assert "unirl_replay.capture.driver_capture" not in lines[1]
+
+
+def test_runtime_env_carries_the_switch_and_chains_a_user_hook(monkeypatch, tmp_path):
+    from unirl_replay.capture import switch
+
+    monkeypatch.setenv("UNIRL_REPLAY_TRACE_DIR", str(tmp_path))
+    monkeypatch.setenv("UNIRL_REPLAY_TRACE_SALT", "00" * 16)
+    monkeypatch.setenv("UNIRL_REPLAY_RUN_ID", "run1")
+    env = switch.runtime_env({"env_vars": {"A": "1"}, "worker_process_setup_hook": "my_pkg.setup", "pip": ["x"]})
+    assert env["worker_process_setup_hook"] == switch.SETUP_HOOK and env["pip"] == ["x"]
+    assert env["env_vars"] == {"A": "1", "UNIRL_REPLAY_TRACE_DIR": str(tmp_path), "UNIRL_REPLAY_TRACE_SALT": "00" * 16,
+                               "UNIRL_REPLAY_RUN_ID": "run1", switch.USER_SETUP_HOOK_ENV: "my_pkg.setup"}
+    with pytest.raises(TypeError):
+        switch.runtime_env({"worker_process_setup_hook": lambda: None})
