@@ -318,6 +318,17 @@ def test_incomplete_traces(tmp_path, enc):
     assert res.status == INCOMPLETE and hits(res, "trace.no_manifest")
 
 
+def test_zero_request_trace_is_rejected(tmp_path):
+    t = grpo_trace()
+    for r in list(t.requests()):
+        t.remove("request", r.request_id)
+    t.workload = [r for r in t.workload if r.WhichOneof("record") not in ("group", "rollout_batch")]
+    t.outcomes = []
+    res = check(t, tmp_path)
+    assert res.status == INVALID and hits(res, "trace.no_requests")
+    assert "0 requests" in hits(res, "trace.no_requests")[0].message
+
+
 def test_container_rules(tmp_path):
     d = grpo_trace().write(tmp_path / "t")
     (d / "workload.jsonl.partial").write_text("")
@@ -409,7 +420,7 @@ def test_every_rule_has_a_test():
         "json.parse", "json.profile", "jsonl.empty_line", "binpb.frame", "binpb.decode", "manifest.window",
         "manifest.engine", "json.duplicate_key", "json.nan", "json.huge_number", "json.depth", "jsonl.line_too_long",
         "json.file_too_large", "artifact.not_regular", "artifact.unreadable", "artifact.symlink",
-        "compat.newer_revision", "binpb.unknown_fields"}  # tests/test_forward_compat.py
+        "compat.newer_revision", "binpb.unknown_fields", "trace.no_requests"}  # tests/test_forward_compat.py
     tested |= {f"json.{form}" for form in OFF_PROFILE_FORMS}  # tests/test_json_off_profile.py
     assert set(RULES) - tested == set()
 

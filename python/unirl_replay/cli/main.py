@@ -21,7 +21,7 @@ COMMANDS: dict[str, str] = {
     "convert": "Convert a trace to a Dynamo Replay input file (agentic_mooncake or mooncake).",
     "replay": "Replay a trace in the real Dynamo Replay and write a replay result.",
     "compare": "Compare a replay result with the measured outcomes: report, table, plots.",
-    "capture": "Run a real UniRL rollout window (reference environment) and write a trace.",
+    "capture": "Finalize a UniRL run's capture shards into a trace, or run the real-rollout harness.",
     "calibrate": "Measure a timing profile on the real engine (reference environment).",
     "conformance": "Run the conformance corpus against one or more simulator revisions.",
     "demo": "The whole job on the bundled real traces: validate, replay, compare, report.",

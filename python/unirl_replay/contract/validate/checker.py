@@ -158,6 +158,10 @@ def check_trace(trace_dir: str | Path, *, max_per_rule: int = 200, strict: bool 
         ch.manifest()
         ch._window_bound()
         ch.pass1()
+        if not ch.ids["request"]:
+            ch.v("trace.no_requests", ch.wfile, 0, "", "the workload holds 0 requests: there is nothing to replay "
+                 "(a capture writes a trace only from joined engine requests; finalize it again and read what "
+                 "it reports missing)")
         ch.pass2()
         ch.cycles()
         if outcomes:

@@ -238,6 +238,7 @@ EXAMPLES: dict[str, Example] = {
     "enum.unknown": _g(("set", W, 1, "request.finish_reasons[0]", 99)),
     "id.invalid": _g(("set", W, 1, "request.sample_ids[0]", "s\u0007")),
     "manifest.trace_id": _g(("del", M, 0, "trace_id")),
+    "trace.no_requests": _g(("drop", W, 1)),
     # measured outcomes
     "outcome.missing_reason": _g(("del", O, 1, "request.first_token_ns")),
     "outcome.completion_order": _g(("set", O, 2, "group.completed_ns", "8000000")),

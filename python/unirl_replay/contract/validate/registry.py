@@ -78,6 +78,7 @@ RULES: dict[str, str] = {
     # manifest
     "manifest.window": "capture window missing or duration_ns <= 0",
     "manifest.engine": "engine without engine_id or with block_size_tokens 0",
+    "trace.no_requests": "a trace with 0 requests (nothing to replay: e.g. a capture whose records never joined)",
     "manifest.trace_id": "manifest without trace_id",
     # records
     "record.empty": "a WorkloadRecord / OutcomeRecord with no member of its oneof set",
