@@ -37,7 +37,7 @@ from google.protobuf.message import DecodeError, Message
 
 from unirl_replay import SCHEMA_VERSION
 
-from unirl_replay.contract import json_profile
+from unirl_replay.contract import fast_jsonl, json_profile
 from unirl_replay.contract.errors import IncompleteTraceError, SchemaVersionError, TraceFormatError
 from unirl_replay.v1.manifest_pb2 import (
     ARTIFACT_KIND_OUTCOMES,
@@ -160,7 +160,7 @@ def _iter_jsonl(f: BinaryIO, cls: type[M], file: str) -> Iterator[tuple[int, M]]
                                        rule="jsonl.truncated")
         if not raw.strip():
             raise TraceFormatError("empty line", file=file, line=n, rule="jsonl.empty_line")
-        yield n, json_profile.parse_json(raw, cls, file=file, line=n)
+        yield n, fast_jsonl.parse_json_line(raw, cls, file=file, line=n)  # = json_profile.parse_json
 
 
 def _iter_binpb(f: BinaryIO, cls: type[M], file: str) -> Iterator[tuple[int, M]]:
