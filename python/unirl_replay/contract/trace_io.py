@@ -37,7 +37,7 @@ from google.protobuf.message import DecodeError, Message
 
 from unirl_replay import SCHEMA_VERSION
 
-from unirl_replay.contract import fast_jsonl, json_profile
+from unirl_replay.contract import fast_jsonl, json_profile, json_write
 from unirl_replay.contract.errors import IncompleteTraceError, SchemaVersionError, TraceFormatError
 from unirl_replay.v1.manifest_pb2 import (
     ARTIFACT_KIND_OUTCOMES,
@@ -237,7 +237,7 @@ _UMASK = _current_umask()
 def write_message_json(path: str | os.PathLike, msg: Message) -> None:
     """Write one message as pretty JSON (the profile), atomically: temp file, fsync, ``os.replace``."""
     path = Path(path)
-    data = json_profile.to_json(msg).encode()
+    data = json_write.to_json_bytes(msg)  # = json_profile.to_json, map keys sorted (deterministic)
     fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
     try:
         os.fchmod(fd, 0o666 & ~_UMASK)  # mkstemp makes 0600; give the file ordinary permissions
@@ -320,7 +320,7 @@ class TraceWriter:
 
     def _encode(self, msg: Message) -> bytes:
         if self.encoding == "jsonl":
-            return json_profile.to_json_line(msg)
+            return json_write.to_json_line(msg)  # = json_profile.to_json_line (tests/test_json_write.py)
         body = msg.SerializeToString()
         return encode_varint(len(body)) + body
 
