@@ -65,3 +65,34 @@ def test_mapping_back_equals_the_reference(w, seed, shift, offset):
         have = mapback.predicted_request(r.request_id, r.num_samples, got, "e0", shift, offset)
         assert have == want
         assert have.SerializeToString(deterministic=True) == want.SerializeToString(deterministic=True)
+
+
+def test_paused_gc_restores_the_collector():
+    import gc
+
+    import pytest
+
+    from unirl_replay.contract.gc_pause import paused_gc
+
+    assert gc.isenabled()
+
+    @paused_gc()
+    def step(fail):
+        assert not gc.isenabled()
+        with paused_gc():
+            assert not gc.isenabled()
+        assert not gc.isenabled()
+        if fail:
+            raise ValueError("boom")
+
+    step(False)
+    assert gc.isenabled()
+    with pytest.raises(ValueError):
+        step(True)
+    assert gc.isenabled()
+    gc.disable()
+    try:
+        step(False)
+        assert not gc.isenabled()  # a collector that was off stays off
+    finally:
+        gc.enable()

@@ -29,6 +29,8 @@ from google.protobuf.descriptor import Descriptor, FieldDescriptor
 from google.protobuf.internal.type_checkers import ToShortestFloat
 from google.protobuf.message import Message
 
+from unirl_replay.contract.gc_pause import paused_gc
+
 __all__ = ["to_dict", "to_json", "to_json_bytes", "to_json_line"]
 
 _T = FieldDescriptor
@@ -131,6 +133,7 @@ def to_dict(msg: Message) -> dict[str, Any]:
     return _table(msg.DESCRIPTOR)(msg)
 
 
+@paused_gc()  # a large result is 100k+ new dicts: the collector would rescan them all, for nothing
 def to_json_bytes(msg: Message, *, indent: int | None = 2) -> bytes:
     """Message -> UTF-8 JSON text (pretty with ``indent``; a final newline when pretty)."""
     raw = _encode(to_dict(msg))

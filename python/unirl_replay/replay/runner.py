@@ -29,6 +29,7 @@ from pathlib import Path
 
 from unirl_replay import SCHEMA_VERSION
 from unirl_replay.replay import mapback
+from unirl_replay.contract.gc_pause import paused_gc
 from unirl_replay.replay.convert import CONVERTERS, mooncake
 from unirl_replay.replay.convert.agentic_mooncake import MODEL
 from unirl_replay.replay.convert.common import Conversion, engine_args, ms_to_ns
@@ -219,6 +220,7 @@ def replay_workload(index: WorkloadIndex, manifest: manifest_pb2.TraceManifest, 
     return res
 
 
+@paused_gc()
 def replay_trace(trace_dir: str | Path, timing_model: str, *, trace_format: str = "agentic_mooncake",
                  work_dir: str | Path | None = None, unmodelled: Iterable[str] = ()) -> replay_pb2.ReplayResult:
     """Open a trace directory (workload + manifest only) and :func:`replay_workload` it."""
@@ -232,6 +234,7 @@ def replay_trace(trace_dir: str | Path, timing_model: str, *, trace_format: str 
                            work_dir=work_dir, workload_sha256=sha, unmodelled=unmodelled)
 
 
+@paused_gc()
 def convert_trace(trace_dir: str | Path, out_file: str | Path, *, trace_format: str = "agentic_mooncake",
                   engine_id: str | None = None, unmodelled: Iterable[str] = ()) -> list[Path]:
     """Write the upstream input file(s) of a trace (no upstream call).
