@@ -141,6 +141,8 @@ def main() -> None:
     ap.add_argument("--encodings", default="binpb")
     ap.add_argument("--steps", default="convert,upstream,replay,validate,read")
     ap.add_argument("--dir", default=None)
+    ap.add_argument("--keep", action="store_true", help="reuse a trace already in --dir and keep it (to run "
+                    "another checkout's code on the same trace: PYTHONPATH=<other>/python:<other>/gen/python)")
     ap.add_argument("--child", default=None)
     ap.add_argument("--trace", default=None)
     a = ap.parse_args()
@@ -156,15 +158,18 @@ def main() -> None:
     for enc in a.encodings.split(","):
         trace = base / f"trace-{enc}-{a.requests}"
         work = base / f"work-{enc}-{a.requests}"
-        shutil.rmtree(trace, ignore_errors=True)
-        shutil.rmtree(work, ignore_errors=True)
-        work.mkdir(parents=True)
+        reuse = a.keep and (trace / "manifest.json").is_file()
+        if not reuse:
+            shutil.rmtree(trace, ignore_errors=True)
+            shutil.rmtree(work, ignore_errors=True)
+        work.mkdir(parents=True, exist_ok=True)
         t0 = time.perf_counter()
-        subprocess.run([sys.executable, __file__, "--child", "write", "--trace", str(trace), "--requests",
-                        str(a.requests), "--encodings", enc], check=True, capture_output=True)
-        size = sum(p.stat().st_size for p in trace.iterdir()) / 2**20
-        print(f"[{enc} N={a.requests}] wrote the trace ({size:.0f} MiB) in {time.perf_counter() - t0:.1f} s "
-              "(not measured)", flush=True)
+        if not reuse:
+            subprocess.run([sys.executable, __file__, "--child", "write", "--trace", str(trace), "--requests",
+                            str(a.requests), "--encodings", enc], check=True, capture_output=True)
+            size = sum(p.stat().st_size for p in trace.iterdir()) / 2**20
+            print(f"[{enc} N={a.requests}] wrote the trace ({size:.0f} MiB) in {time.perf_counter() - t0:.1f} s "
+                  "(not measured)", flush=True)
         for name in a.steps.split(","):
             before = "%.2f" % os.getloadavg()[0]
             p = subprocess.run([sys.executable, __file__, "--child", name, "--trace", str(trace), "--dir", str(work)],
@@ -178,8 +183,9 @@ def main() -> None:
                               if k not in ("s", "rss_mib"))
             print(f"[{enc} N={a.requests}] {name}: {r['s']:.2f} s, peak RSS {r['rss_mib']:.0f} MiB"
                   f"{', ' + extra if extra else ''} (load {before} -> {after})", flush=True)
-        shutil.rmtree(trace, ignore_errors=True)
-        shutil.rmtree(work, ignore_errors=True)
+        if not a.keep:
+            shutil.rmtree(trace, ignore_errors=True)
+            shutil.rmtree(work, ignore_errors=True)
 
 
 if __name__ == "__main__":
