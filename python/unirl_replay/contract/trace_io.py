@@ -39,7 +39,7 @@ from google.protobuf.message import DecodeError, Message
 from unirl_replay import SCHEMA_VERSION
 
 from unirl_replay.contract import compat as compat_mod
-from unirl_replay.contract import json_profile
+from unirl_replay.contract import fast_jsonl, json_profile, json_write
 from unirl_replay.contract.compat import CONTRACT_REVISION, CompatLog
 from unirl_replay.contract.errors import (IncompleteTraceError, SchemaVersionError, TraceFormatError,
                                           TraceWriterBusyError)
@@ -181,12 +181,16 @@ def _iter_jsonl(f: BinaryIO, cls: type[M], file: str, compat: CompatLog | None, 
         try:
             if not raw.strip():
                 raise TraceFormatError("empty line", file=file, line=n, rule="jsonl.empty_line")
-            if look:
-                data = json_profile.loads_checked(raw, file=file, line=n)
-                compat.off_profile(file, n, json_profile.off_profile_forms(data, cls.DESCRIPTOR))
-                msg = json_profile.parse_dict(data, cls, file=file, line=n, on_unknown=on_unknown)
-            else:
-                msg = json_profile.parse_json(raw, cls, file=file, line=n, on_unknown=on_unknown)
+            # the fast path takes only canonical-profile lines (no off-profile form, no unknown or
+            # duplicate key); every other line goes to the reference parser, which words the error
+            msg = fast_jsonl.try_parse(raw, cls)
+            if msg is None:
+                if look:
+                    data = json_profile.loads_checked(raw, file=file, line=n)
+                    compat.off_profile(file, n, json_profile.off_profile_forms(data, cls.DESCRIPTOR))
+                    msg = json_profile.parse_dict(data, cls, file=file, line=n, on_unknown=on_unknown)
+                else:
+                    msg = json_profile.parse_json(raw, cls, file=file, line=n, on_unknown=on_unknown)
         except TraceFormatError as e:
             if on_error is None:
                 raise
@@ -326,7 +330,7 @@ _UMASK = _current_umask()
 def write_message_json(path: str | os.PathLike, msg: Message) -> None:
     """Write one message as pretty JSON (the profile), atomically: temp file, fsync, ``os.replace``."""
     path = Path(path)
-    data = json_profile.to_json(msg).encode()
+    data = json_write.to_json_bytes(msg)  # = json_profile.to_json, map keys sorted (deterministic)
     fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
     try:
         os.fchmod(fd, 0o666 & ~_UMASK)  # mkstemp makes 0600; give the file ordinary permissions
@@ -452,7 +456,7 @@ class TraceWriter:
 
     def _encode(self, msg: Message) -> bytes:
         if self.encoding == "jsonl":
-            return json_profile.to_json_line(msg)
+            return json_write.to_json_line(msg)  # = json_profile.to_json_line (tests/test_json_write.py)
         body = msg.SerializeToString()
         return encode_varint(len(body)) + body
 

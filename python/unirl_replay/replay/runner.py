@@ -29,6 +29,8 @@ from collections.abc import Iterable
 from pathlib import Path
 
 from unirl_replay import SCHEMA_VERSION
+from unirl_replay.replay import mapback
+from unirl_replay.contract.gc_pause import paused_gc
 from unirl_replay.replay.convert import CONVERTERS, mooncake
 from unirl_replay.replay.convert.agentic_mooncake import MODEL
 from unirl_replay.replay.convert.common import Conversion, engine_args, ms_to_ns
@@ -85,7 +87,7 @@ def _replay_engine(sim: Simulator, plan: EnginePlan, index: WorkloadIndex, fmt: 
     if fmt == "mooncake":
         rows = mooncake.match_rows(conv, run.per_request)
     else:
-        rows = {conv.sequences[r["request_id"]]: r for r in run.per_request if r["request_id"] in conv.sequences}
+        rows = mapback.map_rows(conv.sequences, run.per_request)  # = {sequences[id]: row for rows with known ids}
     return conv, rows, run.summary, wall, notes
 
 
@@ -210,13 +212,16 @@ def replay_workload(index: WorkloadIndex, manifest: manifest_pb2.TraceManifest, 
     for eid, (conv, rows, *_r) in done.items():
         offset = conv.origin_ns - global_origin
         for req in plans[eid].requests:
-            predicted[req.request_id] = _predicted(req, rows, eid, conv.lead_ms, offset)
-    res.requests.extend(predicted[r.request_id] for r in index.requests)
-    incomplete = [r.request_id for r in res.requests if not r.HasField("completion_ns")]
+            predicted[req.request_id] = mapback.predicted_request(req.request_id, req.num_samples, rows, eid,
+                                                                  conv.lead_ms, offset)  # = _predicted(...)
+    in_order = [predicted[r.request_id] for r in index.requests]
+    res.requests.extend(in_order)
+    incomplete = [r.request_id for r in in_order if not r.HasField("completion_ns")]
     if incomplete:
         notes.append(f"{len(incomplete)} requests did not complete in the simulator (e.g. "
                      f"{incomplete[:3]}); their completion is absent")
-    ends = [r.completion_ns for r in res.requests if r.HasField("completion_ns")]
+    ends = [r.completion_ns for r in in_order if r.HasField("completion_ns")]
+    del in_order
     if ends:
         res.makespan_ns = max(ends)
 
@@ -233,6 +238,7 @@ def replay_workload(index: WorkloadIndex, manifest: manifest_pb2.TraceManifest, 
     return res
 
 
+@paused_gc()
 def replay_trace(trace_dir: str | Path, timing_model: str, *, trace_format: str = "agentic_mooncake",
                  work_dir: str | Path | None = None, unmodelled: Iterable[str] = (),
                  simulator: str | Simulator = DEFAULT_SIMULATOR) -> replay_pb2.ReplayResult:
@@ -250,6 +256,7 @@ def replay_trace(trace_dir: str | Path, timing_model: str, *, trace_format: str 
                            work_dir=work_dir, workload_sha256=sha, unmodelled=unmodelled, simulator=simulator)
 
 
+@paused_gc()
 def convert_trace(trace_dir: str | Path, out_file: str | Path, *, trace_format: str = "agentic_mooncake",
                   engine_id: str | None = None, unmodelled: Iterable[str] = ()) -> list[Path]:
     """Write the upstream input file(s) of a trace (no upstream call).

@@ -15,11 +15,16 @@ from unirl_replay.contract.validate.manifest import ManifestRules
 from unirl_replay.contract.validate.outcomes import OutcomeRules
 from unirl_replay.contract.validate.registry import ERROR, RULES, SUSPECT_SMALL, WARNING
 from unirl_replay.contract.validate.requests import RequestRules
+from unirl_replay.contract.validate.single_pass import SinglePassRules
 from unirl_replay.v1.manifest_pb2 import ARTIFACT_KIND_OUTCOMES
 from unirl_replay.v1.report_pb2 import TraceCheck, Violation
 
 
-class _Checker(ManifestRules, RequestRules, DependencyRules, LineageRules, OutcomeRules, BoundRules):
+#: Always run the second workload pass (the reference behaviour; the equality test sets it).
+TWO_PASSES = False
+
+
+class _Checker(ManifestRules, RequestRules, DependencyRules, LineageRules, OutcomeRules, BoundRules, SinglePassRules):
     """All rule groups over one trace; the passes below dispatch each record to its group."""
 
     def skip(self, e: TraceFormatError) -> None:
@@ -28,9 +33,10 @@ class _Checker(ManifestRules, RequestRules, DependencyRules, LineageRules, Outco
         self.v(e.rule if e.rule in RULES else "json.profile", Path(e.file).name if e.file else "", e.line,
                e.record_id, _from_error(e).message)
 
-    # -- workload pass 1: ids, per-record rules
+    # -- workload pass 1: ids, per-record rules (and what proves pass 2 silent, single_pass)
     def pass1(self) -> None:
         f = self.wfile
+        self._sp_init()
         for line, rec in self.t.iter_workload(on_error=self.skip):
             self.counts["workload"] += 1
             kind = rec.WhichOneof("record")
@@ -44,8 +50,12 @@ class _Checker(ManifestRules, RequestRules, DependencyRules, LineageRules, Outco
             self._good_ids(f, line, rid, msg)
             if kind == "request":
                 self._request1(line, msg, fresh)
+                if not self.sp_doubt:
+                    self._sp_request(msg)
             elif kind in ("trajectory", "group", "rollout_batch", "slot_pool"):
                 self._lineage1(kind, line, msg, rid, fresh)
+                if not self.sp_doubt and kind != "slot_pool":
+                    self._sp_lineage[kind](self, msg, fresh)
             elif kind == "engine_client":
                 self._engine(f, line, rid, msg.engine_id)
             elif kind == "cache_warmup":
@@ -54,9 +64,11 @@ class _Checker(ManifestRules, RequestRules, DependencyRules, LineageRules, Outco
                 self._tokens(line, rid, msg.engine_id, msg.input_tokens, (), None)
         self._engine_capacity()
 
+    _sp_lineage = {"trajectory": SinglePassRules._sp_trajectory, "group": SinglePassRules._sp_group,
+                   "rollout_batch": lambda self, msg, fresh: self._sp_batch(msg)}
+
     # -- workload pass 2: references
     def pass2(self) -> None:
-        f = self.wfile
         group_in_batches: Counter[str] = Counter()
         for line, rec in self.t.iter_workload(on_error=_ignore):  # reported in pass 1
             kind = rec.WhichOneof("record")
@@ -69,6 +81,17 @@ class _Checker(ManifestRules, RequestRules, DependencyRules, LineageRules, Outco
             elif kind == "rollout_batch":
                 self._batch2(line, rec.rollout_batch, group_in_batches)
         self._batch_membership(group_in_batches)
+        self.pass2_tail()
+
+    def pass2_or_proof(self) -> None:
+        """Pass 2, or only its tail when pass 1 proved it would report nothing (single_pass)."""
+        if TWO_PASSES or not self.pass2_silent():
+            self.pass2()
+        else:
+            self.pass2_tail()
+
+    def pass2_tail(self) -> None:
+        f = self.wfile
         if self.observed >= 2 and self.window_ns > 0 and 0 < self.max_offset < self.window_ns / SUSPECT_SMALL:
             self.v("units.suspect_small", f, 0, "", f"all {self.observed} observed arrivals within {self.max_offset} ns "
                    f"of a {self.window_ns} ns window: offsets in s or ms declared as ns?", WARNING)
@@ -162,7 +185,7 @@ def check_trace(trace_dir: str | Path, *, max_per_rule: int = 200, strict: bool 
             ch.v("trace.no_requests", ch.wfile, 0, "", "the workload holds 0 requests: there is nothing to replay "
                  "(a capture writes a trace only from joined engine requests; finalize it again and read what "
                  "it reports missing)")
-        ch.pass2()
+        ch.pass2_or_proof()
         ch.cycles()
         if outcomes:
             ch.outcomes()

@@ -1,0 +1,192 @@
+"""Benchmark (not a test): the commands end to end on a written trace, each in its own process.
+
+Usage: .venv/bin/python benchmarks/bench_pipeline.py [--requests 100000] [--encodings binpb,jsonl]
+       [--steps convert,upstream,replay,validate,read] [--dir DIR]
+
+The trace is ``bench_convert``'s agentic workload (N/5 trajectories x 5 turns, ~80 prefix hashes
+per request, 64 trajectory lanes) plus one measured outcome per request, written with
+``TraceWriter``. Steps, each a fresh ``python`` process (so its ``ru_maxrss`` is the step's own
+peak RSS, interpreter and imports included):
+
+* ``convert``  -- ``runner.convert_trace`` (open + sha256, read, index, checks, remap, write the
+  agentic_mooncake file): what ``unirl-replay convert`` does;
+* ``upstream`` -- ``dynamo.replay.run_trace_replay`` alone on that file (fixed timing model
+  20 ms prefill / 2 ms decode, per-request rows): the reference cost;
+* ``replay``   -- ``runner.replay_trace`` + ``write_result``: the whole ``replay``; reported with
+  ``after upstream`` = time from the upstream call's return to the result file being written
+  (mapping rows back, deriving trajectories / groups / batches, writing);
+* ``validate`` -- ``validate.check_trace`` (workload and outcomes);
+* ``read``     -- ``open_trace`` + streaming every workload record (trace_io alone).
+
+Interleaved: steps run in the order given for one encoding, then the next; the 1-minute load
+average (``os.getloadavg``) is printed around each step, and the CPU model once.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import resource
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+TIMING = "fixed:20,2"
+
+
+def write_trace(d: Path, n: int, enc: str) -> None:
+    sys.path.insert(0, str(HERE))
+    sys.path.insert(0, str(HERE.parent / "tests"))
+    from bench_convert import BS, build
+    from replay_build import engine
+    from unirl_replay.contract.trace_io import TraceWriter
+    from unirl_replay.v1 import common_pb2 as c
+    from unirl_replay.v1 import manifest_pb2 as m
+    from unirl_replay.v1 import outcomes_pb2 as o
+
+    recs = build(n)
+    man = m.TraceManifest(
+        trace_id=f"bench-{n}", producer=m.Producer(name="bench_pipeline", version="0"),
+        engines=[engine(bs=BS, blocks=200_000, seqs=256, mnbt=8192, max_len=8192)],
+        window=m.CaptureWindow(duration_ns=(n // 5 + 100) * 10**6 * 10, clock_domain=c.CLOCK_DOMAIN_CAPTURE_MONOTONIC),
+        privacy=m.Privacy(content=c.CONTENT_POLICY_EXCLUDED), role=c.WORKLOAD_ROLE_UNLABELLED,
+        cache_state=c.CACHE_STATE_KIND_COLD)
+    with TraceWriter(d, enc) as wr:
+        t = 0
+        for rec in recs:
+            if rec.HasField("request"):
+                rec.request.finish_reasons.extend([c.FINISH_REASON_STOP] * rec.request.num_samples)
+            wr.write_workload(rec)
+            if rec.HasField("request"):
+                t += 10**6
+                wr.write_outcome(o.OutcomeRecord(request=o.RequestOutcome(
+                    request_id=rec.request.request_id, submit_ns=t, queued_ns=t, scheduled_ns=t + 10**6,
+                    first_token_ns=t + 5 * 10**6, completion_ns=t + 50 * 10**6, cached_tokens=0)))
+        wr.finalize(man)
+
+
+def _time_upstream_returns() -> list[float]:
+    """Wrap the real upstream call to record when each call returned (perf_counter)."""
+    from unirl_replay.replay.simulators import dynamo
+    returns: list[float] = []
+    real = dynamo.run_upstream
+
+    def timed(*a, **k):
+        out = real(*a, **k)
+        returns.append(time.perf_counter())
+        return out
+    dynamo.run_upstream = timed
+    return returns
+
+
+def step(name: str, trace: Path, work: Path) -> dict:
+    t0 = time.perf_counter()
+    res: dict = {}
+    if name == "convert":
+        from unirl_replay.replay.runner import convert_trace
+        convert_trace(trace, work / "upstream.jsonl")
+    elif name == "upstream":
+        sys.path.insert(0, str(HERE.parent / "tests"))
+        from unirl_replay.contract.trace_io import open_trace
+        from unirl_replay.replay.convert.agentic_mooncake import MODEL
+        from unirl_replay.replay.convert.common import engine_args
+        from unirl_replay.replay.simulators.dynamo import run_upstream
+        from unirl_replay.replay.timing_models import parse_timing_model
+        eng = open_trace(trace, verify_digests=False).manifest.engines[0]
+        args, _ = engine_args(eng, parse_timing_model(TIMING)[1])
+        t0 = time.perf_counter()
+        run = run_upstream(work / "upstream.jsonl", trace_format="agentic_mooncake", engine_args=args,
+                           agentic_lanes=64, execution_model=MODEL, per_request=True)
+        res["completed"] = run.summary["completed_requests"]
+    elif name == "replay":
+        returns = _time_upstream_returns()
+        from unirl_replay.replay.runner import replay_trace, write_result
+        r = replay_trace(trace, TIMING)
+        write_result(work / "out", r)
+        end = time.perf_counter()
+        res["after_upstream_s"] = end - returns[-1]
+        res["simulator_wall_s"] = r.simulator_wall_ns / 1e9
+        res["result_mib"] = (work / "out" / "replay_result.json").stat().st_size / 2**20
+    elif name == "validate":
+        from unirl_replay.contract.validate import check_trace
+        r = check_trace(trace)
+        res["status"] = r.status
+        res["violations"] = len(r.violations)
+    elif name == "read":
+        from unirl_replay.contract.trace_io import open_trace
+        res["records"] = sum(1 for _ in open_trace(trace).iter_workload())
+    res["s"] = time.perf_counter() - t0
+    res["rss_mib"] = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+    return res
+
+
+def cpu_model() -> str:
+    try:
+        for line in open("/proc/cpuinfo"):
+            if line.startswith("model name"):
+                return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return "?"
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--requests", type=int, default=100_000)
+    ap.add_argument("--encodings", default="binpb")
+    ap.add_argument("--steps", default="convert,upstream,replay,validate,read")
+    ap.add_argument("--dir", default=None)
+    ap.add_argument("--keep", action="store_true", help="reuse a trace already in --dir and keep it (to run "
+                    "another checkout's code on the same trace: PYTHONPATH=<other>/python:<other>/gen/python)")
+    ap.add_argument("--child", default=None)
+    ap.add_argument("--trace", default=None)
+    a = ap.parse_args()
+    if a.child:
+        if a.child == "write":
+            write_trace(Path(a.trace), a.requests, a.encodings)
+            print(json.dumps({}))
+            return
+        print(json.dumps(step(a.child, Path(a.trace), Path(a.dir))))
+        return
+    base = Path(a.dir or tempfile.mkdtemp(prefix="bench_pipeline_"))
+    print(f"CPU: {cpu_model()}, {os.cpu_count()} cores; python {sys.version.split()[0]}", flush=True)
+    for enc in a.encodings.split(","):
+        trace = base / f"trace-{enc}-{a.requests}"
+        work = base / f"work-{enc}-{a.requests}"
+        reuse = a.keep and (trace / "manifest.json").is_file()
+        if not reuse:
+            shutil.rmtree(trace, ignore_errors=True)
+            shutil.rmtree(work, ignore_errors=True)
+        work.mkdir(parents=True, exist_ok=True)
+        t0 = time.perf_counter()
+        if not reuse:
+            subprocess.run([sys.executable, __file__, "--child", "write", "--trace", str(trace), "--requests",
+                            str(a.requests), "--encodings", enc], check=True, capture_output=True)
+            size = sum(p.stat().st_size for p in trace.iterdir()) / 2**20
+            print(f"[{enc} N={a.requests}] wrote the trace ({size:.0f} MiB) in {time.perf_counter() - t0:.1f} s "
+                  "(not measured)", flush=True)
+        for name in a.steps.split(","):
+            before = "%.2f" % os.getloadavg()[0]
+            p = subprocess.run([sys.executable, __file__, "--child", name, "--trace", str(trace), "--dir", str(work)],
+                               capture_output=True, text=True)
+            if p.returncode:
+                print(p.stderr[-3000:], file=sys.stderr)
+                raise SystemExit(f"step {name} failed")
+            r = json.loads(p.stdout.strip().splitlines()[-1])
+            after = "%.2f" % os.getloadavg()[0]
+            extra = ", ".join(f"{k} {v:.2f}" if isinstance(v, float) else f"{k} {v}" for k, v in r.items()
+                              if k not in ("s", "rss_mib"))
+            print(f"[{enc} N={a.requests}] {name}: {r['s']:.2f} s, peak RSS {r['rss_mib']:.0f} MiB"
+                  f"{', ' + extra if extra else ''} (load {before} -> {after})", flush=True)
+        if not a.keep:
+            shutil.rmtree(trace, ignore_errors=True)
+            shutil.rmtree(work, ignore_errors=True)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,264 @@
+"""Fast decode of one contract JSON line: ``msgspec`` + direct message construction.
+
+The reference mapping is :func:`unirl_replay.contract.json_profile.parse_json` (``json.loads`` +
+``json_format.ParseDict``, 90 % of a JSONL read). This module decodes the line with
+``msgspec.json.decode`` and builds the message with its constructor from a per-message-type
+table compiled once from the descriptor, accepting only the canonical profile that this
+project's writers produce: snake_case keys, enums by name, 64-bit integers as decimal strings
+(or JSON integers), 32-bit integers as JSON integers, doubles as JSON numbers, nested objects,
+arrays, string-keyed maps, at most one member per ``oneof``.
+
+Anything else -- an unknown or camelCase key, ``null``, an enum number, a bytes or float32 or
+well-known-type field, a value of an unexpected JSON type, text ``msgspec`` rejects (NaN,
+a BOM, UTF-16, invalid UTF-8), a value the message constructor refuses (out of range) -- is
+handed, as the same raw line, to the reference parser, which returns its message or raises
+its :class:`~unirl_replay.contract.errors.TraceFormatError` (same rule, file, line and text). So
+the result is the reference's result on every line; only the fast path's speed differs.
+``tests/test_fast_jsonl.py`` checks message equality on hypothesis-generated records and the
+errors of bad lines against the reference.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Any, Callable, TypeVar
+
+import msgspec
+from google.protobuf.descriptor import Descriptor, FieldDescriptor
+from google.protobuf.message import Message
+
+from unirl_replay.contract import json_profile
+
+M = TypeVar("M", bound=Message)
+
+__all__ = ["parse_json_line", "try_parse", "convert_dict"]
+
+_decode = msgspec.json.decode
+_LEADING_ZERO = re.compile(r",0[0-9]")
+#: keys of the objects converted by the current call (duplicate-key detection, see try_parse)
+_KEYS = [0]
+_T = FieldDescriptor
+_INT32 = {_T.TYPE_INT32, _T.TYPE_SINT32, _T.TYPE_SFIXED32, _T.TYPE_UINT32, _T.TYPE_FIXED32}
+_INT64 = {_T.TYPE_INT64, _T.TYPE_SINT64, _T.TYPE_SFIXED64}
+_UINT64 = {_T.TYPE_UINT64, _T.TYPE_FIXED64}
+
+
+class _Doubt(Exception):
+    """The fast path does not handle this value: use the reference parser."""
+
+
+def _int32(v):
+    if type(v) is int:
+        return v
+    raise _Doubt
+
+
+def _canonical_digits(d: str) -> bool:
+    """Decimal digits without a leading zero (``"0"`` itself is canonical)."""
+    return d.isascii() and d.isdigit() and (d[0] != "0" or d == "0")
+
+
+def _int64(v):
+    # only the profile's canonical form: a decimal string (a JSON number or "007" is off-profile:
+    # the reference path parses it, and validate reports it)
+    if type(v) is str and (_canonical_digits(v[1:]) and v != "-0" if v[:1] == "-" else _canonical_digits(v)):
+        return int(v)
+    raise _Doubt
+
+
+def _uint64(v):
+    if type(v) is str and _canonical_digits(v):
+        return int(v)
+    raise _Doubt
+
+
+def _uint64_list(v):
+    # the common bulk case: block hashes, all canonical decimal strings
+    s = ",".join(v)  # TypeError (caught by the caller) when an element is not a string
+    if (s.isascii() and s.replace(",", "").isdigit() and ",," not in s and s[:1] != "," and s[-1:] != ","
+            and not (s[:1] == "0" and s[1:2] not in ("", ",")) and not _LEADING_ZERO.search(s)):
+        return list(map(int, v))
+    return [_uint64(x) for x in v]
+
+
+def _double(v):
+    t = type(v)
+    if t is float or t is int:
+        return v
+    raise _Doubt
+
+
+def _bool(v):
+    if type(v) is bool:
+        return v
+    raise _Doubt
+
+
+def _string(v):
+    if type(v) is str:
+        return v
+    raise _Doubt
+
+
+def _doubt(v):
+    raise _Doubt
+
+
+def _enum(fd: FieldDescriptor) -> Callable:
+    numbers = {name: ev.number for name, ev in fd.enum_type.values_by_name.items()}
+
+    def conv(v):
+        if type(v) is str:
+            n = numbers.get(v)
+            if n is not None:
+                return n
+        raise _Doubt
+    return conv
+
+
+def _scalar(fd: FieldDescriptor) -> Callable:
+    t = fd.type
+    if t in _INT32:
+        return _int32
+    if t in _INT64:
+        return _int64
+    if t in _UINT64:
+        return _uint64
+    if t == _T.TYPE_DOUBLE:
+        return _double
+    if t == _T.TYPE_BOOL:
+        return _bool
+    if t == _T.TYPE_STRING:
+        return _string
+    if t == _T.TYPE_ENUM:
+        return _enum(fd)
+    return _doubt  # bytes (base64), float32 (range rules): the reference parser
+
+
+_TABLES: dict[str, Callable[[Any], dict]] = {}
+
+
+def _value_conv(fd: FieldDescriptor) -> Callable:
+    if fd.type == _T.TYPE_MESSAGE:
+        mt = fd.message_type
+        if mt.full_name.startswith("google.protobuf."):
+            return _doubt  # well-known types have their own JSON mapping
+        return _message_conv(mt)
+    return _scalar(fd)
+
+
+def _field_conv(fd: FieldDescriptor) -> Callable:
+    if fd.message_type is not None and fd.message_type.GetOptions().map_entry:
+        kf, vf = fd.message_type.fields_by_name["key"], fd.message_type.fields_by_name["value"]
+        if kf.type != _T.TYPE_STRING:
+            return _doubt
+        vc = _value_conv(vf)
+
+        def conv_map(v):
+            if type(v) is not dict:
+                raise _Doubt
+            _KEYS[0] += len(v)
+            return {k: vc(x) for k, x in v.items()}
+        return conv_map
+    vc = _value_conv(fd)
+    if fd.is_repeated:
+        if vc is _uint64:
+            def conv_u64s(v):
+                if type(v) is not list:
+                    raise _Doubt
+                return _uint64_list(v)
+            return conv_u64s
+
+        def conv_list(v):
+            if type(v) is not list:
+                raise _Doubt
+            return [vc(x) for x in v]
+        return conv_list
+    return vc
+
+
+def _message_conv(desc: Descriptor) -> Callable[[Any], dict]:
+    """dict (decoded JSON object) -> constructor kwargs of ``desc``'s message; raises _Doubt."""
+    conv = _TABLES.get(desc.full_name)
+    if conv is not None:
+        return conv
+    fields: dict[str, Callable] = {}
+    oneof_of: dict[str, str] = {}
+
+    def convert(obj):
+        if type(obj) is not dict:
+            raise _Doubt
+        out = {}
+        seen = None
+        _KEYS[0] += len(obj)
+        for k, v in obj.items():
+            c = fields.get(k)
+            if c is None or v is None:
+                raise _Doubt
+            o = oneof_of.get(k)
+            if o is not None:
+                if seen is None:
+                    seen = {o}
+                elif o in seen:
+                    raise _Doubt  # two members of one oneof: the reference words the error
+                else:
+                    seen.add(o)
+            out[k] = c(v)
+        return out
+
+    _TABLES[desc.full_name] = convert  # before the fields: recursive message types
+    for fd in desc.fields:
+        fields[fd.name] = _field_conv(fd)
+        if fd.containing_oneof is not None and not _synthetic(fd):
+            oneof_of[fd.name] = fd.containing_oneof.name
+    return convert
+
+
+def _synthetic(fd: FieldDescriptor) -> bool:
+    """A proto3 ``optional`` field's implicit one-member oneof."""
+    o = fd.containing_oneof
+    return len(o.fields) == 1 and o.name == "_" + fd.name
+
+
+def convert_dict(data: Any, cls: type[M]) -> M | None:
+    """Decoded JSON -> message by direct construction, or None when the fast path has any doubt."""
+    conv = _message_conv(cls.DESCRIPTOR)  # compiled once per type (outside the try: no bug is hidden)
+    try:
+        return cls(**conv(data))
+    except (_Doubt, TypeError, ValueError, OverflowError):  # a value the fast path or the constructor refuses
+        return None
+
+
+def try_parse(raw: bytes | str, cls: type[M]) -> M | None:
+    """The fast path alone: the message when the line is in the canonical profile, else None.
+
+    A message comes back only when every key is a field name, every value has the profile's form
+    (so the line has none of json_profile.OFF_PROFILE_FORMS) and no object has a key twice: the
+    number of ``":`` in the line must equal the number of keys decoded (a duplicate key, which
+    msgspec would keep silently, makes them differ; so do ``":`` inside strings or whitespace
+    before a colon, which only costs the reference path).
+    """
+    try:
+        data = _decode(raw)
+    except (msgspec.DecodeError, UnicodeDecodeError, TypeError, ValueError, RecursionError):
+        return None
+    if type(data) is not dict:
+        return None
+    _KEYS[0] = 0
+    msg = convert_dict(data, cls)
+    if msg is None:
+        return None
+    colons = raw.count(b'":') if isinstance(raw, (bytes, bytearray)) else raw.count('":')
+    return msg if colons == _KEYS[0] else None
+
+
+def parse_json_line(raw: bytes | str, cls: type[M], *, file: str = "", line: int = 0) -> M:
+    """One JSON line -> message; equal to :func:`json_profile.parse_json` on every input.
+
+    Raises:
+        TraceFormatError: exactly what the reference raises for the line (``json.parse`` /
+            ``json.profile`` or a hostile-input rule of ``json_guard``), since every line the fast
+            path does not accept goes to it.
+    """
+    msg = try_parse(raw, cls)
+    return msg if msg is not None else json_profile.parse_json(raw, cls, file=file, line=line)

@@ -1,0 +1,178 @@
+"""One pass over the workload: pass-1 bookkeeping that proves the reference pass would be silent.
+
+The second workload pass (``_Checker.pass2``: references, dependency turn order, trajectory and
+group membership, batch membership) exists because a record may name one that comes later in the
+file. Most traces name only earlier records (writers emit requests before their trajectory,
+groups and batches), so while pass 1 reads each record, the checks below resolve what they can
+against what pass 1 has registered so far (those values never change afterwards) and collect
+the ids they name. At the end of pass 1, :meth:`SinglePassRules.pass2_silent` is True only
+when every reference resolved and every pass-2 rule holds: then pass 2 would report nothing and
+change no state (its one side effect, ``suspicious_traj`` for the cycle pass, stays empty), and
+it is skipped. Any doubt (a forward reference, an unresolved id, a rule that may fire, a
+duplicate record) and the checker runs pass 2 exactly as before, so the report is the same
+either way (``tests/test_validate_single_pass.py`` compares both on shuffled, broken traces).
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+
+from unirl_replay.contract.validate.context import TraceState, _unpack
+from unirl_replay.v1 import workload_pb2 as w
+
+
+class SinglePassRules(TraceState):
+    def _sp_init(self) -> None:
+        self.sp_doubt = False
+        self.sp_traj_refs: set[str] = set()
+        self.sp_group_refs: set[str] = set()
+        self.sp_batch_refs: set[str] = set()
+        self.sp_pool_refs: set[str] = set()
+        self.sp_claims: list[tuple[int, int]] = []  # (trajectory ordinal, len(request_ids))
+        self.sp_group_batches: Counter[str] = Counter()
+        # lineage agreement (group.request_mismatch): per group id, a sum of hash((request id, group))
+        # over the requests naming it, compared at the end with the same sum over the members its
+        # SAMPLES group lists; the batches named by its requests; per trajectory, the (group,
+        # batch) pairs its requests name. Memory: one entry per group / trajectory, not per request.
+        self.sp_group_hash: Counter[str] = Counter()
+        self.sp_group_req_batches: dict[str, set[str]] = {}
+        self.sp_traj_lineage: dict[str, set[tuple[str, str]]] = {}
+
+    def _sp_request(self, r: w.Request) -> None:
+        arrival = r.arrival
+        if not (r.HasField("arrival") and arrival.WhichOneof("kind")):
+            self.sp_doubt = True
+            return
+        tid = r.trajectory_id
+        gid, bid = r.group_id, r.rollout_batch_id
+        if gid:
+            self.sp_group_hash[gid] = (self.sp_group_hash[gid] + hash((r.request_id, gid))) & _MASK
+            self.sp_group_req_batches.setdefault(gid, set()).add(bid)
+        if tid:
+            self.sp_traj_refs.add(tid)
+            self.sp_traj_lineage.setdefault(tid, set()).add((gid, bid))
+        if r.group_id:
+            self.sp_group_refs.add(r.group_id)
+        if r.rollout_batch_id:
+            self.sp_batch_refs.add(r.rollout_batch_id)
+        deps = r.dependencies
+        if not deps:
+            return
+        rid = r.request_id
+        me = self.req.get(rid)
+        if not tid or me is None:
+            self.sp_doubt = True
+            return
+        my_traj, my_turn, _ = _unpack(me)
+        if not my_traj or my_turn is None:
+            self.sp_doubt = True
+            return
+        req = self.req
+        for d in deps:
+            p = d.predecessor_request_id
+            pv = req.get(p)
+            if pv is None or p == rid:
+                self.sp_doubt = True
+                return
+            p_traj, p_turn, _ = _unpack(pv)
+            if p_traj != my_traj or p_turn is None or p_turn >= my_turn:
+                self.sp_doubt = True
+                return
+
+    def _sp_trajectory(self, t: w.Trajectory, fresh: bool) -> None:
+        if not fresh:
+            self.sp_doubt = True
+            return
+        for val, refs in ((t.group_id, self.sp_group_refs), (t.rollout_batch_id, self.sp_batch_refs),
+                          (t.slot_pool_id, self.sp_pool_refs)):
+            if val:
+                refs.add(val)
+        o = self.traj_ord.get(t.trajectory_id, -1)
+        ids = t.request_ids
+        req = self.req
+        for i, r in enumerate(ids):
+            pv = req.get(r)
+            if pv is None:
+                self.sp_doubt = True
+                return
+            p_traj, p_turn, _ = _unpack(pv)
+            if p_traj != o or p_turn != i:
+                self.sp_doubt = True
+                return
+        self.sp_claims.append((o, len(ids)))
+
+    def _sp_group(self, g: w.Group, fresh: bool) -> None:
+        if not fresh:
+            self.sp_doubt = True
+            return
+        gid = g.group_id
+        if g.rollout_batch_id:
+            self.sp_batch_refs.add(g.rollout_batch_id)
+        members = list(g.member_ids)
+        if len(set(members)) != len(members):
+            self.sp_doubt = True
+            return
+        size = 0
+        unit = g.unit
+        if unit == w.GROUP_UNIT_SAMPLES:
+            for mid in members:
+                pv = self.req.get(mid)
+                if pv is None:
+                    self.sp_doubt = True
+                    return
+                size += _unpack(pv)[2]
+        elif unit == w.GROUP_UNIT_TRAJECTORIES:
+            for mid in members:
+                if self.traj_group.get(mid) != gid:
+                    self.sp_doubt = True
+                    return
+                size += 1
+        if unit and size != g.expected_size:
+            self.sp_doubt = True
+
+    def _sp_batch(self, b: w.RolloutBatch) -> None:
+        bid = b.rollout_batch_id
+        for gid in b.group_ids:
+            if self.group_batch.get(gid) != bid:
+                self.sp_doubt = True
+                return
+            self.sp_group_batches[gid] += 1
+
+    def pass2_silent(self) -> bool:
+        """True when pass 2 would report nothing and leave ``suspicious_traj`` empty."""
+        if self.sp_doubt:
+            return False
+        if not (self.sp_traj_refs <= self.traj_group.keys() and self.sp_group_refs <= self.group_batch.keys()
+                and self.sp_batch_refs <= self.batches and self.sp_pool_refs <= self.pools):
+            return False
+        counts = self.traj_req_count
+        if any(counts.get(o, 0) != n for o, n in self.sp_claims):
+            return False
+        gb = self.sp_group_batches
+        if not all(gb[gid] == 1 for gid in self.group_line):
+            return False
+        return self._sp_lineage_agrees()
+
+    def _sp_lineage_agrees(self) -> bool:
+        """Would ``LineageRules._lineage_agreement`` (pass 2) be silent for every request?"""
+        listed: Counter[str] = Counter()
+        for rid, g in self.member_group.items():
+            listed[g] = (listed[g] + hash((rid, g))) & _MASK
+        req_side = self.sp_group_hash
+        for g in set(listed) | {g for g, u in self.group_unit.items() if u == w.GROUP_UNIT_SAMPLES}:
+            if listed[g] != req_side[g]:
+                return False  # a member naming another group, or a request its SAMPLES group does not list
+        for g in req_side:
+            if g not in listed and g in self.member_group.values():
+                return False
+        for g, batches in self.sp_group_req_batches.items():
+            gb = self.group_batch.get(g)
+            if gb is not None and batches != {gb}:
+                return False
+        for t, pairs in self.sp_traj_lineage.items():
+            if t in self.traj_group and pairs != {(self.traj_group[t], self.traj_batch.get(t, ""))}:
+                return False
+        return True
+
+
+_MASK = (1 << 64) - 1

@@ -1,0 +1,98 @@
+"""replay.mapback (bulk row mapping, one-call PredictedRequest) equals the runner's per-row twins."""
+
+import random
+
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from replay_build import engine, index, pool, req, traj
+from unirl_replay.replay import mapback
+from unirl_replay.replay.convert import agentic_mooncake
+from unirl_replay.replay.runner import _predicted
+from unirl_replay.replay.support import check_supported
+
+
+@st.composite
+def workloads(draw):
+    n_traj = draw(st.integers(1, 4))
+    msgs, rids = [], []
+    for t in range(n_traj):
+        tid = f"t{t}" if draw(st.booleans()) else f"t{t}#s1"
+        turns = []
+        for k in range(draw(st.integers(1, 3))):
+            rid = draw(st.sampled_from([f"{tid}-{k}", f"{tid}#s{k}", f"{tid}-{k}#s0"]))
+            if rid in rids:
+                rid = f"{tid}-{k}-{len(rids)}"
+            samples = draw(st.integers(1, 3))
+            msgs.append(req(rid, inp=8, out=(2,) * samples, traj=tid, turn=k, at_ms=float(t) if not k else None,
+                            deps=() if not k else [__import__("replay_build").dep(turns[-1], 1.0)]))
+            turns.append(rid)
+            rids.append(rid)
+        msgs.append(traj(tid, turns, pool="p", order=t))
+    msgs.append(pool("p", 2))
+    return msgs, rids
+
+
+def _row(rng, sid):
+    row = {"request_id": sid, "arrival_time_ms": rng.uniform(0, 100)}
+    for key in ("first_admit_ms", "first_token_ms", "terminal_time_ms"):
+        if rng.random() < 0.8:
+            row[key] = rng.uniform(0, 200)
+    if rng.random() < 0.8:
+        row["terminal_status"] = rng.choice(["completed", "completed", "cancelled"])
+    if rng.random() < 0.7:
+        row["reused_input_tokens"] = rng.choice([0, 4, None])
+    return row
+
+
+@settings(max_examples=100, deadline=None)
+@given(w=workloads(), seed=st.integers(0, 2**32 - 1), shift=st.floats(0, 50), offset=st.integers(0, 10**12))
+def test_mapping_back_equals_the_reference(w, seed, shift, offset):
+    msgs, rids = w
+    ix = index(*msgs)
+    plans, _ = check_supported(ix, {"e0": engine()})
+    conv = agentic_mooncake.convert_engine(plans["e0"], ix)
+    rng = random.Random(seed)
+    ids = list(conv.sequences) + ["ghost", "warmup:x", f"{rids[0]}#s9", f"{rids[0]}#s01", f"{rids[0]}#s"]
+    rows = [_row(rng, sid) for sid in ids if rng.random() < 0.9]
+    rows += [_row(rng, rng.choice(ids)) for _ in range(rng.randrange(3))]  # duplicates: the later row wins
+    rng.shuffle(rows)
+    ref = {conv.sequences[r["request_id"]]: r for r in rows if r["request_id"] in conv.sequences}
+    got = mapback.map_rows(conv.sequences, rows)
+    assert got == ref and all(got[k] is ref[k] for k in ref)
+    for r in plans["e0"].requests:
+        want = _predicted(r, ref, "e0", shift, offset)
+        have = mapback.predicted_request(r.request_id, r.num_samples, got, "e0", shift, offset)
+        assert have == want
+        assert have.SerializeToString(deterministic=True) == want.SerializeToString(deterministic=True)
+
+
+def test_paused_gc_restores_the_collector():
+    import gc
+
+    import pytest
+
+    from unirl_replay.contract.gc_pause import paused_gc
+
+    assert gc.isenabled()
+
+    @paused_gc()
+    def step(fail):
+        assert not gc.isenabled()
+        with paused_gc():
+            assert not gc.isenabled()
+        assert not gc.isenabled()
+        if fail:
+            raise ValueError("boom")
+
+    step(False)
+    assert gc.isenabled()
+    with pytest.raises(ValueError):
+        step(True)
+    assert gc.isenabled()
+    gc.disable()
+    try:
+        step(False)
+        assert not gc.isenabled()  # a collector that was off stays off
+    finally:
+        gc.enable()
