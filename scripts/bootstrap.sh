@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Create or update the project environment (.venv) from PyPI: Python 3.12, the package with its
-# `replay` extra (the real Dynamo Replay) and the dev tools (pytest, hypothesis, buf, protoc).
+# `replay` extra (the real Dynamo Replay), its `grid` extra (Ray) and the dev tools (pytest, hypothesis, buf, protoc).
 # Idempotent; safe to run on every `make` target.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -31,4 +31,4 @@ else
   UV=uv
 fi
 
-"$UV" sync --quiet --python "$PY" --extra replay "$@"
+"$UV" sync --quiet --python "$PY" --extra replay --extra grid "$@"
