@@ -33,7 +33,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
 from replay_build import chained, dep, engine, pool, record, req, traj  # noqa: E402
 
 from unirl_replay.replay.convert import agentic_mooncake  # noqa: E402
-from unirl_replay.replay.support import WorkloadIndex, check_supported  # noqa: E402
+from unirl_replay.replay.workload import WorkloadIndex  # noqa: E402
+from unirl_replay.replay.support import check_supported  # noqa: E402
 
 BS = 16
 

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import hashlib
 
-from unirl_replay.replay.support import WorkloadIndex
+from unirl_replay.replay.workload import WorkloadIndex
 from unirl_replay.v1 import common_pb2 as c
 from unirl_replay.v1 import manifest_pb2 as m
 from unirl_replay.v1 import workload_pb2 as w

@@ -31,7 +31,8 @@ from unirl_replay import SCHEMA_VERSION
 from unirl_replay.replay.convert import CONVERTERS, mooncake
 from unirl_replay.replay.convert.agentic_mooncake import MODEL
 from unirl_replay.replay.convert.common import Conversion, engine_args, ms_to_ns
-from unirl_replay.replay.support import EnginePlan, WorkloadIndex, check_supported
+from unirl_replay.replay.workload import EnginePlan, WorkloadIndex
+from unirl_replay.replay.support import check_supported
 from unirl_replay.replay.derive import derive_batches, derive_groups, derive_trajectories
 from unirl_replay.contract.errors import UnsupportedWorkloadError
 from unirl_replay.replay.timing_models import parse_timing_model

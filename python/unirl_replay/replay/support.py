@@ -5,13 +5,15 @@ measured outcomes: a predictor sees only the workload.
 
 Entry points:
 
-* :class:`WorkloadIndex` -- the workload records of one trace, grouped by kind (the messages
-  themselves, no copies or parallel record classes).
 * :func:`check_supported` -- raises :class:`~unirl_replay.contract.errors.UnsupportedWorkloadError`
   (rule, reason, record ids) for semantics upstream cannot express, and
   :class:`~unirl_replay.contract.errors.TraceFormatError` for records that break the contract, BEFORE any
   upstream call. Returns readable notes about accepted-but-labelled cases.
-* :func:`plan_engines` -- one :class:`EnginePlan` per engine (one single-engine replay each).
+  Its plans: one :class:`~unirl_replay.replay.workload.EnginePlan` per engine (one single-engine
+  replay each) over a :class:`~unirl_replay.replay.workload.WorkloadIndex`.
+
+The request-level rules live in :mod:`unirl_replay.replay.request_checks`; this module holds the
+opt-in, the slot-pool / lane, engine-client and cache-state rules and the plan they produce.
 
 Rule ids raised here (each has a test showing its text):
 
@@ -43,14 +45,12 @@ constraint is recorded on the :class:`EnginePlan` (``unmodelled``) as a
 
 from __future__ import annotations
 
-import math
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass, field
 
 from unirl_replay.contract.errors import TraceFormatError, UnsupportedWorkloadError
+from unirl_replay.replay.request_checks import check_requests, scan_requests
+from unirl_replay.replay.workload import WORKLOAD_FILE, EnginePlan, WorkloadIndex, expected_hash_count
 from unirl_replay.v1 import common_pb2, manifest_pb2, replay_pb2, workload_pb2
-
-WORKLOAD_FILE = "workload"
 
 UNMODELLED_ALLOWED: dict[str, str] = {
     # rule -> why dropping it is safe (it only removes a limit; the replayed work is unchanged)
@@ -91,164 +91,6 @@ def check_unmodelled(rules: Iterable[str]) -> frozenset[str]:
     return rules
 
 
-@dataclass
-class WorkloadIndex:
-    """The workload records of one trace grouped by kind, in workload order.
-
-    Holds the generated messages themselves (``workload_pb2.*``); it is an index, not a record
-    type. ``requests`` keeps workload order, which is the order of every per-request output.
-    """
-
-    requests: list[workload_pb2.Request] = field(default_factory=list)
-    by_id: dict[str, workload_pb2.Request] = field(default_factory=dict)
-    trajectories: dict[str, workload_pb2.Trajectory] = field(default_factory=dict)
-    groups: dict[str, workload_pb2.Group] = field(default_factory=dict)
-    batches: dict[str, workload_pb2.RolloutBatch] = field(default_factory=dict)
-    slot_pools: dict[str, workload_pb2.SlotPool] = field(default_factory=dict)
-    engine_clients: dict[str, workload_pb2.EngineClient] = field(default_factory=dict)
-    warmups: list[workload_pb2.CacheWarmup] = field(default_factory=list)
-
-    @classmethod
-    def from_records(cls, records: Iterable[workload_pb2.WorkloadRecord]) -> "WorkloadIndex":
-        """Group ``WorkloadRecord`` messages by kind.
-
-        Raises:
-            TraceFormatError: duplicate ids (rule ``<kind>.duplicate_id``) or an empty record.
-        """
-        idx = cls()
-        by_id, append = idx.by_id, idx.requests.append
-        for rec in records:
-            kind = rec.WhichOneof("record")
-            if kind == "request":
-                r = rec.request
-                rid = r.request_id
-                if rid in by_id:
-                    raise TraceFormatError("duplicate request_id", record_id=rid,
-                                           file=WORKLOAD_FILE, rule="request.duplicate_id")
-                by_id[rid] = r
-                append(r)
-            elif kind == "trajectory":
-                _put(idx.trajectories, rec.trajectory.trajectory_id, rec.trajectory, "trajectory")
-            elif kind == "group":
-                _put(idx.groups, rec.group.group_id, rec.group, "group")
-            elif kind == "rollout_batch":
-                _put(idx.batches, rec.rollout_batch.rollout_batch_id, rec.rollout_batch, "rollout_batch")
-            elif kind == "slot_pool":
-                _put(idx.slot_pools, rec.slot_pool.pool_id, rec.slot_pool, "slot_pool")
-            elif kind == "engine_client":
-                _put(idx.engine_clients, rec.engine_client.engine_id, rec.engine_client, "engine_client")
-            elif kind == "cache_warmup":
-                idx.warmups.append(rec.cache_warmup)
-            else:
-                raise TraceFormatError("empty WorkloadRecord (no record kind set)",
-                                       file=WORKLOAD_FILE, rule="record.empty")
-        return idx
-
-
-def _put(d: dict, key: str, msg, kind: str) -> None:
-    if key in d:
-        raise TraceFormatError(f"duplicate {kind} id", record_id=key, file=WORKLOAD_FILE,
-                               rule=f"{kind}.duplicate_id")
-    d[key] = msg
-
-
-@dataclass
-class EnginePlan:
-    """What one single-engine replay contains.
-
-    Attributes:
-        engine: the engine's settings (from the manifest).
-        requests: its requests, workload order.
-        plays: play id -> request ids in workload order. A play is a trajectory, or one
-            open-loop request (play id = request id).
-        play_order: play ids in upstream file order (``Trajectory.start_order`` in lanes mode,
-            else order of first appearance in the workload).
-        lanes: ``SlotPool.trajectory_slots`` of the engine's pool, or None (unlimited).
-        warmups: its ``CacheWarmup`` records.
-        unmodelled: constraints of this engine explicitly dropped (``unmodelled=`` opt-in).
-        none_by_construction: its dependencies with DELAY_ABSENCE_NONE_BY_CONSTRUCTION (replayed
-            with 0 ms).
-        first_arrival_ns: earliest observed arrival of its requests when the checks saw it (the
-            converters' time origin); None means compute it (``common.origin_of``).
-        facts: request id -> what the converters read of it, read once by the checks:
-            ``(num_samples, input_tokens, output_tokens tuple, observed_offset_ns or None,
-            dependencies, block_hashes or None)`` with ``dependencies`` a tuple of
-            ``(predecessor_request_id, predecessor num_samples, trigger, relation,
-            external_delay_ns or None)``. None when the checks took the rule-by-rule path (the
-            converters then read the messages).
-    """
-
-    engine: manifest_pb2.EngineConfig
-    requests: list[workload_pb2.Request] = field(default_factory=list)
-    plays: dict[str, list[str]] = field(default_factory=dict)
-    play_order: list[str] = field(default_factory=list)
-    lanes: int | None = None
-    warmups: list[workload_pb2.CacheWarmup] = field(default_factory=list)
-    unmodelled: list[replay_pb2.UnmodelledConstraint] = field(default_factory=list)
-    none_by_construction: int = 0
-    first_arrival_ns: int | None = None
-    facts: dict[str, tuple] | None = None
-
-
-def play_id_of(req: workload_pb2.Request) -> str:
-    """Upstream play id: the trajectory id, or the request id for open-loop work."""
-    return req.trajectory_id or req.request_id
-
-
-def expected_hash_count(input_tokens: int, block_size: int) -> int:
-    """ceil(input_tokens / block_size): the number of prefix hashes a prompt must carry."""
-    return math.ceil(input_tokens / block_size) if block_size > 0 else 0
-
-
-def _engine_of(req: workload_pb2.Request, engines: Mapping[str, manifest_pb2.EngineConfig]) -> str:
-    if req.engine_id:
-        if req.engine_id not in engines:
-            raise TraceFormatError(f"engine_id {req.engine_id!r} is not in the manifest's engines "
-                                   f"{sorted(engines)}", record_id=req.request_id,
-                                   file=WORKLOAD_FILE, rule="request.unknown_engine")
-        return req.engine_id
-    if len(engines) == 1:
-        return next(iter(engines))
-    raise TraceFormatError("engine_id is empty and the manifest lists several engines",
-                           record_id=req.request_id, file=WORKLOAD_FILE, rule="request.unknown_engine")
-
-
-def _check_request_shape(r: workload_pb2.Request, block_size: int, prefix_caching: bool) -> None:
-    rid = r.request_id
-    if r.num_samples < 1 or len(r.output_tokens) != r.num_samples:
-        raise TraceFormatError(f"num_samples={r.num_samples} but {len(r.output_tokens)} output_tokens "
-                               "entries (need num_samples >= 1 and one entry per sample)",
-                               record_id=rid, file=WORKLOAD_FILE, rule="request.num_samples")
-    if r.input_tokens < 1:
-        raise TraceFormatError("input_tokens must be >= 1", record_id=rid, file=WORKLOAD_FILE,
-                               rule="request.input_tokens")
-    kind = r.arrival.WhichOneof("kind")
-    if kind is None:
-        raise TraceFormatError("arrival is missing (never defaulted)", record_id=rid,
-                               file=WORKLOAD_FILE, rule="arrival.missing")
-    if kind == "after_dependencies" and not r.dependencies:
-        raise TraceFormatError("arrival.after_dependencies without dependencies", record_id=rid,
-                               file=WORKLOAD_FILE, rule="arrival.dependencies")
-    if kind == "observed_offset_ns" and r.dependencies:
-        raise TraceFormatError("dependencies on a request with an observed arrival", record_id=rid,
-                               file=WORKLOAD_FILE, rule="arrival.dependencies")
-    if r.HasField("prefix") and r.prefix.block_hashes:
-        if r.prefix.block_size_tokens != block_size:
-            raise UnsupportedWorkloadError(
-                "prefix.block_size_mismatch",
-                f"prefix hashes were computed with block size {r.prefix.block_size_tokens} tokens but "
-                f"the simulated engine uses {block_size}; prefix reuse cannot be replayed exactly",
-                [rid])
-        want = expected_hash_count(r.input_tokens, block_size)
-        if len(r.prefix.block_hashes) != want:
-            raise TraceFormatError(f"{len(r.prefix.block_hashes)} prefix hashes for {r.input_tokens} "
-                                   f"tokens at block size {block_size}; need ceil(...) = {want}",
-                                   record_id=rid, file=WORKLOAD_FILE, rule="prefix.hash_count")
-    elif prefix_caching:
-        raise TraceFormatError("no prefix block hashes but the engine has prefix caching on",
-                               record_id=rid, file=WORKLOAD_FILE, rule="prefix.missing")
-
-
 def _chain_width(reqs: list[workload_pb2.Request]) -> int:
     """Upper bound on a play's concurrently in-flight sequences: 1 for a strict chain of
     single-sample turns each waiting for its predecessor's completion; else its sequence count."""
@@ -263,232 +105,6 @@ def _chain_width(reqs: list[workload_pb2.Request]) -> int:
         preds = [r.dependencies[0].predecessor_request_id for r in reqs if r.dependencies]
         strict = len(preds) == len(set(preds)) and all(p in ids for p in preds)
     return 1 if strict else sum(r.num_samples for r in reqs)
-
-
-def request_facts(r: workload_pb2.Request) -> tuple:
-    """The ``EnginePlan.facts`` entry of one (checked) request, read from the message (the
-    converters' fallback when the checks did not record facts)."""
-    deps = tuple((d.predecessor_request_id, 0, d.trigger, d.relation,
-                  d.external_delay_ns if d.HasField("external_delay_ns") else None) for d in r.dependencies)
-    t = r.arrival.observed_offset_ns if r.arrival.WhichOneof("kind") == "observed_offset_ns" else None
-    return (r.num_samples, r.input_tokens, tuple(r.output_tokens), t, deps, r.prefix.block_hashes or None)
-
-
-def plan_facts(plan: EnginePlan, by_id: Mapping[str, workload_pb2.Request]) -> dict[str, tuple]:
-    """``plan.facts``, or the same read from the messages when the checks did not record them."""
-    if plan.facts is not None:
-        return plan.facts
-    out = {}
-    for r in plan.requests:
-        f = request_facts(r)
-        deps = tuple((d[0], by_id[d[0]].num_samples, *d[2:]) for d in f[4])
-        out[r.request_id] = (*f[:4], deps, f[5])
-    return out
-
-
-def _scan_requests(index: WorkloadIndex, engines: Mapping[str, manifest_pb2.EngineConfig],
-                   window_policy_version: int | None, plans: dict[str, EnginePlan]) -> bool:
-    """One pass over the requests that accepts exactly what :func:`_check_requests` accepts and
-    fills the plans the same way (plus ``first_arrival_ns``), reading each field once.
-
-    Returns False (plans partly filled, to be discarded) as soon as a request may break a rule;
-    the caller then runs :func:`_check_requests`, which raises the error in its usual order.
-    """
-    by_id = index.by_id
-    cfg = {eid: (e.block_size_tokens, e.enable_prefix_caching, plans[eid]) for eid, e in engines.items()}
-    only = next(iter(engines)) if len(engines) == 1 else None
-    unspecified_trigger = common_pb2.DEPENDENCY_TRIGGER_UNSPECIFIED
-    no_absence = common_pb2.DELAY_ABSENCE_UNSPECIFIED
-    not_measured = common_pb2.DELAY_ABSENCE_NOT_MEASURED
-    by_construction = common_pb2.DELAY_ABSENCE_NONE_BY_CONSTRUCTION
-    traj_engine: dict[str, str] = {}
-    turns: dict[str, list[int]] = {}
-    versions: set[int] = set()
-    first: dict[str, int] = {}
-    facts = {eid: {} for eid in engines}
-    for r in index.requests:
-        rid = r.request_id
-        eid = r.engine_id or only
-        c = cfg.get(eid)
-        if c is None:
-            return False
-        bs, caching, plan = c
-        n = r.num_samples
-        outs = r.output_tokens
-        if n < 1 or len(outs) != n:
-            return False
-        inp = r.input_tokens
-        if inp < 1:
-            return False
-        arrival = r.arrival
-        kind = arrival.WhichOneof("kind")
-        deps = r.dependencies
-        t = None
-        if kind == "observed_offset_ns":
-            if deps:
-                return False
-            t = arrival.observed_offset_ns
-            if t < first.get(eid, t + 1):
-                first[eid] = t
-        elif kind is None or not deps:
-            return False
-        prefix = r.prefix
-        hashes = prefix.block_hashes
-        if hashes:
-            if prefix.block_size_tokens != bs or len(hashes) != expected_hash_count(inp, bs):
-                return False
-        elif caching:
-            return False
-        else:
-            hashes = None
-        if r.HasField("policy_version"):
-            versions.add(r.policy_version)
-        tid = r.trajectory_id
-        if tid:
-            te = traj_engine.setdefault(tid, eid)
-            if te != eid:
-                return False
-            if r.HasField("turn_index"):
-                ts = turns.get(tid)
-                if ts is None:
-                    turns[tid] = [r.turn_index]
-                else:
-                    ts.append(r.turn_index)
-        dl = [] if deps else ()
-        for d in deps:
-            pid = d.predecessor_request_id
-            p = by_id.get(pid)
-            trigger = d.trigger
-            if p is None or not tid or p.trajectory_id != tid or trigger == unspecified_trigger:
-                return False
-            absence = d.delay_absence
-            delay = None
-            if d.HasField("external_delay_ns"):
-                delay = d.external_delay_ns
-                if absence != no_absence or delay < 0:
-                    return False
-            elif absence == by_construction:
-                plan.none_by_construction += 1
-            elif absence == not_measured or absence == no_absence:
-                return False
-            dl.append((pid, p.num_samples, trigger, d.relation, delay))
-        facts[eid][rid] = (n, inp, (outs[0],) if n == 1 else tuple(outs), t, tuple(dl) if dl else (), hashes)
-        plan.requests.append(r)
-        play = plan.plays.get(tid or rid)
-        if play is None:
-            plan.plays[tid or rid] = [rid]
-        else:
-            play.append(rid)
-    if window_policy_version is not None:
-        versions.add(window_policy_version)
-    if len(versions) > 1:
-        return False
-    trajectories = index.trajectories
-    for tid, eid in traj_engine.items():
-        traj = trajectories.get(tid)
-        if traj is not None and traj.engine_id and traj.engine_id != eid:
-            return False
-    for ts in turns.values():
-        ts.sort()
-        if ts[0] != 0 or ts[-1] != len(ts) - 1 or ts != list(range(len(ts))):
-            return False
-    for eid, t in first.items():
-        plans[eid].first_arrival_ns = t
-    for eid, f in facts.items():
-        plans[eid].facts = f
-    return True
-
-
-def _check_requests(index: WorkloadIndex, engines: Mapping[str, manifest_pb2.EngineConfig],
-                    window_policy_version: int | None, plans: dict[str, EnginePlan]) -> None:
-    """The request-level rules, one at a time in their documented order (raises the first
-    violation); fills each plan's requests and plays."""
-    # -- policy versions (window-wide, then per trajectory: the latter is a cross-policy resume)
-    by_traj: dict[str, list[workload_pb2.Request]] = {}
-    for r in index.requests:
-        if r.trajectory_id:
-            by_traj.setdefault(r.trajectory_id, []).append(r)
-    for tid, reqs in by_traj.items():
-        versions = {r.policy_version for r in reqs if r.HasField("policy_version")}
-        if len(versions) > 1:
-            raise UnsupportedWorkloadError(
-                "resume.cross_policy",
-                f"trajectory {tid!r} was generated by policy versions {sorted(versions)} (resumed "
-                "across a weight update); a replay serves one fixed policy",
-                [r.request_id for r in reqs])
-    versions: dict[int, str] = {}
-    for r in index.requests:
-        if r.HasField("policy_version"):
-            versions.setdefault(r.policy_version, r.request_id)
-    if window_policy_version is not None:
-        versions.setdefault(window_policy_version, "manifest.policy")
-    if len(versions) > 1:
-        raise UnsupportedWorkloadError(
-            "policy.mixed_versions",
-            f"the window mixes policy versions {sorted(versions)}; replay one fixed-policy window at a time",
-            list(versions.values()))
-
-    # -- requests: engine, shape, dependencies
-    for r in index.requests:
-        eid = _engine_of(r, engines)
-        cfg = engines[eid]
-        _check_request_shape(r, cfg.block_size_tokens, cfg.enable_prefix_caching)
-        plans[eid].requests.append(r)
-        plans[eid].plays.setdefault(play_id_of(r), []).append(r.request_id)
-        for d in r.dependencies:
-            p = index.by_id.get(d.predecessor_request_id)
-            if p is None:
-                raise TraceFormatError(f"predecessor {d.predecessor_request_id!r} is not in the trace",
-                                       record_id=r.request_id, file=WORKLOAD_FILE, rule="dependency.unknown")
-            if not r.trajectory_id or p.trajectory_id != r.trajectory_id:
-                raise UnsupportedWorkloadError(
-                    "dependency.cross_trajectory",
-                    f"request {r.request_id!r} (trajectory {r.trajectory_id!r}) waits for "
-                    f"{p.request_id!r} (trajectory {p.trajectory_id!r}); upstream dependencies stay "
-                    "inside one play",
-                    [r.request_id, p.request_id])
-            if d.trigger == common_pb2.DEPENDENCY_TRIGGER_UNSPECIFIED:
-                raise TraceFormatError("dependency trigger is unspecified", record_id=r.request_id,
-                                       file=WORKLOAD_FILE, rule="dependency.trigger")
-            if d.HasField("external_delay_ns"):
-                if d.delay_absence != common_pb2.DELAY_ABSENCE_UNSPECIFIED:
-                    raise TraceFormatError("external_delay_ns is present and delay_absence is set",
-                                           record_id=r.request_id, file=WORKLOAD_FILE, rule="dependency.delay")
-                if d.external_delay_ns < 0:
-                    raise TraceFormatError(f"negative external_delay_ns {d.external_delay_ns}",
-                                           record_id=r.request_id, file=WORKLOAD_FILE, rule="dependency.delay")
-            elif d.delay_absence == common_pb2.DELAY_ABSENCE_NOT_MEASURED:
-                raise UnsupportedWorkloadError(
-                    "dependency.delay_not_measured",
-                    f"the external wait before {r.request_id!r} (after {p.request_id!r}) happened but "
-                    "was not measured; a missing wait is never replayed as 0 ms",
-                    [r.request_id])
-            elif d.delay_absence == common_pb2.DELAY_ABSENCE_UNSPECIFIED:
-                raise TraceFormatError("external_delay_ns is absent and delay_absence gives no reason",
-                                       record_id=r.request_id, file=WORKLOAD_FILE, rule="dependency.delay")
-
-    for plan in plans.values():
-        plan.none_by_construction = sum(1 for r in plan.requests for d in r.dependencies
-                                        if not d.HasField("external_delay_ns")
-                                        and d.delay_absence == common_pb2.DELAY_ABSENCE_NONE_BY_CONSTRUCTION)
-
-    # -- trajectories: engine, completeness (partial resume)
-    for tid, reqs in by_traj.items():
-        engs = {_engine_of(r, engines) for r in reqs}
-        traj = index.trajectories.get(tid)
-        if traj is not None and traj.engine_id:
-            engs.add(traj.engine_id)
-        if len(engs) > 1:
-            raise UnsupportedWorkloadError("trajectory.cross_engine",
-                                           f"trajectory {tid!r} spans engines {sorted(engs)}",
-                                           [r.request_id for r in reqs])
-        turns = sorted(r.turn_index for r in reqs if r.HasField("turn_index"))
-        if turns and (turns[0] != 0 or turns != list(range(len(turns)))):
-            raise UnsupportedWorkloadError(
-                "resume.partial",
-                f"trajectory {tid!r} has turn indices {turns[:8]}; a trajectory resumed from (or "
-                "started before) another window cannot be replayed from its middle",
-                [r.request_id for r in reqs])
 
 
 def check_supported(
@@ -526,9 +142,9 @@ def check_supported(
 
     # -- requests: policy versions, engine, shape, dependencies, trajectories (one pass; on any
     # doubt the rule-by-rule pass below runs and raises the same first error as always)
-    if not _scan_requests(index, engines, window_policy_version, plans):
+    if not scan_requests(index, engines, window_policy_version, plans):
         plans = {eid: EnginePlan(engine=cfg) for eid, cfg in engines.items()}
-        _check_requests(index, engines, window_policy_version, plans)
+        check_requests(index, engines, window_policy_version, plans)
     none_by_construction = sum(p.none_by_construction for p in plans.values())
     if none_by_construction:
         notes.append(f"{none_by_construction} dependencies carry no external wait by construction "

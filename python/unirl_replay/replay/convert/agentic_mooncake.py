@@ -26,7 +26,7 @@ from unirl_replay.replay.convert.common import (
     _DUMPS, SAMPLE_SEP, WARMUP_PREFIX, Conversion, HashRemap, SequenceMap, check_unique, dense_prompt_ids,
     joined_ids, json_float, ns_to_ms, origin_of, prompt_ids, sequence_id,
 )
-from unirl_replay.replay.support import EnginePlan, WorkloadIndex, plan_facts, play_id_of
+from unirl_replay.replay.workload import EnginePlan, WorkloadIndex, plan_facts, play_id_of
 from unirl_replay.v1 import common_pb2
 
 FORMAT = "agentic_mooncake"

@@ -13,7 +13,7 @@ mapping is ambiguous and the replay result is AGGREGATE_ONLY (nothing per reques
 from __future__ import annotations
 
 from unirl_replay.replay.convert.common import Conversion, dense_prompt_ids, ns_to_ms, origin_of
-from unirl_replay.replay.support import EnginePlan, WorkloadIndex
+from unirl_replay.replay.workload import EnginePlan, WorkloadIndex
 
 FORMAT = "mooncake"
 

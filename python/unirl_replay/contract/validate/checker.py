@@ -1,0 +1,118 @@
+"""The validation run: the passes over a trace, in order, and the public ``check_trace``."""
+
+from __future__ import annotations
+
+from collections import Counter
+from pathlib import Path
+
+from unirl_replay.contract.errors import IncompleteTraceError, TraceFormatError
+from unirl_replay.contract.trace_io import open_trace, verify_artifact
+from unirl_replay.contract.validate.context import _REC_ID, _from_error, _Sink
+from unirl_replay.contract.validate.dependencies import DependencyRules
+from unirl_replay.contract.validate.lineage import LineageRules
+from unirl_replay.contract.validate.manifest import ManifestRules
+from unirl_replay.contract.validate.outcomes import OutcomeRules
+from unirl_replay.contract.validate.registry import SUSPECT_SMALL, WARNING
+from unirl_replay.contract.validate.requests import RequestRules
+from unirl_replay.v1.manifest_pb2 import ARTIFACT_KIND_OUTCOMES
+from unirl_replay.v1.report_pb2 import TraceCheck, Violation
+
+
+class _Checker(ManifestRules, RequestRules, DependencyRules, LineageRules, OutcomeRules):
+    """All rule groups over one trace; the passes below dispatch each record to its group."""
+
+    # -- workload pass 1: ids, per-record rules
+    def pass1(self) -> None:
+        f = self.wfile
+        for line, rec in self.t.iter_workload():
+            self.counts["workload"] += 1
+            kind = rec.WhichOneof("record")
+            if kind is None:
+                self.v("record.empty", f, line, "", "WorkloadRecord with no record kind set")
+                continue
+            msg = getattr(rec, kind)
+            rid = getattr(msg, _REC_ID[kind])
+            fresh = self._unique(kind, f, line, rid, self.ids[kind])
+            if kind == "request":
+                self._request1(line, msg, fresh)
+            elif kind in ("trajectory", "group", "rollout_batch", "slot_pool"):
+                self._lineage1(kind, line, msg, rid, fresh)
+            elif kind == "engine_client":
+                self._engine(f, line, rid, msg.engine_id)
+            elif kind == "cache_warmup":
+                self._engine(f, line, rid, msg.engine_id)
+                self._prefix(line, rid, msg.input_tokens, msg.HasField("prefix"), msg.prefix, msg.engine_id)
+
+    # -- workload pass 2: references
+    def pass2(self) -> None:
+        f = self.wfile
+        group_in_batches: Counter[str] = Counter()
+        for line, rec in self.t.iter_workload():
+            kind = rec.WhichOneof("record")
+            if kind == "request":
+                self._request2(line, rec.request)
+            elif kind == "trajectory":
+                self._trajectory2(line, rec.trajectory)
+            elif kind == "group":
+                self._group2(line, rec.group)
+            elif kind == "rollout_batch":
+                self._batch2(line, rec.rollout_batch, group_in_batches)
+        self._batch_membership(group_in_batches)
+        if self.observed >= 2 and self.window_ns > 0 and 0 < self.max_offset < self.window_ns / SUSPECT_SMALL:
+            self.v("units.suspect_small", f, 0, "", f"all {self.observed} observed arrivals within {self.max_offset} ns "
+                   f"of a {self.window_ns} ns window: offsets in s or ms declared as ns?", WARNING)
+
+
+def check_trace(trace_dir: str | Path, *, max_per_rule: int = 200) -> TraceCheck:
+    """Check a trace directory: container, manifest, every workload and outcome rule of :data:`RULES`.
+
+    Args:
+        trace_dir: the trace directory.
+        max_per_rule: violations listed per rule; beyond it one summary violation gives the count.
+
+    Returns:
+        TraceCheck with status VALID (no error; warnings allowed), INVALID, or INCOMPLETE (not
+        finalized, truncated, digest / size / count mismatch: then the records are not checked).
+        Never raises for a bad trace; raises only on I/O errors of the machine.
+    """
+    out = TraceCheck(trace_dir=str(trace_dir))
+    sink = _Sink(max_per_rule)
+    try:
+        trace = open_trace(trace_dir)
+    except IncompleteTraceError as e:
+        out.status = TraceCheck.STATUS_INCOMPLETE
+        out.violations.append(_from_error(e))
+        return out
+    except TraceFormatError as e:
+        out.status = TraceCheck.STATUS_INVALID
+        out.violations.append(_from_error(e))
+        return out
+    ch = _Checker(trace, sink)
+    status = TraceCheck.STATUS_VALID
+    try:
+        verify_artifact(trace.dir, trace.artifact(ARTIFACT_KIND_OUTCOMES))  # incomplete before any rule
+        ch.manifest()
+        ch.pass1()
+        ch.pass2()
+        ch.cycles()
+        ch.outcomes()
+    except IncompleteTraceError as e:
+        status = TraceCheck.STATUS_INCOMPLETE
+        sink.violations.append(_from_error(e))
+    except TraceFormatError as e:
+        sink.errors += 1
+        sink.violations.append(_from_error(e))
+    if status != TraceCheck.STATUS_INCOMPLETE:
+        status = TraceCheck.STATUS_INVALID if sink.errors else TraceCheck.STATUS_VALID
+    out.status = status
+    out.violations.extend(sink.finish())
+    for k in ("workload", "outcomes"):
+        out.record_counts[k] = ch.counts[k]
+    return out
+
+
+def format_violation(v: Violation) -> str:
+    """``file:line record rule: message`` (``warning:`` before the message for warnings)."""
+    where = v.file + (f":{v.line}" if v.line else "")
+    sev = "warning: " if v.severity == WARNING else ""
+    return f"{where or '-'} {v.record_id or '-'} {v.rule}: {sev}{v.message}"

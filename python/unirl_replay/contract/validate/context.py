@@ -1,0 +1,147 @@
+"""Shared state of one validation run and the helpers every rule group uses.
+
+``TraceState`` holds what the passes over the workload learn (ids per kind, a compact int per
+request: trajectory ordinal, turn index and fan-out), the violation sink and small checks used by
+several groups (times and their units, engine references, prefix hashes, unique ids, enums).
+"""
+
+from __future__ import annotations
+
+import math
+from collections import Counter
+from pathlib import Path
+
+from unirl_replay.contract.errors import TraceFormatError
+from unirl_replay.contract.trace_io import Trace
+from unirl_replay.contract.validate.registry import ERROR, RULES, SUSPECT_SCALE, WARNING
+from unirl_replay.v1 import common_pb2 as c
+from unirl_replay.v1.manifest_pb2 import ARTIFACT_KIND_OUTCOMES, ARTIFACT_KIND_WORKLOAD, TraceManifest
+from unirl_replay.v1.report_pb2 import Violation
+
+
+class _Sink:
+    """Collects violations, at most ``cap`` per rule (then one summary per rule)."""
+
+    def __init__(self, cap: int):
+        self.cap = cap
+        self.violations: list[Violation] = []
+        self.counts: Counter[str] = Counter()
+        self.errors = 0
+
+    def __call__(self, rule: str, file: str, line: int, record_id: str, message: str, severity: int = ERROR) -> None:
+        assert rule in RULES, rule
+        self.counts[rule] += 1
+        if severity == ERROR:
+            self.errors += 1
+        if self.counts[rule] <= self.cap:
+            self.violations.append(Violation(rule=rule, file=file, line=line, record_id=record_id, message=message,
+                                             severity=severity))
+
+    def finish(self) -> list[Violation]:
+        out = list(self.violations)
+        for rule, n in self.counts.items():
+            if n > self.cap:
+                sev = next(v.severity for v in self.violations if v.rule == rule)
+                out.append(Violation(rule=rule, message=f"{n - self.cap} more violations of this rule not listed",
+                                     severity=sev))
+        return out
+
+
+def _from_error(e: TraceFormatError) -> Violation:
+    return Violation(rule=e.rule or "trace.format", file=Path(e.file).name if e.file else "", line=e.line,
+                     record_id=e.record_id, message=str(e.args[0]).split(": ", 1)[-1] if e.args else "",
+                     severity=ERROR)
+
+
+def _pack(traj_ord: int, turn: int | None, samples: int) -> int:
+    return (traj_ord << 53) | ((0 if turn is None else turn + 1) << 20) | min(samples, (1 << 20) - 1)
+
+
+def _unpack(v: int) -> tuple[int, int | None, int]:
+    t = (v >> 20) & ((1 << 33) - 1)
+    return v >> 53, (t - 1 if t else None), v & ((1 << 20) - 1)
+
+
+_REC_ID = {"request": "request_id", "trajectory": "trajectory_id", "group": "group_id",
+           "rollout_batch": "rollout_batch_id", "slot_pool": "pool_id", "engine_client": "engine_id",
+           "cache_warmup": "warmup_id"}
+
+
+class TraceState:
+    """What one validation run knows so far; base of every rule group."""
+
+    def __init__(self, trace: Trace, sink: _Sink):
+        self.t = trace
+        self.v = sink
+        m: TraceManifest = trace.manifest
+        self.m = m
+        self.wfile = trace.artifact(ARTIFACT_KIND_WORKLOAD).path
+        self.ofile = trace.artifact(ARTIFACT_KIND_OUTCOMES).path
+        self.window_ns = m.window.duration_ns if m.HasField("window") else 0
+        self.engine_block = {e.engine_id: e.block_size_tokens for e in m.engines}
+        # pass-1 state: ids per kind, compact request info
+        self.req: dict[str, int] = {}          # request_id -> packed (trajectory ordinal, turn, samples)
+        self.traj_ord: dict[str, int] = {"": 0}  # trajectory id (as named by requests or records) -> ordinal
+        self.traj_names: list[str] = [""]
+        self.traj_req_count: Counter[int] = Counter()
+        self.traj_group: dict[str, str] = {}   # Trajectory record id -> its group_id
+        self.group_batch: dict[str, str] = {}  # Group record id -> its rollout_batch_id
+        self.group_line: dict[str, int] = {}
+        self.batches: set[str] = set()
+        self.pools: set[str] = set()
+        self.ids: dict[str, set[str]] = {k: set() for k in _REC_ID}
+        self.observed = self.missing_arrivals = 0
+        self.max_offset = 0
+        self.suspicious_traj: set[int] = set()
+        self.counts = Counter()
+
+    # -- helpers
+    def _ord(self, tid: str) -> int:
+        o = self.traj_ord.get(tid)
+        if o is None:
+            o = self.traj_ord[tid] = len(self.traj_names)
+            self.traj_names.append(tid)
+        return o
+
+    def _time(self, file: str, line: int, rid: str, name: str, value: int) -> None:
+        if value < 0:
+            self.v("units.negative", file, line, rid, f"{name} = {value} ns is negative")
+        elif self.window_ns > 0 and value > SUSPECT_SCALE * self.window_ns:
+            self.v("units.suspect_scale", file, line, rid,
+                   f"{name} = {value} ns is {value / self.window_ns:.0f}x the window ({self.window_ns} ns): wrong unit?")
+
+    def _engine(self, file: str, line: int, rid: str, engine_id: str) -> None:
+        if engine_id not in self.engine_block:
+            self.v("reference.engine", file, line, rid,
+                   f"engine_id {engine_id!r} is not among the manifest's engines {sorted(self.engine_block)}")
+
+    def _prefix(self, line: int, rid: str, input_tokens: int, has_prefix: bool, prefix: c.PrefixBlocks,
+                engine_id: str) -> None:
+        f = self.wfile
+        if not has_prefix or not prefix.block_size_tokens:
+            if input_tokens > 0:
+                self.v("prefix.missing", f, line, rid, f"{input_tokens} input tokens but no prefix block hashes",
+                       WARNING)
+            return
+        b = prefix.block_size_tokens
+        need = math.ceil(input_tokens / b)
+        if len(prefix.block_hashes) != need:
+            self.v("prefix.count", f, line, rid, f"{len(prefix.block_hashes)} block hashes for {input_tokens} tokens "
+                   f"at block size {b}; ceil({input_tokens}/{b}) = {need}")
+        eb = self.engine_block.get(engine_id)
+        if eb is not None and eb != b:
+            self.v("prefix.block_size", f, line, rid, f"prefix block size {b} != engine {engine_id!r} block size {eb}")
+
+    def _unique(self, kind: str, file: str, line: int, rid: str, seen: set[str]) -> bool:
+        if not rid:
+            self.v("id.empty", file, line, "", f"{kind} record without {_REC_ID.get(kind, 'id')}")
+            return False
+        if rid in seen:
+            self.v("id.duplicate", file, line, rid, f"{kind} id {rid!r} used by an earlier {kind} record")
+            return False
+        seen.add(rid)
+        return True
+
+    def _enum(self, file: str, line: int, rid: str, name: str, value: int) -> None:
+        if value == 0:
+            self.v("enum.unspecified", file, line, rid, f"{name} is unspecified")

@@ -1,0 +1,107 @@
+"""Lineage rules: trajectories and their turns, GRPO groups, rollout batches, slot pools."""
+
+from __future__ import annotations
+
+from collections import Counter
+
+from unirl_replay.contract.validate.context import TraceState, _unpack
+from unirl_replay.contract.validate.registry import WARNING
+from unirl_replay.v1 import workload_pb2 as w
+
+
+class LineageRules(TraceState):
+    def _lineage1(self, kind: str, line: int, msg, rid: str, fresh: bool) -> None:
+        f = self.wfile
+        if kind == "trajectory":
+            if fresh:
+                self.traj_group[rid] = msg.group_id
+                self._ord(rid)
+            self._engine(f, line, rid, msg.engine_id)
+        elif kind == "group":
+            if fresh:
+                self.group_batch[rid] = msg.rollout_batch_id
+                self.group_line[rid] = line
+            self._enum(f, line, rid, "unit", msg.unit)
+        elif kind == "rollout_batch":
+            self.batches.add(rid)
+            self._enum(f, line, rid, "readiness_rule", msg.readiness_rule)
+            n, req = len(msg.group_ids), msg.required_groups
+            if msg.readiness_rule == w.BATCH_READINESS_RULE_FIRST_N_GROUPS and not 1 <= req <= n:
+                self.v("batch.required_groups", f, line, rid, f"required_groups {req} not in [1, {n}]")
+            elif msg.readiness_rule == w.BATCH_READINESS_RULE_ALL_GROUPS and req not in (0, n):
+                self.v("batch.required_groups", f, line, rid, f"ALL_GROUPS with required_groups {req} != {n}")
+            for e in msg.engine_ids:
+                self._engine(f, line, rid, e)
+        elif kind == "slot_pool":
+            self.pools.add(rid)
+            if msg.trajectory_slots == 0:
+                self.v("slot_pool.slots", f, line, rid, "trajectory_slots is 0")
+            for e in msg.engine_ids:
+                self._engine(f, line, rid, e)
+    def _trajectory2(self, line: int, t: w.Trajectory) -> None:
+        f, tid = self.wfile, t.trajectory_id
+        o = self.traj_ord.get(tid, -1)
+        for ref, val, known in (("reference.group", t.group_id, self.group_batch),
+                                ("reference.batch", t.rollout_batch_id, self.batches),
+                                ("reference.slot_pool", t.slot_pool_id, self.pools)):
+            if val and val not in known:
+                self.v(ref, f, line, tid, f"{val!r} has no record")
+        for i, r in enumerate(t.request_ids):
+            pv = self.req.get(r)
+            if pv is None:
+                self.v("reference.request", f, line, tid, f"request_ids[{i}] = {r!r} is no request of this trace")
+                continue
+            p_traj, p_turn, _ = _unpack(pv)
+            if p_traj != o or p_turn != i:
+                self.v("turn.order", f, line, tid, f"request_ids[{i}] = {r!r} has trajectory "
+                       f"{self.traj_names[p_traj]!r} turn {p_turn}; expected {tid!r} turn {i}")
+        claimed = self.traj_req_count.get(o, 0)
+        if claimed != len(t.request_ids):
+            self.v("trajectory.requests", f, line, tid, f"{claimed} requests name this trajectory, "
+                   f"request_ids lists {len(t.request_ids)}")
+
+    def _group2(self, line: int, g: w.Group) -> None:
+        f, gid = self.wfile, g.group_id
+        if g.rollout_batch_id and g.rollout_batch_id not in self.batches:
+            self.v("reference.batch", f, line, gid, f"rollout batch {g.rollout_batch_id!r} has no RolloutBatch record")
+        size = 0
+        for i, mid in enumerate(dict.fromkeys(g.member_ids)):
+            if g.unit == w.GROUP_UNIT_SAMPLES:
+                pv = self.req.get(mid)
+                if pv is None:
+                    self.v("group.members", f, line, gid, f"member {mid!r} is no request (unit SAMPLES)")
+                    continue
+                size += _unpack(pv)[2]
+            elif g.unit == w.GROUP_UNIT_TRAJECTORIES:
+                tg = self.traj_group.get(mid)
+                if tg is None:
+                    self.v("group.members", f, line, gid, f"member {mid!r} is no trajectory (unit TRAJECTORIES)")
+                    continue
+                if tg != gid:
+                    self.v("group.members", f, line, gid, f"member trajectory {mid!r} names group {tg!r}")
+                size += 1
+        if len(set(g.member_ids)) != len(g.member_ids):
+            self.v("group.members", f, line, gid, "member listed twice")
+        if g.unit and size != g.expected_size:
+            unit = "samples" if g.unit == w.GROUP_UNIT_SAMPLES else "trajectories"
+            self.v("group.size", f, line, gid, f"{size} {unit} in the group, expected_size {g.expected_size}")
+            if size == 1 and g.expected_size > 1:
+                self.v("group.singleton", f, line, gid, f"group of 1 while {g.expected_size} expected: was the group "
+                       "id set per trajectory instead of per prompt?", WARNING)
+
+    def _batch2(self, line: int, b: w.RolloutBatch, group_in_batches: Counter[str]) -> None:
+        f = self.wfile
+        for gid in b.group_ids:
+            if gid not in self.group_batch:
+                self.v("reference.group", f, line, b.rollout_batch_id, f"member group {gid!r} has no Group record")
+                continue
+            group_in_batches[gid] += 1
+            if self.group_batch[gid] != b.rollout_batch_id:
+                self.v("batch.membership", f, line, b.rollout_batch_id, f"lists group {gid!r}, whose "
+                       f"rollout_batch_id is {self.group_batch[gid]!r}")
+    def _batch_membership(self, group_in_batches: Counter[str]) -> None:
+        f = self.wfile
+        for gid, gline in self.group_line.items():
+            k = group_in_batches[gid]
+            if k != 1:
+                self.v("batch.membership", f, gline, gid, f"group is listed by {k} rollout batches; exactly 1 required")

@@ -1,0 +1,114 @@
+"""The rule registry: every rule ``validate`` checks, its group, severity and what it checks.
+
+``RULES`` (rule id -> one-line summary) is the public list; ``RULE_GROUP`` and ``RULE_SEVERITY``
+give each rule's group (the module of this package that checks it) and default severity. Every
+rule has a test in ``tests/test_validate.py`` that triggers it with a broken trace.
+
+Groups: ``framing`` (the container, artifacts and record framing: reported through
+``contract.trace_io``), ``manifest``, ``requests`` (per-request shape, prefix hashes, arrivals,
+units), ``dependencies`` (predecessors, delays, cycles), ``lineage`` (trajectories, GRPO groups,
+rollout batches, slot pools) and ``outcomes`` (measured times).
+"""
+
+from __future__ import annotations
+
+from unirl_replay.v1.report_pb2 import Violation
+
+ERROR = Violation.SEVERITY_ERROR
+WARNING = Violation.SEVERITY_WARNING
+
+#: Times farther than this factor times the window duration are flagged as a likely unit error.
+SUSPECT_SCALE = 100
+#: With at least 2 observed arrivals all inside window / SUSPECT_SMALL, the offsets look like s or ms.
+SUSPECT_SMALL = 100_000
+
+#: rule id -> what it checks. Every rule has a test in tests/test_validate.py.
+RULES: dict[str, str] = {
+    # container (reported by trace_io; status INCOMPLETE for the first group)
+    "trace.no_manifest": "manifest.json missing: never finalized (INCOMPLETE)",
+    "trace.partial_files": "*.partial leftovers of an unfinished writer (INCOMPLETE)",
+    "artifact.missing": "an artifact listed in the manifest is missing (INCOMPLETE)",
+    "artifact.size": "artifact size differs from the manifest (INCOMPLETE)",
+    "artifact.digest": "artifact sha256 differs from the manifest (INCOMPLETE)",
+    "artifact.record_count": "record count differs from the manifest (INCOMPLETE)",
+    "jsonl.truncated": "last JSONL line has no newline (INCOMPLETE)",
+    "binpb.truncated": "binpb stream ends inside a frame (INCOMPLETE)",
+    "manifest.schema_version": "schema_version is not unirl_replay.v1",
+    "manifest.artifacts": "manifest must list exactly one workload and one outcomes artifact, same encoding",
+    "json.parse": "a line / file is not JSON",
+    "json.profile": "JSON that is not a valid message (unknown key, wrong type, unknown enum name)",
+    "jsonl.empty_line": "empty line in a JSONL stream",
+    "binpb.frame": "corrupt length prefix",
+    "binpb.decode": "frame is not a valid message",
+    # manifest
+    "manifest.window": "capture window missing or duration_ns <= 0",
+    "manifest.engine": "engine without engine_id or with block_size_tokens 0",
+    # records
+    "record.empty": "a WorkloadRecord / OutcomeRecord with no member of its oneof set",
+    "id.empty": "a record without its id",
+    "id.duplicate": "an id used twice by records of one kind (per artifact)",
+    "enum.unspecified": "an enum left at its _UNSPECIFIED value",
+    "reference.engine": "engine_id not among the manifest's engines",
+    "reference.trajectory": "trajectory_id names no Trajectory record",
+    "reference.group": "group_id names no Group record",
+    "reference.batch": "rollout_batch_id names no RolloutBatch record",
+    "reference.slot_pool": "slot_pool_id names no SlotPool record",
+    "reference.request": "a Trajectory / Group lists a request id that no Request has",
+    "fanout.count": "len(sample_ids) == num_samples == len(output_tokens) == len(finish_reasons), num_samples >= 1",
+    "prefix.count": "len(block_hashes) == ceil(input_tokens / block_size_tokens)",
+    "prefix.block_size": "prefix block size equals the engine's block_size_tokens",
+    "prefix.missing": "request with input tokens but no prefix hashes (warning)",
+    "arrival.kind_missing": "request without an arrival",
+    "arrival.mixed_missing": "request without an arrival among requests with observed arrivals (never defaulted)",
+    "arrival.dependencies": "arrival.after_dependencies set exactly when dependencies is non-empty",
+    "dependency.unresolved": "predecessor_request_id names no request",
+    "dependency.cross_trajectory": "dependency leaves the request's trajectory",
+    "dependency.no_trajectory": "request with dependencies but no trajectory",
+    "dependency.duplicate": "the same predecessor listed twice",
+    "dependency.delay_absence": "external_delay_ns present XOR delay_absence set",
+    "dependency.cycle": "dependencies form a cycle",
+    "turn.index": "turn_index present exactly when trajectory_id is set",
+    "turn.order": "a trajectory's request_ids are its requests with turn_index 0, 1, 2, ... in order",
+    "turn.dependency_order": "a dependency points to the same or a later turn",
+    "trajectory.requests": "requests naming a trajectory that its request_ids do not list",
+    "group.members": "a group member is not a request / trajectory (by unit) or belongs to another group",
+    "group.size": "group member count (samples or trajectories) differs from expected_size",
+    "group.singleton": "group of size 1 while expected_size > 1: group id set per trajectory? (warning)",
+    "batch.membership": "every group in exactly one batch, and in the batch it names",
+    "batch.required_groups": "FIRST_N_GROUPS: 1 <= required_groups <= len(group_ids); ALL_GROUPS: 0 or len",
+    "slot_pool.slots": "a slot pool with 0 trajectory slots",
+    "units.negative": "a time or delay below 0",
+    "units.suspect_scale": f"a time beyond {SUSPECT_SCALE}x the window duration: wrong unit?",
+    "units.outside_window": "an observed arrival after the window end (warning)",
+    "units.suspect_small": f"all observed arrivals in the first 1/{SUSPECT_SMALL} of the window: seconds / ms? (warning)",
+    "time.order": "submit <= queued <= scheduled <= first_token <= completion (and slot acquired <= released)",
+    "outcome.unmatched": "an outcome record whose id matches no workload record of its kind",
+}
+
+GROUPS = ("framing", "manifest", "requests", "dependencies", "lineage", "outcomes")
+#: rule id prefixes (or whole ids) -> group; the first match in GROUPS order of specificity wins.
+_GROUP_PREFIXES: dict[str, tuple[str, ...]] = {
+    "framing": ('trace.', 'artifact.', 'jsonl.', 'binpb.', 'json.', 'record.empty', 'id.', 'enum.unspecified'),
+    "manifest": ('manifest.',),
+    "dependencies": ('dependency.', 'turn.dependency_order'),
+    "lineage": ('reference.trajectory', 'reference.group', 'reference.batch', 'reference.slot_pool', 'reference.request', 'turn.order', 'trajectory.', 'group.', 'batch.', 'slot_pool.'),
+    "outcomes": ('time.order', 'outcome.'),
+    "requests": ('reference.engine', 'fanout.', 'prefix.', 'arrival.', 'units.', 'turn.index'),
+}
+
+
+def _group_of(rule: str) -> str:
+    best = ("", "")
+    for group, prefixes in _GROUP_PREFIXES.items():
+        for p in prefixes:
+            if (rule == p or (p.endswith(".") and rule.startswith(p))) and len(p) > len(best[0]):
+                best = (p, group)
+    if not best[1]:
+        raise AssertionError(f"rule {rule!r} belongs to no group")
+    return best[1]
+
+
+#: rule id -> group (module of this package that checks it)
+RULE_GROUP: dict[str, str] = {r: _group_of(r) for r in RULES}
+#: rule id -> default severity (warnings never make a trace invalid)
+RULE_SEVERITY: dict[str, int] = {r: (WARNING if "(warning)" in s else ERROR) for r, s in RULES.items()}

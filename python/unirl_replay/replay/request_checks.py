@@ -1,0 +1,275 @@
+"""Request-level support checks: engine, shape, prefix hashes, arrivals, dependencies, policy.
+
+Two implementations of the same rules: :func:`scan_requests`, one pass reading each field once
+(the fast path, which also records ``EnginePlan.facts``), and :func:`check_requests`, the rules
+one at a time in their documented order. ``check_supported`` runs the scan and, on any doubt,
+the rule-by-rule pass, which raises the first violation exactly as it always has.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+
+from unirl_replay.contract.errors import TraceFormatError, UnsupportedWorkloadError
+from unirl_replay.replay.workload import (
+    WORKLOAD_FILE,
+    EnginePlan,
+    WorkloadIndex,
+    expected_hash_count,
+    play_id_of,
+)
+from unirl_replay.v1 import common_pb2, manifest_pb2, workload_pb2
+
+
+def _engine_of(req: workload_pb2.Request, engines: Mapping[str, manifest_pb2.EngineConfig]) -> str:
+    if req.engine_id:
+        if req.engine_id not in engines:
+            raise TraceFormatError(f"engine_id {req.engine_id!r} is not in the manifest's engines "
+                                   f"{sorted(engines)}", record_id=req.request_id,
+                                   file=WORKLOAD_FILE, rule="request.unknown_engine")
+        return req.engine_id
+    if len(engines) == 1:
+        return next(iter(engines))
+    raise TraceFormatError("engine_id is empty and the manifest lists several engines",
+                           record_id=req.request_id, file=WORKLOAD_FILE, rule="request.unknown_engine")
+
+
+def _check_request_shape(r: workload_pb2.Request, block_size: int, prefix_caching: bool) -> None:
+    rid = r.request_id
+    if r.num_samples < 1 or len(r.output_tokens) != r.num_samples:
+        raise TraceFormatError(f"num_samples={r.num_samples} but {len(r.output_tokens)} output_tokens "
+                               "entries (need num_samples >= 1 and one entry per sample)",
+                               record_id=rid, file=WORKLOAD_FILE, rule="request.num_samples")
+    if r.input_tokens < 1:
+        raise TraceFormatError("input_tokens must be >= 1", record_id=rid, file=WORKLOAD_FILE,
+                               rule="request.input_tokens")
+    kind = r.arrival.WhichOneof("kind")
+    if kind is None:
+        raise TraceFormatError("arrival is missing (never defaulted)", record_id=rid,
+                               file=WORKLOAD_FILE, rule="arrival.missing")
+    if kind == "after_dependencies" and not r.dependencies:
+        raise TraceFormatError("arrival.after_dependencies without dependencies", record_id=rid,
+                               file=WORKLOAD_FILE, rule="arrival.dependencies")
+    if kind == "observed_offset_ns" and r.dependencies:
+        raise TraceFormatError("dependencies on a request with an observed arrival", record_id=rid,
+                               file=WORKLOAD_FILE, rule="arrival.dependencies")
+    if r.HasField("prefix") and r.prefix.block_hashes:
+        if r.prefix.block_size_tokens != block_size:
+            raise UnsupportedWorkloadError(
+                "prefix.block_size_mismatch",
+                f"prefix hashes were computed with block size {r.prefix.block_size_tokens} tokens but "
+                f"the simulated engine uses {block_size}; prefix reuse cannot be replayed exactly",
+                [rid])
+        want = expected_hash_count(r.input_tokens, block_size)
+        if len(r.prefix.block_hashes) != want:
+            raise TraceFormatError(f"{len(r.prefix.block_hashes)} prefix hashes for {r.input_tokens} "
+                                   f"tokens at block size {block_size}; need ceil(...) = {want}",
+                                   record_id=rid, file=WORKLOAD_FILE, rule="prefix.hash_count")
+    elif prefix_caching:
+        raise TraceFormatError("no prefix block hashes but the engine has prefix caching on",
+                               record_id=rid, file=WORKLOAD_FILE, rule="prefix.missing")
+
+
+def scan_requests(index: WorkloadIndex, engines: Mapping[str, manifest_pb2.EngineConfig],
+                   window_policy_version: int | None, plans: dict[str, EnginePlan]) -> bool:
+    """One pass over the requests that accepts exactly what :func:`check_requests` accepts and
+    fills the plans the same way (plus ``first_arrival_ns``), reading each field once.
+
+    Returns False (plans partly filled, to be discarded) as soon as a request may break a rule;
+    the caller then runs :func:`check_requests`, which raises the error in its usual order.
+    """
+    by_id = index.by_id
+    cfg = {eid: (e.block_size_tokens, e.enable_prefix_caching, plans[eid]) for eid, e in engines.items()}
+    only = next(iter(engines)) if len(engines) == 1 else None
+    unspecified_trigger = common_pb2.DEPENDENCY_TRIGGER_UNSPECIFIED
+    no_absence = common_pb2.DELAY_ABSENCE_UNSPECIFIED
+    not_measured = common_pb2.DELAY_ABSENCE_NOT_MEASURED
+    by_construction = common_pb2.DELAY_ABSENCE_NONE_BY_CONSTRUCTION
+    traj_engine: dict[str, str] = {}
+    turns: dict[str, list[int]] = {}
+    versions: set[int] = set()
+    first: dict[str, int] = {}
+    facts = {eid: {} for eid in engines}
+    for r in index.requests:
+        rid = r.request_id
+        eid = r.engine_id or only
+        c = cfg.get(eid)
+        if c is None:
+            return False
+        bs, caching, plan = c
+        n = r.num_samples
+        outs = r.output_tokens
+        if n < 1 or len(outs) != n:
+            return False
+        inp = r.input_tokens
+        if inp < 1:
+            return False
+        arrival = r.arrival
+        kind = arrival.WhichOneof("kind")
+        deps = r.dependencies
+        t = None
+        if kind == "observed_offset_ns":
+            if deps:
+                return False
+            t = arrival.observed_offset_ns
+            if t < first.get(eid, t + 1):
+                first[eid] = t
+        elif kind is None or not deps:
+            return False
+        prefix = r.prefix
+        hashes = prefix.block_hashes
+        if hashes:
+            if prefix.block_size_tokens != bs or len(hashes) != expected_hash_count(inp, bs):
+                return False
+        elif caching:
+            return False
+        else:
+            hashes = None
+        if r.HasField("policy_version"):
+            versions.add(r.policy_version)
+        tid = r.trajectory_id
+        if tid:
+            te = traj_engine.setdefault(tid, eid)
+            if te != eid:
+                return False
+            if r.HasField("turn_index"):
+                ts = turns.get(tid)
+                if ts is None:
+                    turns[tid] = [r.turn_index]
+                else:
+                    ts.append(r.turn_index)
+        dl = [] if deps else ()
+        for d in deps:
+            pid = d.predecessor_request_id
+            p = by_id.get(pid)
+            trigger = d.trigger
+            if p is None or not tid or p.trajectory_id != tid or trigger == unspecified_trigger:
+                return False
+            absence = d.delay_absence
+            delay = None
+            if d.HasField("external_delay_ns"):
+                delay = d.external_delay_ns
+                if absence != no_absence or delay < 0:
+                    return False
+            elif absence == by_construction:
+                plan.none_by_construction += 1
+            elif absence == not_measured or absence == no_absence:
+                return False
+            dl.append((pid, p.num_samples, trigger, d.relation, delay))
+        facts[eid][rid] = (n, inp, (outs[0],) if n == 1 else tuple(outs), t, tuple(dl) if dl else (), hashes)
+        plan.requests.append(r)
+        play = plan.plays.get(tid or rid)
+        if play is None:
+            plan.plays[tid or rid] = [rid]
+        else:
+            play.append(rid)
+    if window_policy_version is not None:
+        versions.add(window_policy_version)
+    if len(versions) > 1:
+        return False
+    trajectories = index.trajectories
+    for tid, eid in traj_engine.items():
+        traj = trajectories.get(tid)
+        if traj is not None and traj.engine_id and traj.engine_id != eid:
+            return False
+    for ts in turns.values():
+        ts.sort()
+        if ts[0] != 0 or ts[-1] != len(ts) - 1 or ts != list(range(len(ts))):
+            return False
+    for eid, t in first.items():
+        plans[eid].first_arrival_ns = t
+    for eid, f in facts.items():
+        plans[eid].facts = f
+    return True
+
+
+def check_requests(index: WorkloadIndex, engines: Mapping[str, manifest_pb2.EngineConfig],
+                    window_policy_version: int | None, plans: dict[str, EnginePlan]) -> None:
+    """The request-level rules, one at a time in their documented order (raises the first
+    violation); fills each plan's requests and plays."""
+    # -- policy versions (window-wide, then per trajectory: the latter is a cross-policy resume)
+    by_traj: dict[str, list[workload_pb2.Request]] = {}
+    for r in index.requests:
+        if r.trajectory_id:
+            by_traj.setdefault(r.trajectory_id, []).append(r)
+    for tid, reqs in by_traj.items():
+        versions = {r.policy_version for r in reqs if r.HasField("policy_version")}
+        if len(versions) > 1:
+            raise UnsupportedWorkloadError(
+                "resume.cross_policy",
+                f"trajectory {tid!r} was generated by policy versions {sorted(versions)} (resumed "
+                "across a weight update); a replay serves one fixed policy",
+                [r.request_id for r in reqs])
+    versions: dict[int, str] = {}
+    for r in index.requests:
+        if r.HasField("policy_version"):
+            versions.setdefault(r.policy_version, r.request_id)
+    if window_policy_version is not None:
+        versions.setdefault(window_policy_version, "manifest.policy")
+    if len(versions) > 1:
+        raise UnsupportedWorkloadError(
+            "policy.mixed_versions",
+            f"the window mixes policy versions {sorted(versions)}; replay one fixed-policy window at a time",
+            list(versions.values()))
+
+    # -- requests: engine, shape, dependencies
+    for r in index.requests:
+        eid = _engine_of(r, engines)
+        cfg = engines[eid]
+        _check_request_shape(r, cfg.block_size_tokens, cfg.enable_prefix_caching)
+        plans[eid].requests.append(r)
+        plans[eid].plays.setdefault(play_id_of(r), []).append(r.request_id)
+        for d in r.dependencies:
+            p = index.by_id.get(d.predecessor_request_id)
+            if p is None:
+                raise TraceFormatError(f"predecessor {d.predecessor_request_id!r} is not in the trace",
+                                       record_id=r.request_id, file=WORKLOAD_FILE, rule="dependency.unknown")
+            if not r.trajectory_id or p.trajectory_id != r.trajectory_id:
+                raise UnsupportedWorkloadError(
+                    "dependency.cross_trajectory",
+                    f"request {r.request_id!r} (trajectory {r.trajectory_id!r}) waits for "
+                    f"{p.request_id!r} (trajectory {p.trajectory_id!r}); upstream dependencies stay "
+                    "inside one play",
+                    [r.request_id, p.request_id])
+            if d.trigger == common_pb2.DEPENDENCY_TRIGGER_UNSPECIFIED:
+                raise TraceFormatError("dependency trigger is unspecified", record_id=r.request_id,
+                                       file=WORKLOAD_FILE, rule="dependency.trigger")
+            if d.HasField("external_delay_ns"):
+                if d.delay_absence != common_pb2.DELAY_ABSENCE_UNSPECIFIED:
+                    raise TraceFormatError("external_delay_ns is present and delay_absence is set",
+                                           record_id=r.request_id, file=WORKLOAD_FILE, rule="dependency.delay")
+                if d.external_delay_ns < 0:
+                    raise TraceFormatError(f"negative external_delay_ns {d.external_delay_ns}",
+                                           record_id=r.request_id, file=WORKLOAD_FILE, rule="dependency.delay")
+            elif d.delay_absence == common_pb2.DELAY_ABSENCE_NOT_MEASURED:
+                raise UnsupportedWorkloadError(
+                    "dependency.delay_not_measured",
+                    f"the external wait before {r.request_id!r} (after {p.request_id!r}) happened but "
+                    "was not measured; a missing wait is never replayed as 0 ms",
+                    [r.request_id])
+            elif d.delay_absence == common_pb2.DELAY_ABSENCE_UNSPECIFIED:
+                raise TraceFormatError("external_delay_ns is absent and delay_absence gives no reason",
+                                       record_id=r.request_id, file=WORKLOAD_FILE, rule="dependency.delay")
+
+    for plan in plans.values():
+        plan.none_by_construction = sum(1 for r in plan.requests for d in r.dependencies
+                                        if not d.HasField("external_delay_ns")
+                                        and d.delay_absence == common_pb2.DELAY_ABSENCE_NONE_BY_CONSTRUCTION)
+
+    # -- trajectories: engine, completeness (partial resume)
+    for tid, reqs in by_traj.items():
+        engs = {_engine_of(r, engines) for r in reqs}
+        traj = index.trajectories.get(tid)
+        if traj is not None and traj.engine_id:
+            engs.add(traj.engine_id)
+        if len(engs) > 1:
+            raise UnsupportedWorkloadError("trajectory.cross_engine",
+                                           f"trajectory {tid!r} spans engines {sorted(engs)}",
+                                           [r.request_id for r in reqs])
+        turns = sorted(r.turn_index for r in reqs if r.HasField("turn_index"))
+        if turns and (turns[0] != 0 or turns != list(range(len(turns)))):
+            raise UnsupportedWorkloadError(
+                "resume.partial",
+                f"trajectory {tid!r} has turn indices {turns[:8]}; a trajectory resumed from (or "
+                "started before) another window cannot be replayed from its middle",
+                [r.request_id for r in reqs])
