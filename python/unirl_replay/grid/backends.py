@@ -16,14 +16,16 @@ from __future__ import annotations
 
 import multiprocessing
 import os
+import shutil
 import sys
+import tempfile
 import time
 from collections.abc import Iterator
 from concurrent.futures import FIRST_COMPLETED, ProcessPoolExecutor, wait
 from pathlib import Path
 from typing import Any
 
-from unirl_replay.contract.errors import MissingEnvironmentError
+from unirl_replay.contract.errors import MissingEnvironmentError, UnirlReplayError
 from unirl_replay.grid.jobs import FAILED, run_job
 
 BACKENDS = ("local", "ray", "sequential")
@@ -70,8 +72,14 @@ def ray_runtime_env() -> dict[str, Any]:
 
 def ray(jobs, out_root: str, info: dict, workers: int | None = None,
         address: str | None = None) -> Iterator[tuple[int, dict]]:
-    """Run on Ray. Without ``address`` a local instance is started (``workers`` CPUs, no dashboard)
-    and stopped afterwards; with one, this driver connects to that cluster and disconnects."""
+    """Run on Ray. Without ``address`` a private local instance is started (``workers`` CPUs, no
+    dashboard, loopback only, its own temp dir) and stopped afterwards; with one, this driver
+    connects to that cluster and disconnects."""
+    local_instance = address is None
+    if local_instance and "ray" not in sys.modules:
+        # a single-host instance: every Ray process on 127.0.0.1 (read by Ray at import)
+        os.environ.setdefault("RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER", "0")
+    os.environ.setdefault("RAY_USAGE_STATS_ENABLED", "0")
     try:
         import ray as _ray
     except ImportError:
@@ -79,13 +87,18 @@ def ray(jobs, out_root: str, info: dict, workers: int | None = None,
                                       "(`uv sync --extra replay --extra grid`, done by scripts/bootstrap.sh)") from None
     t0 = time.perf_counter()
     kw: dict[str, Any] = {"include_dashboard": False, "log_to_driver": False, "runtime_env": ray_runtime_env()}
-    if address is None:
-        kw["num_cpus"] = max(1, workers or os.cpu_count() or 1)
+    tmp = None
+    if local_instance:
+        tmp = tempfile.mkdtemp(prefix="ray-", dir="/tmp")  # short: Ray's socket paths must fit 107 bytes
+        kw.update(num_cpus=max(1, workers or os.cpu_count() or 1), _node_ip_address="127.0.0.1", _temp_dir=tmp)
     else:
         kw["address"] = address
-    os.environ.setdefault("RAY_USAGE_STATS_ENABLED", "0")
-    _ray.init(**kw)
     try:
+        try:
+            _ray.init(**kw)
+        except Exception as e:  # noqa: BLE001 - e.g. a raylet that missed its registration deadline
+            raise UnirlReplayError(f"Ray could not {'start' if local_instance else 'connect to ' + address}: "
+                                   f"{type(e).__name__}: {str(e)[:400]}") from None
         info["workers"] = int(_ray.cluster_resources().get("CPU", 0))
         info["nodes"] = len([n for n in _ray.nodes() if n.get("Alive")])
         info["address"] = address or "local"
@@ -103,6 +116,8 @@ def ray(jobs, out_root: str, info: dict, workers: int | None = None,
                     yield j.index, _lost(j, f"ray task failed: {type(e).__name__}: {str(e)[:600]}")
     finally:
         _ray.shutdown()
+        if tmp is not None:
+            shutil.rmtree(tmp, ignore_errors=True)
 
 
 def run(backend: str, jobs, out_root: str | Path, info: dict, workers: int | None = None,

@@ -16,6 +16,7 @@ import hashlib
 import inspect
 import os
 import socket
+import sys
 import time
 import traceback
 from contextlib import contextmanager
@@ -77,8 +78,12 @@ def _error(e: BaseException) -> dict[str, Any]:
 
 
 def _base(job) -> dict[str, Any]:
-    return {"index": job.index, "job_id": job.job_id, "kind": job.kind, "host": socket.gethostname(),
-            "pid": os.getpid()}
+    out = {"index": job.index, "job_id": job.job_id, "kind": job.kind, "host": socket.gethostname(),
+           "pid": os.getpid()}
+    ray = sys.modules.get("ray")  # inside a Ray task: which node ran it (Ray is never imported here)
+    if ray is not None and ray.is_initialized():
+        out["node"] = ray.get_runtime_context().get_node_id()
+    return out
 
 
 def run_job(job: ReplayJob | ConformanceJob, out_root: str) -> dict[str, Any]:

@@ -6,6 +6,7 @@ Output directory (``out``)::
     grid.json                 every job in spec order: status, error, digests, headline errors, timings
     GRID.md                   the same as a table, failures with their error
     <job_id>/                 per replay job: replay_result.json, upstream/, validation_report.json, plots
+                              (a failed job: error.json with the error, and whatever it wrote before)
     conformance/matrix.json   when the spec has a conformance section: the case x revision matrix
     conformance/MATRIX.md
 
@@ -34,6 +35,7 @@ from unirl_replay.grid.spec import ConformanceJob, GridSpec, GridSpecError, Repl
 MARKER = ".unirl-replay-grid"
 GRID_JSON = "grid.json"
 GRID_MD = "GRID.md"
+ERROR_JSON = "error.json"
 
 
 @dataclass
@@ -138,6 +140,10 @@ def _run(spec, jobs, work: Path, backend: str, workers, address, progress: bool,
 
 
 def _write_outputs(run: GridRun, spec: GridSpec, jobs, work: Path) -> None:
+    for r in run.failed:  # each failed job's directory says why (beside whatever it had written)
+        d = work / r["job_id"]
+        d.mkdir(parents=True, exist_ok=True)
+        (d / ERROR_JSON).write_text(json.dumps(r, indent=2) + "\n")
     conf_jobs = [j for j in jobs if isinstance(j, ConformanceJob)]
     matrix = None
     if conf_jobs:
