@@ -142,3 +142,36 @@ def test_conformance_cases_as_grid_shards_equal_the_sequential_runner(tmp_path):
     seq = runner.run_revision(REPO / "conformance", cases, rev, REPO / ".cache" / "conformance", lambda m: None)
     grid_matrix = json.loads((tmp_path / "out" / "conformance" / "matrix.json").read_text())
     assert grid_matrix == runner.matrix_json(cases, [seq])
+
+
+@pytest.mark.parametrize("spec,jobs", [
+    ("grids/small.yaml", ["grpo-a/dynamo/fixed", "grpo-a/dynamo/polynomial", "agentic-a/dynamo/fixed",
+                          "agentic-a/dynamo/polynomial"]),
+    ("grids/demo.yaml", ["agentic-a/calibrated", "agentic-a/default", "grpo-a/calibrated", "grpo-a/default"]),
+    ("results/holdout/grid.yaml", [f"{m}/r{r}/{t}" for m in ("grpo", "agentic") for r in (1, 2, 3)
+                                   for t in ("calibrated", "default")]),
+    ("grids/conformance-matrix.yaml", [f"conformance/ai-dynamo-{v}" for v in (
+        "1.3.0.post1", "1.3.1", "1.4.0", "1.4.1", "1.4.2", "1.5.0", "1.5.1", "1.6.0", "1.6.1")]),
+])
+def test_the_demo_holdout_and_conformance_matrix_are_grid_specs(spec, jobs):
+    expanded = expand(load_spec(REPO / spec))
+    assert [j.job_id for j in expanded] == jobs
+    if spec == "results/holdout/grid.yaml":  # each run is compared with the other two runs of its window
+        j = expanded[2]
+        assert j.trace.name == "grpo/r2" and [p.rsplit("/", 1)[-1] for p in j.trace.repeats] == ["grpo-r1", "grpo-r3"]
+        assert not j.trace.plots and expanded[0].trace.plots and not j.keep_upstream
+        assert all(x.trace.allow_unmodelled == ("engine_client.inflight_limit",) for x in expanded[6:])
+
+
+def test_a_simulator_the_replay_runner_lacks_is_refused_before_anything_runs(tmp_path):
+    from unirl_replay.grid.jobs import replay_accepts_simulator
+
+    if replay_accepts_simulator():
+        pytest.skip("this checkout's replay runner selects simulators (issue 15): the axis is passed through")
+    p = _write(tmp_path, json.dumps({"traces": [str(REPO / "traces" / "grpo-a")], "timing_models": ["polynomial"],
+                                     "simulators": ["dynamo", "aisimulate==0.13.0"]}))
+    out = tmp_path / "out"
+    with pytest.raises(GridSpecError) as e:
+        run_grid(load_spec(p), out, backend="sequential", progress=False)
+    assert e.value.rule == "grid.spec.simulator" and "aisimulate==0.13.0" in str(e.value)
+    assert not out.exists()
