@@ -8,8 +8,10 @@
   needs the same checkout + ``.venv`` at the same path (a shared filesystem, or the same image):
   the inputs (trace directories, profiles) and the output directory are reached by path too.
 
-A job's result is a small dict; traces and outputs never pass through the driver. A worker that
-dies (killed, out of memory) is reported as that job's failure; the other jobs still run.
+A job's result is a small dict; traces and outputs never pass through the driver. A job's own
+error is its result (``jobs.run_job`` never raises). A worker process that dies (killed, out of
+memory): on Ray that task is reported as failed and the others run on; in the local pool Python
+marks the whole pool broken, so the jobs not finished by then are reported as lost (rerun them).
 """
 
 from __future__ import annotations
@@ -48,7 +50,8 @@ def local(jobs, out_root: str, info: dict, workers: int | None = None) -> Iterat
     info["workers"] = n
     t0 = time.perf_counter()
     # spawn: a clean interpreter per worker (no forked threads or locks of the driver)
-    with ProcessPoolExecutor(max_workers=n, mp_context=multiprocessing.get_context("spawn")) as pool:
+    pool = ProcessPoolExecutor(max_workers=n, mp_context=multiprocessing.get_context("spawn"))
+    try:
         futs = {pool.submit(run_job, j, out_root): j for j in jobs}
         info["startup_s"] = round(time.perf_counter() - t0, 3)  # workers start lazily, on first submit
         pending = set(futs)
@@ -60,6 +63,8 @@ def local(jobs, out_root: str, info: dict, workers: int | None = None) -> Iterat
                     yield j.index, f.result()
                 except Exception as e:  # noqa: BLE001 - a worker process died (BrokenProcessPool)
                     yield j.index, _lost(j, f"worker process died: {type(e).__name__}: {e}")
+    finally:  # also on Ctrl-C / an error in the driver: jobs not yet started are dropped, not run
+        pool.shutdown(wait=True, cancel_futures=True)
 
 
 def ray_runtime_env() -> dict[str, Any]:
