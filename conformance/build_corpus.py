@@ -97,6 +97,19 @@ case("agentic_chain_waits", "later turns arrive at the predecessor's SIMULATED c
      expect=expected_result([timeline("t/0", 0, 100, 120), timeline("t/1", 301.43, 401.43, 411.43),
                              timeline("t/2", 411.43, 511.43, 511.43)], trajectories=[("t", 0, 511.43)]))
 
+# --- not_before_ms of dependents: a bound that never binds -----------------------------------------
+case("not_before_never_binds", "a dependent's not_before_ms is the earliest arrival its root's recorded arrival and "
+     "the measured waits allow (350 ms here; upstream agentic_snapshot needs it); the simulated arrival always "
+     "reaches it, so the dependency rule alone governs: the same times as with not_before_ms 0",
+     [req("a/0", out=(2,), traj="a", turn=0, at_ms=0),
+      req("b/0", out=(3,), traj="b", turn=0, at_ms=300), req("b/1", out=(2,), traj="b", turn=1, deps=[dep("b/0", 50)]),
+      req("b/2", out=(1,), traj="b", turn=2, deps=[dep("b/1", 0)]), traj("a", ["a/0"]), traj("b", ["b/0", "b/1", "b/2"])],
+     # a/0: 0, 100, 110. b/0: 300, 400, 420. b/1: 420 + 50 = 470 (its bound 300 + 50 = 350 does not
+     # bind), 570, 580. b/2: 580 + 0 (bound 350), 680, 680 (o=1)
+     expect=expected_result([timeline("a/0", 0, 100, 110), timeline("b/0", 300, 400, 420),
+                             timeline("b/1", 470, 570, 580), timeline("b/2", 580, 680, 680)],
+                            trajectories=[("a", 0, 110), ("b", 300, 680)]))
+
 # --- nested forks (P -> P*N -> P*N*M) ----------------------------------------------------------
 n1 = req("n/1", inp=12, out=(1, 2, 3, 1), traj="n", turn=1, deps=[dep("n/0", 10)])
 del n1.sample_ids[:]
@@ -238,6 +251,14 @@ REAL_CASES = [
     dict(name="real_agentic_a", trace="traces/agentic-a", rule="bundled real agentic trace: 32 trajectories on 4 "
          "slots, measured tool waits, UniRL's client in-flight limit of 1 dropped and labelled",
          allow=("engine_client.inflight_limit",)),
+    dict(name="real_grpo_a_polynomial", trace="traces/grpo-a", timing="polynomial", ops=("replay",),
+         rule="cross-line identity: the bundled GRPO trace under the polynomial model gives exactly these rows "
+         "(recorded on ai-dynamo 1.6.1) on every line, ai-dynamo 1.6.x and each aisimulate dev build "
+         "(real_grpo_a pins the fixed model)", allow=()),
+    dict(name="real_agentic_a_polynomial", trace="traces/agentic-a", timing="polynomial", ops=("replay",),
+         rule="cross-line identity: the bundled agentic trace (client limit dropped) under the polynomial model "
+         "gives exactly these rows (recorded on ai-dynamo 1.6.1) on every line (real_agentic_a pins the fixed model)",
+         allow=("engine_client.inflight_limit",)),
     dict(name="real_agentic_a_rejected_by_default", trace="traces/agentic-a", rule="the same agentic trace is "
          "rejected by default: its client in-flight limit has no upstream equivalent", allow=(),
          reject={"type": "UnsupportedWorkloadError", "rule": "engine_client.inflight_limit"}),
@@ -251,11 +272,13 @@ def write_real_case(spec: dict, record: bool) -> None:
     d = ROOT / "cases" / spec["name"]
     (d / "expected").mkdir(parents=True, exist_ok=True)
     rel = Path("..") / ".." / ".." / spec["trace"]
-    meta = {"rule": spec["rule"], "trace": str(rel), "format": "agentic_mooncake", "timing_model": FIXED,
-            "ops": ["replay"] if spec.get("reject") else ["convert", "replay"],
+    timing = spec.get("timing", FIXED)
+    meta = {"rule": spec["rule"], "trace": str(rel), "format": "agentic_mooncake", "timing_model": timing,
+            "ops": ["replay"] if spec.get("reject") else list(spec.get("ops", ("convert", "replay"))),
             "pin_request_fields": ["request_id", "engine_id", "arrival_ns", "scheduled_ns", "first_token_ns",
                                    "completion_ns", "cached_tokens"],
-            "expected_source": {"replay": "hand"} if spec.get("reject") else {"convert": "recorded", "replay": "recorded"}}
+            "expected_source": {"replay": "hand"} if spec.get("reject") else
+            {op: "recorded" for op in spec.get("ops", ("convert", "replay"))}}
     if spec["allow"]:
         meta["allow_unmodelled"] = list(spec["allow"])
     if spec.get("reject"):
@@ -264,8 +287,10 @@ def write_real_case(spec: dict, record: bool) -> None:
     if record and not spec.get("reject"):
         (case,) = load_corpus(ROOT, [spec["name"]])
         for op, fname in (("convert", "converted.json"), ("replay", "replay_result.json")):
+            if op not in case.ops:
+                continue
             req = {"id": op, "op": op, "trace_dir": str(case.trace_dir), "format": case.fmt,
-                   "timing_model": FIXED, "allow_unmodelled": list(spec["allow"])}
+                   "timing_model": timing, "allow_unmodelled": list(spec["allow"])}
             ans = handle(req)
             assert ans["status"] == "ok", ans
             (d / "expected" / fname).write_text(json.dumps(project_answer(case, op, ans), indent=1) + "\n")
@@ -309,7 +334,11 @@ README_HEAD = """# Conformance corpus
 Golden traces and expected results that every adapter and every simulator revision is run against.
 Run it: `unirl-replay conformance` (the pinned revision), or
 `unirl-replay conformance --simulator ai-dynamo==1.6.0 --simulator ai-dynamo==1.6.1 --out matrix.json`
-(other revisions are installed into cached, isolated environments under `.cache/conformance/`).
+(other revisions are installed into cached, isolated environments under `.cache/conformance/`), or
+the AISimulate line: `unirl-replay conformance --simulator aisimulate==0.13.0.dev202610270000000085`
+(its environment lives under `.cache/simulators/`, shared with `replay --simulator aisimulate`).
+Recorded expectations come from ai-dynamo 1.6.1; an aisimulate build passing them gives identical
+rows on both lines (`real_*` fixed, `real_*_polynomial` polynomial).
 
 Layout of a case, `cases/<name>/`:
 - `case.json`: the rule it covers, the upstream format, the timing model (`fixed:100,10`: 100 ms a

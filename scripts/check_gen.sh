@@ -1,9 +1,12 @@
 #!/usr/bin/env bash
 # Contract guard, run by `make test` (and so by CI):
 #  1. buf lint;
-#  2. buf breaking (WIRE_JSON) against the committed v1 baseline image compat/unirl_replay_v1.binpb;
+#  2. buf breaking (WIRE_JSON) against the committed v1 baseline image compat/unirl_replay_v1.binpb,
+#     then our own check against it (unirl_replay.contract.breaking: signedness, presence, oneofs,
+#     labels, names: what WIRE_JSON lets through);
 #  3. gen/ is exactly what buf generate makes from proto/ now;
-#  4. schema/ is exactly what the JSON Schema generator makes from the descriptors now;
+#  4. schema/ is exactly what the JSON Schema generator makes from the descriptors now, and
+#     docs/validation-rules.md what the rule registry renders;
 #  5. the installed protobuf runtime can load the generated code (it checks its own version).
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -14,6 +17,8 @@ buf lint
 buf breaking --against compat/unirl_replay_v1.binpb
 
 tmp=$(mktemp -d); trap 'rm -rf "$tmp"' EXIT
+buf build -o "$tmp/current.binpb"
+"$BIN/python" -m unirl_replay.contract.breaking --against compat/unirl_replay_v1.binpb "$tmp/current.binpb"
 cp -r proto buf.yaml buf.gen.yaml "$tmp/"
 (cd "$tmp" && buf generate)
 if ! diff -r -q gen "$tmp/gen" >/dev/null; then
@@ -22,6 +27,7 @@ if ! diff -r -q gen "$tmp/gen" >/dev/null; then
   exit 1
 fi
 "$BIN/python" -m unirl_replay.contract.jsonschema_gen --check schema
+"$BIN/python" -m unirl_replay.contract.validate.docs --check docs/validation-rules.md
 "$BIN/python" - <<'PY'
 import importlib, pkgutil
 import google.protobuf

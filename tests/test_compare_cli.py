@@ -40,6 +40,10 @@ def test_compare_command_writes_report_plots_and_perfetto(tmp_path, capsys):
     for name in report.artifacts:
         assert (out / name).is_file(), name
     json.loads((out / "timeline.perfetto.json").read_text())
+    # the table the command printed is also in the report directory (README: "a table"), plain text
+    table = (out / "table.txt").read_text()
+    assert "table.txt" in report.artifacts and table.splitlines()[0] == text.splitlines()[0]
+    assert "\x1b" not in table and "engine requests" in table and "samples" in table
 
 
 def test_compare_command_aggregate_only(tmp_path, capsys):
@@ -54,6 +58,6 @@ def test_compare_command_aggregate_only(tmp_path, capsys):
     assert "AGGREGATE-ONLY" in text and "aggregate-only" in text.splitlines()[0]
     report = read_message_json(tmp_path / "o" / "validation_report.json", vpb.ValidationReport)
     # r5's measured completion is unavailable, so the measured makespan is unknown: not compared
-    assert not report.metrics and not report.artifacts
+    assert not report.metrics and list(report.artifacts) == ["table.txt"]
     (n,) = [n for n in report.not_compared if n.metric == "duration_ms"]
     assert n.reason == "measured: request 'r5' lacks a measured submit or completion"

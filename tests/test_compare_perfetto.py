@@ -31,9 +31,10 @@ def test_request_slices_in_us_from_the_engine_first_submit():
     t = _trace()
     real, sim = _slices(t, "real", "request"), _slices(t, "simulated", "request")
     # real r3: submit 110 ms, origin 100 ms -> ts 10 ms = 10000 us, dur 160-110 = 50 ms
-    assert (real["r3"]["ts"], real["r3"]["dur"]) == (10_000.0, 50_000.0)
+    # (agentic requests are named by trajectory and turn, the request id in brackets)
+    assert (real["T1 turn 0 (r3)"]["ts"], real["T1 turn 0 (r3)"]["dur"]) == (10_000.0, 50_000.0)
     # simulated r4: arrival 90, completion 150
-    assert (sim["r4"]["ts"], sim["r4"]["dur"]) == (90_000.0, 60_000.0)
+    assert (sim["T1 turn 1 (r4)"]["ts"], sim["T1 turn 1 (r4)"]["dur"]) == (90_000.0, 60_000.0)
     # r5 has no measured completion: no real slice (never guessed), but a simulated one
     assert "r5" not in real and "r5" in sim
 
@@ -43,7 +44,7 @@ def test_slot_holds_tool_waits_and_batch_on_their_own_tracks():
     for side, slot, wait, batch in (("real", (8_000.0, 137_000.0), (60_000.0, 20_000.0), 140_000.0),
                                     ("simulated", (10_000.0, 140_000.0), (70_000.0, 20_000.0), 150_000.0)):
         s = _slices(t, side, "slot_hold")["T1"]
-        w = _slices(t, side, "tool_wait")["wait r3 -> r4"]
+        w = _slices(t, side, "tool_wait")["tool wait T1 before turn 1 (r3 -> r4)"]
         b = _slices(t, side, "batch")["batch B1"]
         assert (s["ts"], s["dur"]) == slot and (w["ts"], w["dur"]) == wait and b["dur"] == batch
         tracks = {v: k for k, v in ((e["args"]["name"], (e["pid"], e["tid"])) for e in t["traceEvents"]
@@ -63,3 +64,36 @@ def test_request_lanes_never_overlap_and_file_is_json(tmp_path):
         assert all(a[1] <= b[0] for a, b in zip(spans, spans[1:]))
     p = Pf.write_chrome_trace(tmp_path / "timeline.perfetto.json", t)
     assert json.loads(p.read_text()) == t
+
+
+def _no_overlap_on_any_track(trace):
+    tracks = {}
+    for e in trace["traceEvents"]:
+        if e.get("ph") == "X":
+            tracks.setdefault((e["pid"], e["tid"]), []).append(e)
+    for key, evs in tracks.items():
+        top = sorted((e for e in evs if e["cat"] != "queue"), key=lambda e: e["ts"])
+        for a, b in zip(top, top[1:]):
+            assert a["ts"] + a["dur"] <= b["ts"] + 1e-6, (key, a["name"], b["name"])
+        for q in (e for e in evs if e["cat"] == "queue"):  # nested inside its request
+            assert any(p["ts"] <= q["ts"] and q["ts"] + q["dur"] <= p["ts"] + p["dur"] + 1e-6 for p in top), key
+
+
+def test_no_track_holds_overlapping_slices_on_the_bundled_agentic_trace(tmp_path):
+    """agentic-a's two rollout batches overlap in time: they must land on separate lanes."""
+    import pytest
+
+    pytest.importorskip("dynamo.replay")
+    from pathlib import Path
+
+    from unirl_replay.replay.runner import replay_trace
+    from unirl_replay.report import perfetto
+    from unirl_replay.report.outputs import _load_trace
+
+    trace_dir = Path(__file__).resolve().parents[1] / "traces" / "agentic-a"
+    res = replay_trace(trace_dir, "polynomial", work_dir=tmp_path / "up", unmodelled=("engine_client.inflight_limit",))
+    _, wl, outs = _load_trace(str(trace_dir))
+    trace = perfetto.chrome_trace(wl, outs, res, "label")
+    _no_overlap_on_any_track(trace)
+    names = {e["args"]["name"] for e in trace["traceEvents"] if e.get("name") == "thread_name"}
+    assert "rollout batches 0" in names

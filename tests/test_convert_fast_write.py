@@ -30,6 +30,19 @@ def reference_agentic(plan, ix, lead_ms=0.0, digest="") -> str:
                      "input_length": w.input_tokens, "output_length": 0, "hash_ids": prompt_ids(w, remap, bs),
                      "not_before_ms": 0.0})
     origin = common.origin_of(plan.requests)
+    memo: dict[str, float] = {}
+
+    def bound(rid):  # earliest arrival the root's recorded arrival and the measured waits allow
+        if rid not in memo:
+            r = ix.by_id[rid]
+            if not r.dependencies:
+                memo[rid] = 0.0 if plan.lanes is not None else lead_ms + ns_to_ms(r.arrival.observed_offset_ns - origin)
+            else:
+                memo[rid] = max(bound(d.predecessor_request_id)
+                                + (ns_to_ms(d.external_delay_ns) if d.HasField("external_delay_ns") else 0.0)
+                                for d in r.dependencies)
+        return memo[rid]
+
     for play in plan.play_order:
         for rid in plan.plays[play]:
             r = ix.by_id[rid]
@@ -42,7 +55,7 @@ def reference_agentic(plan, ix, lead_ms=0.0, digest="") -> str:
                     deps.append({"request_id": sequence_id(p.request_id, s, p.num_samples),
                                  "trigger": agentic_mooncake._TRIGGER[d.trigger], "delay_ms": delay,
                                  "relation": agentic_mooncake._RELATION[d.relation]})
-            nb = lead_ms + ns_to_ms(r.arrival.observed_offset_ns - origin) if not deps else 0.0
+            nb = lead_ms + ns_to_ms(r.arrival.observed_offset_ns - origin) if not deps else bound(rid)
             for s in range(r.num_samples):
                 row = {"request_id": sequence_id(rid, s, r.num_samples), "play_id": play, "session_id": play,
                        "model": agentic_mooncake.MODEL, "input_length": r.input_tokens,

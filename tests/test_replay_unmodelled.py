@@ -43,7 +43,8 @@ def test_default_rejects_and_names_the_opt_in():
 
 
 def test_allow_list_is_explicit_and_justified():
-    assert list(UNMODELLED_ALLOWED) == [RULE]
+    # the two bounds of the client limit: drop it (optimistic) or replay it as lanes = the limit (pessimistic)
+    assert list(UNMODELLED_ALLOWED) == [RULE, RULE + ".as_lanes"]
     assert all(len(why) > 40 for why in UNMODELLED_ALLOWED.values())
 
 
@@ -51,10 +52,12 @@ def test_allow_list_is_explicit_and_justified():
     ("slot_pool.cross_engine",
      "unsupported [unmodelled.not_allowed]: 'slot_pool.cross_engine' cannot be replayed as unmodelled: "
      "dropping it would change what is replayed, not only remove a limit, so it stays a hard rejection; "
-     "only engine_client.inflight_limit may be allowed (--allow-unmodelled) (records: slot_pool.cross_engine)"),
+     "only engine_client.inflight_limit, engine_client.inflight_limit.as_lanes may be allowed (--allow-unmodelled) "
+     "(records: slot_pool.cross_engine)"),
     ("no.such_rule",
      "unsupported [unmodelled.not_allowed]: 'no.such_rule' is not a rejection rule of the replay adapter; "
-     "only engine_client.inflight_limit may be allowed (--allow-unmodelled) (records: no.such_rule)"),
+     "only engine_client.inflight_limit, engine_client.inflight_limit.as_lanes may be allowed (--allow-unmodelled) "
+     "(records: no.such_rule)"),
 ])
 def test_rule_outside_the_allow_list_is_still_rejected(rule, text):
     # named together with the allowed rule: still a hard rejection, before anything is replayed
@@ -125,3 +128,10 @@ def test_cli_default_rejects_opt_in_replays(tmp_path, capsys):
     doc = json.loads((tmp_path / "o" / "replay_result.json").read_text())
     assert [c["rule"] for c in doc["unmodelled_constraints"]] == [RULE]
     assert doc["unmodelled_constraints"][0]["record_ids"] == ["e0"]
+
+
+def test_as_lanes_opt_in_replays_the_limit_as_lanes():
+    plans, notes = check_supported(locked_two_slots(), {"e0": manifest().engines[0]}, unmodelled=[RULE + ".as_lanes"])
+    (c,) = plans["e0"].unmodelled
+    assert c.rule == RULE and "lanes = the client limit (1)" in c.reason and "pessimistic" in c.reason
+    assert plans["e0"].lanes == 1

@@ -13,6 +13,7 @@ from unirl_replay.v1 import outcomes_pb2 as o
 from unirl_replay.v1 import workload_pb2 as w
 from unirl_replay.v1.manifest_pb2 import TraceManifest
 from unirl_replay.v1.report_pb2 import TraceCheck, Violation
+from unirl_replay.contract.json_profile import OFF_PROFILE_FORMS
 from unirl_replay.contract.validate import RULES, check_trace
 
 VALID, INVALID, INCOMPLETE = TraceCheck.STATUS_VALID, TraceCheck.STATUS_INVALID, TraceCheck.STATUS_INCOMPLETE
@@ -353,5 +354,7 @@ def test_every_rule_has_a_test():
         "trace.no_manifest", "trace.partial_files", "artifact.missing", "artifact.size", "artifact.digest",
         "artifact.record_count", "jsonl.truncated", "binpb.truncated", "manifest.schema_version", "manifest.artifacts",
         "json.parse", "json.profile", "jsonl.empty_line", "binpb.frame", "binpb.decode", "manifest.window",
-        "manifest.engine"}
+        "manifest.engine",
+        "compat.newer_revision", "binpb.unknown_fields"}  # tests/test_forward_compat.py
+    tested |= {f"json.{form}" for form in OFF_PROFILE_FORMS}  # tests/test_json_off_profile.py
     assert set(RULES) - tested == set()

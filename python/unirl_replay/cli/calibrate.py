@@ -20,9 +20,14 @@ def _ints(text: str | None) -> list[int] | None:
 
 
 @click.command("calibrate")
-@click.option("--like", "like", required=True, type=click.Path(exists=True, file_okay=False),
+@click.option("--like", "like", default=None, type=click.Path(exists=True, file_okay=False),
               help="Trace whose engine settings (manifest) and model the calibration engine copies. "
-                   "None of its requests is used.")
+                   "None of its requests is used. Required unless --level-to-probe.")
+@click.option("--level-to-probe", "probe_trace", default=None, type=click.Path(exists=True, file_okay=False),
+              help="Measure nothing: write a copy of --base scaled to the level of this trace's reference probe "
+                   "(TraceManifest.probes), labelled CALIBRATED+PROBE, with the probe in its provenance.")
+@click.option("--base", "base", default=None, type=click.Path(exists=True, dir_okay=False),
+              help="With --level-to-probe: the measured profile to level (never modified).")
 @click.option("--out", "out", required=True, type=click.Path(dir_okay=False),
               help="Profile to write (dynamo_profile NPZ); the provenance goes next to it as <out>.provenance.json.")
 @click.option("--workload-name", default=None,
@@ -44,10 +49,27 @@ def _ints(text: str | None) -> list[int] | None:
 @click.option("--raw-out", default=None, type=click.Path(dir_okay=False), help="Also keep the raw driver JSON here.")
 @click.option("--from-raw", "raw_in", default=None, type=click.Path(exists=True, dir_okay=False),
               help="Refit an earlier --raw-out instead of measuring (the provenance says measured: the data were).")
-def command(like, out, workload_name, repeats, decode_repeats, osl, batches, lengths, max_kv, model_dir, max_load,
-            raw_out, raw_in) -> None:
+def command(like, probe_trace, base, out, workload_name, repeats, decode_repeats, osl, batches, lengths, max_kv,
+            model_dir, max_load, raw_out, raw_in) -> None:
     """Measure the real engine configured like the --like trace (reference environment) and write a dynamo_profile NPZ."""
     from unirl_replay.calibrate.profiler import CalibrationError, calibrate
+
+    if probe_trace is not None:
+        from unirl_replay.calibrate.probe import ProbeError, level_profile
+        from unirl_replay.contract.trace_io import open_trace
+
+        if base is None:
+            raise click.UsageError("--level-to-probe needs --base PROFILE.npz (the measured profile to level)")
+        try:
+            path, prov = level_profile(base, open_trace(probe_trace).manifest, out)
+        except ProbeError as e:
+            raise CalibrationError(str(e)) from e
+        pl = prov["probe_levelled"]
+        click.echo(f"{path}: {base} levelled to the probe of {pl['trace_id']} (CALIBRATED+PROBE): decode x"
+                   f"{pl['decode_level']:.3f}, prefill x{pl['prefill_level']:.3f}")
+        return
+    if like is None:
+        raise click.UsageError("--like TRACE_DIR is required (or --level-to-probe with --base)")
 
     load = os.getloadavg()[0]
     if raw_in is None:

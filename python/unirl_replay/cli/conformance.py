@@ -14,9 +14,11 @@ from unirl_replay.contract.errors import MissingEnvironmentError
 
 
 @click.command("conformance")
-@click.option("--simulator", "simulators", multiple=True, metavar="ai-dynamo==X.Y.Z",
+@click.option("--simulator", "simulators", multiple=True, metavar="ai-dynamo==X.Y.Z|aisimulate==VERSION",
               help="Simulator revision(s) to run; default: the one installed here (the pinned ai-dynamo==1.6.1). "
-                   "Others are installed into cached isolated environments under --cache-dir.")
+                   "Other ai-dynamo revisions are installed into cached isolated environments under --cache-dir; "
+                   "aisimulate dev builds (e.g. aisimulate==0.13.0.dev202610270000000085) into their own under "
+                   ".cache/simulators/ (the replay --simulator line).")
 @click.option("--corpus", type=click.Path(exists=True, file_okay=False, path_type=Path),
               default=runner.REPO_ROOT / "conformance", show_default=True, help="Corpus root.")
 @click.option("--case", "only", multiple=True, help="Run only these case names.")

@@ -8,6 +8,7 @@ environment only affects the commands that need it.
 from __future__ import annotations
 
 import importlib
+import os
 import sys
 
 import click
@@ -53,6 +54,9 @@ def cli() -> None:
 
 def main(argv: list[str] | None = None) -> int:
     """Entry point. Errors of this package print as one clear message and exit 2."""
+    # Dynamo's Rust logging writes ANSI colour codes even into files and pipes; a user's log of a
+    # replay (or a demo) must stay plain text. Set before the simulator is imported.
+    os.environ.setdefault("DYN_SDK_DISABLE_ANSI_LOGGING", "1")
     try:
         cli.main(args=argv, standalone_mode=False)
     except click.exceptions.Exit as e:

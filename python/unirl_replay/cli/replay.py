@@ -1,4 +1,5 @@
-"""``unirl-replay replay TRACE_DIR --timing-model ... --out DIR``: run the real upstream replay."""
+"""``unirl-replay replay TRACE_DIR --timing-model ... --out DIR [--simulator dynamo|aisimulate[==VERSION]]``:
+run the real upstream replay."""
 
 from __future__ import annotations
 
@@ -15,20 +16,25 @@ import click
               type=click.Choice(["agentic_mooncake", "mooncake"]))
 @click.option("--allow-unmodelled", "unmodelled", multiple=True, metavar="RULE",
               help="Replay WITHOUT a constraint upstream cannot express instead of rejecting the trace "
-                   "(repeatable; only engine_client.inflight_limit may be dropped). The result records "
-                   "it in unmodelled_constraints and reports label it UNMODELLED.")
+                   "(only engine_client.inflight_limit may be dropped: the optimistic bound; or "
+                   "engine_client.inflight_limit.as_lanes: lanes = the limit, the pessimistic bound). The result "
+                   "records it in unmodelled_constraints and reports label it UNMODELLED; compare the two bounds "
+                   "with `compare ... --bound`.")
+@click.option("--simulator", default="dynamo", show_default=True, metavar="dynamo|aisimulate[==VERSION]",
+              help="Simulator line: dynamo (the installed ai-dynamo) or aisimulate (an exact pinned dev build, "
+                   "installed on first use into a cached isolated environment under .cache/simulators/).")
 def command(trace_dir: str, timing_model: str, out_dir: str, trace_format: str,
-            unmodelled: tuple[str, ...]) -> None:
-    """Replay TRACE_DIR in Dynamo Replay and write OUT/replay_result.json keyed by request_id."""
+            unmodelled: tuple[str, ...], simulator: str) -> None:
+    """Replay TRACE_DIR in Dynamo Replay (or AISimulate) and write OUT/replay_result.json keyed by request_id."""
     from pathlib import Path
 
     from unirl_replay.replay.runner import replay_trace, write_result
 
     res = replay_trace(trace_dir, timing_model, trace_format=trace_format,
-                       work_dir=Path(out_dir) / "upstream", unmodelled=unmodelled)
+                       work_dir=Path(out_dir) / "upstream", unmodelled=unmodelled, simulator=simulator)
     path = write_result(out_dir, res)
     click.echo(f"{path}: {len(res.requests)} requests, makespan "
                f"{res.makespan_ns / 1e6 if res.HasField('makespan_ns') else float('nan'):.3f} ms "
-               f"(ai-dynamo {res.simulator.version})")
+               f"({res.simulator.name} {res.simulator.version})")
     for c in res.unmodelled_constraints:
         click.echo(f"UNMODELLED [{c.rule}]: {c.reason}", err=True)

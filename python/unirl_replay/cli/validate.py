@@ -20,11 +20,13 @@ EXIT = {TraceCheck.STATUS_VALID: 0, TraceCheck.STATUS_INVALID: 1, TraceCheck.STA
 @click.argument("trace_dir", type=click.Path(exists=True, file_okay=False, path_type=str))
 @click.option("--json", "as_json", is_flag=True, help="Print the TraceCheck as JSON (the JSON profile) instead.")
 @click.option("--max-per-rule", default=200, show_default=True, help="Violations listed per rule.")
-def command(trace_dir: str, as_json: bool, max_per_rule: int) -> None:
+@click.option("--strict", is_flag=True,
+              help="CI mode: what is a warning for interoperability (fields from a newer contract revision) is an error.")
+def command(trace_dir: str, as_json: bool, max_per_rule: int, strict: bool) -> None:
     """Check TRACE_DIR: exit 0 valid, 1 invalid (each violation as `file:line record rule: message`), 3 incomplete."""
     from unirl_replay.contract.validate import WARNING, check_trace, format_violation
 
-    res = check_trace(trace_dir, max_per_rule=max_per_rule)
+    res = check_trace(trace_dir, max_per_rule=max_per_rule, strict=strict)
     if as_json:
         click.echo(json_profile.to_json(res), nl=False)
     else:

@@ -2,7 +2,9 @@
 
 Run as ``python -m unirl_replay.conformance.executor``: reads JSON-line requests on stdin, answers
 each on stdout. Works in any environment that has this package on the path and some ai-dynamo
-revision installed (the runner makes one per revision).
+revision installed (the runner makes one per revision). With ``UNIRL_REPLAY_SIMULATOR`` set (e.g.
+``aisimulate==0.13.0.dev202610270000000085``) it replays on that simulator line instead (the
+aisimulate adapter runs the build in its own cached environment).
 """
 
 from __future__ import annotations
@@ -10,6 +12,7 @@ from __future__ import annotations
 import json
 import sys
 import tempfile
+import os
 from importlib import metadata
 from pathlib import Path
 from typing import Any
@@ -18,7 +21,19 @@ from unirl_replay.conformance.protocol import PROTOCOL_ID
 from unirl_replay.contract.errors import UnsupportedWorkloadError
 
 
+SIMULATOR_ENV = "UNIRL_REPLAY_SIMULATOR"
+
+
+def _line() -> str:
+    return os.environ.get(SIMULATOR_ENV) or "dynamo"
+
+
 def _simulator() -> dict[str, str]:
+    from unirl_replay.replay.simulators import parse_simulator
+
+    module, version = parse_simulator(_line())
+    if module == "aisimulate":
+        return {"name": "aisimulate", "version": version or ""}
     try:
         return {"name": "ai-dynamo", "version": metadata.version("ai-dynamo")}
     except metadata.PackageNotFoundError:
@@ -53,7 +68,7 @@ def handle(req: dict[str, Any]) -> dict[str, Any]:
             from unirl_replay.replay.runner import replay_trace
 
             result = replay_trace(req["trace_dir"], req["timing_model"], trace_format=req["format"],
-                                  unmodelled=req.get("allow_unmodelled", ()))
+                                  unmodelled=req.get("allow_unmodelled", ()), simulator=_line())
             return {"id": rid, "status": "ok", "replay_result": json_profile.to_dict(result)}
         return {"id": rid, "status": "error", "message": f"unknown op {op!r}"}
     except UnsupportedWorkloadError as e:

@@ -4,13 +4,16 @@ Each simulator revision other than the one installed in the running environment 
 into its own cached virtual environment (``.cache/conformance/<dist>-<version>/``) with uv, so the
 main environment never changes. The Python executor runs there with this checkout's sources on
 ``PYTHONPATH``.
+
+The second line, ``aisimulate==<dev build>``: the executor runs in this environment and replays
+through the aisimulate adapter, which runs the build in its own cached environment
+(``.cache/simulators/aisimulate-<version>/``, the same mechanism), made here first with progress.
 """
 
 from __future__ import annotations
 
 import json
 import os
-import shutil
 import subprocess
 import sys
 from dataclasses import dataclass, field
@@ -21,6 +24,7 @@ from typing import Any, Callable
 from unirl_replay.conformance.corpus import Case, first_difference, project_answer
 from unirl_replay.conformance.protocol import PROTOCOL_ID
 from unirl_replay.contract.errors import MissingEnvironmentError, UnirlReplayError
+from unirl_replay.replay.simulators import environments
 
 from unirl_replay.reference.environments import REPO_ROOT  # noqa: E402
 # Upstream runtime deps of ai-dynamo's replay path, plus this package's light deps. aisimulate is
@@ -46,12 +50,18 @@ class RevisionRun:
     results: dict[str, CellResult] = field(default_factory=dict)
 
 
+LINES = ("ai-dynamo", "aisimulate")
+
+
 def parse_revision(spec: str) -> tuple[str, str]:
-    """``"ai-dynamo==1.6.1"`` -> ``("ai-dynamo", "1.6.1")``; raises UnirlReplayError otherwise."""
+    """``"ai-dynamo==1.6.1"`` -> ``("ai-dynamo", "1.6.1")``, ``"aisimulate==0.13.0.dev…"`` likewise;
+    raises UnirlReplayError otherwise."""
     dist, sep, version = spec.partition("==")
-    if not sep or not dist or not version:
-        raise UnirlReplayError(f"--simulator must look like ai-dynamo==X.Y.Z, got {spec!r}")
-    return dist.strip(), version.strip()
+    dist, version = dist.strip(), version.strip()
+    if not sep or dist not in LINES or not version:
+        raise UnirlReplayError(f"--simulator must look like ai-dynamo==X.Y.Z or aisimulate==VERSION "
+                               f"(a dev build, e.g. aisimulate==0.13.0.dev202610270000000085), got {spec!r}")
+    return dist, version
 
 
 def installed_revision() -> str | None:
@@ -62,42 +72,23 @@ def installed_revision() -> str | None:
         return None
 
 
-def _uv() -> str:
-    for cand in (shutil.which("uv"), str(REPO_ROOT / ".cache/uv/bin/uv")):
-        if cand and Path(cand).exists():
-            return cand
-    raise MissingEnvironmentError("uv is needed to install other simulator revisions; run `make env` first")
-
-
 def revision_python(spec: str, cache_dir: Path, log: Callable[[str], None]) -> str:
     """Python of an environment holding simulator ``spec``; the current one if it already has it.
 
-    Creates ``cache_dir/<dist>-<version>`` on first use (a few minutes: the runtime wheel is ~75 MB).
+    Creates ``cache_dir/<dist>-<version>`` on first use (a few minutes: the runtime wheel is ~75 MB)
+    with the shared cached-environment mechanism (:mod:`unirl_replay.replay.simulators.environments`).
     Raises MissingEnvironmentError when the install fails (e.g. the revision is not on PyPI).
     """
     if spec == installed_revision():
         return sys.executable
     dist, version = parse_revision(spec)
-    env_dir = cache_dir / f"{dist}-{version}"
-    py = env_dir / "bin" / "python"
-    marker = env_dir / ".complete"
-    if not marker.exists():
-        log(f"installing {spec} into {env_dir} (cached for later runs)")
-        uv = _uv()
-        subprocess.run([uv, "venv", "-q", "--clear", "--python", sys.executable, str(env_dir)], check=True)
-        pkgs = [f"{dist}=={version}"]
-        if dist == "ai-dynamo":
-            pkgs.append(f"ai-dynamo-runtime=={version}")
-        r = subprocess.run([uv, "pip", "install", "-q", "--python", str(py), "--no-deps", *pkgs],
-                           capture_output=True, text=True)
-        if r.returncode != 0:
-            shutil.rmtree(env_dir, ignore_errors=True)  # no half-made environment is left behind
-            raise MissingEnvironmentError(
-                f"could not install {spec}: {r.stderr.strip()[-400:]}\n"
-                f"Check that the revision exists (`pip index versions {dist}`); the corpus can run on "
-                "ai-dynamo releases that ship dynamo.replay (1.3.0.post1 and later), see conformance/MATRIX.md")
-        subprocess.run([uv, "pip", "install", "-q", "--python", str(py), *REVISION_DEPS], check=True)
-        marker.write_text(spec + "\n")
+    pkgs = [f"{dist}=={version}"]
+    if dist == "ai-dynamo":
+        pkgs.append(f"ai-dynamo-runtime=={version}")
+    py = environments.ensure_env(
+        cache_dir / f"{dist}-{version}", label=spec, no_deps=pkgs, deps=REVISION_DEPS, log=log,
+        hint=f"Check that the revision exists (`pip index versions {dist}`); the corpus can run on "
+             "ai-dynamo releases that ship dynamo.replay (1.3.0.post1 and later), see conformance/MATRIX.md")
     return str(py)
 
 
@@ -189,7 +180,20 @@ def load_xfails(root: Path, revision: str) -> set[str]:
 def run_revision(root: Path, cases: list[Case], revision: str, cache_dir: Path,
                  log: Callable[[str], None], executor: list[str] | None = None) -> RevisionRun:
     """Run every case on one simulator revision (or with a foreign ``executor`` command)."""
-    if executor is None:
+    if executor is None and parse_revision(revision)[0] == "aisimulate":
+        from unirl_replay.conformance.executor import SIMULATOR_ENV
+        from unirl_replay.replay.simulators.aisimulate import ensure_aisimulate_env
+
+        try:
+            ensure_aisimulate_env(parse_revision(revision)[1], log=log)  # made here, with progress, not in the executor
+        except MissingEnvironmentError as e:
+            run = RevisionRun(revision, "unirl-replay-python")
+            for c in cases:
+                run.results[c.name] = CellResult(ERROR, str(e).splitlines()[0][:200])
+            return run
+        cmd, env = executor_command(sys.executable)
+        env[SIMULATOR_ENV] = revision
+    elif executor is None:
         cmd, env = executor_command(revision_python(revision, cache_dir, log))
     else:
         cmd, env = executor, None

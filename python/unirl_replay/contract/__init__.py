@@ -2,7 +2,8 @@
 
 Owns: trace directories (``trace_io``: manifest, JSONL / binpb framing, the streaming writer),
 the measured-outcomes artifact (``outcomes_io``, its only reader), the one JSON mapping
-(``json_profile``), JSON Schema generation (``jsonschema_gen``), the semantic rules
+(``json_profile``), JSON Schema generation (``jsonschema_gen``), forward compatibility inside v1 (``compat``: contract revisions, unknown
+fields), the semantic rules
 (``validate``: a rule registry and one module per rule group) and the typed errors (``errors``).
 
 May import: ``unirl_replay`` (version, schema version), the generated messages

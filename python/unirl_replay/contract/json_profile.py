@@ -20,17 +20,21 @@ Errors raise :class:`unirl_replay.contract.errors.TraceFormatError` with rule ``
 
 from __future__ import annotations
 
+import copy
 import json
-from typing import Any, TypeVar
+import re
+from typing import Any, Callable, TypeVar
 
 from google.protobuf import json_format
+from google.protobuf.descriptor import Descriptor, FieldDescriptor
 from google.protobuf.message import Message
 
 from unirl_replay.contract.errors import TraceFormatError
 
 M = TypeVar("M", bound=Message)
 
-__all__ = ["to_dict", "to_json", "to_json_line", "parse_dict", "parse_json", "parse_json_line"]
+__all__ = ["to_dict", "to_json", "to_json_line", "parse_dict", "parse_json", "parse_json_line", "loads", "loads_checked",
+           "off_profile_forms", "OFF_PROFILE_FORMS"]
 
 
 def to_dict(msg: Message) -> dict[str, Any]:
@@ -48,12 +52,19 @@ def to_json_line(msg: Message) -> bytes:
     return (json.dumps(to_dict(msg), separators=(",", ":"), ensure_ascii=False, allow_nan=False) + "\n").encode()
 
 
-def parse_dict(data: Any, cls: type[M], *, file: str = "", line: int = 0) -> M:
+def parse_dict(data: Any, cls: type[M], *, file: str = "", line: int = 0,
+               on_unknown: Callable[[list[str]], None] | None = None) -> M:
     """JSON value (already decoded) -> message of type ``cls``.
 
+    Args:
+        on_unknown: when given (a reader of a trace from a newer contract revision, see
+            :mod:`unirl_replay.contract.compat`), keys ``cls`` does not know are skipped instead of
+            rejected, and ``on_unknown`` is called once with their dotted paths. Every other
+            problem is still an error.
+
     Raises:
-        TraceFormatError: rule ``json.profile`` when ``data`` is not an object, has an unknown key,
-            a wrong type, an unknown enum name, or an out-of-range integer.
+        TraceFormatError: rule ``json.profile`` when ``data`` is not an object, has an unknown key
+            (and ``on_unknown`` is None), a wrong type, an unknown enum name, or an out-of-range integer.
     """
     if not isinstance(data, dict):
         raise TraceFormatError(f"expected a JSON object for {cls.DESCRIPTOR.full_name}, got {type(data).__name__}",
@@ -62,19 +73,145 @@ def parse_dict(data: Any, cls: type[M], *, file: str = "", line: int = 0) -> M:
     try:
         json_format.ParseDict(data, msg)
     except json_format.ParseError as e:
+        if on_unknown is not None:
+            from unirl_replay.contract.compat import strip_unknown_json_keys
+
+            stripped = copy.deepcopy(data)
+            unknown = strip_unknown_json_keys(stripped, cls.DESCRIPTOR)
+            if unknown:
+                msg = parse_dict(stripped, cls, file=file, line=line)
+                on_unknown(unknown)
+                return msg
         raise TraceFormatError(f"not a valid {cls.DESCRIPTOR.full_name}: {e}", file=file, line=line,
                                rule="json.profile") from None
     return msg
 
 
-def parse_json(text: str | bytes, cls: type[M], *, file: str = "", line: int = 0) -> M:
-    """JSON text -> message. Raises TraceFormatError (``json.parse`` / ``json.profile``)."""
+def loads(text: str | bytes, *, file: str = "", line: int = 0) -> Any:
+    """Decode JSON text. Raises TraceFormatError (``json.parse``) when it is not JSON."""
     try:
-        data = json.loads(text)
+        return json.loads(text)
     except (json.JSONDecodeError, UnicodeDecodeError) as e:
         raise TraceFormatError(f"not valid JSON: {e}", file=file, line=line, rule="json.parse") from None
-    return parse_dict(data, cls, file=file, line=line)
+
+
+def parse_json(text: str | bytes, cls: type[M], *, file: str = "", line: int = 0,
+               on_unknown: Callable[[list[str]], None] | None = None) -> M:
+    """JSON text -> message. Raises TraceFormatError (``json.parse`` / ``json.profile``); see :func:`parse_dict`."""
+    return parse_dict(loads(text, file=file, line=line), cls, file=file, line=line, on_unknown=on_unknown)
 
 
 # One JSONL line is parsed exactly like a whole JSON document.
 parse_json_line = parse_json
+
+
+# ---------------------------------------------------------------------------------------------
+# off-profile forms: what the reader accepts but the profile's writers never write
+
+#: form -> what it is (``validate`` reports each as rule ``json.<form>``: a warning, an error under --strict)
+OFF_PROFILE_FORMS: dict[str, str] = {
+    "camel_case_key": "a lowerCamelCase key (`requestId`) instead of the proto field name (`request_id`)",
+    "enum_number": "an enum written as its number instead of its name",
+    "int32_string": "a 32-bit integer written as a string (`\"5\"`) instead of a JSON number",
+    "int64_number": "a 64-bit integer written as a JSON number instead of a decimal string (precision is lost "
+                    "above 2^53 in most parsers)",
+    "int64_form": "a 64-bit decimal string that is not canonical (leading zeros `\"007\"`, `\"-0\"`, `\"+1\"`, spaces)",
+    "null": "`null` instead of leaving the key out",
+    "duplicate_key": "the same key twice in one object (parsers keep one of them, which one varies)",
+}
+
+_F = FieldDescriptor
+_INT32 = {_F.TYPE_INT32, _F.TYPE_SINT32, _F.TYPE_SFIXED32, _F.TYPE_UINT32, _F.TYPE_FIXED32}
+_INT64 = {_F.TYPE_INT64, _F.TYPE_SINT64, _F.TYPE_SFIXED64, _F.TYPE_UINT64, _F.TYPE_FIXED64}
+_CANONICAL_INT = re.compile(r"-?(0|[1-9][0-9]*)")
+
+
+def _is_repeated(f: FieldDescriptor) -> bool:
+    rep = getattr(f, "is_repeated", None)
+    return bool(rep) if rep is not None else f.label == FieldDescriptor.LABEL_REPEATED
+
+
+class _Dup(dict):
+    """A decoded JSON object that remembers the keys it saw twice."""
+
+    __slots__ = ("dups",)
+
+
+def _pairs(pairs: list[tuple[str, Any]]) -> dict:
+    d = _Dup()
+    dups = []
+    for k, v in pairs:
+        if k in d:
+            dups.append(k)
+        d[k] = v
+    d.dups = dups
+    return d
+
+
+def loads_checked(text: str | bytes, *, file: str = "", line: int = 0) -> Any:
+    """Like :func:`loads`, but objects remember duplicate keys (for :func:`off_profile_forms`)."""
+    try:
+        return json.loads(text, object_pairs_hook=_pairs)
+    except (json.JSONDecodeError, UnicodeDecodeError) as e:
+        raise TraceFormatError(f"not valid JSON: {e}", file=file, line=line, rule="json.parse") from None
+
+
+def _scalar(f: FieldDescriptor, v: Any, path: str, out: list[tuple[str, str]]) -> None:
+    if v is None:
+        out.append(("null", path))
+    elif f.type == _F.TYPE_MESSAGE and isinstance(v, dict):
+        _walk(v, f.message_type, path + ".", out)
+    elif f.type == _F.TYPE_ENUM and isinstance(v, int) and not isinstance(v, bool):
+        out.append(("enum_number", path))
+    elif f.type in _INT32 and isinstance(v, str):
+        out.append(("int32_string", path))
+    elif f.type in _INT64:
+        if isinstance(v, int) and not isinstance(v, bool):
+            out.append(("int64_number", path))
+        elif isinstance(v, str) and (not _CANONICAL_INT.fullmatch(v) or v == "-0"):
+            out.append(("int64_form", path))
+
+
+def _walk(data: dict, desc: Descriptor, prefix: str, out: list[tuple[str, str]]) -> None:
+    for k in getattr(data, "dups", ()):
+        out.append(("duplicate_key", prefix + k))
+    by_json = None
+    for key, v in data.items():
+        f = desc.fields_by_name.get(key)
+        if f is None:
+            if by_json is None:
+                by_json = {x.json_name: x for x in desc.fields}
+            f = by_json.get(key)
+            if f is None:
+                continue  # unknown keys are the parser's (json.profile) or the compat log's business
+            out.append(("camel_case_key", prefix + key))
+        path = prefix + f.name
+        if f.type == _F.TYPE_MESSAGE and f.message_type.GetOptions().map_entry:
+            if v is None:
+                out.append(("null", path))
+            elif isinstance(v, dict):
+                for k in getattr(v, "dups", ()):
+                    out.append(("duplicate_key", f"{path}.{k}"))
+                vf = f.message_type.fields_by_name["value"]
+                for mk, mv in v.items():
+                    _scalar(vf, mv, f"{path}[{mk!r}]", out)
+        elif _is_repeated(f):
+            if v is None:
+                out.append(("null", path))
+            elif isinstance(v, list):
+                for i, item in enumerate(v):
+                    _scalar(f, item, f"{path}[{i}]", out)
+        else:
+            _scalar(f, v, path, out)
+
+
+def off_profile_forms(data: Any, desc: Descriptor) -> list[tuple[str, str]]:
+    """``(form, dotted path)`` of every off-profile form (:data:`OFF_PROFILE_FORMS`) in decoded JSON of ``desc``.
+
+    Duplicate keys are found only in data decoded by :func:`loads_checked`. The forms are accepted
+    by :func:`parse_dict` (proto3 JSON allows them); the profile's writers never produce them.
+    """
+    out: list[tuple[str, str]] = []
+    if isinstance(data, dict):
+        _walk(data, desc, "", out)
+    return out

@@ -15,8 +15,11 @@ file                                         message                 where it ap
 
 The schemas describe the JSON profile (docs/json-profile.md) strictly: snake_case keys only,
 ``additionalProperties: false``, enums by name, a oneof as exactly one of its keys, 32-bit integers
-as JSON integers in range, 64-bit integers as decimal strings (or JSON integers, which readers also
-accept), doubles as numbers or ``"NaN"`` / ``"Infinity"`` / ``"-Infinity"``.
+as JSON integers in range, 64-bit integers as decimal strings in range without leading zeros (or JSON
+integers, which readers also accept), doubles as numbers or ``"NaN"`` / ``"Infinity"`` /
+``"-Infinity"``, the fields a conforming record cannot omit as ``required`` (:data:`REQUIRED`),
+``schema_version`` as the constant ``"unirl_replay.v1"`` and digests as lowercase hex sha256
+(:data:`FIELD_SCHEMA`). They compile under ajv's strict mode (tests/test_schema_ajv.py).
 
 Usage::
 
@@ -35,6 +38,7 @@ from typing import Any
 
 from google.protobuf.descriptor import Descriptor, FieldDescriptor
 
+from unirl_replay import SCHEMA_VERSION
 from unirl_replay.v1 import manifest_pb2, outcomes_pb2, replay_pb2, report_pb2, workload_pb2
 
 SCHEMA_DIALECT = "https://json-schema.org/draft/2020-12/schema"
@@ -51,7 +55,6 @@ TOP_LEVEL: dict[str, Descriptor] = {
 }
 
 _F = FieldDescriptor
-_INT64_PATTERN = {True: "^-?(0|[1-9][0-9]*)$", False: "^(0|[1-9][0-9]*)$"}
 _RANGES = {
     _F.TYPE_INT32: (-(2**31), 2**31 - 1), _F.TYPE_SINT32: (-(2**31), 2**31 - 1), _F.TYPE_SFIXED32: (-(2**31), 2**31 - 1),
     _F.TYPE_UINT32: (0, 2**32 - 1), _F.TYPE_FIXED32: (0, 2**32 - 1),
@@ -59,6 +62,62 @@ _RANGES = {
     _F.TYPE_UINT64: (0, 2**64 - 1), _F.TYPE_FIXED64: (0, 2**64 - 1),
 }
 _64BIT = {_F.TYPE_INT64, _F.TYPE_SINT64, _F.TYPE_SFIXED64, _F.TYPE_UINT64, _F.TYPE_FIXED64}
+_SHA256 = {"type": "string", "pattern": "^[0-9a-f]{64}$", "description": "lowercase hex sha256"}
+
+#: Fields a conforming record cannot omit (message full name -> field names): each is a field that
+#: ``unirl-replay validate`` (or the trace reader) rejects when it is absent, i.e. at its zero value
+#: (ids, the schema version, the capture window, the artifact list, enums whose _UNSPECIFIED is invalid).
+REQUIRED: dict[str, tuple[str, ...]] = {
+    "unirl_replay.v1.TraceManifest": ("schema_version", "window", "artifacts"),
+    "unirl_replay.v1.CaptureWindow": ("duration_ns", "clock_domain"),
+    "unirl_replay.v1.EngineConfig": ("engine_id", "block_size_tokens"),
+    "unirl_replay.v1.ArtifactDigest": ("kind", "path", "encoding", "sha256"),
+    "unirl_replay.v1.Request": ("request_id", "num_samples", "arrival"),
+    "unirl_replay.v1.Dependency": ("predecessor_request_id", "trigger", "relation"),
+    "unirl_replay.v1.Trajectory": ("trajectory_id",),
+    "unirl_replay.v1.Group": ("group_id", "unit"),
+    "unirl_replay.v1.RolloutBatch": ("rollout_batch_id", "readiness_rule"),
+    "unirl_replay.v1.SlotPool": ("pool_id", "trajectory_slots"),
+    "unirl_replay.v1.EngineClient": ("engine_id",),
+    "unirl_replay.v1.CacheWarmup": ("warmup_id",),
+    "unirl_replay.v1.RequestOutcome": ("request_id",),
+    "unirl_replay.v1.TrajectoryOutcome": ("trajectory_id",),
+    "unirl_replay.v1.GroupOutcome": ("group_id",),
+    "unirl_replay.v1.BatchOutcome": ("rollout_batch_id",),
+    "unirl_replay.v1.ReplayResult": ("schema_version",),
+    "unirl_replay.v1.ValidationReport": ("schema_version",),
+    "unirl_replay.v1.TraceCheck": ("status",),
+}
+
+#: Per-field constraints beyond the type (field full name -> schema replacing the type's).
+FIELD_SCHEMA: dict[str, dict[str, Any]] = {
+    "unirl_replay.v1.TraceManifest.schema_version": {"const": SCHEMA_VERSION},
+    "unirl_replay.v1.ReplayResult.schema_version": {"const": SCHEMA_VERSION},
+    "unirl_replay.v1.ValidationReport.schema_version": {"const": SCHEMA_VERSION},
+    "unirl_replay.v1.ArtifactDigest.sha256": _SHA256,
+    "unirl_replay.v1.ModelIdentity.weights_sha256": _SHA256,
+}
+
+
+def _le_pattern(limit: int, *, zero: bool = True) -> str:
+    """Regex (a non-capturing group) matching exactly the decimals 0..limit (1..limit without
+    ``zero``), no leading zeros. ``limit`` >= 10."""
+    s = str(limit)
+    k = len(s)
+    alts = (["0"] if zero else []) + ["[1-9]" + (f"[0-9]{{0,{k - 2}}}" if k > 2 else "")]  # fewer digits
+    for i, ch in enumerate(s):  # k digits: equal to s up to i, smaller at i, anything after
+        d, lo = int(ch), (1 if i == 0 else 0)
+        if d > lo:
+            alts.append(s[:i] + (f"[{lo}-{d - 1}]" if d - 1 > lo else str(lo)) + (f"[0-9]{{{k - i - 1}}}" if k - i > 1 else ""))
+    alts.append(s)
+    return "(?:" + "|".join(alts) + ")"
+
+
+def _int64_pattern(lo: int, hi: int) -> str:
+    """Anchored regex of the decimal strings of exactly the integers in [lo, hi] (lo is 0 or -(hi+1))."""
+    if lo == 0:
+        return f"^{_le_pattern(hi)}$"
+    return f"^(?:{_le_pattern(hi)}|-{_le_pattern(-lo, zero=False)})$"
 
 
 def _is_repeated(f: FieldDescriptor) -> bool:
@@ -103,19 +162,23 @@ def _scalar_schema(f: FieldDescriptor, defs: dict[str, Any]) -> dict[str, Any]:
         return {"anyOf": [{"type": "number"}, {"enum": ["NaN", "Infinity", "-Infinity"]}]}
     lo, hi = _RANGES[t]
     if t in _64BIT:
-        return {"anyOf": [{"type": "string", "pattern": _INT64_PATTERN[lo < 0], "maxLength": 20},
+        return {"anyOf": [{"type": "string", "pattern": _int64_pattern(lo, hi)},
                           {"type": "integer", "minimum": lo, "maximum": hi}],
-                "description": f"{'u' if lo == 0 else ''}int64 as a decimal string (a JSON integer is accepted on input)"}
+                "description": f"{'u' if lo == 0 else ''}int64 in [{lo}, {hi}] as a decimal string, no leading zeros "
+                               "(a JSON integer is accepted on input)"}
     return {"type": "integer", "minimum": lo, "maximum": hi}
 
 
 def _field_schema(f: FieldDescriptor, defs: dict[str, Any]) -> dict[str, Any]:
+    if f.full_name in FIELD_SCHEMA:
+        return dict(FIELD_SCHEMA[f.full_name])
     if f.type == _F.TYPE_MESSAGE and f.message_type.GetOptions().map_entry:
         value = f.message_type.fields_by_name["value"]
         key = f.message_type.fields_by_name["key"]
         s: dict[str, Any] = {"type": "object", "additionalProperties": _scalar_schema(value, defs)}
         if key.type != _F.TYPE_STRING:
-            s["propertyNames"] = {"pattern": "^-?[0-9]+$" if key.type != _F.TYPE_BOOL else "^(true|false)$"}
+            s["propertyNames"] = {"type": "string",
+                                  "pattern": "^-?[0-9]+$" if key.type != _F.TYPE_BOOL else "^(true|false)$"}
         return s
     if _is_repeated(f):
         return {"type": "array", "items": _scalar_schema(f, defs)}
@@ -129,11 +192,17 @@ def _add_message(desc: Descriptor, defs: dict[str, Any]) -> None:
     defs[name] = {}  # reserve (recursion guard)
     props = {f.name: _field_schema(f, defs) for f in desc.fields}
     s: dict[str, Any] = {"title": desc.full_name, "type": "object", "properties": props, "additionalProperties": False}
+    required = REQUIRED.get(desc.full_name, ())
+    assert all(r in props for r in required), (desc.full_name, required)
+    if required:
+        s["required"] = list(required)
     oneofs = real_oneofs(desc)
+    # each branch names its member under `properties` too, so that ajv's strict mode (strictRequired) compiles it
+    branch = [[{"properties": {f.name: True}, "required": [f.name]} for f in o.fields] for o in oneofs]
     if len(oneofs) == 1:
-        s["oneOf"] = [{"required": [f.name]} for f in oneofs[0].fields]
+        s["oneOf"] = branch[0]
     elif oneofs:
-        s["allOf"] = [{"oneOf": [{"required": [f.name]} for f in o.fields]} for o in oneofs]
+        s["allOf"] = [{"oneOf": b} for b in branch]
     defs[name] = s
 
 

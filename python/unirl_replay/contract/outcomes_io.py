@@ -30,4 +30,5 @@ def iter_outcomes(trace: Trace, *, verify_digest: bool = True) -> Iterator[tuple
     """
     a = trace.artifact(ARTIFACT_KIND_OUTCOMES)
     verify_artifact(trace.dir, a, verify_digest=verify_digest)
-    return iter_records(trace.dir / a.path, OutcomeRecord, _ENCODING_NAME[a.encoding], expected_count=a.record_count)
+    return iter_records(trace.dir / a.path, OutcomeRecord, _ENCODING_NAME[a.encoding], expected_count=a.record_count,
+                        compat=trace.compat, inspect=trace.inspect)

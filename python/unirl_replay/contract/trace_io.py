@@ -37,7 +37,9 @@ from google.protobuf.message import DecodeError, Message
 
 from unirl_replay import SCHEMA_VERSION
 
+from unirl_replay.contract import compat as compat_mod
 from unirl_replay.contract import json_profile
+from unirl_replay.contract.compat import CONTRACT_REVISION, CompatLog
 from unirl_replay.contract.errors import IncompleteTraceError, SchemaVersionError, TraceFormatError
 from unirl_replay.v1.manifest_pb2 import (
     ARTIFACT_KIND_OUTCOMES,
@@ -67,7 +69,7 @@ _CHUNK = 1 << 20
 
 __all__ = [
     "MANIFEST_FILE", "WORKLOAD_FILES", "OUTCOME_FILES", "ENCODINGS", "TraceWriter", "Trace", "open_trace",
-    "write_message_json", "read_message_json", "encode_varint", "decode_varint", "iter_frames", "iter_records",
+    "write_message_json", "read_message_json", "read_manifest", "encode_varint", "decode_varint", "iter_frames", "iter_records",
     "sha256_file", "verify_artifact",
 ]
 
@@ -152,28 +154,50 @@ def iter_frames(f: BinaryIO, *, file: str = "") -> Iterator[tuple[int, bytes]]:
         pos += size
 
 
-def _iter_jsonl(f: BinaryIO, cls: type[M], file: str) -> Iterator[tuple[int, M]]:
+def _iter_jsonl(f: BinaryIO, cls: type[M], file: str, compat: CompatLog | None, inspect: bool
+                ) -> Iterator[tuple[int, M]]:
     n = 0
+    newer = compat is not None and compat.newer
+    # off-profile forms are looked for once per file (validate reads the workload more than once)
+    look = inspect and compat is not None and compat.start_inspecting(file)
     for n, raw in enumerate(f, 1):
         if not raw.endswith(b"\n"):
             raise IncompleteTraceError("last line has no newline (truncated write)", file=file, line=n,
                                        rule="jsonl.truncated")
         if not raw.strip():
             raise TraceFormatError("empty line", file=file, line=n, rule="jsonl.empty_line")
-        yield n, json_profile.parse_json(raw, cls, file=file, line=n)
+        on_unknown = (lambda paths, n=n: compat.note(file, n, paths)) if newer else None
+        if look:
+            data = json_profile.loads_checked(raw, file=file, line=n)
+            compat.off_profile(file, n, json_profile.off_profile_forms(data, cls.DESCRIPTOR))
+            yield n, json_profile.parse_dict(data, cls, file=file, line=n, on_unknown=on_unknown)
+        else:
+            yield n, json_profile.parse_json(raw, cls, file=file, line=n, on_unknown=on_unknown)
 
 
-def _iter_binpb(f: BinaryIO, cls: type[M], file: str) -> Iterator[tuple[int, M]]:
+def _iter_binpb(f: BinaryIO, cls: type[M], file: str, compat: CompatLog | None, inspect: bool
+                ) -> Iterator[tuple[int, M]]:
+    # unknown fields are looked for once per file (validate reads the workload more than once)
+    look = compat is not None and (compat.newer or inspect) and compat.start_inspecting(file + "#binpb")
     for n, payload in iter_frames(f, file=file):
         try:
-            yield n, cls.FromString(payload)
+            msg = cls.FromString(payload)
         except DecodeError as e:
             raise TraceFormatError(f"not a valid {cls.DESCRIPTOR.full_name}: {e}", file=file, line=n,
                                    rule="binpb.decode") from None
+        if look:
+            paths = compat_mod.unknown_binpb_fields(msg, payload)
+            if paths:
+                if compat.newer:
+                    compat.note(file, n, paths)
+                else:
+                    compat.foreign(file, n, paths)
+        yield n, msg
 
 
 def iter_records(path: Path, cls: type[M], encoding: str, *, expected_count: int | None = None,
-                 display_name: str | None = None) -> Iterator[tuple[int, M]]:
+                 display_name: str | None = None, compat: CompatLog | None = None,
+                 inspect: bool = False) -> Iterator[tuple[int, M]]:
     """Stream ``(1-based line/frame, message)`` from one record file.
 
     Args:
@@ -183,6 +207,10 @@ def iter_records(path: Path, cls: type[M], encoding: str, *, expected_count: int
         expected_count: when given, the number of records the manifest declares; a different
             count raises IncompleteTraceError (rule ``artifact.record_count``) at the end.
         display_name: file name used in errors (default ``path.name``).
+        compat: the trace's :class:`~unirl_replay.contract.compat.CompatLog`. When the writer's
+            revision is newer than this reader's, unknown JSON keys are skipped and unknown binpb
+            fields (kept by the runtime) are noted there (one warning; an error when strict).
+        inspect: also look for unknown binpb fields when the writer is not newer (``validate``).
     """
     name = display_name or path.name
     if encoding not in ENCODINGS:
@@ -190,11 +218,13 @@ def iter_records(path: Path, cls: type[M], encoding: str, *, expected_count: int
     reader = _iter_jsonl if encoding == "jsonl" else _iter_binpb
     n = 0
     with open(path, "rb") as f:
-        for n, msg in reader(f, cls, name):
+        for n, msg in reader(f, cls, name, compat, inspect):
             yield n, msg
     if expected_count is not None and n != expected_count:
         raise IncompleteTraceError(f"{n} records in the file, the manifest says {expected_count}", file=name,
                                    rule="artifact.record_count")
+    if compat is not None:
+        compat.emit()
 
 
 def sha256_file(path: Path) -> tuple[str, int]:
@@ -256,6 +286,30 @@ def read_message_json(path: str | os.PathLike, cls: type[M]) -> M:
     """Read a single-message JSON file. Raises TraceFormatError naming the file on bad content."""
     path = Path(path)
     return json_profile.parse_json(path.read_bytes(), cls, file=path.name)
+
+
+def read_manifest(path: str | os.PathLike, *, strict: bool = False, warn: bool = True, inspect: bool = False
+                  ) -> tuple[TraceManifest, CompatLog]:
+    """Read ``manifest.json`` and learn the writer's contract revision.
+
+    A manifest from a newer revision may carry keys this reader does not know: they are skipped
+    and noted in the returned log (one :class:`~unirl_replay.contract.compat.ForwardCompatWarning`;
+    with ``strict`` a TraceFormatError, rule ``compat.newer_revision``). From the same or an older
+    revision an unknown key stays an error (``json.profile``). ``inspect`` notes the manifest's
+    off-profile JSON forms in the log (``validate``).
+    """
+    path = Path(path)
+    data = (json_profile.loads_checked if inspect else json_profile.loads)(path.read_bytes(), file=path.name)
+    log = CompatLog(writer_revision=compat_mod.manifest_revision_of_dict(data), strict=strict, warn=warn)
+    if inspect:
+        log.start_inspecting(path.name)
+        log.off_profile(path.name, 0, json_profile.off_profile_forms(data, TraceManifest.DESCRIPTOR))
+    if log.newer:
+        m = json_profile.parse_dict(data, TraceManifest, file=path.name,
+                                    on_unknown=lambda paths: log.note(path.name, 0, paths))
+    else:
+        m = json_profile.parse_dict(data, TraceManifest, file=path.name)
+    return m, log
 
 
 # ---------------------------------------------------------------------------------------------
@@ -350,7 +404,8 @@ class TraceWriter:
         """Close the streams, rename them to their final names, write ``manifest.json`` last.
 
         The returned manifest is a copy of ``manifest`` with ``schema_version`` set to
-        ``unirl_replay.v1`` (when empty) and ``artifacts`` replaced by the two written files
+        ``unirl_replay.v1`` (when empty), ``contract_revision`` set to this writer's revision
+        (unless it already names a newer one) and ``artifacts`` replaced by the two written files
         (sha256, record_count, size_bytes). Atomic: the manifest appears complete or not at all.
 
         Raises:
@@ -359,6 +414,9 @@ class TraceWriter:
         self._check_open()
         out = TraceManifest()
         out.CopyFrom(manifest)
+        # A writer never claims an older revision than its own; a copier keeps a newer one (its
+        # records may carry that revision's fields through, as binpb unknown fields).
+        out.contract_revision = max(out.contract_revision, CONTRACT_REVISION)
         if not out.schema_version:
             out.schema_version = SCHEMA_VERSION
         elif out.schema_version != SCHEMA_VERSION:
@@ -404,11 +462,15 @@ class Trace:
         dir: the trace directory.
         manifest: the parsed manifest (artifacts verified at open).
         encoding: ``"jsonl"`` or ``"binpb"`` (of the workload artifact).
+        compat: writer / reader contract revisions and the unknown fields met so far.
+        inspect: look for unknown binpb fields even from a writer that is not newer (``validate``).
     """
 
     dir: Path
     manifest: TraceManifest
     encoding: str
+    compat: CompatLog = field(default_factory=CompatLog)
+    inspect: bool = False
 
     def artifact(self, kind: int) -> ArtifactDigest:
         """The manifest's entry of one ArtifactKind (exactly one exists in an opened trace)."""
@@ -423,7 +485,7 @@ class Trace:
         """
         a = self.artifact(ARTIFACT_KIND_WORKLOAD)
         return iter_records(self.dir / a.path, WorkloadRecord, _ENCODING_NAME[a.encoding],
-                            expected_count=a.record_count)
+                            expected_count=a.record_count, compat=self.compat, inspect=self.inspect)
 
 
 def verify_artifact(d: Path, a: ArtifactDigest, *, verify_digest: bool = True) -> None:
@@ -474,7 +536,8 @@ def _check_artifacts(m: TraceManifest) -> str:
     return encodings.pop()
 
 
-def open_trace(trace_dir: str | os.PathLike, *, verify_digests: bool = True) -> Trace:
+def open_trace(trace_dir: str | os.PathLike, *, verify_digests: bool = True, strict: bool = False,
+               warn: bool = True, inspect: bool = False) -> Trace:
     """Open a finalized trace directory.
 
     Checks, in order: the directory exists; no ``*.partial`` leftovers; ``manifest.json`` exists and
@@ -483,6 +546,14 @@ def open_trace(trace_dir: str | os.PathLike, *, verify_digests: bool = True) -> 
     (``verify_digests``, default) sha256. The outcomes file is NOT touched here (a predictor may
     get a trace without it): :func:`unirl_replay.contract.outcomes_io.iter_outcomes` verifies it. Record
     counts are checked when a stream is read to its end.
+
+    Forward compatibility (:mod:`unirl_replay.contract.compat`): a trace whose manifest names a
+    newer ``contract_revision`` is read, skipping the fields this reader does not know, with one
+    :class:`~unirl_replay.contract.compat.ForwardCompatWarning` (``warn=False``: only noted in
+    ``trace.compat``); ``strict=True`` (CI) makes the first such field an error
+    (rule ``compat.newer_revision``). ``inspect=True`` also notes unknown binpb fields in a trace that
+    does not claim to be newer, and the off-profile JSON forms of the manifest and the JSONL records
+    (``json_profile.OFF_PROFILE_FORMS``), in ``trace.compat`` (``validate`` reports them).
 
     Raises:
         IncompleteTraceError: not finalized, leftovers, missing file, size or digest mismatch.
@@ -503,13 +574,24 @@ def open_trace(trace_dir: str | os.PathLike, *, verify_digests: bool = True) -> 
     if partial:
         raise IncompleteTraceError(f"leftover partial files {', '.join(partial)}: a writer did not finish",
                                    file=str(d), rule="trace.partial_files")
-    m = read_message_json(d / MANIFEST_FILE, TraceManifest)
+    m, log = read_manifest(d / MANIFEST_FILE, strict=strict, warn=warn, inspect=inspect)
     if m.schema_version != SCHEMA_VERSION:
         raise SchemaVersionError(
             f"schema_version is {m.schema_version or '(empty)'!r}; this reader reads only {SCHEMA_VERSION!r}. "
             f"Read it with the unirl-replay release of that contract version, or re-capture / convert it to "
             f"{SCHEMA_VERSION}", file=MANIFEST_FILE, rule="manifest.schema_version")
     enc = _check_artifacts(m)
-    trace = Trace(dir=d, manifest=m, encoding=enc)
+    trace = Trace(dir=d, manifest=m, encoding=enc, compat=log, inspect=inspect)
     verify_artifact(d, trace.artifact(ARTIFACT_KIND_WORKLOAD), verify_digest=verify_digests)
+    if log.newer:
+        # One look at the whole workload now, so that the one warning names every skipped field
+        # (only for traces from a newer revision; the file was just read for its digest anyway).
+        try:
+            for _ in trace.iter_workload():
+                pass
+        except TraceFormatError as e:
+            if e.rule == "compat.newer_revision":
+                raise
+            # a broken record: reported where the caller reads it, with the rest of the workload
+    log.emit()
     return trace

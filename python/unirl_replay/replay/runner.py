@@ -8,7 +8,8 @@ Reads only the workload and the manifest (never measured outcomes). Steps:
    are replayed alone first to measure their duration ``W`` (ms); the real requests are then
    placed ``W`` later in the same file and every result is shifted back by ``W``, so warm-ups
    appear in no row and no metric (``makespan_ns`` included).
-3. :mod:`unirl_replay.replay.simulators.dynamo` runs upstream; rows are mapped back by ``request_id``
+3. The simulator (``simulator=``: ``dynamo`` by default, or ``aisimulate[==VERSION]``; one
+   interface, :mod:`unirl_replay.replay.simulators`) runs upstream; rows are mapped back by ``request_id``
    (agentic_mooncake echoes it) or by signature (mooncake; ambiguous -> AGGREGATE_ONLY).
 4. A request with n samples gets arrival / scheduled / first token = min over its samples and
    completion = max over its samples (all samples must complete); cached tokens = min.
@@ -35,29 +36,27 @@ from unirl_replay.replay.workload import EnginePlan, WorkloadIndex
 from unirl_replay.replay.support import check_supported
 from unirl_replay.replay.derive import derive_batches, derive_groups, derive_trajectories
 from unirl_replay.contract.errors import UnsupportedWorkloadError
-from unirl_replay.replay.timing_models import parse_timing_model
+from unirl_replay.replay.simulators import DEFAULT_SIMULATOR, Simulator, SimulatorJob, get_simulator
+from unirl_replay.replay.timing_models import TimingModelError, parse_timing_model
 from unirl_replay.v1 import common_pb2, manifest_pb2, replay_pb2
 
 RESULT_FILE = "replay_result.json"
 FORMATS = tuple(CONVERTERS)
 
 
-def _run(conv: Conversion, path: Path, eargs: dict):
-    from unirl_replay.replay.simulators import dynamo as dynamo_adapter  # the only dynamo.* importer
-
+def _run(sim: Simulator, conv: Conversion, path: Path, eargs: dict):
     conv.write(path)  # rows are streamed to the file, then dropped (mapping back needs none)
     conv.release()
-    return dynamo_adapter.run_upstream(
-        path, trace_format=conv.trace_format, engine_args=eargs, agentic_lanes=conv.lanes,
-        trace_block_size=conv.block_size if conv.trace_format == "mooncake" else None,
-        execution_model=MODEL)
+    engine = {k: v for k, v in eargs["engine"].items() if k != "timing_model"}
+    return sim.run(SimulatorJob(path, conv.trace_format, engine, eargs["engine"]["timing_model"],
+                                lanes=conv.lanes, block_size=conv.block_size, execution_model=MODEL))
 
 
 def _safe(name: str) -> str:
     return re.sub(r"[^A-Za-z0-9_.-]", "_", name) or "engine"
 
 
-def _replay_engine(plan: EnginePlan, index: WorkloadIndex, fmt: str, tm: dict, work: Path,
+def _replay_engine(sim: Simulator, plan: EnginePlan, index: WorkloadIndex, fmt: str, tm: dict, work: Path,
                    digest: str) -> tuple[Conversion, dict | None, dict, int, list[str]]:
     """Replay one engine. Returns (conversion, {(request_id, sample): row} or None when rows
     cannot be mapped, upstream summary, upstream wall ns, notes)."""
@@ -68,14 +67,16 @@ def _replay_engine(plan: EnginePlan, index: WorkloadIndex, fmt: str, tm: dict, w
     lead = 0.0
     if plan.warmups:
         warm = convert(plan, index, include_real=False, digest=digest)
-        run = _run(warm, work / f"{stem}.warmup.jsonl", eargs)
+        run = _run(sim, warm, work / f"{stem}.warmup.jsonl", eargs)
         wall += run.wall_ns
+        notes.extend(n for n in run.notes if n not in notes)
         lead = max(r["terminal_time_ms"] for r in run.per_request)
         notes.append(f"engine {plan.engine.engine_id!r}: warm-ups took {lead:g} ms simulated; real "
                      "arrivals were placed after them and all times shifted back")
     conv = convert(plan, index, lead_ms=lead, digest=digest)
-    run = _run(conv, work / f"{stem}.jsonl", eargs)
+    run = _run(sim, conv, work / f"{stem}.jsonl", eargs)
     wall += run.wall_ns
+    notes.extend(n for n in run.notes if n not in notes)
     if run.per_request is None:
         return conv, None, run.summary, wall, notes
     if fmt == "mooncake":
@@ -109,7 +110,8 @@ def _predicted(req, rows: dict, engine_id: str, shift_ms: float, offset_ns: int)
 
 def replay_workload(index: WorkloadIndex, manifest: manifest_pb2.TraceManifest, timing_model: str, *,
                     trace_format: str = "agentic_mooncake", work_dir: str | Path | None = None,
-                    workload_sha256: str = "", unmodelled: Iterable[str] = ()) -> replay_pb2.ReplayResult:
+                    workload_sha256: str = "", unmodelled: Iterable[str] = (),
+                    simulator: str | Simulator = DEFAULT_SIMULATOR) -> replay_pb2.ReplayResult:
     """Replay a workload in the real upstream simulator and build the ReplayResult.
 
     Args:
@@ -122,15 +124,18 @@ def replay_workload(index: WorkloadIndex, manifest: manifest_pb2.TraceManifest, 
         unmodelled: rejection rules to drop instead (explicit, labelled opt-in; only those of
             ``support.UNMODELLED_ALLOWED``, e.g. ``"engine_client.inflight_limit"``). Each dropped
             constraint goes to ``ReplayResult.unmodelled_constraints`` and the notes.
+        simulator: ``dynamo`` (default: the installed ai-dynamo) | ``aisimulate`` |
+            ``aisimulate==VERSION`` (an exact dev build, run in its own cached environment), or an
+            adapter object (:class:`~unirl_replay.replay.simulators.Simulator`).
 
     Raises:
         UnsupportedWorkloadError, TraceFormatError: before any upstream call.
-        TimingModelError: bad timing-model spec. MissingEnvironmentError: ai-dynamo missing.
+        TimingModelError: bad timing-model spec, or one the simulator does not accept.
+        SimulatorSpecError: bad simulator spec. MissingEnvironmentError: the simulator is missing.
     """
     if trace_format not in CONVERTERS:
         raise UnsupportedWorkloadError("format.unknown", f"unknown format {trace_format!r}; use {FORMATS}")
-    from unirl_replay.replay.simulators import dynamo as dynamo_adapter
-
+    sim = get_simulator(simulator) if isinstance(simulator, str) else simulator
     engines = {e.engine_id: e for e in manifest.engines}
     cache_state = manifest.cache_state or common_pb2.CACHE_STATE_KIND_COLD
     policy = manifest.policy.policy_version if manifest.policy.HasField("policy_version") else None
@@ -138,11 +143,14 @@ def replay_workload(index: WorkloadIndex, manifest: manifest_pb2.TraceManifest, 
                                    window_policy_version=policy, trace_format=trace_format,
                                    unmodelled=unmodelled)
     tm_msg, tm_dict = parse_timing_model(timing_model)
-    version, comps = dynamo_adapter.simulator_versions()
+    if tm_dict["type"] not in sim.timing_types:
+        raise TimingModelError(f"timing model {timing_model!r} ({tm_dict['type']}) is not available on "
+                               f"{type(sim).__name__}; it accepts {', '.join(sim.timing_types)}")
+    ident = sim.identity()
     res = replay_pb2.ReplayResult(
         schema_version=SCHEMA_VERSION, trace_id=manifest.trace_id, workload_sha256=workload_sha256,
-        simulator=replay_pb2.SimulatorIdentity(name=dynamo_adapter.SIMULATOR_NAME, version=version,
-                                               trace_format=trace_format, components=comps),
+        simulator=replay_pb2.SimulatorIdentity(name=ident.name, version=ident.version,
+                                               trace_format=trace_format, components=ident.components),
         timing_model=tm_msg, cache_state=cache_state)
     res.engines.extend(p.engine for p in plans.values())
     res.unmodelled_constraints.extend(c for p in plans.values() for c in p.unmodelled)
@@ -150,14 +158,14 @@ def replay_workload(index: WorkloadIndex, manifest: manifest_pb2.TraceManifest, 
     with tempfile.TemporaryDirectory(prefix="unirl-replay-") as tmp:
         work = Path(work_dir) if work_dir is not None else Path(tmp)
         work.mkdir(parents=True, exist_ok=True)
-        done = {eid: _replay_engine(p, index, trace_format, tm_dict, work, workload_sha256)
+        done = {eid: _replay_engine(sim, p, index, trace_format, tm_dict, work, workload_sha256)
                 for eid, p in plans.items()}
 
     global_origin = min((c.origin_ns for c, *_ in done.values()), default=0)
     wall = 0
     for eid, (conv, rows, summary, w, enotes) in done.items():
         wall += w
-        notes.extend(enotes)
+        notes.extend(n for n in enotes if n not in notes)
         if conv.lanes is not None:
             notes.append(f"engine {eid!r}: trajectory slots -> agentic_lanes={conv.lanes}; plays start in "
                          "Trajectory.start_order as lanes free up (observed root arrivals are not used)")
@@ -169,6 +177,13 @@ def replay_workload(index: WorkloadIndex, manifest: manifest_pb2.TraceManifest, 
         notes.append("engines were replayed independently (one single-worker replay each, no barrier); "
                      "each engine's simulated 0 sits at its first observed arrival's offset")
     res.simulator_wall_ns = wall
+    if tm_msg.kind == replay_pb2.TIMING_MODEL_KIND_HARDWARE_DATABASE:
+        quals = sorted({str(s.get("agentic_qualification")) for _, _, s, *_r in done.values()
+                        if s.get("agentic_qualification")})
+        notes.append(f"UNVALIDATED what-if: {tm_msg.hardware} GPU database ({ident.name} {ident.version}), model "
+                     f"{tm_msg.model}; no execution on that hardware was measured for this trace, so this is "
+                     "not a calibrated or validated prediction (upstream qualification: "
+                     f"{', '.join(quals) or 'not reported'})")
 
     if any(rows is None for _, rows, *_ in done.values()):
         if any(p.warmups for p in plans.values()):
@@ -216,8 +231,12 @@ def replay_workload(index: WorkloadIndex, manifest: manifest_pb2.TraceManifest, 
 
 
 def replay_trace(trace_dir: str | Path, timing_model: str, *, trace_format: str = "agentic_mooncake",
-                 work_dir: str | Path | None = None, unmodelled: Iterable[str] = ()) -> replay_pb2.ReplayResult:
-    """Open a trace directory (workload + manifest only) and :func:`replay_workload` it."""
+                 work_dir: str | Path | None = None, unmodelled: Iterable[str] = (),
+                 simulator: str | Simulator = DEFAULT_SIMULATOR) -> replay_pb2.ReplayResult:
+    """Open a trace directory (workload + manifest only) and :func:`replay_workload` it.
+
+    ``simulator``: ``dynamo`` (default) | ``aisimulate[==VERSION]`` (see :func:`replay_workload`).
+    """
     from unirl_replay.contract import trace_io
     from unirl_replay.v1.manifest_pb2 import ARTIFACT_KIND_WORKLOAD
 
@@ -225,7 +244,7 @@ def replay_trace(trace_dir: str | Path, timing_model: str, *, trace_format: str 
     index = WorkloadIndex.from_records(rec for _, rec in trace.iter_workload())
     sha = trace.artifact(ARTIFACT_KIND_WORKLOAD).sha256
     return replay_workload(index, trace.manifest, timing_model, trace_format=trace_format,
-                           work_dir=work_dir, workload_sha256=sha, unmodelled=unmodelled)
+                           work_dir=work_dir, workload_sha256=sha, unmodelled=unmodelled, simulator=simulator)
 
 
 def convert_trace(trace_dir: str | Path, out_file: str | Path, *, trace_format: str = "agentic_mooncake",

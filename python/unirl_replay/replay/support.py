@@ -57,6 +57,10 @@ UNMODELLED_ALLOWED: dict[str, str] = {
     "engine_client.inflight_limit": "drops only a client-side throttle: every request, dependency, "
     "measured delay and trajectory lane is still replayed; requests may overlap more than the "
     "client allowed, so predicted times are optimistic",
+    "engine_client.inflight_limit.as_lanes": "replays the client limit as trajectory lanes (lanes = the "
+    "limit): every request, dependency and measured delay is still replayed, but whole trajectories, tool "
+    "waits included, hold the engine one lane each, so predicted times are pessimistic (the other bound of "
+    "engine_client.inflight_limit)",
 }
 """Rejection rules a user may explicitly drop (``--allow-unmodelled RULE``), each with the reason it is
 safe. Every other rule stays a hard rejection even when named."""
@@ -88,6 +92,10 @@ def check_unmodelled(rules: Iterable[str]) -> frozenset[str]:
             why = f"{rule!r} is not a rejection rule of the replay adapter"
         raise UnsupportedWorkloadError("unmodelled.not_allowed", f"{why}; only {allowed} may be allowed "
                                        "(--allow-unmodelled)", [rule])
+    if {"engine_client.inflight_limit", "engine_client.inflight_limit.as_lanes"} <= rules:
+        raise UnsupportedWorkloadError("unmodelled.not_allowed", "engine_client.inflight_limit (drop the limit) and "
+                                       "engine_client.inflight_limit.as_lanes (lanes = the limit) are the two bounds: "
+                                       "replay each separately and compare with --bound", ["engine_client.inflight_limit"])
     return rules
 
 
@@ -238,6 +246,16 @@ def check_supported(
             rule = "engine_client.inflight_limit"
             what = (f"engine {eid!r}: the client allows {limit} in-flight model requests but up to "
                     f"{bound} can be in flight ({'lanes=' + str(plan.lanes) if plan.lanes else 'no slot limit'})")
+            if rule + ".as_lanes" in allow and rule not in allow and not plan.warmups:
+                plan.unmodelled.append(replay_pb2.UnmodelledConstraint(
+                    rule=rule, record_ids=[eid],
+                    reason=f"{what}; replayed with lanes = the client limit ({limit}) instead (explicit opt-in "
+                    f"{rule}.as_lanes): whole trajectories, tool waits included, hold a lane, so predicted times "
+                    "are pessimistic"))
+                notes.append(f"UNMODELLED {rule}: engine {eid!r} replayed with agentic_lanes={limit} (the client "
+                             f"limit) instead of {plan.lanes or 'unlimited'} trajectory lanes")
+                plan.lanes = limit
+                continue
             if rule in allow:
                 plan.unmodelled.append(replay_pb2.UnmodelledConstraint(
                     rule=rule, record_ids=[eid],

@@ -1,4 +1,5 @@
-"""Timing-model specs: ``polynomial`` | ``fixed:PREFILL_MS,DECODE_MS`` | ``profile:NPZ``.
+"""Timing-model specs: ``polynomial`` | ``fixed:PREFILL_MS,DECODE_MS`` | ``profile:NPZ`` |
+``aic:HARDWARE:MODEL``.
 
 :func:`parse_timing_model` returns the contract ``TimingModel`` message and the upstream
 ``engine.timing_model`` dict. Calibration status is labelled honestly:
@@ -6,15 +7,22 @@
 * ``polynomial`` -> UNCALIBRATED (upstream's one generic curve, never fitted to this engine);
 * ``fixed`` -> FIXED (analytic; conformance only);
 * ``profile`` -> CALIBRATED only when the profile's provenance says it was measured, else
-  UNCALIBRATED. Provenance is read from the NPZ key ``provenance`` (a 0-d string array holding
+  UNCALIBRATED; CALIBRATED_PROBE ("CALIBRATED+PROBE") when it is a measured profile levelled to a
+  reference probe (provenance ``probe_levelled``, ``unirl-replay calibrate --level-to-probe``). Provenance is read from the NPZ key ``provenance`` (a 0-d string array holding
   JSON) or from a sidecar ``<file>.provenance.json``; it counts as measured when it holds
-  ``"measured": true`` (``calibration_workloads`` is copied into the message).
+  ``"measured": true`` (``calibration_workloads`` is copied into the message);
+* ``aic:HARDWARE:MODEL`` (aisimulate line only) -> HARDWARE_DATABASE, always UNVALIDATED: AISimulate's
+  op-level GPU database (``timing.type: default``) for ``HARDWARE`` (e.g. ``h200_sxm``) and ``MODEL``
+  (a local directory holding a Hugging Face ``config.json``; nothing is downloaded, or a model id
+  the build bundles, e.g. ``Qwen/Qwen3-0.6B``). Upstream labels such runs ``functional_only``: no
+  execution on that hardware was measured for this trace, so it is never a calibrated prediction.
 """
 
 from __future__ import annotations
 
 import hashlib
 import json
+import re
 from pathlib import Path
 
 import numpy as np
@@ -86,12 +94,29 @@ def parse_timing_model(spec: str) -> tuple[replay_pb2.TimingModel, dict]:
                 raise TimingModelError(f"profile {arg!r}: axis {k} must be 1-D and strictly increasing")
         prov = _read_provenance(path, npz)
         measured = prov.get("measured") is True
+        status = (replay_pb2.CALIBRATION_STATUS_UNCALIBRATED if not measured else
+                  replay_pb2.CALIBRATION_STATUS_CALIBRATED_PROBE if isinstance(prov.get("probe_levelled"), dict)
+                  else replay_pb2.CALIBRATION_STATUS_CALIBRATED)
         tm = replay_pb2.TimingModel(
-            kind=replay_pb2.TIMING_MODEL_KIND_PROFILE,
-            calibration=(replay_pb2.CALIBRATION_STATUS_CALIBRATED if measured
-                         else replay_pb2.CALIBRATION_STATUS_UNCALIBRATED),
+            kind=replay_pb2.TIMING_MODEL_KIND_PROFILE, calibration=status,
             profile_path=arg, profile_sha256=hashlib.sha256(data).hexdigest(),
             calibration_workloads=[str(w) for w in prov.get("calibration_workloads", [])])
         return tm, {"type": "external", "provider": "dynamo_profile",
                     "config": {"path": str(path.resolve())}}
-    raise TimingModelError(f"unknown timing model {spec!r}; use polynomial | fixed:PREFILL_MS,DECODE_MS | profile:NPZ")
+    if kind == "aic":
+        hardware, _, model = arg.partition(":")
+        if not re.fullmatch(r"[a-z0-9][a-z0-9_]*", hardware) or not model:
+            raise TimingModelError(f"the GPU-database timing model needs 'aic:HARDWARE:MODEL' (e.g. "
+                                   f"aic:h200_sxm:/path/to/hf-model-dir), got {spec!r}")
+        path = Path(model)
+        if model.startswith((".", "/", "~")) or path.exists():  # a local directory, else a bundled model id
+            path = path.expanduser()
+            if not (path / "config.json").is_file():
+                raise TimingModelError(f"aic model {model!r}: no Hugging Face config.json in that directory")
+            model = str(path.resolve())
+        return (replay_pb2.TimingModel(kind=replay_pb2.TIMING_MODEL_KIND_HARDWARE_DATABASE,
+                                       calibration=replay_pb2.CALIBRATION_STATUS_UNVALIDATED,
+                                       hardware=hardware, model=model),
+                {"type": "default", "hardware": hardware, "model": model})
+    raise TimingModelError(f"unknown timing model {spec!r}; use polynomial | fixed:PREFILL_MS,DECODE_MS | "
+                           "profile:NPZ | aic:HARDWARE:MODEL")

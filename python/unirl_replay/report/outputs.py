@@ -7,11 +7,13 @@ the PNG plots and ``timeline.perfetto.json`` into one directory.
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 from unirl_replay.contract.errors import TraceFormatError
 
 REPORT_FILE = "validation_report.json"
+TABLE_FILE = "table.txt"
 PERFETTO_FILE = "timeline.perfetto.json"
 
 
@@ -25,18 +27,38 @@ def _load_trace(trace_dir: str):
     return trace.manifest, workload, outcomes
 
 
+def _result_file(p: Path) -> Path:
+    if p.is_dir():
+        f = p / "replay_result.json"
+        if not f.is_file():
+            raise TraceFormatError(f"{p} holds no replay_result.json", file=str(p), rule="compare.no_replay_result")
+        return f
+    return p
+
+
+def load_timing_model(replay, replay_path: Path):
+    """The replay's timing model for the profile check: a profile path as given, else relative to the
+    replay result's directory and its parents (the replay may have run from another directory)."""
+    from unirl_replay.report.timing_eval import step_model
+
+    dirs = [replay_path.resolve().parent, *replay_path.resolve().parent.parents][:6]
+    return step_model(replay.timing_model, 0, search_dirs=dirs)
+
+
 def compare_to_dir(trace_dir: str | Path, replay_result: str | Path, out_dir: str | Path,
                    repeats: tuple[str, ...] | list[str] = (), batch_id: str | None = None,
-                   plots_too: bool = True):
+                   plots_too: bool = True, bounds: tuple[str, ...] | list[str] = ()):
     """Compare a replay result with a trace's measured outcomes and write everything into ``out_dir``.
 
     Writes ``validation_report.json``, the PNG plots and ``timeline.perfetto.json`` (per-request
-    results only). Returns the ValidationReport message. Raises the errors of
+    results only). ``bounds``: other UNMODELLED replay results of the trace (files or directories),
+    reported as a bracket. Returns the ValidationReport message. Raises the errors of
     :func:`unirl_replay.report.compare.compare` (e.g. a replay of another trace, a mislabelled model).
     """
     from unirl_replay.contract.trace_io import read_message_json, write_message_json
     from unirl_replay.report import compare as C
     from unirl_replay.report import perfetto, plots
+    from unirl_replay.report.text import format_report
     from unirl_replay.v1 import replay_pb2
 
     rp = Path(replay_result)
@@ -51,7 +73,10 @@ def compare_to_dir(trace_dir: str | Path, replay_result: str | Path, out_dir: st
     reps = [_load_trace(str(d)) for d in repeats]
     per_request = replay.granularity == replay_pb2.RESULT_GRANULARITY_PER_REQUEST
     matching = C.match(workload, outcomes, replay) if per_request else None
-    report = C.compare(manifest, workload, outcomes, replay, repeats=reps, matching=matching)
+    timing = load_timing_model(replay, rp)
+    bound_results = [(str(b), read_message_json(_result_file(Path(b)), replay_pb2.ReplayResult)) for b in bounds]
+    report = C.compare(manifest, workload, outcomes, replay, repeats=reps, matching=matching, timing=timing,
+                       bounds=bound_results)
 
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
@@ -59,10 +84,21 @@ def compare_to_dir(trace_dir: str | Path, replay_result: str | Path, out_dir: st
         if per_request:
             report.artifacts.extend(plots.write_plots(out, matching.pairs, workload, outcomes, replay, report.label,
                                                       batch_id=batch_id))
+            report.artifacts.extend(plots.write_waterfalls(out, report))
             perfetto.write_chrome_trace(out / PERFETTO_FILE,
                                         perfetto.chrome_trace(workload, outcomes, replay, report.label))
             report.artifacts.append(PERFETTO_FILE)
         else:
             report.notes.append("aggregate-only result: no per-record plots or timelines")
+    report.artifacts.append(TABLE_FILE)
+    (out / TABLE_FILE).write_text(strip_ansi(format_report(report)) + "\n")
     write_message_json(out / REPORT_FILE, report)
     return report
+
+
+_ANSI = re.compile(r"\x1b\[[0-9;?]*[ -/]*[@-~]")
+
+
+def strip_ansi(text: str) -> str:
+    """Text without terminal escape sequences (upstream logs colour their lines)."""
+    return _ANSI.sub("", text)

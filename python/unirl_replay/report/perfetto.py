@@ -7,8 +7,10 @@ Opens in https://ui.perfetto.dev and chrome://tracing. Layout:
 - inside each, threads (tracks): ``requests k`` (requests as complete ``X`` slices, packed into
   non-overlapping lanes; a nested ``queue`` slice from submit/arrival to scheduled),
   ``trajectory slots k`` (slot holds), ``tool waits k`` (predecessor completion -> successor
-  submit of a completion-triggered dependency), ``rollout batches`` (first submit -> ready) and
-  ``groups`` (group completion as instant events);
+  submit of a completion-triggered dependency), ``rollout batches k`` (first submit -> ready;
+  batches overlap in agentic windows, so they are packed into lanes too) and ``groups`` (group
+  completion as instant events). No track ever holds two overlapping slices (a request's
+  ``queue`` slice nests inside it);
 - times (``ts``, ``dur``) in microseconds from that engine's first submit (real: min measured
   ``submit_ns`` on the engine; simulated: min predicted ``arrival_ns``, i.e. 0), so the two sides
   line up at 0. Missing boundaries produce no slice (never a guessed one).
@@ -102,7 +104,8 @@ def chrome_trace(workload: Sequence[wpb.WorkloadRecord], outcomes: Iterable[opb.
                                    "args": {"sort_index": tids[track]}})
                 return tids[track]
 
-            lanes = {"requests": _Lanes(), "trajectory slots": _Lanes(), "tool waits": _Lanes()}
+            lanes = {"requests": _Lanes(), "trajectory slots": _Lanes(), "tool waits": _Lanes(),
+                     "rollout batches": _Lanes()}
 
             def slice_(track: str, name: str, start: int, end: int, args: dict, cat: str) -> int:
                 lane = lanes[track].place(us(start), us(end))
@@ -118,7 +121,9 @@ def chrome_trace(workload: Sequence[wpb.WorkloadRecord], outcomes: Iterable[opb.
                 q = idx.requests[r]
                 args = {k + "_ms": (v - rb["submit"]) / 1e6 for k, v in rb.items() if k != "submit"}
                 args.update({"group": q.group_id, "trajectory": q.trajectory_id, "batch": q.rollout_batch_id})
-                t = slice_("requests", r, rb["submit"], rb["completion"], args, "request")
+                name = (f"{q.trajectory_id} turn {q.turn_index} ({r})" if q.trajectory_id and q.HasField("turn_index")
+                        else r + (f" (n={q.num_samples})" if q.num_samples > 1 else ""))
+                t = slice_("requests", name, rb["submit"], rb["completion"], args, "request")
                 if "scheduled" in rb and rb["submit"] <= rb["scheduled"] <= rb["completion"]:
                     events.append({"ph": "X", "name": "queue", "cat": "queue", "pid": pid, "tid": t,
                                    "ts": us(rb["submit"]), "dur": us(rb["scheduled"]) - us(rb["submit"])})
@@ -126,7 +131,8 @@ def chrome_trace(workload: Sequence[wpb.WorkloadRecord], outcomes: Iterable[opb.
                     pb = b.get(dep.predecessor_request_id, {})
                     if dep.trigger == cpb.DEPENDENCY_TRIGGER_COMPLETION and "completion" in pb \
                             and pb["completion"] <= rb["submit"]:
-                        slice_("tool waits", f"wait {dep.predecessor_request_id} -> {r}", pb["completion"],
+                        slice_("tool waits", f"tool wait {q.trajectory_id} before turn {q.turn_index} "
+                               f"({dep.predecessor_request_id} -> {r})", pb["completion"],
                                rb["submit"], {"trajectory": q.trajectory_id}, "tool_wait")
             for tj, (s, e) in sorted(slots[side].items()):
                 if tj in idx.requests_of_trajectory and idx.requests[idx.requests_of_trajectory[tj][0]].engine_id == eng \
@@ -136,8 +142,7 @@ def chrome_trace(workload: Sequence[wpb.WorkloadRecord], outcomes: Iterable[opb.
                 brs = [r for r in idx.requests_of_batch.get(bid, []) if idx.requests[r].engine_id == eng]
                 st = [b[r]["submit"] for r in brs if r in b and "submit" in b[r]]
                 if brs and len(st) == len(brs) and ready >= min(st):
-                    events.append({"ph": "X", "name": f"batch {bid}", "cat": "batch", "pid": pid,
-                                   "tid": tid("rollout batches"), "ts": us(min(st)), "dur": us(ready) - us(min(st))})
+                    slice_("rollout batches", f"batch {bid}", min(st), ready, {}, "batch")
             for gid, t_done in group_t[side].items():
                 grs = idx.requests_of_group.get(gid, [])
                 if grs and all(idx.requests[r].engine_id == eng for r in grs):

@@ -28,25 +28,60 @@ from matplotlib.patches import Patch
 
 from unirl_replay.report import compare as C
 from unirl_replay.report.metrics import NS_PER_MS, ecdf
+from unirl_replay.v1 import common_pb2 as cpb
 from unirl_replay.v1 import outcomes_pb2 as opb
 from unirl_replay.v1 import replay_pb2 as rpb
+from unirl_replay.v1 import report_pb2 as vpb
 from unirl_replay.v1 import workload_pb2 as wpb
 
 REAL_COLOR = "#1f77b4"
 SIM_COLOR = "#ff7f0e"
+WAIT_COLOR = "#555555"
+UP_COLOR = "#2ca02c"
+DOWN_COLOR = "#d62728"
+
+
+#: What one pair is at each level (a request is an engine request; its n samples are one pair).
+_UNITS = {C.L_REQ: "requests", C.L_GROUP: "groups", C.L_TRAJ: "trajectories", C.L_BATCH: "rollout batches"}
+
+#: Fewest pairs for a scatter / a CDF: fewer points say nothing about a distribution.
+MIN_SCATTER_POINTS = 3
+MIN_CDF_POINTS = 10
+TITLE_FONTSIZE = 10
+
+
+def wrap_label(label: str, width_in: float, fontsize: float = TITLE_FONTSIZE) -> str:
+    """The honesty label broken at its `` | `` separators (then at spaces) so that no line is wider
+    than the figure: a conservative 0.6 em per character of DejaVu Sans."""
+    max_chars = max(int(width_in * 72 / (0.6 * fontsize)), 20)
+    lines: list[str] = []
+    for part in label.split(" | "):
+        cand = f"{lines[-1]} | {part}" if lines else part
+        if lines and len(cand) <= max_chars:
+            lines[-1] = cand
+            continue
+        while len(part) > max_chars:
+            cut = part.rfind(" ", 0, max_chars)
+            cut = cut if cut > 0 else max_chars
+            lines.append(part[:cut])
+            part = part[cut:].lstrip()
+        lines.append(part)
+    return "\n".join(lines)
 
 
 def _title(fig: Figure, what: str, label: str) -> None:
-    fig.suptitle(f"{what}\n{label}", fontsize=10)
+    width = fig.get_figwidth()
+    fig.suptitle(f"{wrap_label(what, width)}\n{wrap_label(label, width)}", fontsize=TITLE_FONTSIZE)
 
 
-def _metrics_at(pairs: Mapping[tuple[int, str], C.Pairs], level: int) -> list[tuple[str, C.Pairs]]:
-    return [(m, p) for (lv, m), p in pairs.items() if lv == level and len(p.ids)]
+def _metrics_at(pairs: Mapping[tuple[int, str], C.Pairs], level: int, min_points: int = 1) -> list[tuple[str, C.Pairs]]:
+    return [(m, p) for (lv, m), p in pairs.items() if lv == level and len(p.ids) >= min_points]
 
 
 def scatter_figure(pairs: Mapping[tuple[int, str], C.Pairs], level: int, label: str) -> Figure | None:
-    """Predicted vs measured scatter of every metric of ``level`` with pairs; None when none has."""
-    items = _metrics_at(pairs, level)
+    """Predicted vs measured scatter of every metric of ``level`` with at least
+    :data:`MIN_SCATTER_POINTS` pairs; None when none has."""
+    items = _metrics_at(pairs, level, MIN_SCATTER_POINTS)
     if not items:
         return None
     fig = Figure(figsize=(4.6 * len(items), 4.6), layout="constrained")
@@ -64,7 +99,7 @@ def scatter_figure(pairs: Mapping[tuple[int, str], C.Pairs], level: int, label: 
         ax.plot([lo - pad, hi + pad], [lo - pad, hi + pad], color="grey", lw=1, ls="--", label="y = x")
         ax.set_xlabel(f"measured {metric} (ms)")
         ax.set_ylabel(f"predicted {metric} (ms)")
-        ax.set_title(f"{metric}: {len(p.ids)} pairs", fontsize=9)
+        ax.set_title(f"{metric}: {len(p.ids)} {_UNITS[level]}", fontsize=9)
         ax.legend(loc="upper left", fontsize=8)
         ax.grid(alpha=0.3)
     _title(fig, f"Predicted vs measured, {C.LEVEL_NAMES[level]} level", label)
@@ -72,8 +107,9 @@ def scatter_figure(pairs: Mapping[tuple[int, str], C.Pairs], level: int, label: 
 
 
 def cdf_figure(pairs: Mapping[tuple[int, str], C.Pairs], level: int, label: str) -> Figure | None:
-    """Measured and predicted CDF overlays per metric of ``level``; None when no metric has pairs."""
-    items = _metrics_at(pairs, level)
+    """Measured and predicted CDF overlays per metric of ``level`` with at least :data:`MIN_CDF_POINTS`
+    pairs; None when no metric has that many."""
+    items = _metrics_at(pairs, level, MIN_CDF_POINTS)
     if not items:
         return None
     fig = Figure(figsize=(4.6 * len(items), 4.0), layout="constrained")
@@ -86,7 +122,7 @@ def cdf_figure(pairs: Mapping[tuple[int, str], C.Pairs], level: int, label: str)
         ax.set_xlabel(f"{metric} (ms)")
         ax.set_ylabel("fraction of pairs")
         ax.set_ylim(0, 1.02)
-        ax.set_title(f"{metric}: {len(p.ids)} pairs", fontsize=9)
+        ax.set_title(f"{metric}: {len(p.ids)} {_UNITS[level]}", fontsize=9)
         ax.legend(loc="lower right", fontsize=8)
         ax.grid(alpha=0.3)
     _title(fig, f"CDF, measured vs predicted, {C.LEVEL_NAMES[level]} level", label)
@@ -121,7 +157,9 @@ def timeline_figure(workload: Sequence[wpb.WorkloadRecord], outcomes: Iterable[o
         pb = {r: C.predicted_request_boundaries(rows[r]) for r in mine if r in rows}
         om = min((b["submit"] for b in mb.values() if "submit" in b), default=None)
         op = min((b["submit"] for b in pb.values() if "submit" in b), default=None)
-        order = sorted(mine, key=lambda r: (mb.get(r, {}).get("submit", 1 << 62), r))
+        order = _row_order(idx, mine, mb)
+        row = {r: y for y, r in enumerate(order)}
+        waits = False
         for y, rid in enumerate(order):
             for b, o, dy, color in ((mb.get(rid, {}), om, -0.17, REAL_COLOR), (pb.get(rid, {}), op, 0.17, SIM_COLOR)):
                 if o is None or "submit" not in b or "completion" not in b:
@@ -131,11 +169,23 @@ def timeline_figure(workload: Sequence[wpb.WorkloadRecord], outcomes: Iterable[o
                 if "first_token" in b:
                     ft = (b["first_token"] - o) / NS_PER_MS
                     ax.plot([ft, ft], [y + dy - 0.15, y + dy + 0.15], color="black", lw=1)
+            # tool waits: predecessor's completion -> this request's submit, on both sides
+            for dep in idx.requests[rid].dependencies:
+                if dep.trigger != cpb.DEPENDENCY_TRIGGER_COMPLETION or dep.predecessor_request_id not in row:
+                    continue
+                for side, o, dy in ((mb, om, -0.17), (pb, op, 0.17)):
+                    a, b = side.get(dep.predecessor_request_id, {}), side.get(rid, {})
+                    if o is None or "completion" not in a or "submit" not in b or b["submit"] < a["completion"]:
+                        continue
+                    ax.plot([(a["completion"] - o) / NS_PER_MS, (b["submit"] - o) / NS_PER_MS], [y + dy, y + dy],
+                            color=WAIT_COLOR, lw=1.2, ls=":")
+                    waits = True
         if len(engines) == 1 and om is not None and batch_id in ready_m:
             ax.axvline((ready_m[batch_id] - om) / NS_PER_MS, color=REAL_COLOR, ls="--", lw=1.2)
         if len(engines) == 1 and op is not None and batch_id in ready_p:
             ax.axvline((ready_p[batch_id] - op) / NS_PER_MS, color=SIM_COLOR, ls="--", lw=1.2)
-        ax.set_yticks(range(len(order)), order, fontsize=7 if len(order) < 40 else 4)
+        ax.set_yticks(range(len(order)), [_row_label(idx.requests[r]) for r in order],
+                      fontsize=7 if len(order) < 40 else 5)
         ax.invert_yaxis()
         ax.set_xlabel("ms from the batch's first submit on this engine")
         ax.set_title(f"engine {eng}", fontsize=9)
@@ -143,11 +193,66 @@ def timeline_figure(workload: Sequence[wpb.WorkloadRecord], outcomes: Iterable[o
         handles = [Patch(color=REAL_COLOR, label="real: submit -> completion"),
                    Patch(color=SIM_COLOR, label="simulated: arrival -> completion"),
                    Line2D([], [], color="black", lw=1, label="first token")]
+        if waits:
+            handles.append(Line2D([], [], color=WAIT_COLOR, ls=":", lw=1.2,
+                                  label="tool wait: previous turn done -> next submit"))
         if len(engines) == 1:
             handles.append(Line2D([], [], color="grey", ls="--", label="batch ready (bar colour)"))
         ax.legend(handles=handles, loc="upper left", bbox_to_anchor=(1.01, 1.0), fontsize=7)
     _title(fig, f"Rollout batch {batch_id}: real vs simulated", label)
     return fig
+
+
+def waterfall_figure(d: vpb.ErrorDecomposition, label: str) -> Figure | None:
+    """Measured -> each additive term -> predicted, as a waterfall (ms); None when not decomposed."""
+    if d.unavailable_reason or not d.terms:
+        return None
+    fig = Figure(figsize=(8.5, 4.8), layout="constrained")
+    FigureCanvasAgg(fig)
+    ax = fig.add_subplot(1, 1, 1)
+    names = ["measured"] + [t.name.replace("_", " ") for t in d.terms] + ["predicted"]
+    level = d.measured_ns / NS_PER_MS
+    ax.bar(0, level, color=REAL_COLOR)
+    ax.text(0, level, f"{level:.1f}", ha="center", va="bottom", fontsize=8)
+    for i, t in enumerate(d.terms, start=1):
+        delta = t.delta_ns / NS_PER_MS
+        ax.bar(i, delta, bottom=level, color=UP_COLOR if delta >= 0 else DOWN_COLOR)
+        ax.text(i, max(level, level + delta), f"{delta:+.1f}\n({t.pct_of_measured:+.1f}%)", ha="center",
+                va="bottom", fontsize=7)
+        if i > 1:
+            ax.plot([i - 1.4, i - 0.6], [level, level], color="grey", lw=0.8)
+        level += delta
+    pred = d.predicted_ns / NS_PER_MS
+    ax.bar(len(names) - 1, pred, color=SIM_COLOR)
+    ax.text(len(names) - 1, pred, f"{pred:.1f}", ha="center", va="bottom", fontsize=8)
+    ax.set_xticks(range(len(names)), names, rotation=20, ha="right", fontsize=8)
+    ax.set_ylabel(f"{d.metric} (ms)")
+    ax.set_ylim(0, max(d.measured_ns, d.predicted_ns) / NS_PER_MS * 1.18)
+    ax.grid(axis="y", alpha=0.3)
+    kind = "Rollout batch" if d.level == C.L_BATCH else "Trajectory"
+    _title(fig, f"{kind} {d.record_id}: predicted - measured = {d.total_ns / NS_PER_MS:+.1f} ms "
+                f"({100 * d.total_ns / d.measured_ns:+.1f} %), additive terms (sum exact)", label)
+    return fig
+
+
+def _row_label(q: wpb.Request) -> str:
+    """A timeline row: trajectory and turn for agentic requests, the request (and its n) otherwise."""
+    if q.trajectory_id:
+        turn = f" turn {q.turn_index}" if q.HasField("turn_index") else ""
+        return f"{q.trajectory_id}{turn} ({q.request_id})"
+    return q.request_id + (f" (n={q.num_samples})" if q.num_samples > 1 else "")
+
+
+def _row_order(idx, rids: Sequence[str], mb: Mapping[str, dict]) -> list[str]:
+    """Rows grouped by trajectory (in order of its first measured submit), then turn; plain requests
+    by measured submit."""
+    far = 1 << 62
+    first: dict[str, int] = {}
+    for r in rids:
+        t = idx.requests[r].trajectory_id or r
+        first[t] = min(first.get(t, far), mb.get(r, {}).get("submit", far))
+    return sorted(rids, key=lambda r: (first[idx.requests[r].trajectory_id or r], idx.requests[r].trajectory_id,
+                                       idx.requests[r].turn_index, mb.get(r, {}).get("submit", far), r))
 
 
 def save_png(fig: Figure, path: str | Path) -> Path:
@@ -162,6 +267,24 @@ def pick_batch(workload: Sequence[wpb.WorkloadRecord]) -> str | None:
     idx = C.index_workload(workload)
     ids = list(dict.fromkeys([*idx.batches, *idx.requests_of_batch]))
     return ids[0] if ids else None
+
+
+def _safe(name: str) -> str:
+    return "".join(ch if ch.isalnum() or ch in "-_." else "_" for ch in name)
+
+
+def write_waterfalls(out_dir: str | Path, report: vpb.ValidationReport) -> list[str]:
+    """``waterfall_<batch>.png`` for every decomposed rollout batch (and the sum over batches)."""
+    out, written = Path(out_dir), []
+    for d in report.decompositions:
+        if d.level != C.L_BATCH:
+            continue
+        fig = waterfall_figure(d, report.label)
+        if fig is not None:
+            name = f"waterfall_{_safe(d.record_id)}.png"
+            save_png(fig, out / name)
+            written.append(name)
+    return written
 
 
 def write_plots(out_dir: str | Path, pairs: Mapping[tuple[int, str], C.Pairs],
@@ -182,8 +305,7 @@ def write_plots(out_dir: str | Path, pairs: Mapping[tuple[int, str], C.Pairs],
                 written.append(name)
     batch_id = batch_id or pick_batch(workload)
     if batch_id and replay.granularity == rpb.RESULT_GRANULARITY_PER_REQUEST:
-        safe = "".join(ch if ch.isalnum() or ch in "-_." else "_" for ch in batch_id)
-        name = f"timeline_{safe}.png"
+        name = f"timeline_{_safe(batch_id)}.png"
         save_png(timeline_figure(workload, outcomes, replay, batch_id, label), out / name)
         written.append(name)
     return written

@@ -38,7 +38,13 @@ def format_report(report: vpb.ValidationReport, max_reasons: int = 12) -> str:
     overhead = (f"{100 * co.overhead_ratio:+.1f}% over {co.pairs} paired runs ({co.method})"
                 if co.HasField("overhead_ratio") else "not measured")
     lines += [f"trace {report.trace_id}  |  granularity {gran}  |  capture overhead {overhead}",
-              f"requests left out (measured outcome unavailable): {report.requests_unavailable}", ""]
+              f"workload: {report.workload_requests} engine requests, {report.workload_samples} samples (sequences; "
+              f"n > 1 fans one request out)  |  requests left out (measured outcome unavailable): "
+              f"{report.requests_unavailable}", ""]
+    for w in report.condition_warnings:
+        lines.append(f"WARNING (conditions): {w}")
+    if report.condition_warnings:
+        lines.append("")
     spread = {(s.level, s.metric): s for s in report.repeat_spread}
     per_record = [m for m in report.metrics if m.level != vpb.COMPARISON_LEVEL_AGGREGATE]
     aggregate = [m for m in report.metrics if m.level == vpb.COMPARISON_LEVEL_AGGREGATE]
@@ -64,6 +70,7 @@ def format_report(report: vpb.ValidationReport, max_reasons: int = 12) -> str:
         lines += _table(rows)
     if not report.metrics:
         lines.append("no metric could be compared")
+    lines += explanation_lines(report)
     if report.not_compared:
         counts = Counter((LEVEL_NAMES.get(n.level, "?"), n.metric, n.reason) for n in report.not_compared)
         lines += ["", f"not compared: {len(report.not_compared)} (level / metric / reason: count)"]
@@ -76,3 +83,76 @@ def format_report(report: vpb.ValidationReport, max_reasons: int = 12) -> str:
     if report.artifacts:
         lines += ["", "files: " + ", ".join(report.artifacts)]
     return "\n".join(lines)
+
+
+def _ms(ns: int) -> str:
+    return f"{ns / 1e6:+.1f}"
+
+
+def explanation_lines(report: vpb.ValidationReport, max_traj_rows: int = 6) -> list[str]:
+    """The "where the error comes from" sections: brackets, profile check, decomposition, steps."""
+    lines: list[str] = []
+    for b in report.brackets:
+        lines += ["", f"UNMODELLED bracket ({b.rule}), {LEVEL_NAMES.get(b.level, '?')} {b.metric}: no single prediction; "
+                  "the two bounds upstream can express:"]
+        for bd in b.bounds:
+            lines.append(f"  {bd.name}: mean {bd.mean_ms:.1f} ms (bias {bd.signed_bias_pct:+.1f} %)  [{bd.replay_result}]")
+        lines.append(f"  measured: mean {b.measured_mean_ms:.1f} ms; {b.records_inside} of {b.records} records inside "
+                     f"the bracket. {b.reading}")
+    steps = [es for es in report.engine_steps]
+    if steps:
+        lines += ["", "engine steps rebuilt from the measured outcomes (vLLM V1 per-sample first token / completion):"]
+        for es in steps:
+            if es.unavailable_reason:
+                lines.append(f"  {es.engine_id}: NOT rebuilt: {es.unavailable_reason}")
+                continue
+            segs = len({s.segment for s in es.steps})
+            checks = ", ".join(f"{c.name}: {'ok' if c.passed else 'FAILED'}" for c in es.checks)
+            lines.append(f"  {es.engine_id}: {len(es.steps)} steps in {segs} segments, {es.samples} samples, "
+                         f"{len(es.intervals)} measured intervals ({checks})")
+    pc = report.profile_check
+    if pc.timing_model or pc.unavailable_reason:
+        lines += ["", f"profile check: {pc.timing_model} on the REAL step schedule (real / model per phase):"]
+        if pc.unavailable_reason:
+            lines.append(f"  not done: {pc.unavailable_reason}")
+        else:
+            rows = [["phase", "intervals", "steps", "median", "IQR", "total", "real ms", "model ms"]]
+            for p in pc.phases:
+                rows.append([p.phase, str(p.intervals), str(p.steps), f"{p.median_ratio:.2f}x",
+                             f"{p.p25_ratio:.2f}-{p.p75_ratio:.2f}", f"{p.total_ratio:.2f}x", f"{p.real_ms:.1f}",
+                             f"{p.model_ms:.1f}"])
+            lines += ["  " + r for r in _table(rows)]
+            lines.append(f"  reading: {pc.reading}")
+        if pc.profile_spread:
+            lines.append(f"  the profile's own spread (provenance): {pc.profile_spread}")
+    decs = list(report.decompositions)
+    if decs:
+        lines += ["", "decomposition of predicted - measured (ms; % of measured; the terms sum exactly to the total):"]
+        names = [t.name for t in next((d for d in decs if d.terms), vpb.ErrorDecomposition()).terms]
+        rows = [["level", "record", "measured", "predicted", "total"] + names]
+        skipped = []
+        trajs = [d for d in decs if d.level == vpb.COMPARISON_LEVEL_TRAJECTORY and d.terms and d.record_id != "all trajectories"]
+        shown_traj = {d.record_id for d in sorted(trajs, key=lambda d: -abs(d.total_ns))[:max_traj_rows]}
+        for d in decs:
+            if d.level == vpb.COMPARISON_LEVEL_TRAJECTORY and d.terms and d.record_id != "all trajectories" \
+                    and d.record_id not in shown_traj:
+                continue
+            if d.unavailable_reason:
+                skipped.append(d)
+                continue
+            pct = (lambda ns: f" ({100 * ns / d.measured_ns:+.1f}%)") if d.measured_ns else (lambda ns: "")
+            rows.append([LEVEL_NAMES.get(d.level, "?"), d.record_id, f"{d.measured_ns / 1e6:.1f}",
+                         f"{d.predicted_ns / 1e6:.1f}", _ms(d.total_ns) + pct(d.total_ns)]
+                        + [_ms(t.delta_ns) + pct(t.delta_ns) for t in d.terms])
+        if len(rows) > 1:
+            lines += ["  " + r for r in _table(rows)]
+            if len(trajs) > len(shown_traj):
+                lines.append(f"  (the {len(shown_traj)} trajectories with the largest error of {len(trajs)}; every one is "
+                             "in validation_report.json)")
+            what = next(d for d in decs if d.terms)
+            lines += [f"  {t.name}: {t.what}" for t in what.terms]
+        for d in skipped[:5]:
+            lines.append(f"  {LEVEL_NAMES.get(d.level, '?')} {d.record_id}: not decomposed: {d.unavailable_reason}")
+        if len(skipped) > 5:
+            lines.append(f"  ... {len(skipped) - 5} more not decomposed (validation_report.json)")
+    return lines

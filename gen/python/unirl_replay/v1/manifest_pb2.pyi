@@ -27,7 +27,7 @@ ENCODING_JSONL: Encoding
 ENCODING_BINPB: Encoding
 
 class TraceManifest(_message.Message):
-    __slots__ = ("schema_version", "trace_id", "producer", "provenance", "model", "engines", "hardware", "policy", "window", "privacy", "capture_overhead", "role", "workload_name", "artifacts", "cache_state", "created_at", "labels")
+    __slots__ = ("schema_version", "trace_id", "producer", "provenance", "model", "engines", "hardware", "policy", "window", "privacy", "capture_overhead", "role", "workload_name", "artifacts", "cache_state", "created_at", "labels", "contract_revision", "conditions", "probes")
     class LabelsEntry(_message.Message):
         __slots__ = ("key", "value")
         KEY_FIELD_NUMBER: _ClassVar[int]
@@ -52,6 +52,9 @@ class TraceManifest(_message.Message):
     CACHE_STATE_FIELD_NUMBER: _ClassVar[int]
     CREATED_AT_FIELD_NUMBER: _ClassVar[int]
     LABELS_FIELD_NUMBER: _ClassVar[int]
+    CONTRACT_REVISION_FIELD_NUMBER: _ClassVar[int]
+    CONDITIONS_FIELD_NUMBER: _ClassVar[int]
+    PROBES_FIELD_NUMBER: _ClassVar[int]
     schema_version: str
     trace_id: str
     producer: Producer
@@ -69,7 +72,84 @@ class TraceManifest(_message.Message):
     cache_state: _common_pb2.CacheStateKind
     created_at: str
     labels: _containers.ScalarMap[str, str]
-    def __init__(self, schema_version: _Optional[str] = ..., trace_id: _Optional[str] = ..., producer: _Optional[_Union[Producer, _Mapping]] = ..., provenance: _Optional[_Union[Provenance, _Mapping]] = ..., model: _Optional[_Union[ModelIdentity, _Mapping]] = ..., engines: _Optional[_Iterable[_Union[EngineConfig, _Mapping]]] = ..., hardware: _Optional[_Union[Hardware, _Mapping]] = ..., policy: _Optional[_Union[PolicyIdentity, _Mapping]] = ..., window: _Optional[_Union[CaptureWindow, _Mapping]] = ..., privacy: _Optional[_Union[Privacy, _Mapping]] = ..., capture_overhead: _Optional[_Union[CaptureOverhead, _Mapping]] = ..., role: _Optional[_Union[_common_pb2.WorkloadRole, str]] = ..., workload_name: _Optional[str] = ..., artifacts: _Optional[_Iterable[_Union[ArtifactDigest, _Mapping]]] = ..., cache_state: _Optional[_Union[_common_pb2.CacheStateKind, str]] = ..., created_at: _Optional[str] = ..., labels: _Optional[_Mapping[str, str]] = ...) -> None: ...
+    contract_revision: int
+    conditions: RunConditions
+    probes: _containers.RepeatedCompositeFieldContainer[ReferenceProbe]
+    def __init__(self, schema_version: _Optional[str] = ..., trace_id: _Optional[str] = ..., producer: _Optional[_Union[Producer, _Mapping]] = ..., provenance: _Optional[_Union[Provenance, _Mapping]] = ..., model: _Optional[_Union[ModelIdentity, _Mapping]] = ..., engines: _Optional[_Iterable[_Union[EngineConfig, _Mapping]]] = ..., hardware: _Optional[_Union[Hardware, _Mapping]] = ..., policy: _Optional[_Union[PolicyIdentity, _Mapping]] = ..., window: _Optional[_Union[CaptureWindow, _Mapping]] = ..., privacy: _Optional[_Union[Privacy, _Mapping]] = ..., capture_overhead: _Optional[_Union[CaptureOverhead, _Mapping]] = ..., role: _Optional[_Union[_common_pb2.WorkloadRole, str]] = ..., workload_name: _Optional[str] = ..., artifacts: _Optional[_Iterable[_Union[ArtifactDigest, _Mapping]]] = ..., cache_state: _Optional[_Union[_common_pb2.CacheStateKind, str]] = ..., created_at: _Optional[str] = ..., labels: _Optional[_Mapping[str, str]] = ..., contract_revision: _Optional[int] = ..., conditions: _Optional[_Union[RunConditions, _Mapping]] = ..., probes: _Optional[_Iterable[_Union[ReferenceProbe, _Mapping]]] = ...) -> None: ...
+
+class RunConditions(_message.Message):
+    __slots__ = ("cpu_model", "cpu_count", "worker_threads", "loadavg_1m_start", "loadavg_1m_end", "steal_pct", "host_busy_pct", "engine_process_cpu_ns", "engine_uptime_ns", "cache_state", "duration_ns")
+    class WorkerThreadsEntry(_message.Message):
+        __slots__ = ("key", "value")
+        KEY_FIELD_NUMBER: _ClassVar[int]
+        VALUE_FIELD_NUMBER: _ClassVar[int]
+        key: str
+        value: str
+        def __init__(self, key: _Optional[str] = ..., value: _Optional[str] = ...) -> None: ...
+    class EngineProcessCpuNsEntry(_message.Message):
+        __slots__ = ("key", "value")
+        KEY_FIELD_NUMBER: _ClassVar[int]
+        VALUE_FIELD_NUMBER: _ClassVar[int]
+        key: str
+        value: int
+        def __init__(self, key: _Optional[str] = ..., value: _Optional[int] = ...) -> None: ...
+    CPU_MODEL_FIELD_NUMBER: _ClassVar[int]
+    CPU_COUNT_FIELD_NUMBER: _ClassVar[int]
+    WORKER_THREADS_FIELD_NUMBER: _ClassVar[int]
+    LOADAVG_1M_START_FIELD_NUMBER: _ClassVar[int]
+    LOADAVG_1M_END_FIELD_NUMBER: _ClassVar[int]
+    STEAL_PCT_FIELD_NUMBER: _ClassVar[int]
+    HOST_BUSY_PCT_FIELD_NUMBER: _ClassVar[int]
+    ENGINE_PROCESS_CPU_NS_FIELD_NUMBER: _ClassVar[int]
+    ENGINE_UPTIME_NS_FIELD_NUMBER: _ClassVar[int]
+    CACHE_STATE_FIELD_NUMBER: _ClassVar[int]
+    DURATION_NS_FIELD_NUMBER: _ClassVar[int]
+    cpu_model: str
+    cpu_count: int
+    worker_threads: _containers.ScalarMap[str, str]
+    loadavg_1m_start: float
+    loadavg_1m_end: float
+    steal_pct: float
+    host_busy_pct: float
+    engine_process_cpu_ns: _containers.ScalarMap[str, int]
+    engine_uptime_ns: int
+    cache_state: _common_pb2.CacheStateKind
+    duration_ns: int
+    def __init__(self, cpu_model: _Optional[str] = ..., cpu_count: _Optional[int] = ..., worker_threads: _Optional[_Mapping[str, str]] = ..., loadavg_1m_start: _Optional[float] = ..., loadavg_1m_end: _Optional[float] = ..., steal_pct: _Optional[float] = ..., host_busy_pct: _Optional[float] = ..., engine_process_cpu_ns: _Optional[_Mapping[str, int]] = ..., engine_uptime_ns: _Optional[int] = ..., cache_state: _Optional[_Union[_common_pb2.CacheStateKind, str]] = ..., duration_ns: _Optional[int] = ...) -> None: ...
+
+class ReferenceProbe(_message.Message):
+    __slots__ = ("engine_id", "when", "points", "artifact_path", "conditions")
+    ENGINE_ID_FIELD_NUMBER: _ClassVar[int]
+    WHEN_FIELD_NUMBER: _ClassVar[int]
+    POINTS_FIELD_NUMBER: _ClassVar[int]
+    ARTIFACT_PATH_FIELD_NUMBER: _ClassVar[int]
+    CONDITIONS_FIELD_NUMBER: _ClassVar[int]
+    engine_id: str
+    when: str
+    points: _containers.RepeatedCompositeFieldContainer[ProbePoint]
+    artifact_path: str
+    conditions: RunConditions
+    def __init__(self, engine_id: _Optional[str] = ..., when: _Optional[str] = ..., points: _Optional[_Iterable[_Union[ProbePoint, _Mapping]]] = ..., artifact_path: _Optional[str] = ..., conditions: _Optional[_Union[RunConditions, _Mapping]] = ...) -> None: ...
+
+class ProbePoint(_message.Message):
+    __slots__ = ("phase", "batch_size", "context_tokens", "prefill_tokens", "repeats", "median_ms", "p25_ms", "p75_ms")
+    PHASE_FIELD_NUMBER: _ClassVar[int]
+    BATCH_SIZE_FIELD_NUMBER: _ClassVar[int]
+    CONTEXT_TOKENS_FIELD_NUMBER: _ClassVar[int]
+    PREFILL_TOKENS_FIELD_NUMBER: _ClassVar[int]
+    REPEATS_FIELD_NUMBER: _ClassVar[int]
+    MEDIAN_MS_FIELD_NUMBER: _ClassVar[int]
+    P25_MS_FIELD_NUMBER: _ClassVar[int]
+    P75_MS_FIELD_NUMBER: _ClassVar[int]
+    phase: str
+    batch_size: int
+    context_tokens: int
+    prefill_tokens: int
+    repeats: int
+    median_ms: float
+    p25_ms: float
+    p75_ms: float
+    def __init__(self, phase: _Optional[str] = ..., batch_size: _Optional[int] = ..., context_tokens: _Optional[int] = ..., prefill_tokens: _Optional[int] = ..., repeats: _Optional[int] = ..., median_ms: _Optional[float] = ..., p25_ms: _Optional[float] = ..., p75_ms: _Optional[float] = ...) -> None: ...
 
 class Producer(_message.Message):
     __slots__ = ("name", "version")

@@ -15,6 +15,7 @@ class TimingModelKind(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
     TIMING_MODEL_KIND_POLYNOMIAL: _ClassVar[TimingModelKind]
     TIMING_MODEL_KIND_FIXED: _ClassVar[TimingModelKind]
     TIMING_MODEL_KIND_PROFILE: _ClassVar[TimingModelKind]
+    TIMING_MODEL_KIND_HARDWARE_DATABASE: _ClassVar[TimingModelKind]
 
 class CalibrationStatus(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
     __slots__ = ()
@@ -22,6 +23,8 @@ class CalibrationStatus(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
     CALIBRATION_STATUS_UNCALIBRATED: _ClassVar[CalibrationStatus]
     CALIBRATION_STATUS_FIXED: _ClassVar[CalibrationStatus]
     CALIBRATION_STATUS_CALIBRATED: _ClassVar[CalibrationStatus]
+    CALIBRATION_STATUS_UNVALIDATED: _ClassVar[CalibrationStatus]
+    CALIBRATION_STATUS_CALIBRATED_PROBE: _ClassVar[CalibrationStatus]
 
 class ResultGranularity(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
     __slots__ = ()
@@ -32,10 +35,13 @@ TIMING_MODEL_KIND_UNSPECIFIED: TimingModelKind
 TIMING_MODEL_KIND_POLYNOMIAL: TimingModelKind
 TIMING_MODEL_KIND_FIXED: TimingModelKind
 TIMING_MODEL_KIND_PROFILE: TimingModelKind
+TIMING_MODEL_KIND_HARDWARE_DATABASE: TimingModelKind
 CALIBRATION_STATUS_UNSPECIFIED: CalibrationStatus
 CALIBRATION_STATUS_UNCALIBRATED: CalibrationStatus
 CALIBRATION_STATUS_FIXED: CalibrationStatus
 CALIBRATION_STATUS_CALIBRATED: CalibrationStatus
+CALIBRATION_STATUS_UNVALIDATED: CalibrationStatus
+CALIBRATION_STATUS_CALIBRATED_PROBE: CalibrationStatus
 RESULT_GRANULARITY_UNSPECIFIED: ResultGranularity
 RESULT_GRANULARITY_PER_REQUEST: ResultGranularity
 RESULT_GRANULARITY_AGGREGATE_ONLY: ResultGranularity
@@ -60,7 +66,7 @@ class SimulatorIdentity(_message.Message):
     def __init__(self, name: _Optional[str] = ..., version: _Optional[str] = ..., trace_format: _Optional[str] = ..., components: _Optional[_Mapping[str, str]] = ...) -> None: ...
 
 class TimingModel(_message.Message):
-    __slots__ = ("kind", "calibration", "prefill_ms", "decode_ms", "profile_path", "profile_sha256", "calibration_workloads")
+    __slots__ = ("kind", "calibration", "prefill_ms", "decode_ms", "profile_path", "profile_sha256", "calibration_workloads", "hardware", "model")
     KIND_FIELD_NUMBER: _ClassVar[int]
     CALIBRATION_FIELD_NUMBER: _ClassVar[int]
     PREFILL_MS_FIELD_NUMBER: _ClassVar[int]
@@ -68,6 +74,8 @@ class TimingModel(_message.Message):
     PROFILE_PATH_FIELD_NUMBER: _ClassVar[int]
     PROFILE_SHA256_FIELD_NUMBER: _ClassVar[int]
     CALIBRATION_WORKLOADS_FIELD_NUMBER: _ClassVar[int]
+    HARDWARE_FIELD_NUMBER: _ClassVar[int]
+    MODEL_FIELD_NUMBER: _ClassVar[int]
     kind: TimingModelKind
     calibration: CalibrationStatus
     prefill_ms: float
@@ -75,7 +83,9 @@ class TimingModel(_message.Message):
     profile_path: str
     profile_sha256: str
     calibration_workloads: _containers.RepeatedScalarFieldContainer[str]
-    def __init__(self, kind: _Optional[_Union[TimingModelKind, str]] = ..., calibration: _Optional[_Union[CalibrationStatus, str]] = ..., prefill_ms: _Optional[float] = ..., decode_ms: _Optional[float] = ..., profile_path: _Optional[str] = ..., profile_sha256: _Optional[str] = ..., calibration_workloads: _Optional[_Iterable[str]] = ...) -> None: ...
+    hardware: str
+    model: str
+    def __init__(self, kind: _Optional[_Union[TimingModelKind, str]] = ..., calibration: _Optional[_Union[CalibrationStatus, str]] = ..., prefill_ms: _Optional[float] = ..., decode_ms: _Optional[float] = ..., profile_path: _Optional[str] = ..., profile_sha256: _Optional[str] = ..., calibration_workloads: _Optional[_Iterable[str]] = ..., hardware: _Optional[str] = ..., model: _Optional[str] = ...) -> None: ...
 
 class ReplayResult(_message.Message):
     __slots__ = ("schema_version", "trace_id", "workload_sha256", "simulator", "timing_model", "engines", "granularity", "cache_state", "requests", "trajectories", "groups", "rollout_batches", "aggregate", "makespan_ns", "simulator_wall_ns", "notes", "unmodelled_constraints")

@@ -12,7 +12,7 @@ from unirl_replay.contract.validate.dependencies import DependencyRules
 from unirl_replay.contract.validate.lineage import LineageRules
 from unirl_replay.contract.validate.manifest import ManifestRules
 from unirl_replay.contract.validate.outcomes import OutcomeRules
-from unirl_replay.contract.validate.registry import SUSPECT_SMALL, WARNING
+from unirl_replay.contract.validate.registry import ERROR, SUSPECT_SMALL, WARNING
 from unirl_replay.contract.validate.requests import RequestRules
 from unirl_replay.v1.manifest_pb2 import ARTIFACT_KIND_OUTCOMES
 from unirl_replay.v1.report_pb2 import TraceCheck, Violation
@@ -63,12 +63,48 @@ class _Checker(ManifestRules, RequestRules, DependencyRules, LineageRules, Outco
                    f"of a {self.window_ns} ns window: offsets in s or ms declared as ns?", WARNING)
 
 
-def check_trace(trace_dir: str | Path, *, max_per_rule: int = 200) -> TraceCheck:
+def _compat_violations(trace, strict: bool) -> list[Violation]:
+    """The forward-compatibility findings of the run: fields a newer revision added (warning, error
+    when strict) and unknown binpb fields from a writer that does not claim to be newer (error)."""
+    log = trace.compat
+    out = []
+    for file, first in log.first_line.items():
+        out.append(Violation(
+            rule="compat.newer_revision", file=file, line=min(first.values()),
+            message=f"written by unirl_replay.v1 revision {log.writer_revision}, this reader is revision "
+                    f"{log.reader_revision}: skipped fields it does not know: {', '.join(first)}",
+            severity=ERROR if strict else WARNING))
+    for file, first in log.foreign_fields.items():
+        out.append(Violation(
+            rule="binpb.unknown_fields", file=file, line=min(first.values()),
+            message=f"frames carry fields unknown to revision {log.reader_revision} ({', '.join(first)}), but the "
+                    f"manifest says revision {log.writer_revision}: a writer built from a newer proto must set "
+                    "TraceManifest.contract_revision (or these are not unirl_replay.v1 records)", severity=ERROR))
+    return out
+
+
+def _off_profile(trace, sink: _Sink, strict: bool) -> None:
+    """JSON the reader accepted but the profile never writes (json_profile.OFF_PROFILE_FORMS)."""
+    from unirl_replay.contract.json_profile import OFF_PROFILE_FORMS
+
+    log = trace.compat
+    sev = ERROR if strict else WARNING
+    for file, line, form, path in log.off_profile_forms:
+        sink(f"json.{form}", file, line, "", f"{path}: {OFF_PROFILE_FORMS[form]}", sev)
+    for form, n in log.off_profile_counts.items():
+        kept = sum(1 for x in log.off_profile_forms if x[2] == form)
+        if n > kept:
+            sink.violations.append(Violation(rule=f"json.{form}", message=f"{n - kept} more not looked at in detail",
+                                             severity=sev))
+
+
+def check_trace(trace_dir: str | Path, *, max_per_rule: int = 200, strict: bool = False) -> TraceCheck:
     """Check a trace directory: container, manifest, every workload and outcome rule of :data:`RULES`.
 
     Args:
         trace_dir: the trace directory.
         max_per_rule: violations listed per rule; beyond it one summary violation gives the count.
+        strict: CI mode: fields skipped from a newer contract revision are errors, not warnings.
 
     Returns:
         TraceCheck with status VALID (no error; warnings allowed), INVALID, or INCOMPLETE (not
@@ -78,7 +114,7 @@ def check_trace(trace_dir: str | Path, *, max_per_rule: int = 200) -> TraceCheck
     out = TraceCheck(trace_dir=str(trace_dir))
     sink = _Sink(max_per_rule)
     try:
-        trace = open_trace(trace_dir)
+        trace = open_trace(trace_dir, warn=False, inspect=True)
     except IncompleteTraceError as e:
         out.status = TraceCheck.STATUS_INCOMPLETE
         out.violations.append(_from_error(e))
@@ -102,6 +138,10 @@ def check_trace(trace_dir: str | Path, *, max_per_rule: int = 200) -> TraceCheck
     except TraceFormatError as e:
         sink.errors += 1
         sink.violations.append(_from_error(e))
+    compat = _compat_violations(trace, strict)
+    sink.violations.extend(compat)
+    sink.errors += sum(1 for v in compat if v.severity != WARNING)
+    _off_profile(trace, sink, strict)
     if status != TraceCheck.STATUS_INCOMPLETE:
         status = TraceCheck.STATUS_INVALID if sink.errors else TraceCheck.STATUS_VALID
     out.status = status

@@ -40,6 +40,19 @@ RULES: dict[str, str] = {
     "jsonl.empty_line": "empty line in a JSONL stream",
     "binpb.frame": "corrupt length prefix",
     "binpb.decode": "frame is not a valid message",
+    "binpb.unknown_fields": "binpb frames carry fields this reader does not know, but the manifest's contract_revision "
+                            "is not newer than the reader's (set contract_revision in the writer)",
+    # off-profile JSON (json_profile.OFF_PROFILE_FORMS): accepted by the reader, never written by the profile
+    "json.camel_case_key": "a lowerCamelCase key instead of the proto field name (warning; an error under --strict)",
+    "json.enum_number": "an enum written as a number instead of its name (warning; an error under --strict)",
+    "json.int32_string": "a 32-bit integer written as a string (warning; an error under --strict)",
+    "json.int64_number": "a 64-bit integer written as a JSON number, not a decimal string (warning; an error under "
+                         "--strict)",
+    "json.int64_form": "a 64-bit decimal string with leading zeros, -0, + or spaces (warning; an error under --strict)",
+    "json.null": "null instead of an absent key (warning; an error under --strict)",
+    "json.duplicate_key": "a key twice in one JSON object (warning; an error under --strict)",
+    "compat.newer_revision": "the trace comes from a newer v1 revision and carries fields this reader skipped "
+                             "(warning; an error under --strict)",
     # manifest
     "manifest.window": "capture window missing or duration_ns <= 0",
     "manifest.engine": "engine without engine_id or with block_size_tokens 0",
@@ -88,7 +101,8 @@ RULES: dict[str, str] = {
 GROUPS = ("framing", "manifest", "requests", "dependencies", "lineage", "outcomes")
 #: rule id prefixes (or whole ids) -> group; the first match in GROUPS order of specificity wins.
 _GROUP_PREFIXES: dict[str, tuple[str, ...]] = {
-    "framing": ('trace.', 'artifact.', 'jsonl.', 'binpb.', 'json.', 'record.empty', 'id.', 'enum.unspecified'),
+    "framing": ('trace.', 'artifact.', 'jsonl.', 'binpb.', 'json.', 'compat.', 'record.empty', 'id.',
+                'enum.unspecified'),
     "manifest": ('manifest.',),
     "dependencies": ('dependency.', 'turn.dependency_order'),
     "lineage": ('reference.trajectory', 'reference.group', 'reference.batch', 'reference.slot_pool', 'reference.request', 'turn.order', 'trajectory.', 'group.', 'batch.', 'slot_pool.'),
@@ -111,4 +125,4 @@ def _group_of(rule: str) -> str:
 #: rule id -> group (module of this package that checks it)
 RULE_GROUP: dict[str, str] = {r: _group_of(r) for r in RULES}
 #: rule id -> default severity (warnings never make a trace invalid)
-RULE_SEVERITY: dict[str, int] = {r: (WARNING if "(warning)" in s else ERROR) for r, s in RULES.items()}
+RULE_SEVERITY: dict[str, int] = {r: (WARNING if "(warning" in s else ERROR) for r, s in RULES.items()}

@@ -12,7 +12,13 @@ Mapping (docs/replay-mapping.md has the full table):
 * dependents (``Arrival.after_dependencies``): one upstream dependency per predecessor sample,
   ``delay_ms = external_delay_ns / 1e6`` (the SEPARATELY MEASURED external wait; 0 for
   ``DELAY_ABSENCE_NONE_BY_CONSTRUCTION``), trigger and relation copied. The observed arrival of a
-  later turn is never used.
+  later turn is never used (the workload holds none: it would carry measured service times).
+  ``not_before_ms`` = the earliest arrival the recorded root arrival and the measured waits allow:
+  max over dependencies of (predecessor's bound + ``delay_ms``), with a root's bound its own
+  ``not_before_ms`` (0 with lanes, where upstream ignores root arrivals). The simulated arrival
+  always reaches it (every predecessor event is at or after its own bound, and IEEE addition is
+  monotone), so the dependency rule alone governs arrival and results do not change; upstream modes
+  that read historical arrivals (``agentic_snapshot``) accept the file.
 * ``SlotPool.trajectory_slots`` -> ``agentic_lanes``; plays are written in
   ``Trajectory.start_order`` (lanes are granted in file order).
 * warm-ups (``CacheWarmup``): prefill-only rows (``output_length 0``) in their own plays, first.
@@ -109,6 +115,37 @@ def convert_engine(plan: EnginePlan, index: WorkloadIndex, *, lead_ms: float = 0
                                     + [facts[rid][5] for rid in order])
     del order
     origin = plan.first_arrival_ns if plan.first_arrival_ns is not None else origin_of(plan.requests)
+    lanes = plan.lanes is not None
+    bounds: dict[str, float] = {}  # not_before_ms of the current play's requests (deps never cross plays)
+
+    def not_before(rid: str) -> float:
+        stack = [rid]  # iterative: a long chain must not hit the recursion limit
+        while stack:
+            cur = stack[-1]
+            if cur in bounds:
+                stack.pop()
+                continue
+            t, deps = facts[cur][3], facts[cur][4]
+            if not deps:
+                bounds[cur] = 0.0 if lanes else lead_ms + ns_to_ms(t - origin)
+                stack.pop()
+                continue
+            todo = [d[0] for d in deps if d[0] not in bounds]
+            if todo:
+                stack.extend(todo)
+                continue
+            bounds[cur] = max(bounds[prid] + (ns_to_ms(delay) if delay is not None else 0.0)
+                              for prid, _pn, _trig, _rel, delay in deps)
+            stack.pop()
+        return bounds[rid]
+
+    current_play: list = [None]
+
+    def row_not_before(rid: str, play: str) -> float:
+        if play is not current_play[0]:
+            bounds.clear()
+            current_play[0] = play
+        return not_before(rid) if facts[rid][4] else lead_ms + ns_to_ms(facts[rid][3] - origin)
 
     def produce():
         nw = len(plan.warmups)
@@ -117,6 +154,7 @@ def convert_engine(plan: EnginePlan, index: WorkloadIndex, *, lead_ms: float = 0
         if not include_real:
             return
         k = nw
+        current_play[0] = None
         for play in plan.play_order:
             for rid in plan.plays[play]:
                 r = by_id[rid]
@@ -130,7 +168,7 @@ def convert_engine(plan: EnginePlan, index: WorkloadIndex, *, lead_ms: float = 0
                     for s in range(p.num_samples):
                         deps.append({"request_id": sequence_id(p.request_id, s, p.num_samples),
                                      "trigger": trig, "delay_ms": delay, "relation": rel})
-                nb = lead_ms + ns_to_ms(r.arrival.observed_offset_ns - origin) if not deps else 0.0
+                nb = row_not_before(rid, play)
                 n = r.num_samples
                 for s in range(n):
                     row = {"request_id": sequence_id(rid, s, n), "play_id": play, "session_id": play,
@@ -149,6 +187,7 @@ def convert_engine(plan: EnginePlan, index: WorkloadIndex, *, lead_ms: float = 0
         if not include_real:
             return
         chunk: list[tuple[str, object]] = []
+        current_play[0] = None
         k = len(plan.warmups)
         for play in plan.play_order:
             for rid in plan.plays[play]:
@@ -186,9 +225,10 @@ def convert_engine(plan: EnginePlan, index: WorkloadIndex, *, lead_ms: float = 0
                     else:
                         for s in range(pn):
                             parts.append('{"request_id":' + q(f"{prid}{SAMPLE_SEP}{s}") + tail)
-                end = '],"not_before_ms":0.0,"dependencies":[' + ",".join(parts) + "]}\n"
+                end = '],"not_before_ms":' + json_float(row_not_before(rid, play)) + ',"dependencies":[' + \
+                    ",".join(parts) + "]}\n"
             else:
-                end = '],"not_before_ms":' + json_float(lead_ms + ns_to_ms(t - origin)) + "}\n"
+                end = '],"not_before_ms":' + json_float(row_not_before(rid, play)) + "}\n"
             mid = model + str(inp) + ',"output_length":'
             end = ',"hash_ids":[' + hs + end
             if n == 1:

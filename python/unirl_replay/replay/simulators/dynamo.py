@@ -1,37 +1,25 @@
 """The only module that imports ``dynamo.*`` (ai-dynamo 1.6.1, AISimulate core).
 
-:func:`run_upstream` runs the upstream offline replay on one input file and returns its
-per-request rows and summary unchanged (ms, upstream field names); mapping back to the
-contract is :mod:`unirl_replay.replay.runner`'s job.
+:class:`DynamoSimulator` is the :class:`~unirl_replay.replay.simulators.Simulator` of the installed
+ai-dynamo (spec ``dynamo``, the default); :func:`run_upstream` runs the upstream offline replay on
+one input file and returns its per-request rows and summary unchanged (ms, upstream field names);
+mapping back to the contract is :mod:`unirl_replay.replay.runner`'s job.
 """
 
 from __future__ import annotations
 
 import importlib.metadata
 import time
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from unirl_replay.contract.errors import MissingEnvironmentError
+from unirl_replay.replay.simulators import Identity, SimulatorJob, SimulatorRun, SimulatorSpecError
 
 SIMULATOR_NAME = "ai-dynamo"
 COMPONENTS = ("ai-dynamo-runtime",)
-
-
-@dataclass
-class UpstreamRun:
-    """What one upstream replay returned.
-
-    Attributes:
-        per_request: upstream rows (dicts, ms), or None when the runner gave aggregates only.
-        summary: upstream ``ReplayReport.summary`` (includes warm-up requests).
-        wall_ns: wall time of the ``run_trace_replay`` call, ns.
-    """
-
-    per_request: list[dict[str, Any]] | None
-    summary: dict[str, Any]
-    wall_ns: int
+#: What ``run_upstream`` returns (the interface's run record).
+UpstreamRun = SimulatorRun
 
 
 def _import_replay():
@@ -95,3 +83,33 @@ def run_upstream(trace_file: str | Path, *, trace_format: str, engine_args: dict
     wall = time.perf_counter_ns() - t0
     return UpstreamRun(per_request=report.per_request if per_request else None,
                        summary=dict(report.summary), wall_ns=wall)
+
+
+class DynamoSimulator:
+    """The installed ai-dynamo's ``dynamo.replay`` behind the simulator interface."""
+
+    timing_types = ("fixed", "polynomial", "external")
+
+    def identity(self) -> Identity:
+        version, comps = simulator_versions()
+        return Identity(SIMULATOR_NAME, version, comps)
+
+    def run(self, job: SimulatorJob) -> SimulatorRun:
+        eargs = {"engine": {**job.engine, "timing_model": job.timing_model}}
+        return run_upstream(job.trace_file, trace_format=job.trace_format, engine_args=eargs,
+                            agentic_lanes=job.lanes,
+                            trace_block_size=job.block_size if job.trace_format == "mooncake" else None,
+                            execution_model=job.execution_model, per_request=job.per_request)
+
+
+def adapter(version: str | None = None, **_options: Any) -> DynamoSimulator:
+    """The adapter for spec ``dynamo[==VERSION]``: only the installed revision runs in-process
+    (other ai-dynamo revisions run through ``unirl-replay conformance --simulator ai-dynamo==X``)."""
+    sim = DynamoSimulator()
+    if version is not None:
+        have = sim.identity().version
+        if have != version:
+            raise SimulatorSpecError(
+                f"ai-dynamo=={version} is not the installed revision ({have}); replay runs the installed "
+                "one (spec `dynamo`); other revisions: `unirl-replay conformance --simulator ai-dynamo==X`")
+    return sim

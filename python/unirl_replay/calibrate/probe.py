@@ -1,0 +1,118 @@
+"""The reference probe and the probe-levelled profile (``unirl-replay calibrate --level-to-probe``).
+
+A calibrated profile has the right FORM for the engine but the LEVEL of its calibration session;
+on a shared host the capture window's engine can run 1.4-1.8x slower (fidelity-findings.md). A
+**reference probe** is a few fixed points run in the capture's own engine right before and after the
+window (:data:`PROBE_POINTS`, a few repeats each), stored as the trace's ``ReferenceProbe``
+entries (calibration role, never mixed into the window's records).
+
+A **probe-levelled profile** is the base profile scaled to the level the probe measured: the
+decode table by the median over decode points of (probe median / the base profile's fitted
+``D`` at that point), the prefill table by (probe / fitted ``P``) at the prefill point(s). It is a
+separate calibration workload with its own provenance: ``probe_levelled`` holds the base profile's
+name and sha256, the probe entries and both levels; ``calibration_workloads`` adds
+``probe:<trace_id>``; the replay labels it ``CALIBRATED+PROBE``. The base profile is unchanged.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from unirl_replay.contract.json_profile import to_dict
+from unirl_replay.v1 import manifest_pb2 as mpb
+
+#: (phase, batch size, context tokens, prefill tokens) of the fixed reference probe; 5 repeats each.
+PROBE_POINTS: tuple[tuple[str, int, int, int], ...] = (
+    ("decode", 1, 128, 0), ("decode", 32, 128, 0), ("prefill", 0, 0, 512))
+PROBE_REPEATS = 5
+PROBE_DECODE_STEPS = 32
+
+
+class ProbeError(ValueError):
+    """The probe or the base profile cannot level a profile."""
+
+
+def _fit_models(prov: dict[str, Any]):
+    fit = prov.get("fit") or {}
+    try:
+        p = fit["prefill"]["coefficients"]
+        d = fit["decode"]["coefficients"]
+        p0, p1, p2 = float(p["p0"]), float(p["p1"]), float(p["p2"])
+        d0, d1, d2 = float(d["d0"]), float(d["d1"]), float(d["d2"])
+    except (KeyError, TypeError, ValueError) as e:
+        raise ProbeError(f"the base profile's provenance has no fitted coefficients ({e}): it cannot be levelled") from e
+    max_seqs = float(((prov.get("engine") or {}).get("from_trace") or {}).get("max_num_seqs") or 1 << 20)
+
+    def prefill(n: float) -> float:
+        return p0 + p1 * n + p2 * n * n
+
+    def decode(b: int, ctx: int) -> float:
+        return d0 + d1 * b * ctx + d2 * min(max(b, 1), max_seqs)
+
+    return prefill, decode
+
+
+def levels(probes: list[mpb.ReferenceProbe], prov: dict[str, Any]) -> dict[str, Any]:
+    """Decode and prefill levels (probe / base profile's fitted model) with the points they rest on."""
+    prefill, decode = _fit_models(prov)
+    dec, pre, pts = [], [], []
+    for probe in probes:
+        for pt in probe.points:
+            if pt.median_ms <= 0:
+                continue
+            if pt.phase == "decode" and pt.batch_size and pt.context_tokens:
+                r = pt.median_ms / decode(pt.batch_size, pt.context_tokens)
+                dec.append(r)
+            elif pt.phase == "prefill" and pt.prefill_tokens:
+                r = pt.median_ms / prefill(pt.prefill_tokens)
+                pre.append(r)
+            else:
+                continue
+            pts.append({"engine_id": probe.engine_id, "when": probe.when, "phase": pt.phase,
+                        "batch_size": pt.batch_size, "context_tokens": pt.context_tokens,
+                        "prefill_tokens": pt.prefill_tokens, "median_ms": pt.median_ms, "level": round(r, 4)})
+    if not dec or not pre:
+        raise ProbeError("the probe needs at least one decode and one prefill point with a median")
+    return {"decode_level": float(np.median(dec)), "prefill_level": float(np.median(pre)), "points": pts}
+
+
+def level_profile(base: str | Path, manifest: mpb.TraceManifest, out: str | Path) -> tuple[Path, dict[str, Any]]:
+    """Write ``out``: ``base`` scaled to the probe level of ``manifest.probes``; returns (path, provenance).
+
+    Raises:
+        ProbeError: no probe in the manifest, a base profile that is not measured, or ``out`` == ``base``.
+    """
+    from unirl_replay.calibrate.profiler import write_profile
+
+    base, out = Path(base), Path(out)
+    if base.resolve() == out.resolve() or out.exists():
+        raise ProbeError(f"{out} exists (or is the base profile): a probe-levelled profile never overwrites a file")
+    if not manifest.probes:
+        raise ProbeError(f"trace {manifest.trace_id!r} has no reference probe (TraceManifest.probes): nothing to "
+                         "level the profile to")
+    with np.load(base, allow_pickle=False) as z:
+        tables = {k: np.asarray(z[k], dtype=np.float64) for k in z.files if k != "provenance"}
+        prov = json.loads(str(z["provenance"])) if "provenance" in z.files else {}
+    if prov.get("measured") is not True:
+        raise ProbeError(f"{base} is not a measured profile: only a calibrated profile can be probe-levelled")
+    lv = levels(list(manifest.probes), prov)
+    tables["decode_itl"] = tables["decode_itl"] * lv["decode_level"]
+    tables["prefill_ttft_ms"] = tables["prefill_ttft_ms"] * lv["prefill_level"]
+    new = dict(prov)
+    new["calibration_workloads"] = list(prov.get("calibration_workloads", [])) + [f"probe:{manifest.trace_id}"]
+    new["kind"] = "dynamo_profile+probe"
+    new["probe_levelled"] = {
+        "label": "CALIBRATED+PROBE",
+        "base_profile": base.name, "base_sha256": hashlib.sha256(base.read_bytes()).hexdigest(),
+        "trace_id": manifest.trace_id, "workload_name": manifest.workload_name,
+        "decode_level": lv["decode_level"], "prefill_level": lv["prefill_level"], "points": lv["points"],
+        "probes": [to_dict(p) for p in manifest.probes],
+        "method": "decode_itl x median(probe / fitted D at the decode points); prefill_ttft_ms x "
+                  "median(probe / fitted P at the prefill points); form unchanged",
+    }
+    return write_profile(out, tables, new), new

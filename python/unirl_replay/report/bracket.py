@@ -1,0 +1,72 @@
+"""Brackets for an unmodelled constraint: the bounds upstream can express, and where the truth falls.
+
+Where a trace's constraint cannot be expressed upstream (today: UniRL's engine-client in-flight
+limit, ``engine_client.inflight_limit``), no single replay is the prediction. Upstream can express
+two bounds: lanes = trajectory slots with the limit dropped (optimistic: requests overlap more
+than the client allowed) and lanes = the limit (pessimistic: whole trajectories, tool waits
+included, hold the engine). Both are UNMODELLED replays of the same trace. The bracket reports,
+per metric, each bound's mean and bias, the measured mean, and how many records' measured value
+lies between the two bounds' values for that record.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+
+import numpy as np
+
+from unirl_replay.report.keys import L_BATCH, L_REQ, L_TRAJ, Pairs
+from unirl_replay.v1 import replay_pb2 as rpb
+from unirl_replay.v1 import report_pb2 as vpb
+
+BRACKETED = ((L_BATCH, "batch_readiness"), (L_TRAJ, "trajectory_e2e"), (L_REQ, "e2e"))
+
+
+def bound_name(replay: rpb.ReplayResult) -> str:
+    """Readable name of the bound a replay is, from its unmodelled constraints."""
+    reasons = " ".join(c.reason for c in replay.unmodelled_constraints)
+    if "lanes = the client limit" in reasons:
+        return "lanes = the client limit (pessimistic bound)"
+    if "WITHOUT the client limit" in reasons:
+        return "lanes = slots, client limit dropped (optimistic bound)"
+    return "UNMODELLED replay"
+
+
+def brackets(results: Sequence[tuple[str, rpb.ReplayResult, Mapping[tuple[int, str], Pairs]]]
+             ) -> list[vpb.UnmodelledBracket]:
+    """One bracket per bracketed metric paired in every result.
+
+    Args:
+        results: ``(where the result came from, result, its matched pairs)``; at least two.
+    """
+    out = []
+    rules = sorted({c.rule for _, r, _ in results for c in r.unmodelled_constraints})
+    for key in BRACKETED:
+        per = []
+        for src, r, pairs in results:
+            p = pairs.get(key)
+            if p is None or not len(p.ids):
+                break
+            per.append((src, r, dict(zip(p.ids, zip(p.measured_ns.tolist(), p.predicted_ns.tolist())))))
+        else:
+            common = [i for i in per[0][2] if all(i in x[2] for x in per)]
+            if not common:
+                continue
+            meas = np.array([per[0][2][i][0] for i in common], dtype=np.float64) / 1e6
+            preds = [np.array([x[2][i][1] for i in common], dtype=np.float64) / 1e6 for x in per]
+            lo, hi = np.minimum.reduce(preds), np.maximum.reduce(preds)
+            inside = int(np.count_nonzero((meas >= lo) & (meas <= hi)))
+            b = vpb.UnmodelledBracket(rule=", ".join(rules) or "unmodelled", level=key[0], metric=key[1],
+                                      measured_mean_ms=float(meas.mean()), records=len(common), records_inside=inside)
+            for (src, r, _), pr in zip(per, preds):
+                b.bounds.append(vpb.BracketBound(name=bound_name(r), replay_result=src, mean_ms=float(pr.mean()),
+                                                 signed_bias_pct=float(np.mean(100 * (pr - meas) / meas))))
+            lo_m, hi_m = min(x.mean_ms for x in b.bounds), max(x.mean_ms for x in b.bounds)
+            where = ("inside" if lo_m <= b.measured_mean_ms <= hi_m else
+                     "BELOW both bounds" if b.measured_mean_ms < lo_m else "ABOVE both bounds")
+            frac = (b.measured_mean_ms - lo_m) / (hi_m - lo_m) if hi_m > lo_m else 0.0
+            b.reading = (f"the measured mean {b.measured_mean_ms:.1f} ms lies {where} ({lo_m:.1f} .. {hi_m:.1f} ms"
+                         + (f", {100 * frac:.0f} % of the way from the lower to the upper bound" if where == "inside"
+                            else "") + ")")
+            out.append(b)
+    return out

@@ -1,0 +1,120 @@
+"""Capture conditions against the calibration's: warn instead of staying silent (pure).
+
+A calibrated profile stands for the engine's speed in its calibration session. The capture
+window's engine may run at another speed (a shared host, a cold engine); the rebuilt steps show it
+after the fact (:mod:`.profile_check`), the conditions say why. Compared, when both sides recorded
+them (the manifest's ``RunConditions`` / ``ReferenceProbe``; the profile provenance's
+``hardware``, ``loadavg`` and ``conditions``):
+
+- CPU model and logical CPU count differ;
+- the 1-minute load differs by more than :data:`LOAD_PER_CPU` per logical CPU (the larger of the
+  start and end values on each side). Traces written before ``RunConditions`` existed carry the
+  load only in the label ``loadavg.window`` ("start a/b/c, end a/b/c"), which is read then;
+- host CPU steal during the window above :data:`STEAL_PCT`;
+- the engine's time since start differs by more than a factor :data:`UPTIME_FACTOR` (or one side
+  started less than :data:`WARM_S` seconds before);
+- a reference probe point ran at a level (probe median / the profile's own value at that point)
+  further from 1 than the probe's own spread (IQR / median) and :data:`PROBE_TOLERANCE`.
+
+With a calibrated profile and none of the capture's conditions recorded, that itself is a warning.
+"""
+
+from __future__ import annotations
+
+import re
+
+from unirl_replay.report.timing_eval import StepModel
+from unirl_replay.v1 import manifest_pb2 as mpb
+from unirl_replay.v1 import replay_pb2 as rpb
+
+LOAD_PER_CPU = 0.25
+STEAL_PCT = 5.0
+UPTIME_FACTOR = 2.0
+WARM_S = 120.0
+PROBE_TOLERANCE = 0.10
+
+_LOAD_LABEL = re.compile(r"start\s+([\d.]+)/[\d.]+/[\d.]+,\s*end\s+([\d.]+)/")
+
+
+def _capture_load(manifest: mpb.TraceManifest) -> tuple[float | None, str]:
+    c = manifest.conditions
+    vals = [getattr(c, f) for f in ("loadavg_1m_start", "loadavg_1m_end") if c.HasField(f)]
+    if vals:
+        return max(vals), "conditions"
+    m = _LOAD_LABEL.search(manifest.labels.get("loadavg.window", ""))
+    if m:
+        return max(float(m.group(1)), float(m.group(2))), "label loadavg.window"
+    return None, ""
+
+
+def _calibration_load(prov: dict) -> float | None:
+    cond = prov.get("conditions") or {}
+    vals = [cond.get(k) for k in ("loadavg1mStart", "loadavg1mEnd", "loadavg_1m_start", "loadavg_1m_end")]
+    vals = [float(v) for v in vals if isinstance(v, (int, float))]
+    if not vals:
+        la = prov.get("loadavg") or {}
+        vals = [float(v[0]) for v in la.values() if isinstance(v, list) and v and isinstance(v[0], (int, float))]
+    return max(vals) if vals else None
+
+
+def probe_levels(manifest: mpb.TraceManifest, model: StepModel | None) -> list[tuple[mpb.ProbePoint, str, float]]:
+    """``(point, when, level)`` per probe point: probe median over the model's value at that point."""
+    if model is None:
+        return []
+    out = []
+    for probe in manifest.probes:
+        for pt in probe.points:
+            if pt.phase == "decode" and pt.batch_size:
+                ref = model.decode_ms([pt.context_tokens] * pt.batch_size)
+            elif pt.phase == "prefill" and pt.prefill_tokens:
+                ref = model.prefill_ms([pt.prefill_tokens])
+            else:
+                continue
+            if ref > 0 and pt.median_ms > 0:
+                out.append((pt, probe.when, pt.median_ms / ref))
+    return out
+
+
+def condition_warnings(manifest: mpb.TraceManifest, replay: rpb.ReplayResult, prov: dict,
+                       model: StepModel | None) -> list[str]:
+    """Readable warnings (empty when the replay's model is not a measured profile)."""
+    if replay.timing_model.kind != rpb.TIMING_MODEL_KIND_PROFILE or not prov.get("measured"):
+        return []
+    out: list[str] = []
+    hw = prov.get("hardware") or {}
+    cap_cpu, cal_cpu = manifest.hardware.cpu_model, str(hw.get("cpu_model", ""))
+    if cap_cpu and cal_cpu and cap_cpu != cal_cpu:
+        out.append(f"CPU model differs: capture {cap_cpu!r}, calibration {cal_cpu!r}")
+    cap_n, cal_n = manifest.hardware.cpu_count, int(hw.get("cpu_count") or 0)
+    if cap_n and cal_n and cap_n != cal_n:
+        out.append(f"logical CPUs differ: capture {cap_n}, calibration {cal_n}")
+    ncpu = cap_n or cal_n or 1
+    cap_load, src = _capture_load(manifest)
+    cal_load = _calibration_load(prov)
+    if cap_load is not None and cal_load is not None and abs(cap_load - cal_load) > LOAD_PER_CPU * ncpu:
+        out.append(f"1-minute load differs: capture up to {cap_load:.2f} ({src}), calibration up to {cal_load:.2f} "
+                   f"on {ncpu} CPUs (more than {LOAD_PER_CPU} per CPU): the engine may have run at another speed")
+    c = manifest.conditions
+    if c.HasField("steal_pct") and c.steal_pct > STEAL_PCT:
+        out.append(f"CPU steal {c.steal_pct:.1f} % during the capture window (> {STEAL_PCT} %)")
+    cal_cond = prov.get("conditions") or {}
+    cal_up = cal_cond.get("engineUptimeNs", cal_cond.get("engine_uptime_ns"))
+    if c.HasField("engine_uptime_ns") and cal_up is not None:
+        a, b = c.engine_uptime_ns / 1e9, float(cal_up) / 1e9
+        if min(a, b) > 0 and (max(a, b) / min(a, b) > UPTIME_FACTOR or (min(a, b) < WARM_S <= max(a, b))):
+            out.append(f"engine time since start differs: capture {a:.0f} s, calibration {b:.0f} s")
+    for pt, when, level in probe_levels(manifest, model):
+        spread = (pt.p75_ms - pt.p25_ms) / pt.median_ms if pt.median_ms else 0.0
+        if abs(level - 1) > max(spread, PROBE_TOLERANCE):
+            what = (f"decode B={pt.batch_size} ctx {pt.context_tokens}" if pt.phase == "decode"
+                    else f"prefill {pt.prefill_tokens} tokens")
+            out.append(f"reference probe {when} the window ({what}) ran at {level:.2f}x the profile's time (probe "
+                       f"spread {100 * spread:.0f} %): the capture's engine level differs from the calibration's")
+    recorded = (c.ByteSize() > 0 or len(manifest.probes) > 0 or "loadavg.window" in manifest.labels)
+    if not recorded:
+        out.append("the capture recorded no run conditions and no reference probe: nothing recorded says whether its "
+                   "engine ran at the calibration's speed")
+    elif not manifest.probes:
+        out.append("no reference probe in the capture's engine: its speed level is inferred from the rebuilt steps "
+                   "(profile check), not measured")
+    return out

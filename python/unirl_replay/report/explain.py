@@ -1,0 +1,110 @@
+"""Where the error comes from: rebuilt steps, profile check and decomposition, into the report.
+
+Pure: messages (and an already loaded timing model) in, report fields out. The report directory
+writer (:mod:`unirl_replay.report.outputs`) loads the profile file; :func:`explain` never reads one.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+
+from unirl_replay.report import profile_check as pc
+from unirl_replay.report.conditions import condition_warnings
+from unirl_replay.report.decompose import TERMS, WHAT, decompose
+from unirl_replay.report.keys import L_BATCH, Pairs
+from unirl_replay.report.labels import timing_label
+from unirl_replay.report.matching import WorkloadIndex
+from unirl_replay.report.steps import rebuild_steps
+from unirl_replay.report.timing_eval import StepModel, profile_spread
+from unirl_replay.v1 import manifest_pb2 as mpb
+from unirl_replay.v1 import outcomes_pb2 as opb
+from unirl_replay.v1 import replay_pb2 as rpb
+from unirl_replay.v1 import report_pb2 as vpb
+
+#: (model or None, profile provenance, reason when None)
+LoadedModel = tuple["StepModel | None", dict, str]
+
+
+def builtin_model(tm: rpb.TimingModel) -> LoadedModel:
+    """A model that needs no file (polynomial, fixed); a profile needs the caller to load it."""
+    if tm.kind == rpb.TIMING_MODEL_KIND_POLYNOMIAL:
+        return StepModel("polynomial", 0), {}, ""
+    if tm.kind == rpb.TIMING_MODEL_KIND_FIXED and tm.HasField("prefill_ms") and tm.HasField("decode_ms"):
+        return StepModel("fixed", 0, fixed=(tm.prefill_ms, tm.decode_ms)), {}, ""
+    return None, {}, "the profile file was not given to the comparison (report.outputs loads it)"
+
+
+def _kv_capacity(manifest: mpb.TraceManifest, replay: rpb.ReplayResult) -> dict[str, int]:
+    cap = {e.engine_id: e.num_kv_blocks * e.block_size_tokens for e in manifest.engines}
+    cap.update({e.engine_id: e.num_kv_blocks * e.block_size_tokens for e in replay.engines if e.num_kv_blocks})
+    return cap
+
+
+def summed(decs: Sequence[vpb.ErrorDecomposition], metric: str, record_id: str) -> vpb.ErrorDecomposition | None:
+    """The sum of several decompositions (e.g. every rollout batch): still exact, term by term."""
+    ok = [d for d in decs if d.metric == metric and not d.unavailable_reason and d.terms]
+    if len(ok) < 2:
+        return None
+    m, p = sum(d.measured_ns for d in ok), sum(d.predicted_ns for d in ok)
+    out = vpb.ErrorDecomposition(level=ok[0].level, metric=metric, record_id=record_id, measured_ns=m,
+                                 predicted_ns=p, total_ns=p - m)
+    for name in TERMS:
+        delta = sum(t.delta_ns for d in ok for t in d.terms if t.name == name)
+        out.terms.append(vpb.DecompositionTerm(name=name, delta_ns=delta, what=WHAT[name],
+                                               pct_of_measured=100.0 * delta / m if m else 0.0))
+    out.notes.append(f"sum over {len(ok)} records ({', '.join(d.record_id for d in ok)})")
+    return out
+
+
+def explain(idx: WorkloadIndex, outcomes: Sequence[opb.OutcomeRecord], manifest: mpb.TraceManifest,
+            replay: rpb.ReplayResult, pairs: Mapping[tuple[int, str], Pairs], model: LoadedModel | None,
+            report: vpb.ValidationReport) -> None:
+    """Fill ``engine_steps``, ``profile_check`` and ``decompositions`` of ``report`` in place."""
+    rb = rebuild_steps(idx, outcomes, manifest.engines)
+    model = model or builtin_model(replay.timing_model)
+    sm, prov, why = model
+    check = vpb.ProfileCheck(timing_model=timing_label(replay.timing_model))
+    if sm is not None:
+        cap = _kv_capacity(manifest, replay)
+        pc.evaluate_steps(rb.engines, {e: sm.with_capacity(cap.get(e, 0)) for e in cap}, rb.contexts)
+    report.engine_steps.extend(rb.engines)
+    rebuilt = [es for es in rb.engines if not es.unavailable_reason]
+    if sm is None:
+        check.unavailable_reason = why
+    elif not rebuilt:
+        check.unavailable_reason = "no engine's steps could be rebuilt: " + "; ".join(
+            f"{es.engine_id}: {es.unavailable_reason}" for es in rb.engines)
+    else:
+        check.phases.extend(pc.phase_ratios(rebuilt))
+        check.reading = pc.reading(check.phases, rebuilt)
+    check.profile_spread = profile_spread(prov)
+    report.profile_check.CopyFrom(check)
+    report.condition_warnings.extend(condition_warnings(manifest, replay, prov, sm))
+    decs = decompose(idx, outcomes, rb, pairs)
+    total = summed(decs, "batch_readiness", "all rollout batches")
+    if total is not None:
+        decs.insert(sum(d.level == L_BATCH for d in decs), total)
+    trajs = summed(decs, "trajectory_e2e", "all trajectories")
+    if trajs is not None:
+        decs.append(trajs)
+    report.decompositions.extend(decs)
+    report.notes.extend(conversion_notes(manifest, replay))
+
+
+_SETTINGS = ("block_size_tokens", "num_kv_blocks", "max_num_seqs", "max_num_batched_tokens", "max_model_len",
+             "enable_prefix_caching", "enable_chunked_prefill")
+
+
+def conversion_notes(manifest: mpb.TraceManifest, replay: rpb.ReplayResult) -> list[str]:
+    """Whether the simulator ran with the trace's engine settings (a conversion check)."""
+    real = {e.engine_id: e for e in manifest.engines}
+    out = []
+    for e in replay.engines:
+        m = real.get(e.engine_id)
+        if m is None:
+            continue
+        diff = [f"{k} {getattr(m, k)} -> {getattr(e, k)}" for k in _SETTINGS if getattr(m, k) != getattr(e, k)]
+        out.append(f"conversion check, engine {e.engine_id}: the simulator ran with the trace's engine settings"
+                   if not diff else f"conversion check, engine {e.engine_id}: settings differ from the trace's: "
+                   + ", ".join(diff))
+    return out

@@ -1,0 +1,87 @@
+"""Honesty labels and the input checks that refuse a dishonest comparison.
+
+Every report, table and plot carries :func:`honesty_label`: the workload's role and name, the
+simulator, the timing model with its calibration status, and the flags (aggregate-only,
+IN-SAMPLE, UNMODELLED) that change how a number may be read.
+"""
+
+from __future__ import annotations
+
+from unirl_replay.report.keys import ComparisonError
+from unirl_replay.v1 import common_pb2 as cpb
+from unirl_replay.v1 import manifest_pb2 as mpb
+from unirl_replay.v1 import replay_pb2 as rpb
+
+
+_ROLE_WORDS = {cpb.WORKLOAD_ROLE_CALIBRATION: "calibration", cpb.WORKLOAD_ROLE_HOLDOUT: "holdout",
+               cpb.WORKLOAD_ROLE_UNLABELLED: "unlabelled"}
+
+
+def timing_label(tm: rpb.TimingModel) -> str:
+    """Readable timing model with its calibration status, e.g. ``"polynomial (UNCALIBRATED)"``.
+
+    Raises:
+        ComparisonError: the status is unspecified, or a polynomial / fixed model claims CALIBRATED
+            (a generic or analytic model is never a calibrated prediction).
+    """
+    status = rpb.CalibrationStatus.Name(tm.calibration).removeprefix("CALIBRATION_STATUS_").replace(
+        "CALIBRATED_PROBE", "CALIBRATED+PROBE")
+    if tm.calibration == rpb.CALIBRATION_STATUS_UNSPECIFIED:
+        raise ComparisonError("replay result's timing model has no calibration status; refusing to label it")
+    if tm.kind in (rpb.TIMING_MODEL_KIND_POLYNOMIAL, rpb.TIMING_MODEL_KIND_FIXED) and \
+            tm.calibration in (rpb.CALIBRATION_STATUS_CALIBRATED, rpb.CALIBRATION_STATUS_CALIBRATED_PROBE):
+        raise ComparisonError(f"{rpb.TimingModelKind.Name(tm.kind)} timing model labelled CALIBRATED: "
+                              "only a measured profile can be a calibrated prediction")
+    if tm.kind == rpb.TIMING_MODEL_KIND_POLYNOMIAL:
+        what = "polynomial default"
+    elif tm.kind == rpb.TIMING_MODEL_KIND_FIXED:
+        pre = f"{tm.prefill_ms:g}" if tm.HasField("prefill_ms") else "?"
+        dec = f"{tm.decode_ms:g}" if tm.HasField("decode_ms") else "?"
+        what = f"fixed prefill {pre} ms / decode {dec} ms"
+    elif tm.kind == rpb.TIMING_MODEL_KIND_PROFILE:
+        name = tm.profile_path.rsplit("/", 1)[-1] or "?"
+        what = f"profile {name}"
+    elif tm.kind == rpb.TIMING_MODEL_KIND_HARDWARE_DATABASE:
+        # a GPU database prediction is never calibrated or validated: at most a labelled what-if
+        if tm.calibration != rpb.CALIBRATION_STATUS_UNVALIDATED:
+            raise ComparisonError("GPU-database timing model not labelled UNVALIDATED: no execution on that "
+                                  "hardware was measured for this trace")
+        model = tm.model.rstrip("/").rsplit("/", 1)[-1] or "?"
+        return (f"WHAT-IF this window on {tm.hardware or '?'} (GPU database, model {model}; UNVALIDATED, "
+                "functional_only; not a prediction of the measured run)")
+    else:
+        raise ComparisonError("replay result's timing model kind is unspecified")
+    return f"{what} ({status})"
+
+
+def honesty_label(manifest: mpb.TraceManifest, replay: rpb.ReplayResult) -> str:
+    """One-line label for every title: role + workload name | simulator | timing model (status)
+    [| aggregate-only] [| IN-SAMPLE] [| UNMODELLED: <rules>]."""
+    role = _ROLE_WORDS.get(manifest.role, "ROLE UNSPECIFIED")
+    parts = [f"{role} workload {manifest.workload_name or manifest.trace_id}",
+             f"{replay.simulator.name or 'simulator ?'} {replay.simulator.version}".strip(),
+             timing_label(replay.timing_model)]
+    if replay.granularity == rpb.RESULT_GRANULARITY_AGGREGATE_ONLY:
+        parts.append("aggregate-only")
+    if manifest.workload_name and manifest.workload_name in replay.timing_model.calibration_workloads:
+        parts.append("IN-SAMPLE")
+    if replay.unmodelled_constraints:
+        parts.append("UNMODELLED: " + ", ".join(dict.fromkeys(c.rule for c in replay.unmodelled_constraints)))
+    return " | ".join(parts)
+
+
+def check_inputs(manifest: mpb.TraceManifest, replay: rpb.ReplayResult) -> None:
+    if replay.trace_id and manifest.trace_id and replay.trace_id != manifest.trace_id:
+        raise ComparisonError(f"replay result is of trace {replay.trace_id!r}, not {manifest.trace_id!r}")
+    if manifest.window.clock_domain != cpb.CLOCK_DOMAIN_CAPTURE_MONOTONIC:
+        raise ComparisonError("trace times are not on CLOCK_DOMAIN_CAPTURE_MONOTONIC "
+                              f"({cpb.ClockDomain.Name(manifest.window.clock_domain)}): cannot pair boundaries")
+    wl = [a.sha256 for a in manifest.artifacts if a.kind == mpb.ARTIFACT_KIND_WORKLOAD]
+    if replay.workload_sha256 and wl and wl[0] and replay.workload_sha256 != wl[0]:
+        raise ComparisonError(f"replay result replayed workload sha256 {replay.workload_sha256[:12]}..., "
+                              f"the trace's workload is {wl[0][:12]}...")
+    if replay.granularity == rpb.RESULT_GRANULARITY_UNSPECIFIED:
+        raise ComparisonError("replay result granularity is unspecified")
+    if manifest.role == cpb.WORKLOAD_ROLE_HOLDOUT and manifest.workload_name in replay.timing_model.calibration_workloads:
+        raise ComparisonError(f"holdout workload {manifest.workload_name!r} is among the profile's calibration "
+                              "workloads: calibration and holdout are never mixed")

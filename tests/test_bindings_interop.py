@@ -1,0 +1,179 @@
+"""Cross-language round trip: the C++, Java, Go and TypeScript bindings (bindings/, built by
+scripts/check_bindings.sh from buf.gen.bindings.yaml) write traces that `validate` accepts and read
+the bundled traces back.
+
+Per language, with its own protobuf runtime and JSON printer / parser:
+
+- ``write``: the interop trace of bindings/README.md, in both encodings: VALID, and its record files
+  are byte-identical to the same trace written by Python's TraceWriter (so the digests match too);
+- ``copy``: traces/grpo-a and traces/agentic-a, JSONL -> binpb and binpb -> JSONL: the output is
+  VALID and byte-identical to the bundled JSONL / Python's binpb of the same records.
+
+Known exceptions (bindings/README.md): ``manifest.json`` is compared as a message, not as bytes,
+for the printers whose pretty layout differs from Python's ``json.dumps(indent=2)``
+(:data:`MANIFEST_LAYOUT_DIFFERS`); Go's protojson varies its whitespace on purpose, so the Go
+program compacts each line with ``json.Compact`` (order and values untouched) before writing.
+
+A missing toolchain fails (with the install command), never skips: ``make test`` installs them
+(scripts/install_toolchains.sh).
+"""
+
+from __future__ import annotations
+
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from unirl_replay.contract import json_profile
+from unirl_replay.contract.outcomes_io import iter_outcomes
+from unirl_replay.contract.trace_io import TraceWriter, open_trace
+from unirl_replay.contract.validate import check_trace
+from unirl_replay.v1 import common_pb2 as c
+from unirl_replay.v1 import manifest_pb2 as m
+from unirl_replay.v1 import outcomes_pb2 as o
+from unirl_replay.v1 import workload_pb2 as w
+from unirl_replay.v1.report_pb2 import TraceCheck
+
+ROOT = Path(__file__).resolve().parents[1]
+BUILD = ROOT / "build" / "bindings"
+LANGS = ("cpp", "java", "go", "ts")
+BUNDLED = ("grpo-a", "agentic-a")
+#: printers whose pretty manifest layout is not Python's json.dumps(indent=2) (compared as messages)
+MANIFEST_LAYOUT_DIFFERS = {
+    "cpp": "MessageToJsonString(add_whitespace) indents by one space",
+    "java": "JsonFormat's pretty printer writes arrays inline",
+}
+
+
+@pytest.fixture(scope="module")
+def programs() -> dict[str, list[str]]:
+    r = subprocess.run(["scripts/check_bindings.sh"], cwd=ROOT, capture_output=True, text=True)
+    if r.returncode != 0:
+        pytest.fail(f"scripts/check_bindings.sh failed (scripts/install_toolchains.sh installs the toolchains):\n"
+                    f"{r.stdout}{r.stderr}")
+    cp = (BUILD / "java" / "classpath").read_text().strip() + ":" + str(BUILD / "java" / "classes")
+    return {
+        "cpp": [str(BUILD / "cpp" / "interop")],
+        "java": ["java", "-cp", cp, "io.unirl_replay.interop.Interop"],
+        "go": [str(BUILD / "go" / "interop")],
+        "ts": ["node", str(ROOT / "bindings" / "ts" / "dist" / "src" / "interop.js")],
+    }
+
+
+def run(prog: list[str], *args: str | Path) -> None:
+    r = subprocess.run([*prog, *map(str, args)], capture_output=True, text=True, timeout=120)
+    assert r.returncode == 0, f"{prog} {args}: exit {r.returncode}\n{r.stdout}{r.stderr}"
+
+
+def interop_trace(d: Path, encoding: str) -> Path:
+    """The interop trace of bindings/README.md, written by Python (the reference)."""
+    man = m.TraceManifest(
+        schema_version="unirl_replay.v1", trace_id="interop",
+        producer=m.Producer(name="unirl-replay-interop", version="1"),
+        provenance=m.Provenance(unirl_version="0.2.0", inference_backend="vllm", inference_backend_version="0.28.0",
+                                simulator_name="ai-dynamo", simulator_version="1.6.1"),
+        model=m.ModelIdentity(name="tiny", architecture="qwen2", num_layers=2, hidden_size=64, num_attention_heads=4,
+                              num_kv_heads=2, vocab_size=1000),
+        engines=[m.EngineConfig(engine_id="e0", worker_ids=["w0"], tp_size=1, block_size_tokens=16, num_kv_blocks=1024,
+                                max_num_seqs=8, max_num_batched_tokens=2048, max_model_len=4096, dtype="float32")],
+        hardware=m.Hardware(description="interop", accelerator="cpu", cpu_count=2, memory_bytes=25_000_000_000),
+        policy=m.PolicyIdentity(policy_version=0, checkpoint="ckpt"),
+        window=m.CaptureWindow(start_unix_ns=1_700_000_000_000_000_000, duration_ns=60_000_000_000,
+                               clock_domain=c.CLOCK_DOMAIN_CAPTURE_MONOTONIC),
+        privacy=m.Privacy(content=c.CONTENT_POLICY_EXCLUDED, hash_salt_id="salt0", hash_algorithm="test"),
+        role=c.WORKLOAD_ROLE_UNLABELLED, workload_name="interop", cache_state=c.CACHE_STATE_KIND_COLD,
+        created_at="2026-01-01T00:00:00Z")
+    workload = [
+        w.WorkloadRecord(request=w.Request(
+            request_id="req-0", sample_ids=["req-0/s0", "req-0/s1"], num_samples=2, group_id="g0", rollout_batch_id="b0",
+            engine_id="e0", worker_id="w0", policy_version=0, input_tokens=40, output_tokens=[8, 5],
+            prefix=c.PrefixBlocks(block_size_tokens=16, block_hashes=[2**64 - 1, 1, 2**53 + 1]),
+            arrival=w.Arrival(observed_offset_ns=0), finish_reasons=[c.FINISH_REASON_STOP, c.FINISH_REASON_LENGTH],
+            max_output_tokens=8)),
+        w.WorkloadRecord(group=w.Group(group_id="g0", rollout_batch_id="b0", unit=w.GROUP_UNIT_SAMPLES, expected_size=2,
+                                       member_ids=["req-0"])),
+        w.WorkloadRecord(rollout_batch=w.RolloutBatch(rollout_batch_id="b0", group_ids=["g0"],
+                                                      readiness_rule=w.BATCH_READINESS_RULE_ALL_GROUPS, engine_ids=["e0"])),
+    ]
+    outcomes = [
+        o.OutcomeRecord(request=o.RequestOutcome(
+            request_id="req-0", submit_ns=0, queued_ns=1000, scheduled_ns=2000, first_token_ns=5_000_000,
+            completion_ns=9_000_000, cached_tokens=0,
+            samples=[o.SampleTiming(sample_id="req-0/s0", first_token_ns=5_000_000, completion_ns=9_000_000),
+                     o.SampleTiming(sample_id="req-0/s1", first_token_ns=5_000_000, completion_ns=7_000_000)])),
+        o.OutcomeRecord(group=o.GroupOutcome(group_id="g0", completed_ns=9_000_000)),
+        o.OutcomeRecord(rollout_batch=o.BatchOutcome(rollout_batch_id="b0", ready_ns=9_000_000)),
+    ]
+    with TraceWriter(d, encoding=encoding) as tw:
+        for r in workload:
+            tw.write_workload(r)
+        for r in outcomes:
+            tw.write_outcome(r)
+        tw.finalize(man)
+    return d
+
+
+def python_copy(src: Path, d: Path, encoding: str) -> Path:
+    t = open_trace(src)
+    with TraceWriter(d, encoding=encoding) as tw:
+        for _, r in t.iter_workload():
+            tw.write_workload(r)
+        for _, r in iter_outcomes(t):
+            tw.write_outcome(r)
+        tw.finalize(t.manifest)
+    return d
+
+
+def assert_valid(d: Path) -> None:
+    res = check_trace(d, strict=True)
+    assert res.status == TraceCheck.STATUS_VALID and not res.violations, \
+        [f"{v.file}:{v.line} {v.rule}: {v.message}" for v in res.violations]
+
+
+def manifest_of(d: Path, *, artifacts: bool = True) -> m.TraceManifest:
+    man = json_profile.parse_json((d / "manifest.json").read_bytes(), m.TraceManifest)
+    if not artifacts:
+        del man.artifacts[:]
+        man.ClearField("contract_revision")
+    return man
+
+
+def assert_same_records(got: Path, want: Path, encoding: str) -> None:
+    for name in ("workload", "outcomes"):
+        a, b = (got / f"{name}.{encoding}").read_bytes(), (want / f"{name}.{encoding}").read_bytes()
+        if a != b:
+            la, lb = a.splitlines(), b.splitlines()
+            first = next((i for i, (x, y) in enumerate(zip(la, lb)) if x != y), min(len(la), len(lb)))
+            pytest.fail(f"{got.name}/{name}.{encoding} differs from {want}/{name}.{encoding} at line/chunk {first + 1}:\n"
+                        f"got  {la[first][:300] if first < len(la) else b'(end)'}\n"
+                        f"want {lb[first][:300] if first < len(lb) else b'(end)'}")
+
+
+@pytest.mark.parametrize("encoding", ["jsonl", "binpb"])
+@pytest.mark.parametrize("lang", LANGS)
+def test_writer_makes_a_valid_trace_identical_to_python(programs, tmp_path, lang, encoding):
+    out = tmp_path / lang
+    run(programs[lang], "write", out, encoding)
+    assert_valid(out)
+    ref = interop_trace(tmp_path / "python", encoding)
+    assert_same_records(out, ref, encoding)
+    assert manifest_of(out) == manifest_of(ref)  # same digests, sizes, counts, contract_revision, every field
+    if lang not in MANIFEST_LAYOUT_DIFFERS:
+        assert (out / "manifest.json").read_bytes() == (ref / "manifest.json").read_bytes()
+
+
+@pytest.mark.parametrize("trace", BUNDLED)
+@pytest.mark.parametrize("lang", LANGS)
+def test_reads_the_bundled_traces_back(programs, tmp_path, lang, trace):
+    src = ROOT / "traces" / trace
+    py_binpb = python_copy(src, tmp_path / "py-binpb", "binpb")
+    # JSONL in, binpb out: the same bytes as Python's binpb of the same records
+    run(programs[lang], "copy", src, tmp_path / "to-binpb", "binpb")
+    assert_valid(tmp_path / "to-binpb")
+    assert_same_records(tmp_path / "to-binpb", py_binpb, "binpb")
+    # binpb in, JSONL out: the bundled JSONL, byte for byte
+    run(programs[lang], "copy", py_binpb, tmp_path / "to-jsonl", "jsonl")
+    assert_valid(tmp_path / "to-jsonl")
+    assert_same_records(tmp_path / "to-jsonl", src, "jsonl")
+    assert manifest_of(tmp_path / "to-jsonl", artifacts=False) == manifest_of(src, artifacts=False)

@@ -1,0 +1,197 @@
+"""Forward compatibility within v1: a trace written by a *future* revision (one added field per
+message kind, built here from today's descriptors with descriptor_pb2) is read by today's code.
+
+- JSONL: unknown keys are skipped with ONE ForwardCompatWarning naming every field and both
+  revisions; strict mode refuses; the same keys in a trace that does not claim a newer revision
+  stay an error (a typo is never skipped).
+- binpb: unknown fields survive a copy through today's TraceWriter (read back with the future
+  descriptor, the values are there) and `validate` reports them.
+"""
+
+from __future__ import annotations
+
+import json
+import warnings
+from pathlib import Path
+
+import pytest
+from google.protobuf import descriptor_pb2, descriptor_pool, message_factory
+
+from unirl_replay.contract import trace_io
+from unirl_replay.contract.compat import CONTRACT_REVISION, ForwardCompatWarning
+from unirl_replay.contract.errors import TraceFormatError
+from unirl_replay.contract.outcomes_io import iter_outcomes
+from unirl_replay.contract.validate import WARNING, check_trace
+from unirl_replay.v1 import common_pb2, manifest_pb2, outcomes_pb2, workload_pb2
+from unirl_replay.v1.report_pb2 import TraceCheck
+
+ROOT = Path(__file__).resolve().parents[1]
+BUNDLED = ROOT / "traces" / "agentic-a"
+FUTURE = CONTRACT_REVISION + 1
+_F = descriptor_pb2.FieldDescriptorProto
+
+
+FUTURE_NUMBERS: dict[str, int] = {}
+
+
+def _future_pool() -> descriptor_pool.DescriptorPool:
+    """Today's v1 descriptors plus the fields a future revision adds (additive, as v1 allows)."""
+    pool = descriptor_pool.DescriptorPool()
+    added = {
+        "Request": ("reasoning_tokens", _F.TYPE_UINT32),    # a new scalar on a nested message
+        "TraceManifest": ("writer_host", _F.TYPE_STRING),   # a new manifest field
+    }
+    for mod in (common_pb2, workload_pb2, manifest_pb2, outcomes_pb2):
+        fdp = descriptor_pb2.FileDescriptorProto()
+        mod.DESCRIPTOR.CopyToProto(fdp)
+        for m in fdp.message_type:
+            if m.name in added:
+                name, typ = added[m.name]
+                number = max(f.number for f in m.field) + 1  # the next number, as the next revision would take
+                FUTURE_NUMBERS[m.name] = number
+                m.field.add(name=name, number=number, type=typ, label=_F.LABEL_OPTIONAL,
+                            json_name="".join(w.capitalize() if i else w for i, w in enumerate(name.split("_"))))
+        pool.Add(fdp)
+    return pool
+
+
+POOL = _future_pool()
+FutureWorkload = message_factory.GetMessageClass(POOL.FindMessageTypeByName("unirl_replay.v1.WorkloadRecord"))
+
+
+def _write_future_trace(out: Path, encoding: str) -> int:
+    """The bundled agentic trace, rewritten by a 'future' writer: every request gets reasoning_tokens."""
+    src = trace_io.open_trace(BUNDLED)
+    n_requests = 0
+    with trace_io.TraceWriter(out, encoding=encoding) as w:
+        for _, rec in src.iter_workload():
+            fut = FutureWorkload.FromString(rec.SerializeToString())
+            if fut.WhichOneof("record") == "request":
+                fut.request.reasoning_tokens = 7 + n_requests
+                n_requests += 1
+            w.write_workload(fut)
+        for _, o in iter_outcomes(src):
+            w.write_outcome(o)
+        m = manifest_pb2.TraceManifest()
+        m.CopyFrom(src.manifest)
+        m.contract_revision = FUTURE
+        w.finalize(m)
+    # the future manifest also carries its new field (manifest.json is not digested)
+    data = json.loads((out / "manifest.json").read_text())
+    data["writer_host"] = "node-17"
+    (out / "manifest.json").write_text(json.dumps(data, indent=2) + "\n")
+    return n_requests
+
+
+@pytest.mark.parametrize("encoding", ["jsonl", "binpb"])
+def test_future_trace_reads_with_one_warning(tmp_path: Path, encoding: str) -> None:
+    d = tmp_path / "t"
+    n_requests = _write_future_trace(d, encoding)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        t = trace_io.open_trace(d)
+        recs = [r for _, r in t.iter_workload()]
+        outs = [o for _, o in iter_outcomes(t)]
+    compat = [w for w in caught if issubclass(w.category, ForwardCompatWarning)]
+    assert len(compat) == 1, [str(w.message) for w in caught]
+    msg = str(compat[0].message)
+    assert f"revision {FUTURE}" in msg and f"revision {CONTRACT_REVISION}" in msg
+    assert "writer_host" in msg
+    assert ("request.reasoning_tokens" if encoding == "jsonl" else f"request.#{FUTURE_NUMBERS['Request']}") in msg
+    assert t.compat.writer_revision == FUTURE and t.compat.newer
+    # everything today's reader knows is intact
+    assert sum(1 for r in recs if r.WhichOneof("record") == "request") == n_requests
+    src = trace_io.open_trace(BUNDLED)
+    assert [r.request.request_id for r in recs if r.HasField("request")] == \
+        [r.request.request_id for _, r in src.iter_workload() if r.HasField("request")]
+    assert len(outs) == src.artifact(manifest_pb2.ARTIFACT_KIND_OUTCOMES).record_count
+
+
+@pytest.mark.parametrize("encoding", ["jsonl", "binpb"])
+def test_future_trace_strict_mode_refuses(tmp_path: Path, encoding: str) -> None:
+    d = tmp_path / "t"
+    _write_future_trace(d, encoding)
+    with pytest.raises(TraceFormatError) as e:
+        trace_io.open_trace(d, strict=True)
+    assert e.value.rule == "compat.newer_revision"
+    assert f"revision {FUTURE}" in str(e.value)
+
+
+def test_unknown_key_without_newer_revision_is_still_an_error(tmp_path: Path) -> None:
+    d = tmp_path / "t"
+    _write_future_trace(d, "jsonl")
+    data = json.loads((d / "manifest.json").read_text())
+    data["contract_revision"] = CONTRACT_REVISION  # the writer claims to be as old as this reader
+    del data["writer_host"]
+    (d / "manifest.json").write_text(json.dumps(data))
+    t = trace_io.open_trace(d)
+    with pytest.raises(TraceFormatError) as e:
+        for _ in t.iter_workload():
+            pass
+    assert e.value.rule == "json.profile" and "reasoning_tokens" in str(e.value)
+
+
+def test_binpb_unknown_fields_survive_a_copy(tmp_path: Path) -> None:
+    d, copy = tmp_path / "t", tmp_path / "copy"
+    n_requests = _write_future_trace(d, "binpb")
+    with pytest.warns(ForwardCompatWarning):
+        t = trace_io.open_trace(d)
+    with trace_io.TraceWriter(copy, encoding="binpb") as w:  # today's writer copies today's messages
+        for _, rec in t.iter_workload():
+            w.write_workload(rec)
+        for _, o in iter_outcomes(t):
+            w.write_outcome(o)
+        m = w.finalize(t.manifest)
+    assert m.contract_revision == FUTURE  # a copier keeps the newer revision its records carry
+    # read the copy with the future descriptor: the added field and its values are still there
+    with open(copy / "workload.binpb", "rb") as f:
+        got = [FutureWorkload.FromString(p) for _, p in trace_io.iter_frames(f)]
+    assert [r.request.reasoning_tokens for r in got if r.WhichOneof("record") == "request"] == \
+        [7 + i for i in range(n_requests)]
+    # byte-identical workload: nothing was dropped or reordered
+    assert (copy / "workload.binpb").read_bytes() == (d / "workload.binpb").read_bytes()
+
+
+@pytest.mark.parametrize("encoding", ["jsonl", "binpb"])
+def test_validate_reports_the_newer_fields(tmp_path: Path, encoding: str) -> None:
+    d = tmp_path / "t"
+    _write_future_trace(d, encoding)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # validate reports; it does not warn
+        res = check_trace(d)
+    assert res.status == TraceCheck.STATUS_VALID, [v.rule + ": " + v.message for v in res.violations]
+    compat = [v for v in res.violations if v.rule == "compat.newer_revision"]
+    assert compat and all(v.severity == WARNING for v in compat)
+    text = " ".join(v.message for v in compat)
+    assert "writer_host" in text and ("reasoning_tokens" if encoding == "jsonl" else f"#{FUTURE_NUMBERS['Request']}") in text
+    strict = check_trace(d, strict=True)
+    assert strict.status == TraceCheck.STATUS_INVALID
+    assert any(v.rule == "compat.newer_revision" and v.severity != WARNING for v in strict.violations)
+
+
+def test_validate_flags_binpb_unknown_fields_of_a_writer_that_is_not_newer(tmp_path: Path) -> None:
+    d = tmp_path / "t"
+    _write_future_trace(d, "binpb")
+    data = json.loads((d / "manifest.json").read_text())
+    data["contract_revision"] = CONTRACT_REVISION
+    del data["writer_host"]
+    (d / "manifest.json").write_text(json.dumps(data))
+    res = check_trace(d)
+    assert res.status == TraceCheck.STATUS_INVALID
+    bad = [v for v in res.violations if v.rule == "binpb.unknown_fields"]
+    assert bad and f"#{FUTURE_NUMBERS['Request']}" in bad[0].message and bad[0].line >= 1
+
+
+def test_writer_records_its_revision(tmp_path: Path) -> None:
+    src = trace_io.open_trace(BUNDLED)
+    assert src.manifest.contract_revision == 0 and src.compat.writer_revision == 1  # written before the field
+    d = tmp_path / "t"
+    with trace_io.TraceWriter(d) as w:
+        for _, r in src.iter_workload():
+            w.write_workload(r)
+        for _, o in iter_outcomes(src):
+            w.write_outcome(o)
+        m = w.finalize(src.manifest)
+    assert m.contract_revision == CONTRACT_REVISION
+    assert json.loads((d / "manifest.json").read_text())["contract_revision"] == CONTRACT_REVISION
+    assert outcomes_pb2.OutcomeRecord  # the outcomes message is the same in both revisions

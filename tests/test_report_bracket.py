@@ -1,0 +1,74 @@
+"""The agentic bracket: the two bounds upstream can express for UniRL's client in-flight limit.
+
+agentic-a (real UniRL, one request in flight per engine client while 4 trajectories hold slots):
+lanes = slots with the limit dropped under-predicts readiness, lanes = the limit over-predicts it;
+the report shows both, labelled UNMODELLED, and where the measured value falls - never one number.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from unirl_replay.contract.errors import UnsupportedWorkloadError
+from unirl_replay.report.keys import ComparisonError
+from unirl_replay.v1 import report_pb2 as vpb
+
+REPO = Path(__file__).resolve().parents[1]
+AGENTIC = REPO / "traces" / "agentic-a"
+GRPO = REPO / "traces" / "grpo-a"
+
+
+@pytest.fixture(scope="module")
+def bounds(tmp_path_factory):
+    pytest.importorskip("dynamo.replay")
+    from unirl_replay.replay.runner import replay_trace, write_result
+
+    out = {}
+    for rule in ("engine_client.inflight_limit", "engine_client.inflight_limit.as_lanes"):
+        d = tmp_path_factory.mktemp(rule.replace(".", "_"))
+        res = replay_trace(AGENTIC, "polynomial", work_dir=d / "up", unmodelled=(rule,))
+        write_result(d, res)
+        out[rule] = d
+    return out
+
+
+def test_both_bounds_bracket_the_measured_readiness(bounds, tmp_path):
+    from unirl_replay.report.outputs import compare_to_dir
+    from unirl_replay.report.text import format_report
+
+    rep = compare_to_dir(AGENTIC, bounds["engine_client.inflight_limit"], tmp_path / "r", plots_too=False,
+                         bounds=[str(bounds["engine_client.inflight_limit.as_lanes"])])
+    assert "UNMODELLED: engine_client.inflight_limit" in rep.label
+    (b,) = [b for b in rep.brackets if b.metric == "batch_readiness"]
+    assert b.level == vpb.COMPARISON_LEVEL_ROLLOUT_BATCH and b.records == 2
+    names = [x.name for x in b.bounds]
+    assert any("limit dropped" in n for n in names) and any("lanes = the client limit" in n for n in names)
+    lo, hi = sorted(x.mean_ms for x in b.bounds)
+    assert lo < hi
+    # the reading says where the measured mean falls, consistent with the numbers it states
+    inside = lo <= b.measured_mean_ms <= hi
+    assert ("inside" in b.reading) == inside
+    txt = format_report(rep)
+    assert "UNMODELLED bracket" in txt and "no single prediction" in txt
+
+
+def test_an_unmodelled_replay_alone_says_it_is_one_bound(bounds, tmp_path):
+    from unirl_replay.report.outputs import compare_to_dir
+
+    rep = compare_to_dir(AGENTIC, bounds["engine_client.inflight_limit"], tmp_path / "r", plots_too=False)
+    assert not rep.brackets and any("ONE BOUND" in n for n in rep.notes)
+
+
+def test_bound_of_a_modelled_replay_and_both_opt_ins_at_once_are_refused(bounds, tmp_path):
+    from unirl_replay.replay.runner import replay_trace, write_result
+    from unirl_replay.report.outputs import compare_to_dir
+
+    res = replay_trace(GRPO, "polynomial", work_dir=tmp_path / "up")
+    write_result(tmp_path / "g", res)
+    with pytest.raises(ComparisonError, match="modelled every constraint"):
+        compare_to_dir(GRPO, tmp_path / "g", tmp_path / "r", plots_too=False, bounds=[str(tmp_path / "g")])
+    with pytest.raises(UnsupportedWorkloadError, match="the two bounds"):
+        replay_trace(AGENTIC, "polynomial", work_dir=tmp_path / "up2",
+                     unmodelled=("engine_client.inflight_limit", "engine_client.inflight_limit.as_lanes"))

@@ -1,0 +1,63 @@
+"""compare warns when the capture's conditions differ from the calibration's (never silent)."""
+
+from __future__ import annotations
+
+from unirl_replay.report.conditions import condition_warnings, probe_levels
+from unirl_replay.report.timing_eval import StepModel
+from unirl_replay.v1 import manifest_pb2 as mpb
+from unirl_replay.v1 import replay_pb2 as rpb
+
+PROV = {"measured": True, "hardware": {"cpu_model": "AMD EPYC", "cpu_count": 2},
+        "loadavg": {"start": [0.36, 1.0, 1.1], "end": [0.9, 1.2, 1.1]}}
+
+
+def _replay(kind=rpb.TIMING_MODEL_KIND_PROFILE):
+    r = rpb.ReplayResult()
+    r.timing_model.kind = kind
+    return r
+
+
+def _manifest():
+    m = mpb.TraceManifest()
+    m.hardware.cpu_model, m.hardware.cpu_count = "AMD EPYC", 2
+    return m
+
+
+def test_nothing_recorded_is_itself_a_warning_and_defaults_are_quiet():
+    ws = condition_warnings(_manifest(), _replay(), PROV, None)
+    assert len(ws) == 1 and "recorded no run conditions" in ws[0]
+    assert condition_warnings(_manifest(), _replay(rpb.TIMING_MODEL_KIND_POLYNOMIAL), PROV, None) == []
+
+
+def test_cpu_load_steal_and_uptime_differences_are_named():
+    m = _manifest()
+    m.hardware.cpu_model = "Intel Xeon"
+    m.conditions.loadavg_1m_start, m.conditions.loadavg_1m_end = 1.9, 2.4
+    m.conditions.steal_pct = 12.0
+    m.conditions.engine_uptime_ns = 30 * 10**9
+    prov = {**PROV, "conditions": {"engine_uptime_ns": 900 * 10**9}}
+    ws = " | ".join(condition_warnings(m, _replay(), prov, None))
+    assert "CPU model differs" in ws and "load differs: capture up to 2.40" in ws and "calibration up to 0.90" in ws
+    assert "steal 12.0 %" in ws and "time since start differs: capture 30 s, calibration 900 s" in ws
+    assert "no reference probe" in ws
+
+
+def test_old_traces_load_label_is_read():
+    m = _manifest()
+    m.labels["loadavg.window"] = "start 1.14/1.05/1.17, end 1.60/1.05/1.17"
+    ws = condition_warnings(m, _replay(), PROV, None)
+    assert any("capture up to 1.60 (label loadavg.window)" in w for w in ws)
+
+
+def test_probe_level_beyond_its_spread_warns():
+    m = _manifest()
+    m.conditions.loadavg_1m_start = 0.8
+    p = m.probes.add(engine_id="e0", when="before")
+    p.points.add(phase="decode", batch_size=32, context_tokens=128, repeats=5, median_ms=3.0, p25_ms=2.9, p75_ms=3.1)
+    p.points.add(phase="prefill", prefill_tokens=512, repeats=5, median_ms=10.4, p25_ms=10.0, p75_ms=10.8)
+    model = StepModel("fixed", 0, fixed=(10.0, 2.0))
+    levels = [round(lv, 2) for _, _, lv in probe_levels(m, model)]
+    assert levels == [1.5, 1.04]
+    ws = condition_warnings(m, _replay(), PROV, model)
+    assert any("decode B=32 ctx 128) ran at 1.50x" in w for w in ws)
+    assert not any("prefill 512" in w for w in ws)  # 1.04x: within tolerance

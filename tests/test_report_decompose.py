@@ -1,0 +1,135 @@
+"""Additive decomposition of predicted - measured: exact by hand, exact on the bundled real traces.
+
+By hand (the steps of tests/test_report_steps.py, fixed model P = 4 ms per pass, D = 1 ms per step):
+measured readiness 45 ms (first submit 0, ready 45). The engine ran [10, 40]; it was idle [0, 10]
+while B was between submit (0) and queued (21), and [40, 45] after the last token: client path
+15 ms. Real passes 10 / 10 / 10 ms against the model's 4 / 5 (P + D, mixed) / 1 ms. The simulator
+predicts 12 ms. So: client -15, first pass 4 - 10 = -6, prefill 5 - 10 = -5, decode 1 - 10 = -9,
+scheduling = -33 - (-35) = +2 (the model's 10 ms on the real schedule vs the simulator's 12 ms).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from replay_build import engine, record
+from test_report_steps import MS, PROFILE, hand_outcomes, hand_workload
+from unirl_replay.report import compare as C
+from unirl_replay.report.decompose import TERMS
+from unirl_replay.report.text import format_report
+from unirl_replay.report.timing_eval import StepModel
+from unirl_replay.v1 import common_pb2 as cpb
+from unirl_replay.v1 import manifest_pb2 as mpb
+from unirl_replay.v1 import replay_pb2 as rpb
+from unirl_replay.v1 import report_pb2 as vpb
+
+REPO = Path(__file__).resolve().parents[1]
+
+
+def hand_manifest():
+    m = mpb.TraceManifest(schema_version="unirl_replay.v1", trace_id="hand", workload_name="hand",
+                          role=cpb.WORKLOAD_ROLE_HOLDOUT)
+    m.window.clock_domain = cpb.CLOCK_DOMAIN_CAPTURE_MONOTONIC
+    m.engines.append(engine(mnbt=2048, seqs=8))
+    return m
+
+
+def hand_replay():
+    r = rpb.ReplayResult(schema_version="unirl_replay.v1", trace_id="hand", granularity=rpb.RESULT_GRANULARITY_PER_REQUEST)
+    r.simulator.name, r.simulator.version = "ai-dynamo", "1.6.1"
+    r.timing_model.kind, r.timing_model.calibration = rpb.TIMING_MODEL_KIND_FIXED, rpb.CALIBRATION_STATUS_FIXED
+    r.timing_model.prefill_ms, r.timing_model.decode_ms = 4.0, 1.0
+    r.requests.add(request_id="A", engine_id="e0", arrival_ns=0, scheduled_ns=0, first_token_ns=4 * MS,
+                   completion_ns=12 * MS)
+    r.requests.add(request_id="B", engine_id="e0", arrival_ns=0, scheduled_ns=0, first_token_ns=4 * MS,
+                   completion_ns=10 * MS)
+    r.groups.add(group_id="G1", completed_ns=12 * MS)
+    r.rollout_batches.add(rollout_batch_id="B1", ready_ns=12 * MS)
+    return r
+
+
+def _terms(d):
+    return {t.name: t.delta_ns for t in d.terms}
+
+
+def test_decomposition_by_hand_sums_exactly():
+    wl = [record(x) for x in hand_workload()]
+    rep = C.compare(hand_manifest(), wl, hand_outcomes(), hand_replay())
+    (d,) = [d for d in rep.decompositions if d.record_id == "B1"]
+    assert d.unavailable_reason == ""
+    assert (d.measured_ns, d.predicted_ns, d.total_ns) == (45 * MS, 12 * MS, -33 * MS)
+    assert _terms(d) == {"client_path": -15 * MS, "first_pass": -6 * MS, "prefill_level": -5 * MS,
+                         "decode_level": -9 * MS, "simulator_scheduling": 2 * MS}
+    assert sum(t.delta_ns for t in d.terms) == d.total_ns
+    assert [t.name for t in d.terms] == list(TERMS)
+    # the profile check on the same steps, and the text report shows both
+    ph = {p.phase: p for p in rep.profile_check.phases}
+    assert ph["first_pass"].median_ratio == pytest.approx(2.5)
+    assert rep.workload_requests == 2 and rep.workload_samples == 3
+    txt = format_report(rep)
+    assert "decomposition of predicted - measured" in txt and "profile check" in txt
+    assert "2 engine requests, 3 samples" in txt
+
+
+def test_decomposition_refuses_shared_steps_and_missing_models():
+    wl = [record(x) for x in hand_workload()]
+    wl[1].request.rollout_batch_id = "B2"  # B's sequences now share A's steps but belong to another batch
+    wl.append(record(__import__("replay_build").batch("B2", [])))
+    rep = C.compare(hand_manifest(), wl, hand_outcomes(), hand_replay())
+    d = [d for d in rep.decompositions if d.record_id == "B1"]
+    assert not d or "also hold other requests" in d[0].unavailable_reason
+    r = hand_replay()
+    r.timing_model.kind, r.timing_model.calibration = rpb.TIMING_MODEL_KIND_PROFILE, rpb.CALIBRATION_STATUS_UNCALIBRATED
+    r.timing_model.profile_path = "absent.npz"
+    rep = C.compare(hand_manifest(), [record(x) for x in hand_workload()], hand_outcomes(), r)
+    assert "profile file was not given" in rep.profile_check.unavailable_reason
+    (d,) = [d for d in rep.decompositions if d.record_id == "B1"]
+    assert "not evaluated" in d.unavailable_reason and not d.terms
+    rep = C.compare(hand_manifest(), [record(x) for x in hand_workload()], hand_outcomes(), r,
+                    timing=(StepModel("fixed", 0, fixed=(4.0, 1.0)), {}, ""))
+    (d,) = [d for d in rep.decompositions if d.record_id == "B1"]
+    assert sum(t.delta_ns for t in d.terms) == d.total_ns
+
+
+@pytest.fixture(scope="module")
+def bundled_reports(tmp_path_factory):
+    pytest.importorskip("dynamo.replay")
+    from unirl_replay.replay.runner import replay_trace, write_result
+    from unirl_replay.report.outputs import compare_to_dir
+
+    out = {}
+    for name, unmodelled in (("grpo-a", ()), ("agentic-a", ("engine_client.inflight_limit",))):
+        d = tmp_path_factory.mktemp(name)
+        res = replay_trace(REPO / "traces" / name, f"profile:{PROFILE}", work_dir=d / "up", unmodelled=unmodelled)
+        write_result(d, res)
+        out[name] = compare_to_dir(REPO / "traces" / name, d / "replay_result.json", d / "report", plots_too=False)
+    return out
+
+
+@pytest.mark.parametrize("name", ["grpo-a", "agentic-a"])
+def test_bundled_traces_decompose_exactly(bundled_reports, name):
+    rep = bundled_reports[name]
+    assert all(not es.unavailable_reason for es in rep.engine_steps)
+    decs = [d for d in rep.decompositions if d.terms]
+    assert any(d.level == vpb.COMPARISON_LEVEL_ROLLOUT_BATCH for d in decs)
+    for d in decs:
+        assert sum(t.delta_ns for t in d.terms) == d.total_ns == d.predicted_ns - d.measured_ns, d.record_id
+    pairs = {m.metric: m for m in rep.metrics}
+    assert pairs["batch_readiness"].pairs == sum(d.metric == "batch_readiness" and d.record_id != "all rollout batches"
+                                                 for d in decs)
+
+
+def test_grpo_a_reproduces_the_hand_analysis(bundled_reports):
+    """fidelity-findings.md: decode and prefill level dominate; client and scheduling are small;
+    the profile's form holds (a uniform ratio: level, not form); the conversion kept the settings."""
+    rep = bundled_reports["grpo-a"]
+    (tot,) = [d for d in rep.decompositions if d.record_id == "all rollout batches"]
+    t = _terms(tot)
+    level = abs(t["decode_level"]), abs(t["prefill_level"] + t["first_pass"])
+    rest = abs(t["client_path"]), abs(t["simulator_scheduling"])
+    assert min(level) > max(rest)
+    assert t["decode_level"] < 0 and t["prefill_level"] < 0
+    assert "uniform" in rep.profile_check.reading and "LEVEL" in rep.profile_check.reading
+    assert any("ran with the trace's engine settings" in n for n in rep.notes)
