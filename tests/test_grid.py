@@ -163,15 +163,20 @@ def test_the_demo_holdout_and_conformance_matrix_are_grid_specs(spec, jobs):
         assert all(x.trace.allow_unmodelled == ("engine_client.inflight_limit",) for x in expanded[6:])
 
 
-def test_a_simulator_the_replay_runner_lacks_is_refused_before_anything_runs(tmp_path):
-    from unirl_replay.grid.jobs import replay_accepts_simulator
+def test_simulator_axis_dynamo_and_aisimulate_predict_the_same_requests(tmp_path):
+    """The simulator axis is passed to replay_trace: the two simulator lines give the same rows."""
+    pytest.importorskip("dynamo.replay")
+    from unirl_replay.replay.simulators import AISIMULATE_DEFAULT, environments
+    from unirl_replay.replay.simulators.aisimulate import env_dir_for
 
-    if replay_accepts_simulator():
-        pytest.skip("this checkout's replay runner selects simulators (issue 15): the axis is passed through")
-    p = _write(tmp_path, json.dumps({"traces": [str(REPO / "traces" / "grpo-a")], "timing_models": ["polynomial"],
-                                     "simulators": ["dynamo", "aisimulate==0.13.0"]}))
-    out = tmp_path / "out"
-    with pytest.raises(GridSpecError) as e:
-        run_grid(load_spec(p), out, backend="sequential", progress=False)
-    assert e.value.rule == "grid.spec.simulator" and "aisimulate==0.13.0" in str(e.value)
-    assert not out.exists()
+    if not environments.is_complete(env_dir_for(AISIMULATE_DEFAULT)):
+        pytest.skip("aisimulate environment absent: run `make aisimulate-env` (make test does)")
+    p = _write(tmp_path, json.dumps({"traces": [{"path": str(REPO / "traces" / "grpo-a"), "plots": False}],
+                                     "timing_models": ["fixed:10,1"], "simulators": ["dynamo", "aisimulate"]}))
+    run = run_grid(load_spec(p), tmp_path / "out", backend="local", workers=2, progress=False)
+    assert run.ok, run.results
+    dyn, ais = run.results
+    assert (dyn["job_id"], ais["job_id"]) == ("grpo-a/dynamo/fixed-10-1", "grpo-a/aisimulate/fixed-10-1")
+    assert dyn["requests_sha256"] == ais["requests_sha256"], "the same per-request predictions on both lines"
+    assert dyn["replay_sha256"] != ais["replay_sha256"], "the result names its simulator"
+    assert ais["simulator_version"] == AISIMULATE_DEFAULT

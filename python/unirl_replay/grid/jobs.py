@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import fcntl
 import hashlib
-import inspect
 import os
 import socket
 import sys
@@ -27,13 +26,6 @@ from unirl_replay.contract.errors import UnirlReplayError
 from unirl_replay.grid.spec import ConformanceJob, ReplayJob
 
 OK, FAILED = "ok", "failed"
-
-
-def replay_accepts_simulator() -> bool:
-    """Whether this checkout's ``replay_trace`` takes a ``simulator`` keyword (issue 15)."""
-    from unirl_replay.replay.runner import replay_trace
-
-    return "simulator" in inspect.signature(replay_trace).parameters
 
 
 def result_digests(result) -> tuple[str, str]:
@@ -109,12 +101,7 @@ def _replay(job: ReplayJob, dest: Path) -> dict[str, Any]:
     from unirl_replay.replay.runner import RESULT_FILE, replay_trace, write_result
 
     kw: dict[str, Any] = {"trace_format": job.trace_format, "unmodelled": job.trace.allow_unmodelled,
-                          "work_dir": dest / "upstream"}
-    if replay_accepts_simulator():
-        kw["simulator"] = job.simulator
-    elif job.simulator != "dynamo":
-        raise UnirlReplayError(f"simulator {job.simulator!r}: this checkout's replay runner has only the Dynamo "
-                               "path (no `simulator` selection)")
+                          "work_dir": dest / "upstream", "simulator": job.simulator}
     t0 = time.perf_counter()
     result = replay_trace(job.trace.path, job.timing_model.spec, **kw)
     write_result(dest, result)

@@ -29,8 +29,8 @@ from typing import Any, Callable
 
 from unirl_replay.contract.errors import UnirlReplayError
 from unirl_replay.grid import backends
-from unirl_replay.grid.jobs import FAILED, OK, replay_accepts_simulator
-from unirl_replay.grid.spec import ConformanceJob, GridSpec, GridSpecError, ReplayJob, expand
+from unirl_replay.grid.jobs import FAILED, OK
+from unirl_replay.grid.spec import ConformanceJob, GridSpec, expand
 
 MARKER = ".unirl-replay-grid"
 GRID_JSON = "grid.json"
@@ -64,13 +64,6 @@ def check_out_dir(out_dir: Path) -> None:
                                "choose another --out or empty it: nothing of yours is overwritten")
 
 
-def _preflight(spec: GridSpec, jobs) -> None:
-    if any(isinstance(j, ReplayJob) and j.simulator != "dynamo" for j in jobs) and not replay_accepts_simulator():
-        others = sorted({j.simulator for j in jobs if isinstance(j, ReplayJob) and j.simulator != "dynamo"})
-        raise GridSpecError(f"simulators {others}: this checkout's replay runner has only the Dynamo path "
-                            "(no `simulator` selection yet)", file=spec.path, rule="grid.spec.simulator")
-
-
 def run_grid(spec: GridSpec, out_dir: str | Path, backend: str = "local", workers: int | None = None,
              address: str | None = None, progress: bool = True,
              log: Callable[[str], None] = lambda m: print(m, file=sys.stderr)) -> GridRun:
@@ -83,7 +76,6 @@ def run_grid(spec: GridSpec, out_dir: str | Path, backend: str = "local", worker
     if backend not in backends.BACKENDS:
         raise UnirlReplayError(f"unknown backend {backend!r}; use one of {backends.BACKENDS}")
     jobs = expand(spec)
-    _preflight(spec, jobs)
     out_dir = Path(out_dir).resolve()
     check_out_dir(out_dir)
     out_dir.parent.mkdir(parents=True, exist_ok=True)

@@ -41,7 +41,6 @@ TOP_KEYS = {"traces", "simulators", "timing_models", "format", "compare", "plots
 TRACE_KEYS = {"path", "name", "allow_unmodelled", "repeats", "plots", "batch"}
 CONFORMANCE_KEYS = {"corpus", "revisions", "cases", "shards", "cache_dir"}
 FORMATS = ("agentic_mooncake", "mooncake")
-_SIM = re.compile(r"^(dynamo|aisimulate)(==[A-Za-z0-9][A-Za-z0-9.+!_-]*)?$")
 
 
 class GridSpecError(TraceFormatError):
@@ -174,6 +173,15 @@ def _bool(path: Path, value: Any, key: str, default: bool) -> bool:
     return value
 
 
+def _check_simulator(path: Path, spec: str) -> None:
+    from unirl_replay.replay.simulators import parse_simulator
+
+    try:
+        parse_simulator(spec)
+    except Exception as e:  # noqa: BLE001 - SimulatorSpecError, re-raised naming the spec file
+        raise _err(path, f"simulator {spec!r}: {e}", "simulator") from None
+
+
 def _abs(base: Path, p: str) -> str:
     q = Path(p).expanduser()
     return str((q if q.is_absolute() else base / q).resolve())
@@ -237,8 +245,7 @@ def load_spec(path: str | Path) -> GridSpec:
     models = [_model(base, path, m) for m in models_raw]
     sims = _strs(path, data.get("simulators"), "simulators") or ["dynamo"]
     for s in sims:
-        if not _SIM.match(s):
-            raise _err(path, f"unknown simulator {s!r}; use dynamo | aisimulate[==VERSION]", "simulator")
+        _check_simulator(path, s)
     fmt = data.get("format", "agentic_mooncake")
     if fmt not in FORMATS:
         raise _err(path, f"unknown format {fmt!r}; use one of {FORMATS}", "format")
