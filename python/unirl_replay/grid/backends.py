@@ -31,6 +31,7 @@ from unirl_replay.contract.errors import MissingEnvironmentError, UnirlReplayErr
 from unirl_replay.grid.jobs import FAILED, run_job
 
 BACKENDS = ("local", "ray", "sequential")
+OBJECT_STORE_BYTES = 256 * 1024**2
 
 
 def _lost(job, why: str) -> dict[str, Any]:
@@ -95,7 +96,9 @@ def ray(jobs, out_root: str, info: dict, workers: int | None = None,
     tmp = None
     if local_instance:
         tmp = tempfile.mkdtemp(prefix="ray-", dir="/tmp")  # short: Ray's socket paths must fit 107 bytes
-        kw.update(num_cpus=max(1, workers or os.cpu_count() or 1), _node_ip_address="127.0.0.1", _temp_dir=tmp)
+        # results are ~2 KB each: a small object store instead of Ray's default 30 % of memory
+        kw.update(num_cpus=max(1, workers or os.cpu_count() or 1), _node_ip_address="127.0.0.1", _temp_dir=tmp,
+                  object_store_memory=OBJECT_STORE_BYTES)
     else:
         kw["address"] = address
     try:
