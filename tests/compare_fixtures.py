@@ -37,6 +37,8 @@ def manifest(role=cpb.WORKLOAD_ROLE_HOLDOUT, name="grpo-toy", trace_id="toy-1", 
     m = mpb.TraceManifest(schema_version="unirl_replay.v1", trace_id=trace_id, role=role, workload_name=name)
     m.window.clock_domain = cpb.CLOCK_DOMAIN_CAPTURE_MONOTONIC
     m.window.duration_ns = ms(300)
+    m.privacy.content = cpb.CONTENT_POLICY_EXCLUDED
+    m.cache_state = cpb.CACHE_STATE_KIND_COLD
     m.engines.add(engine_id="e0", block_size_tokens=16, num_kv_blocks=1024, max_num_seqs=8,
                   max_num_batched_tokens=2048, max_model_len=4096, enable_prefix_caching=True,
                   enable_chunked_prefill=True)
@@ -50,7 +52,8 @@ def manifest(role=cpb.WORKLOAD_ROLE_HOLDOUT, name="grpo-toy", trace_id="toy-1", 
 def _req(rid, group, traj="", turn=None, engine="e0", batch="B1", arrival_ms=None, n=1):
     r = wpb.Request(request_id=rid, group_id=group, rollout_batch_id=batch, engine_id=engine,
                     trajectory_id=traj, num_samples=n, input_tokens=100,
-                    sample_ids=[f"{rid}-s{i}" for i in range(n)], output_tokens=[10] * n)
+                    sample_ids=[f"{rid}-s{i}" for i in range(n)], output_tokens=[10] * n,
+                    finish_reasons=[cpb.FINISH_REASON_STOP] * n)
     r.prefix.block_size_tokens = 16  # ceil(100 / 16) = 7 chained hashes, unique per request
     base = 1000 * (sum(map(ord, rid)) + 1)
     r.prefix.block_hashes.extend(base + i for i in range(7))
@@ -106,7 +109,7 @@ def outcomes(scale: float = 1.0) -> list[opb.OutcomeRecord]:
         _rout("r1", submit=100 * s, queued=101 * s, sched=102 * s, first=110 * s, compl=150 * s),
         _rout("r2", submit=100 * s, sched=105 * s, first=120 * s, compl=200 * s),
         _rout("r3", submit=110 * s, sched=110 * s, first=130 * s, compl=160 * s),
-        _rout("r4", submit=180 * s, sched=185 * s, compl=240 * s),
+        _rout("r4", submit=180 * s, sched=185 * s, compl=240 * s, reason="first token not reported"),
         _rout("r5", submit=105 * s, reason="metrics disabled"),
     ]
     t = opb.TrajectoryOutcome(trajectory_id="T1", slot_acquired_ns=ms(108 * s), slot_released_ns=ms(245 * s),

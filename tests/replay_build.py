@@ -32,7 +32,11 @@ def engine(eid="e0", bs=4, blocks=1000, seqs=16, mnbt=1024, pc=True, chunked=Tru
 
 
 def manifest(*engines, cache=c.CACHE_STATE_KIND_COLD, policy=None, trace_id="t-test"):
-    mf = m.TraceManifest(schema_version="unirl_replay.v1", trace_id=trace_id, cache_state=cache)
+    mf = m.TraceManifest(schema_version="unirl_replay.v1", trace_id=trace_id, cache_state=cache,
+                         role=c.WORKLOAD_ROLE_UNLABELLED)
+    mf.privacy.content = c.CONTENT_POLICY_EXCLUDED  # a complete manifest: commands gate traces (validate)
+    mf.window.duration_ns = 3600 * 10**9
+    mf.window.clock_domain = c.CLOCK_DOMAIN_CAPTURE_MONOTONIC
     mf.engines.extend(engines or [engine()])
     if policy is not None:
         mf.policy.policy_version = policy
@@ -54,6 +58,7 @@ def req(rid, inp=8, out=(2,), *, at_ms=None, deps=(), traj="", turn=None, group=
     r = w.Request(request_id=rid, num_samples=len(out), trajectory_id=traj, group_id=group,
                   rollout_batch_id=batch, engine_id=eng, input_tokens=inp, output_tokens=list(out))
     r.sample_ids.extend(f"{rid}/s{i}" for i in range(len(out)))
+    r.finish_reasons.extend([c.FINISH_REASON_STOP] * len(out))
     if turn is not None:
         r.turn_index = turn
     if policy is not None:

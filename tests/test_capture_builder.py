@@ -1,7 +1,9 @@
-"""trace_builder on hand-made raw records (light env): the raw -> contract mapping, rule by rule.
+"""capture finalize on hand-made records (light env): the raw -> contract mapping, rule by rule.
 
-Each case states the raw input and the expected record fields side by side. Times in the raw
-records are monotonic seconds; the window starts at T0.
+Each case states the raw input and the expected record fields side by side, in the compact form
+below; :func:`_write` lays them out as the per-process shards the hooks write (one engine process,
+one process hosting its client) and finalizes them. Times in the raw records are monotonic seconds;
+the window starts at T0 (a ``window_start`` mark).
 """
 
 from __future__ import annotations
@@ -9,7 +11,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from unirl_replay.capture.trace_builder import build_trace
+from unirl_replay.capture.finalize import finalize
 from unirl_replay.contract.outcomes_io import iter_outcomes
 from unirl_replay.contract.trace_io import open_trace
 from unirl_replay.v1 import common_pb2 as c
@@ -49,14 +51,47 @@ def _meta(mode: str, **kw) -> dict:
             "max_new_tokens": 8, "labels": {}, **kw}
 
 
+EID = f"vllm:h:{PID}"
+
+
+def _rollouts(ids):
+    return sorted({int(str(x).split(":", 1)[0][1:]) for x in ids})
+
+
 def _write(tmp: Path, driver: list, engine: list, meta: dict) -> Path:
     raw = tmp / "raw"
     raw.mkdir(parents=True)
-    (raw / "driver-1.jsonl").write_text("".join(json.dumps(r) + "\n" for r in driver))
-    (raw / "engine-2.jsonl").write_text("".join(json.dumps(r) + "\n" for r in
-                                                [{"kind": "engine_config", "pid": PID, "config": CFG}, *engine]))
+    proc = {"kind": "process", "host": "h", "boot_id": "b", "clock_pair": _t(T0),
+            "versions": {"unirl": "0.2.0", "vllm": "0.28.0"}}
+    drv = [dict(proc, role="driver", pid=1),
+           {"kind": "window_start", "at": _t(T0)}, {"kind": "window_end", "at": _t(T0 + 10)}]
+    for r in driver:
+        r = dict(r)
+        overhead = r.pop("phase", "window") != "window"
+        if r["kind"] == "driver_generate":
+            r.update(kind="engine_call", call_id=f"c{r.pop('call_index')}", engine_id=EID,
+                     rollout_ids=[99] if overhead else _rollouts(r["sample_ids"]))
+            r.pop("engine_runtime_pid")
+        elif r["kind"] == "trajectory":
+            r.update(engine_id=EID, rollout_ids=_rollouts([r["group"]]))
+        elif r["kind"] == "collect":
+            r.update(collect_id=f"k{r.pop('batch_index')}", enter=_t(T0), group_size=meta["group_size"],
+                     capacities=[meta["per_worker_inflight"]], current_version=0)
+            for g in r["groups"]:
+                g["rollout_ids"] = _rollouts(g["roots"])
+        drv.append(r)
+    eng = [dict(proc, role="engine", pid=PID, engine_id=EID),
+           {"kind": "engine_config", "engine_id": EID, "config": CFG, "model": {"model_type": "qwen2"}}]
+    for r in engine:
+        r = dict(r, engine_id=EID)
+        r.pop("pid")
+        r["requests"] = [dict(q, vllm_request_id=f"{r['pipe_request_id']}.{q['position']}") for q in r["requests"]]
+        eng.append(r)
+    end = {"kind": "process_end"}
+    (raw / "driver-h-1.jsonl").write_text("".join(json.dumps(r) + "\n" for r in [*drv, end]))
+    (raw / f"engine-h-{PID}.jsonl").write_text("".join(json.dumps(r) + "\n" for r in [*eng, end]))
     out = tmp / "trace"
-    build_trace(out, raw, meta)
+    finalize(raw, out, rollouts="0", role=meta["role"], max_output_tokens=meta["max_new_tokens"])
     res = check_trace(out)
     assert res.status == TraceCheck.STATUS_VALID, [format_violation(v) for v in res.violations]
     return out
@@ -99,7 +134,7 @@ def test_grpo_fanout_times_groups_batch(tmp_path):
     assert r0.arrival.observed_offset_ns == r1.arrival.observed_offset_ns == 1_000_000  # the call submits all
     assert list(r0.finish_reasons) == [c.FINISH_REASON_STOP, c.FINISH_REASON_LENGTH]
     assert len(r0.prefix.block_hashes) == 3 and r0.prefix.block_size_tokens == 16 and r0.policy_version == 3
-    assert [g.member_ids for g in wl["group"]] == [["req-00000"], ["req-00001"]]
+    assert [g.member_ids for g in wl["group"]] == [[f"{EID}#7.0"], [f"{EID}#7.1"]]
     o0, o1 = oc["request"]
     # n>1: per-child stats are the truth: queued/scheduled/first = min, completion = max
     assert (o0.queued_ns, o0.scheduled_ns, o0.first_token_ns, o0.completion_ns) == (10_000_000, 11_000_000,
@@ -111,7 +146,7 @@ def test_grpo_fanout_times_groups_batch(tmp_path):
     assert g0.completed_ns == 90_000_000 and not g1.HasField("completed_ns")
     assert oc["rollout_batch"][0].ready_ns == 200_000_000
     assert m.engines[0].dtype == "bfloat16" and m.policy.policy_version == 3
-    assert m.labels["engine_calls_not_in_window"] == "1"
+    assert m.completeness.complete  # the overhead-pair call is outside the window (rollout 99), not lost
 
 
 def test_agentic_dependencies_delays_slots_and_first_n(tmp_path):

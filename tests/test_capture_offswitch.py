@@ -33,6 +33,7 @@ print(json.dumps({"new_on_import": sorted(after_import - before), "new_on_regist
 HEAVY = ("vllm", "unirl.", "torch", "transformers")
 INTERNALS = ("unirl_replay.capture._engine_recorder", "unirl_replay.capture.driver_capture",
              "unirl_replay.capture.hashing", "unirl_replay.capture.trace_builder",
+             "unirl_replay.capture.shard", "unirl_replay.capture.switch", "unirl_replay.capture.finalize",
              "unirl_replay.reference.rollout_driver", "unirl_replay.reference.tiny_model")
 
 

@@ -44,12 +44,12 @@ def test_capture_passes_workload_knobs_to_the_driver(tmp_path, monkeypatch):
     res = CliRunner().invoke(cli, ["capture", "agentic", "--out", str(tmp_path / "t"), "--role", "holdout",
                                    "--workload-name", "agentic-holdout-b", "--seed", "7", "--prompts", "5",
                                    "--prompt-words", "10:40", "--tool-wait-ms", "5:9", "--per-worker-inflight", "3",
-                                   "--no-validate"])
+                                   "--engines", "3", "--no-finalize"])
     assert res.exit_code == 0, res.output
     argv = log.read_text().split()
     assert argv[:3] == ["-m", "unirl_replay.reference.rollout_driver", "agentic"]
-    for flag, value in (("--role", "holdout"), ("--workload-name", "agentic-holdout-b"), ("--seed", "7"),
-                        ("--prompts", "5"), ("--prompt-words", "10:40"), ("--tool-wait-ms", "5:9"),
+    assert "--role holdout" in res.output and "--workload-name agentic-holdout-b" in res.output  # for finalize
+    for flag, value in (("--engines", "3"), ("--seed", "7"), ("--prompts", "5"), ("--prompt-words", "10:40"), ("--tool-wait-ms", "5:9"),
                         ("--per-worker-inflight", "3")):
         assert argv[argv.index(flag) + 1] == value
     bad = CliRunner().invoke(cli, ["capture", "grpo", "--out", str(tmp_path / "u"), "--prompt-words", "9:3"])
@@ -100,3 +100,88 @@ def test_real_capture_end_to_end_validates(tmp_path_factory, mode):
     assert outs and all(o.HasField("completion_ns") for o in outs)
     if mode == "agentic":
         assert {"trajectory", "slot_pool"} <= kinds
+
+
+@pytest.mark.reference
+@needs_ref
+@pytest.mark.parametrize("mode", ["grpo", "agentic"])
+def test_real_multiprocess_capture_joins_every_engine_request_exactly_once(tmp_path_factory, mode):
+    """UniRL's Ray wiring, 2 engines in 2 Ray actors: every vLLM request of the window (read from the
+    engine processes' own shards) is exactly one trace request carrying its sample ids, group and
+    batch (and trajectory for agentic); nothing lost, nothing duplicated."""
+    import json
+
+    from unirl_replay.capture.finalize import read_shards
+
+    out, _ = small_capture(mode, tmp_path_factory)
+    shards = read_shards(out / "raw")
+    roles = sorted(s.role for s in shards)
+    assert roles.count("engine") == 2 and roles.count("worker") >= 2 and "driver" in roles, roles
+    assert all(s.clean_exit and not s.truncated_last_line for s in shards)
+    window_calls = {(r["engine_id"], r["pipe_request_id"]): r for s in shards for r in s.records
+                    if r["kind"] == "engine_call" and all(x < 1000 for x in r["rollout_ids"])}
+    engine_reqs = {}
+    for s in shards:
+        for r in s.records:
+            if r["kind"] == "engine_generate" and (r["engine_id"], r["pipe_request_id"]) in window_calls:
+                for q in r["requests"]:
+                    engine_reqs[f"{r['engine_id']}#{q['vllm_request_id']}"] = (r, q)
+    t = open_trace(out)
+    m = t.manifest
+    assert len(m.engines) == 2 and len({w for e in m.engines for w in e.worker_ids}) == 2
+    assert m.completeness.complete, list(m.completeness.lost)
+    reqs = [r.request for _, r in t.iter_workload() if r.WhichOneof("record") == "request"]
+    ids = [r.request_id for r in reqs]
+    assert len(ids) == len(set(ids)), "a request written twice"
+    assert set(ids) == set(engine_reqs), "engine requests lost or invented"
+    groups = {r.group.group_id: r.group for _, r in t.iter_workload() if r.WhichOneof("record") == "group"}
+    batches = {r.rollout_batch.rollout_batch_id for _, r in t.iter_workload() if r.WhichOneof("record") == "rollout_batch"}
+    trajs = {r.trajectory.trajectory_id: r.trajectory for _, r in t.iter_workload()
+             if r.WhichOneof("record") == "trajectory"}
+    assert {r.engine_id for r in reqs} == {e.engine_id for e in m.engines}  # work on both engines
+    for r in reqs:
+        gen, q = engine_reqs[r.request_id]
+        call = window_calls[(gen["engine_id"], gen["pipe_request_id"])]
+        assert r.num_samples == q["n"] and set(r.sample_ids) <= set(call["sample_ids"])
+        assert r.input_tokens == q["prompt_tokens"] and list(r.output_tokens) == q["output_tokens"]
+        assert r.group_id in groups and r.rollout_batch_id in batches
+        assert r.group_id == r.sample_ids[0].split("/", 1)[0]
+        if mode == "agentic":
+            assert r.trajectory_id == call["trajectory_id"] and r.request_id in trajs[r.trajectory_id].request_ids
+            assert trajs[r.trajectory_id].group_id == r.group_id
+            assert r.request_id in json.dumps(list(trajs[r.trajectory_id].request_ids))
+    if mode == "agentic":
+        # every trajectory the driver collected carried its id back from the actor that ran it
+        collected = [t for s in shards for r in s.records if r["kind"] == "collect" for g in r["groups"]
+                     for t in g["trajectory_ids"] if all(x < 1000 for x in g["rollout_ids"])]
+        assert collected and None not in collected and set(collected) == set(trajs)
+
+
+@pytest.mark.reference
+@needs_ref
+def test_kill_9_of_an_engine_mid_window_gives_an_incomplete_trace_naming_what_was_lost(tmp_path):
+    """A real engine process (the vLLM runtime of UniRL rank 0) is killed with SIGKILL during the
+    second rollout: finalize still writes a valid trace of the complete records, marked incomplete,
+    naming the dead engine; the first rollout is whole and the other engine's work is kept."""
+    from unirl_replay.cli.main import main
+
+    out = tmp_path / "trace"
+    rc = main(["capture", "agentic", "--out", str(out), "--batches", "2", "--overhead-pairs", "0",
+               "--kill-engine-at-rollout", "1", "--keep-raw", *SMALL["agentic"]])
+    assert rc == 0, "capture or finalize failed"
+    res = check_trace(out)
+    assert res.status == TraceCheck.STATUS_VALID, [format_violation(v) for v in res.violations]
+    t = open_trace(out)
+    m = t.manifest
+    assert not m.completeness.complete
+    lost = {x.kind: x for x in m.completeness.lost}
+    killed = next(s for s in (out / "raw").glob("engine-*.jsonl")
+                  if '"unirl_rank":"0"' in s.read_text().splitlines()[0])
+    engine_id = __import__("json").loads(killed.read_text().splitlines()[0])["engine_id"]
+    assert "process_exit" in lost and killed.name in lost["process_exit"].cause
+    assert any(engine_id in x.cause for x in lost.values()), [(x.kind, x.cause) for x in lost.values()]
+    wl = [r for _, r in t.iter_workload()]
+    batches = {r.rollout_batch.rollout_batch_id for r in wl if r.WhichOneof("record") == "rollout_batch"}
+    assert "rollout-0" in batches
+    reqs = [r.request for r in wl if r.WhichOneof("record") == "request"]
+    assert reqs and len({r.request_id for r in reqs}) == len(reqs)

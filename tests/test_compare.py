@@ -85,7 +85,7 @@ def test_group_trajectory_batch_by_hand():
 
 def test_not_compared_listing_and_unavailable_count():
     rep = _report()
-    assert rep.requests_unavailable == 1
+    assert rep.requests_unavailable == 2  # r5 (metrics disabled) and r4 (first token not reported)
     # r4 has no first_token: TTFT not compared, with the reason
     (n,) = _nc(rep, "ttft", "r4")
     assert n.level == C.L_REQ and "first_token_ns not reported" in n.reason
@@ -237,3 +237,20 @@ def test_report_is_a_contract_message_roundtrip():
     rep = _report()
     again = vpb.ValidationReport.FromString(rep.SerializeToString())
     assert again == rep and again.schema_version == "unirl_replay.v1"
+
+
+def test_unavailable_boundary_leaves_out_only_its_metrics():
+    """A turn with 0 output tokens has no first token (unavailable, with the reason): its TTFT is
+    left out, its E2E and queueing delay are still compared."""
+    import compare_fixtures as F
+    from unirl_replay.report.matching import match
+
+    workload, outcomes, replay = F.workload(), F.outcomes(), F.replay()
+    out = next(r.request for r in outcomes if r.WhichOneof("record") == "request" and r.request.request_id == "r1")
+    out.ClearField("first_token_ns")
+    out.unavailable_reason = "0 output tokens: no first token"
+    m = match(workload, outcomes, replay)
+    nc = {(n.metric, n.record_id): n.reason for n in m.not_compared}
+    assert "0 output tokens" in nc[("ttft", "r1")]
+    assert ("e2e", "r1") not in nc and ("queueing_delay", "r1") not in nc
+    assert "r1" in m.unavailable

@@ -33,9 +33,9 @@ def test_compare_command_writes_report_plots_and_perfetto(tmp_path, capsys):
     text = capsys.readouterr().out
     assert "holdout workload grpo-toy | ai-dynamo 1.6.1 | polynomial default (UNCALIBRATED)" in text
     assert "capture overhead +3.1% over 3 paired runs" in text
-    assert "requests left out (measured outcome unavailable): 1" in text
+    assert "requests left out (measured outcome unavailable): 2" in text
     report = read_message_json(out / "validation_report.json", vpb.ValidationReport)
-    assert report.requests_unavailable == 1 and len(report.repeat_spread) == 9  # 7 metrics + engine_ttft, engine_e2e
+    assert report.requests_unavailable == 2 and len(report.repeat_spread) == 9  # 7 metrics + engine_ttft, engine_e2e
     assert "timeline.perfetto.json" in report.artifacts and "timeline_B1.png" in report.artifacts
     for name in report.artifacts:
         assert (out / name).is_file(), name

@@ -9,7 +9,8 @@ import pytest
 from grid_helpers import REPO, assert_grid_equals, sequential_reference, small_spec
 
 from unirl_replay.cli.main import main
-from unirl_replay.grid.runner import MARKER, check_out_dir, run_grid
+from unirl_replay.contract import out_dir as outputs
+from unirl_replay.grid.runner import check_out_dir, run_grid
 from unirl_replay.grid.spec import GridSpecError, expand, load_spec
 
 
@@ -70,8 +71,8 @@ def test_out_dir_with_user_files_is_refused_and_left_alone(tmp_path, capsys):
     assert "not an earlier grid output" in capsys.readouterr().err
     assert [p.name for p in out.iterdir()] == ["notes.txt"] and (out / "notes.txt").read_text() == "my notes"
     assert not list(tmp_path.glob(".mine.*")), "no partial directory is left behind"
-    (out / MARKER).write_text("{}")
-    check_out_dir(out)  # an earlier grid output (marked) may be replaced
+    outputs.record(out, ["notes.txt"], "grid")
+    check_out_dir(out)  # an earlier output whose every entry our marker lists may be replaced
     f = tmp_path / "afile"
     f.write_text("x")
     with pytest.raises(Exception, match="not a directory"):
@@ -114,6 +115,7 @@ def test_failed_job_is_reported_the_others_finish_and_a_rerun_replaces_the_outpu
     md = (out / "GRID.md").read_text()
     assert "2 failed jobs" in md and "engine_client.inflight_limit" in md
     assert "FAILED agentic-a/dynamo/fixed: UnsupportedWorkloadError" in capsys.readouterr().err
+    assert set(outputs.owned(out)) == {"grid.json", "GRID.md", "grpo-a", "agentic-a"}, "the output marker lists it"
     # a later grid into the same (marked) directory replaces it whole: no stale job directories
     (out / "agentic-a" / "stale.txt").write_text("old")
     only_grpo = json.loads(spec.read_text())

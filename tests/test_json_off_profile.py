@@ -1,6 +1,6 @@
 """Off-profile JSON: forms the proto3 JSON parser accepts but the profile's writers never write
 (camelCase keys, enum numbers, 32-bit integers as strings, 64-bit integers as numbers or in
-non-canonical strings such as "007", null, duplicate keys). `validate` accepts the trace with one
+non-canonical strings such as "007", null; duplicate keys are rejected, not warned). `validate` accepts the trace with one
 warning per occurrence naming file, line and field (rule json.<form>); `validate --strict` makes them
 errors. The canonical writer's output (the bundled traces, every test trace) has none.
 """
@@ -51,8 +51,6 @@ EDITS = {
     "int64_form": (lambda s: re.sub(r'"policy_version":"(\d+)"', r'"policy_version":"00\1"', s, count=1),
                    "request.policy_version"),
     "null": (lambda s: s.replace('"worker_id":"w0"', '"worker_id":null', 1), "request.worker_id"),
-    "duplicate_key": (lambda s: s.replace('"worker_id":"w0"', '"worker_id":"w0","worker_id":"w0"', 1),
-                      "request.worker_id"),
 }
 
 

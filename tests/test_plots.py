@@ -82,3 +82,19 @@ def test_timeline_rows_name_trajectory_and_turn_and_draw_tool_waits():
 def test_levels_without_pairs_give_no_figure():
     assert P.scatter_figure({}, C.L_REQ, "x") is None
     assert P.cdf_figure({}, C.L_BATCH, "x") is None
+
+
+def test_math_markup_in_names_is_shown_literally(tmp_path):
+    """A workload name or batch id with matplotlib math markup (`$...$`, even malformed) never
+    ends the plots in a parse error."""
+    import compare_fixtures as F
+    from unirl_replay.report import plots
+    from unirl_replay.report.matching import match
+
+    workload, outcomes, replay = F.workload(), F.outcomes(), F.replay()
+    for rec in workload:
+        if rec.WhichOneof("record") == "request":
+            rec.request.engine_id = "e$\\frac{"
+    m = match(workload, outcomes, replay)
+    names = plots.write_plots(tmp_path, m.pairs, workload, outcomes, replay, "label $\\undefined{x$ $$", batch_id="B1")
+    assert names and all((tmp_path / n).stat().st_size > 0 for n in names)

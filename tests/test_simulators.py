@@ -238,5 +238,6 @@ def test_whole_conformance_corpus_passes_on_the_aisimulate_line():
     rev = f"aisimulate=={AISIMULATE_DEFAULT}"
     run = runner.run_revision(root, cases, rev, root / ".cache-unused", lambda m: None)
     assert {"real_grpo_a_polynomial", "real_agentic_a_polynomial", "not_before_never_binds"} <= set(run.results)
-    bad = {n: (c.status, c.detail) for n, c in run.results.items() if c.status != runner.PASS}
+    # only the cases listed in expected_failures/aisimulate-<build>.txt may fail (as on ai-dynamo 1.6.1)
+    bad = {n: (c.status, c.detail) for n, c in run.results.items() if c.status not in (runner.PASS, runner.XFAIL)}
     assert not bad, bad

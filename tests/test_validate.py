@@ -115,6 +115,23 @@ def _missing_delay(t):
     t.request("traj-0/t1").dependencies[0].ClearField("external_delay_ns")
 
 
+def _late_sample(t):
+    out = t.outcome("req-1")
+    for i in range(4):
+        out.samples.add(sample_id=f"req-1/s{i}", first_token_ns=out.first_token_ns,
+                        completion_ns=out.completion_ns + (MS if i == 2 else 0))
+
+
+def _partial_samples(t):
+    out = t.outcome("req-0")
+    for i in range(2):
+        out.samples.add(sample_id=f"req-0/s{i}", first_token_ns=out.first_token_ns, completion_ns=out.completion_ns)
+
+
+def _request_in_other_group(t):
+    t.request("req-1").group_id = "g0"  # g1 lists it (unit SAMPLES)
+
+
 def _both_delay(t):
     t.request("traj-0/t1").dependencies[0].delay_absence = c.DELAY_ABSENCE_NOT_MEASURED
 
@@ -187,6 +204,42 @@ CASES = [
     ("outcome.unmatched", "ghost", grpo_trace, _unmatched_outcome),
     ("outcome.unmatched", "g7", grpo_trace, lambda t: t.add(o.GroupOutcome(group_id="g7", completed_ns=0))),
     ("id.duplicate", "req-0", grpo_trace, lambda t: t.add(request_outcome("req-0", 0))),
+    # issue 13: hostile values, bounds, lineage agreement, outcome completeness
+    ("enum.unknown", "req-0", grpo_trace, lambda t: t.request("req-0").finish_reasons.__setitem__(0, 99)),
+    ("enum.unknown", "traj-0/t1", agentic_trace,
+     lambda t: setattr(t.request("traj-0/t1").dependencies[0], "trigger", 7)),
+    ("enum.unknown", "test-trace", grpo_trace, lambda t: setattr(t.manifest.window, "clock_domain", 99)),
+    ("id.invalid", "req-0", grpo_trace, lambda t: t.request("req-0").sample_ids.__setitem__(0, "s\x07")),
+    ("id.invalid", "g\\n0", grpo_trace, lambda t: setattr(t.group("g0"), "group_id", "g\n0")),
+    ("id.invalid", "req-1", grpo_trace, lambda t: setattr(t.request("req-1"), "worker_id", "w\x00")),
+    ("id.invalid", "traj-0/t1", agentic_trace,
+     lambda t: setattr(t.request("traj-0/t1").dependencies[0], "predecessor_request_id", "traj-0/t0\x1b")),
+    ("id.invalid", "req-0", grpo_trace, lambda t: t.outcome("req-0").samples.add(sample_id="s\x85")),
+    ("id.invalid", "test-trace", grpo_trace, lambda t: setattr(t.manifest.privacy, "hash_salt_id", "x" * 2000)),
+    ("manifest.trace_id", "", grpo_trace, lambda t: setattr(t.manifest, "trace_id", "")),
+    ("outcome.missing_reason", "req-0", grpo_trace, lambda t: t.outcome("req-0").ClearField("first_token_ns")),
+    ("outcome.completion_order", "g0", grpo_trace,
+     lambda t: setattr(t.outcomes[[r.WhichOneof("record") for r in t.outcomes].index("group")].group,
+                       "completed_ns", 10 * MS)),
+    ("outcome.completion_order", "b0", grpo_trace,
+     lambda t: setattr(t.outcomes[-1].rollout_batch, "ready_ns", 15 * MS)),
+    ("outcome.samples", "req-0", grpo_trace,
+     lambda t: t.outcome("req-0").samples.add(sample_id="ghost", first_token_ns=5 * MS, completion_ns=6 * MS)),
+    ("outcome.samples", "req-1", grpo_trace, _late_sample),
+    ("outcome.samples", "req-0", grpo_trace, _partial_samples),
+    ("group.request_mismatch", "req-0", grpo_trace, lambda t: setattr(t.request("req-0"), "rollout_batch_id", "b1")),
+    ("group.request_mismatch", "req-1", grpo_trace, _request_in_other_group),
+    ("group.request_mismatch", "traj-1/t0", agentic_trace, lambda t: setattr(t.request("traj-1/t0"), "group_id", "gX")),
+    ("bound.model_len", "req-0", grpo_trace, lambda t: t.request("req-0").output_tokens.__setitem__(1, 5000)),
+    ("bound.tokens", "req-0", grpo_trace, lambda t: t.request("req-0").output_tokens.__setitem__(1, 4_000_000_000)),
+    ("bound.tokens", "req-1", grpo_trace,
+     lambda t: (setattr(t.manifest.engines[0], "max_model_len", 0),
+                t.request("req-1").output_tokens.__setitem__(0, 20_000_000))),
+    ("bound.max_output_tokens", "req-0", grpo_trace, lambda t: setattr(t.request("req-0"), "max_output_tokens", 4)),
+    ("bound.count", "req-0", grpo_trace, lambda t: setattr(t.request("req-0"), "num_samples", 5000)),
+    ("bound.window", "test-trace", grpo_trace, lambda t: setattr(t.manifest.window, "duration_ns", 31 * 86400 * 10**9)),
+    ("bound.engine_capacity", "e0", grpo_trace, lambda t: setattr(t.manifest.engines[0], "num_kv_blocks", 1)),
+    ("bound.engine_capacity", "e0", grpo_trace, lambda t: setattr(t.manifest.engines[0], "max_num_batched_tokens", 16)),
 ]
 WARNINGS = {"group.singleton", "prefix.missing", "units.outside_window", "units.suspect_small"}
 
@@ -263,6 +316,17 @@ def test_incomplete_traces(tmp_path, enc):
     (d / "manifest.json").unlink()
     res = check_trace(d)
     assert res.status == INCOMPLETE and hits(res, "trace.no_manifest")
+
+
+def test_zero_request_trace_is_rejected(tmp_path):
+    t = grpo_trace()
+    for r in list(t.requests()):
+        t.remove("request", r.request_id)
+    t.workload = [r for r in t.workload if r.WhichOneof("record") not in ("group", "rollout_batch")]
+    t.outcomes = []
+    res = check(t, tmp_path)
+    assert res.status == INVALID and hits(res, "trace.no_requests")
+    assert "0 requests" in hits(res, "trace.no_requests")[0].message
 
 
 def test_container_rules(tmp_path):
@@ -354,7 +418,105 @@ def test_every_rule_has_a_test():
         "trace.no_manifest", "trace.partial_files", "artifact.missing", "artifact.size", "artifact.digest",
         "artifact.record_count", "jsonl.truncated", "binpb.truncated", "manifest.schema_version", "manifest.artifacts",
         "json.parse", "json.profile", "jsonl.empty_line", "binpb.frame", "binpb.decode", "manifest.window",
-        "manifest.engine",
-        "compat.newer_revision", "binpb.unknown_fields"}  # tests/test_forward_compat.py
+        "manifest.engine", "json.duplicate_key", "json.nan", "json.huge_number", "json.depth", "jsonl.line_too_long",
+        "json.file_too_large", "artifact.not_regular", "artifact.unreadable", "artifact.symlink",
+        "compat.newer_revision", "binpb.unknown_fields", "trace.no_requests"}  # tests/test_forward_compat.py
     tested |= {f"json.{form}" for form in OFF_PROFILE_FORMS}  # tests/test_json_off_profile.py
     assert set(RULES) - tested == set()
+
+
+# -- issue 13: hostile framing and JSON; every bad line reported
+
+
+def _with_line(tmp_path, name, payload: bytes, enc="jsonl", at=None):
+    from unirl_replay.contract.trace_io import TraceWriter
+    from unirl_replay.v1.manifest_pb2 import ARTIFACT_KIND_WORKLOAD
+    t = grpo_trace()
+    d = tmp_path / name
+    with TraceWriter(d, enc) as wr:
+        for r in t.workload:
+            wr.write_workload(r)
+        for p in (payload if isinstance(payload, list) else [payload]):
+            wr._streams[ARTIFACT_KIND_WORKLOAD].write(p)
+        for r in t.outcomes:
+            wr.write_outcome(r)
+        wr.finalize(t.manifest)
+    return d, len(t.workload)
+
+
+@pytest.mark.parametrize("payload,rule", [
+    (b'{"request": {"request_id": "x", "request_id": "y"}}\n', "json.duplicate_key"),
+    (b'{"request": {"request_id": "x", "num_samples": NaN}}\n', "json.nan"),
+    (b'{"request": {"request_id": "x", "num_samples": 1e999}}\n', "json.nan"),
+    (b'{"request": {"request_id": "x", "num_samples": ' + b"9" * 5000 + b"}}\n", "json.huge_number"),
+    (b'{"request": {"request_id": "x", "input_tokens": "' + b"9" * 5000 + b'"}}\n', "json.profile"),
+    (b"[" * 100_000 + b"]" * 100_000 + b"\n", "json.depth"),
+    (b'{"request": ' * 5000 + b"{}" + b"}" * 5000 + b"\n", "json.depth"),
+])
+def test_hostile_json_lines_are_typed_violations(payload, rule, tmp_path):
+    d, n = _with_line(tmp_path, "t", payload)
+    res = check_trace(d)
+    v = hits(res, rule)
+    assert v and v[0].line == n + 1 and v[0].file == "workload.jsonl", list(res.violations)
+    assert res.status == INVALID
+
+
+def test_every_unparseable_line_is_reported(tmp_path):
+    bad = [b"{oops\n", b'{"request": 5}\n', b"{also bad\n"]
+    d, n = _with_line(tmp_path, "t", bad)
+    res = check_trace(d)
+    lines = sorted(v.line for v in res.violations if v.rule in ("json.parse", "json.profile"))
+    assert lines == [n + 1, n + 2, n + 3], list(res.violations)
+    assert res.record_counts["workload"] == n  # the good ones were all checked
+    res = check_trace(_with_line(tmp_path, "many", [b"{x\n"] * 9)[0], max_per_rule=4)
+    parse = [v for v in res.violations if v.rule == "json.parse"]
+    assert len(parse) == 5 and "5 more" in parse[-1].message
+    d, n = _with_line(tmp_path, "bin", [b"\x02\xff\xff", b"\x02\xff\xff"], enc="binpb")
+    assert [v.line for v in check_trace(d).violations if v.rule == "binpb.decode"] == [n + 1, n + 2]
+
+
+def test_manifest_duplicate_schema_version_is_rejected(tmp_path):
+    d = grpo_trace().write(tmp_path / "t")
+    text = (d / "manifest.json").read_text()
+    (d / "manifest.json").write_text(text.replace('"schema_version": "unirl_replay.v1"',
+                                                  '"schema_version": "unirl_replay.v2", "schema_version": "unirl_replay.v1"'))
+    res = check_trace(d)
+    v = hits(res, "json.duplicate_key")
+    assert v and v[0].file == "manifest.json" and "schema_version" in v[0].message and res.status == INVALID
+
+
+def test_oversize_line_and_file(tmp_path, monkeypatch):
+    from unirl_replay.contract import trace_io
+    d, n = _with_line(tmp_path, "t", b'{"request": {"request_id": "' + b"x" * 5000 + b'"}}\n')
+    monkeypatch.setattr(trace_io, "MAX_LINE_BYTES", 4096)
+    v = hits(check_trace(d), "jsonl.line_too_long")
+    assert v and v[0].line == n + 1
+    monkeypatch.setattr(trace_io, "MAX_JSON_FILE_BYTES", 100)
+    v = hits(check_trace(d), "json.file_too_large")
+    assert v and v[0].file == "manifest.json"
+
+
+def test_non_regular_symlinked_and_unreadable_artifacts(tmp_path, monkeypatch):
+    import os
+    d = grpo_trace().write(tmp_path / "fifo")
+    (d / "outcomes.jsonl").unlink()
+    os.mkfifo(d / "outcomes.jsonl")
+    assert hits(check_trace(d), "artifact.not_regular")  # never blocks on the FIFO
+    d = grpo_trace().write(tmp_path / "link")
+    (d / "workload.jsonl").rename(tmp_path / "elsewhere.jsonl")
+    (d / "workload.jsonl").symlink_to(tmp_path / "elsewhere.jsonl")
+    v = hits(check_trace(d), "artifact.symlink")
+    assert v and v[0].file == "workload.jsonl"
+    d = grpo_trace().write(tmp_path / "perm")
+    from unirl_replay.contract import trace_io
+    real_open = os.open
+
+    def denied(path, *a, **k):
+        if str(path).endswith("outcomes.jsonl"):
+            raise PermissionError(13, "Permission denied", str(path))
+        return real_open(path, *a, **k)
+
+    monkeypatch.setattr(trace_io.os, "open", denied)
+    res = check_trace(d)
+    v = hits(res, "artifact.unreadable")
+    assert v and "Permission denied" in v[0].message and res.status == INVALID

@@ -66,9 +66,9 @@ def engine_from_manifest(trace_dir: str | os.PathLike) -> Tuple[Dict[str, Any], 
     Raises:
         CalibrationError: the trace has no engine or several, or lacks the settings a profile needs.
     """
-    from unirl_replay.contract.trace_io import open_trace
+    from unirl_replay.contract.gate import gate
 
-    man = open_trace(trace_dir).manifest
+    man = gate(trace_dir, "calibrate").manifest
     if len(man.engines) != 1:
         raise CalibrationError(f"{trace_dir}: calibrate --like needs a trace with exactly one engine, "
                                f"found {len(man.engines)}")

@@ -3,8 +3,15 @@
 Imported only from :mod:`unirl_replay.capture.vllm_plugin` after ``UNIRL_REPLAY_TRACE_DIR`` was
 found set, in the process that owns ``vllm.LLM`` (UniRL's spawned runtime).
 
-Writes ``$UNIRL_REPLAY_TRACE_DIR/raw/engine-<pid>.jsonl``: counts, finish reasons, vLLM's
+Writes this process's shard ``$UNIRL_REPLAY_TRACE_DIR/raw/engine-<host>-<pid>.jsonl``
+(:mod:`shard`: bounded buffer, flushed on a timer and at exit): counts, finish reasons, vLLM's
 per-request timestamps and salted prefix hashes (:mod:`hashing`). Never text or token ids.
+
+Engine identity: ``engine_id = "vllm:<host>:<pid>"`` of this process (the one that owns
+``vllm.LLM``); the driver side names the same engine by ``VLLMRolloutEngine._process.pid`` on the
+same host, and the pair (engine id, UniRL pipe request id) joins a driver call to its vLLM
+requests. The engine's own report (``engine_config``: vLLM's resolved config, the model's
+``hf_config``, the installed versions in the shard header) is what the manifest is built from.
 
 Clocks: vLLM's ``queued_ts`` / ``scheduled_ts`` / ``first_token_ts`` / ``last_token_ts`` are
 ``time.monotonic()`` in the EngineCore process (EngineCoreEvent / EngineCoreOutputs timestamps).
@@ -21,19 +28,18 @@ per-child hook does nothing.
 from __future__ import annotations
 
 import functools
-import json
 import os
 import threading
 import time
 from pathlib import Path
 from typing import Any, Dict, List, Optional, Sequence
 
+from unirl_replay.capture import shard
 from unirl_replay.capture.hashing import load_salt, prefix_block_hashes
 
 PLAIN_SWITCH_FILE = "PLAIN"
 
-_state: Dict[str, Any] = {"last_pipe_request_id": None, "generate_index": 0, "config_emitted": False,
-                          "active": False}
+_state: Dict[str, Any] = {"last_pipe_request_id": None, "config_emitted": False, "active": False}
 _lock = threading.Lock()
 
 _TS = ("arrival_time", "queued_ts", "scheduled_ts", "first_token_ts", "last_token_ts")
@@ -83,20 +89,32 @@ def engine_config(llm: Any) -> Dict[str, Any]:
     return out
 
 
+def engine_id_for(host: str, pid: int) -> str:
+    """The engine id both sides compute: the vLLM runtime process on its host."""
+    return f"vllm:{host}:{pid}"
+
+
+def model_report(llm: Any) -> Dict[str, Any]:
+    """The model as the engine loaded it (``model_config.hf_config``, the model path)."""
+    mc = _get(llm, "llm_engine.vllm_config.model_config")
+    hf = getattr(mc, "hf_config", None)
+    out: Dict[str, Any] = {"path": str(getattr(mc, "model", "") or ""),
+                           "served_name": str(getattr(mc, "served_model_name", "") or "")}
+    for key in ("model_type", "num_hidden_layers", "hidden_size", "num_attention_heads", "num_key_value_heads",
+                "vocab_size", "intermediate_size"):
+        v = getattr(hf, key, None)
+        out[key] = v if isinstance(v, (int, float, str)) or v is None else str(v)
+    return out
+
+
 def install(trace_dir: str, llm_cls: Any, runtime_module: Any) -> None:
     raw_dir = Path(trace_dir) / "raw"
     raw_dir.mkdir(parents=True, exist_ok=True)
     plain_switch = str(raw_dir / PLAIN_SWITCH_FILE)
-    path = raw_dir / f"engine-{os.getpid()}.jsonl"
-    salt = load_salt()
-    sink = open(path, "a", buffering=1, encoding="utf-8")
-
-    def emit(record: Dict[str, Any]) -> None:
-        with _lock:
-            sink.write(json.dumps(record, sort_keys=True) + "\n")
-
-    emit({"kind": "engine_process", "pid": os.getpid(),
-          "clock_pair": {"wall": time.time(), "monotonic": time.monotonic()}})
+    salt = load_salt(trace_dir)
+    engine_id = engine_id_for(shard.host_name(), os.getpid())
+    sink = shard.writer(trace_dir, "engine", engine_id=engine_id, unirl_rank=os.environ.get("RANK"))
+    emit = sink.emit
 
     if runtime_module is not None and hasattr(runtime_module, "_recv_request"):
         original_recv = runtime_module._recv_request
@@ -125,12 +143,16 @@ def install(trace_dir: str, llm_cls: Any, runtime_module: Any) -> None:
         try:
             if not _state["config_emitted"]:
                 _state["config_emitted"] = True
-                emit({"kind": "engine_config", "pid": os.getpid(), "config": engine_config(self)})
-            _record_generate(self, emit, salt, outputs, (mono0, mono1))
-            emit({"kind": "engine_capture_cost", "pipe_request_id": _state.get("last_pipe_request_id"),
-                  "self_s": time.monotonic() - mono1})
+                import vllm
+
+                emit({"kind": "engine_config", "engine_id": engine_id, "config": engine_config(self),
+                      "model": model_report(self), "vllm_version": str(getattr(vllm, "__version__", ""))})
+            _record_generate(self, emit, salt, outputs, (mono0, mono1), engine_id)
+            emit({"kind": "engine_capture_cost", "engine_id": engine_id,
+                  "pipe_request_id": _state.get("last_pipe_request_id"), "self_s": time.monotonic() - mono1})
         except Exception as exc:  # noqa: BLE001 - a capture must never break a rollout
-            emit({"kind": "capture_error", "where": "engine.generate", "error": f"{type(exc).__name__}: {exc}"})
+            emit({"kind": "capture_error", "where": "engine.generate", "engine_id": engine_id,
+                  "error": f"{type(exc).__name__}: {exc}"})
         return outputs
 
     llm_cls.generate = generate
@@ -169,12 +191,9 @@ def _install_child_stats_hook() -> None:
     state_cls.make_request_output = make_request_output
 
 
-def _record_generate(llm: Any, emit, salt: bytes, outputs: Sequence[Any], times) -> None:
+def _record_generate(llm: Any, emit, salt: bytes, outputs: Sequence[Any], times, engine_id: str) -> None:
     mono0, mono1 = times
     block_size = _get(llm, "llm_engine.vllm_config.cache_config.block_size")
-    with _lock:
-        index = _state["generate_index"]
-        _state["generate_index"] += 1
     requests: List[Dict[str, Any]] = []
     for position, out in enumerate(outputs):
         prompt_ids = getattr(out, "prompt_token_ids", None) or []
@@ -198,8 +217,7 @@ def _record_generate(llm: Any, emit, salt: bytes, outputs: Sequence[Any], times)
     emit(
         {
             "kind": "engine_generate",
-            "pid": os.getpid(),
-            "generate_index": index,
+            "engine_id": engine_id,
             "pipe_request_id": _state.get("last_pipe_request_id"),
             "pipe_recv_monotonic": _state.get("last_pipe_recv_mono"),
             "block_size": block_size,

@@ -1,57 +1,59 @@
-"""Driver-side capture hooks around UniRL's rollout classes (installed only on explicit request).
+"""UniRL-side capture hooks (driver / trainer and every Ray actor hosting a rollout engine).
 
-Installed by :func:`install` when a capture is switched on (``UNIRL_REPLAY_TRACE_DIR``); importing
-this module patches nothing. All hooks wrap UniRL 0.2.0 methods from outside:
+Installed by :func:`install` (normally through :func:`unirl_replay.capture.install`, the one
+switch); importing this module patches nothing. All hooks wrap UniRL 0.2.0 methods from outside,
+at class level, in whatever process they run in, and append to that process's shard
+(:mod:`shard`: ``raw/driver-<host>-<pid>.jsonl`` in the driver, ``raw/worker-<host>-<pid>.jsonl``
+in a Ray worker):
 
-* ``VLLMRolloutEngine.generate`` (one call = one engine round trip of one Sample): sample ids of the
-  frontier gen Part (``sample.parts[-1].sample_ids``), their group (root prompt id,
-  ``sample.parts[-1].group_ids`` / root of the id string), ``Part.output_version`` of the result,
-  per-sample ``Part.status``, the engine (runtime pid), and the call interval.
-* ``VLLMRolloutEngine._recv`` (private; runs inside the engine's client lock in the calling
-  thread): the pipe ``expected_request_id``, i.e. the join key with the runtime-side record.
-* ``AgenticRolloutEngine.generate`` (one call = one trajectory): the capture assigns a trajectory
-  id (sibling trajectories share UniRL sample ids), keeps the turn index in a thread-local, times
-  the slot hold as seen by the worker, and wraps the engine's environment ``step`` to time it.
-* ``RolloutManager.submit`` / ``collect``: rollout batch boundaries (the collect the trainer waits
-  on) and which trajectories each collect returned.
+* ``VLLMRolloutEngine.generate`` (runs where the engine client lives: the Ray actor of a
+  ``DevicePool`` worker, or the driver in a single-process run): one ``engine_call`` per round
+  trip: a call id (uuid), the engine id (``vllm:<host>:<runtime pid>``, the same id the vLLM plugin
+  computes in the runtime process), UniRL's pipe request id (the join key with the engine shard),
+  the frontier Part's sample ids (their lineage and the ``r<rollout_id>:`` prefix UniRL's trainer
+  puts on every root id), ``Part.output_version``, the trajectory id and turn when inside a
+  trajectory, and the call interval.
+* ``VLLMRolloutEngine._recv`` (private; inside the engine's client lock in the calling thread):
+  the pipe ``expected_request_id``.
+* ``AgenticRolloutEngine.generate`` (one call = one trajectory, on a slot thread of the actor):
+  a trajectory id (uuid) is assigned here, where the trajectory starts, kept in a thread-local
+  for the turns and ``env.step`` calls it makes, and CARRIED WITH THE TRAJECTORY: it is stamped
+  into the per-sample ``metadata`` of the returned Sample's last Part
+  (``unirl_replay.trajectory_id``), which Ray returns to the driver. The slot hold (generate
+  enter/exit) and the engine's ``env.step`` durations are recorded.
+* ``RolloutManager.submit`` / ``collect`` (driver): rollout batch boundaries; each collect lists,
+  per returned group, the trajectory ids read from the returned Samples (never object identity).
 
-Records are plain JSON lines in ``$TRACE_DIR/raw/driver-<pid>.jsonl`` (raw input of
-:mod:`unirl_replay.capture.trace_builder`). No text, token ids or tool arguments are written.
-Times are ``time.monotonic()`` (host-wide CLOCK_MONOTONIC) with one ``(wall, monotonic)`` pair per
-process for the window's human start time.
+No text, token ids or tool arguments are written. Times are ``time.monotonic()`` (host-wide
+CLOCK_MONOTONIC) plus one ``(wall, monotonic)`` pair per shard.
 
-:func:`set_active` switches the hooks to a pass-through (plain) mode for paired overhead runs in
-the same processes; :func:`set_phase` tags records (``window`` vs ``overhead``) so the trace
-builder keeps only the window.
+Plain mode (paired overhead runs): while ``raw/PLAIN`` exists every hook calls straight through
+(one ``stat`` per call), in every process at once.
 """
 
 from __future__ import annotations
 
 import functools
-import itertools
-import json
 import os
+import sys
 import threading
 import time
 from pathlib import Path
 from typing import Any, Dict, List, Optional
 
+from unirl_replay.capture import shard
+
+TRAJECTORY_KEY = "unirl_replay.trajectory_id"
+PLAIN_SWITCH_FILE = "PLAIN"
+
 _local = threading.local()
-_lock = threading.Lock()
 _installed: Dict[str, Any] = {}
-_mode: Dict[str, Any] = {"active": True, "phase": "window"}
-#: phase -> [seconds spent serializing and writing driver records, records] (the hooks' main cost)
-_cost: Dict[str, List[Any]] = {}
+_mode: Dict[str, Any] = {"active": True}
 
 
 def set_active(active: bool) -> None:
-    """Instrumented (True) or pass-through (False) hooks; used by the overhead pairs."""
+    """In-process override (tests); the cross-process switch is the ``raw/PLAIN`` file."""
     _mode["active"] = bool(active)
-
-
-def set_phase(phase: str) -> None:
-    """Tag subsequent records with ``phase`` (``window`` records become the trace)."""
-    _mode["phase"] = phase
 
 
 def _now() -> Dict[str, float]:
@@ -62,28 +64,40 @@ def _root(sample_id: str) -> str:
     return str(sample_id).split("/", 1)[0]
 
 
-class _Sink:
-    def __init__(self, trace_dir: str) -> None:
-        raw = Path(trace_dir) / "raw"
-        raw.mkdir(parents=True, exist_ok=True)
-        self.path = raw / f"driver-{os.getpid()}.jsonl"
-        # Block-buffered: one write syscall per ~64 KiB instead of per record (the raw file is only
-        # read after the window, when close() has flushed it; an aborted capture is never finalized).
-        self._fh = open(self.path, "a", buffering=1 << 16, encoding="utf-8")
+def rollout_id_of(sample_id: str) -> Optional[int]:
+    """UniRL's trainer namespaces every root id ``r<rollout_id>:...`` (``prepare_input_sample``)."""
+    root = _root(sample_id)
+    if root.startswith("r"):
+        head = root[1:].split(":", 1)[0]
+        if head.isdigit():
+            return int(head)
+    return None
 
-    def emit(self, record: Dict[str, Any]) -> None:
-        t = time.perf_counter()
-        record.setdefault("phase", _mode["phase"])
-        line = json.dumps(record, sort_keys=True)
-        with _lock:
-            self._fh.write(line + "\n")
-            cost = _cost.setdefault(record["phase"], [0.0, 0])
-            cost[0] += time.perf_counter() - t
-            cost[1] += 1
 
-    def close(self) -> None:
-        with _lock:
-            self._fh.close()
+def process_role() -> str:
+    """``worker`` inside a Ray worker process, else ``driver``."""
+    argv0 = os.path.basename(sys.argv[0]) if sys.argv and sys.argv[0] else ""
+    if argv0 == "default_worker.py":  # ray/_private/workers/default_worker.py: every Ray worker process
+        return "worker"
+    worker_mod = sys.modules.get("ray._private.worker")
+    ray = sys.modules.get("ray")
+    if worker_mod is not None and ray is not None:
+        try:
+            if worker_mod.global_worker.mode == ray.WORKER_MODE:
+                return "worker"
+        except Exception:  # noqa: BLE001 - identity only
+            pass
+    return "driver"
+
+
+def _actor_id() -> Optional[str]:
+    ray = sys.modules.get("ray")
+    if ray is None:
+        return None
+    try:
+        return ray.get_runtime_context().get_actor_id()
+    except Exception:  # noqa: BLE001
+        return None
 
 
 def current_context() -> Dict[str, Any]:
@@ -91,56 +105,125 @@ def current_context() -> Dict[str, Any]:
     return dict(ctx) if ctx else {}
 
 
-def install(trace_dir: str, *, window: Dict[str, Any] | None = None) -> _Sink:
-    """Install the driver hooks (idempotent) and return the sink."""
-    if "sink" in _installed:
-        return _installed["sink"]
+def engine_id_of(engine: Any) -> Optional[str]:
+    """``vllm:<host>:<runtime pid>`` of a ``VLLMRolloutEngine`` (the runtime is spawned on this host)."""
+    pid = getattr(getattr(engine, "_process", None), "pid", None)
+    return None if pid is None else f"vllm:{shard.host_name()}:{pid}"
+
+
+def trajectory_ids_of(sample: Any) -> List[Optional[str]]:
+    """The trajectory ids a returned Sample carries (one per row of its last Part)."""
+    parts = getattr(sample, "parts", None) or []
+    for part in reversed(parts):
+        meta = getattr(part, "metadata", None) or []
+        ids = [(m or {}).get(TRAJECTORY_KEY) if isinstance(m, dict) else None for m in meta]
+        if any(ids):
+            return ids
+    return [None]
+
+
+def _stamp(result: Any, trajectory_id: str) -> None:
+    parts = getattr(result, "parts", None)
+    if not parts:
+        return
+    last = parts[-1]
+    rows = len(getattr(last, "sample_ids", []) or []) or 1
+    meta = list(getattr(last, "metadata", None) or [])
+    if len(meta) != rows:
+        meta = [None] * rows
+    try:
+        last.metadata = [{**(m or {}), TRAJECTORY_KEY: trajectory_id} for m in meta]
+    except Exception:  # noqa: BLE001 - a frozen Part: leave the data alone, the join reports it
+        pass
+
+
+def install(trace_dir: str, *, window: Dict[str, Any] | None = None) -> shard.ShardWriter:
+    """Install the hooks on all three UniRL classes in this process (idempotent). Returns the shard."""
     from unirl.rollout.engine.agentic.engine import AgenticRolloutEngine
     from unirl.rollout.engine.vllm.engine import VLLMRolloutEngine
     from unirl.rollout.manager.rollout import RolloutManager
 
-    sink = _Sink(trace_dir)
-    _installed["sink"] = sink
-    sink.emit({"kind": "driver_process", "pid": os.getpid(), "clock_pair": _now(), "window": window or {}})
-    gen_counter = itertools.count()
-    traj_counter = itertools.count()
-    batch_counter = itertools.count()
-    submit_counter = itertools.count()
-    traj_of_result: Dict[int, tuple] = {}
+    sink = _sink(trace_dir, window)
+    _hook_vllm(VLLMRolloutEngine, trace_dir)
+    _hook_agentic(AgenticRolloutEngine, trace_dir)
+    _hook_manager(RolloutManager, trace_dir)
+    return sink
+
+
+#: module -> (class name, hook installer): what :mod:`switch` installs as each module is imported
+HOOKS = {
+    "unirl.rollout.engine.vllm.engine": ("VLLMRolloutEngine", "_hook_vllm"),
+    "unirl.rollout.engine.agentic.engine": ("AgenticRolloutEngine", "_hook_agentic"),
+    "unirl.rollout.manager.rollout": ("RolloutManager", "_hook_manager"),
+    "unirl.distributed.group.worker": ("Worker", "_hook_worker"),
+}
+
+
+def install_for_module(module: Any, trace_dir: str) -> None:
+    """Hook the one class of ``module`` (called right after UniRL imported it)."""
+    cls_name, hook = HOOKS[module.__name__]
+    globals()[hook](getattr(module, cls_name), trace_dir)
+
+
+def _sink(trace_dir: str, window: Optional[Dict[str, Any]] = None) -> shard.ShardWriter:
+    sink = _installed.get("sink")
+    if sink is None:
+        sink = shard.writer(trace_dir, process_role(), window=window or {}, unirl_rank=os.environ.get("RANK"))
+        _installed["sink"] = sink
+    return sink
+
+
+def _active_fn(trace_dir: str):
+    plain = str(Path(trace_dir) / "raw" / PLAIN_SWITCH_FILE)
+
+    def active() -> bool:
+        return _mode["active"] and not os.path.exists(plain)
+
+    return active
+
+
+def _once(name: str) -> bool:
+    if name in _installed:
+        return False
+    _installed[name] = True
+    return True
+
+
+def _hook_vllm(VLLMRolloutEngine: Any, trace_dir: str) -> None:
+    if not _once("vllm"):
+        return
+    active = _active_fn(trace_dir)
+
+    def emit(record):
+        _sink(trace_dir).emit(record)
 
     # --- VLLMRolloutEngine -------------------------------------------------------------------
     original_recv = VLLMRolloutEngine._recv
 
     @functools.wraps(original_recv)
     def _recv(self, *, connection, timeout_s, expected_request_id=None, expected_command=None):
-        if expected_command == "generate" and _mode["active"]:
+        if expected_command == "generate":
             _local.pipe_request_id = expected_request_id
             _local.pipe_send_monotonic = time.monotonic()
-        return original_recv(
-            self,
-            connection=connection,
-            timeout_s=timeout_s,
-            expected_request_id=expected_request_id,
-            expected_command=expected_command,
-        )
+        return original_recv(self, connection=connection, timeout_s=timeout_s,
+                             expected_request_id=expected_request_id, expected_command=expected_command)
 
     VLLMRolloutEngine._recv = _recv
-
     original_vgen = VLLMRolloutEngine.generate
 
     @functools.wraps(original_vgen)
     def vllm_generate(self, sample):
-        if not _mode["active"]:
+        if not active():
             return original_vgen(self, sample)
         ctx = getattr(_local, "ctx", None)
         turn = None
         if ctx is not None:
             turn = ctx["turn"]
             ctx["turn"] += 1
-        call_index = next(gen_counter)
         frontier = sample.parts[-1]
         sample_ids = [str(s) for s in frontier.sample_ids]
         _local.pipe_request_id = None
+        engine_id = engine_id_of(self)  # before the call: a failed runtime may be gone after it
         t0 = _now()
         error = None
         result = None
@@ -152,39 +235,45 @@ def install(trace_dir: str, *, window: Dict[str, Any] | None = None) -> _Sink:
             raise
         finally:
             t1 = _now()
-            out_part = result.parts[-1] if result is not None and result.parts else None
+            out_part = result.parts[-1] if result is not None and getattr(result, "parts", None) else None
             status = None
             if out_part is not None and getattr(out_part, "status", None) is not None:
                 try:
                     status = [int(v) for v in out_part.status.tolist()]
                 except Exception:  # noqa: BLE001
                     status = str(out_part.status)
-            sink.emit(
-                {
-                    "kind": "driver_generate",
-                    "call_index": call_index,
-                    "engine_runtime_pid": getattr(getattr(self, "_process", None), "pid", None),
-                    "engine_object": f"VLLMRolloutEngine@{id(self):x}",
-                    "thread": threading.current_thread().name,
-                    "pipe_request_id": getattr(_local, "pipe_request_id", None),
-                    "pipe_send_monotonic": getattr(_local, "pipe_send_monotonic", None),
-                    "sample_ids": sample_ids,
-                    "groups": [_root(s) for s in sample_ids],
-                    "parent_ids": [str(s) for s in sample.parts[-2].sample_ids] if len(sample.parts) >= 2 else [],
-                    "output_version": getattr(out_part, "output_version", None) if out_part is not None else None,
-                    "engine_version": getattr(self, "_version", None),
-                    "segment_status": status,
-                    "trajectory_id": ctx["trajectory_id"] if ctx else None,
-                    "turn": turn,
-                    "enter": t0,
-                    "exit": t1,
-                    "error": error,
-                }
-            )
+            emit({
+                "kind": "engine_call",
+                "call_id": shard.new_id(),
+                "engine_id": engine_id or engine_id_of(self),
+                "actor_id": _actor_id(),
+                "thread": threading.current_thread().name,
+                "pipe_request_id": getattr(_local, "pipe_request_id", None),
+                "pipe_send_monotonic": getattr(_local, "pipe_send_monotonic", None),
+                "sample_ids": sample_ids,
+                "parent_ids": [str(s) for s in sample.parts[-2].sample_ids] if len(sample.parts) >= 2 else [],
+                "rollout_ids": sorted({r for r in map(rollout_id_of, sample_ids) if r is not None}),
+                "output_version": getattr(out_part, "output_version", None) if out_part is not None else None,
+                "engine_version": getattr(self, "_version", None),
+                "segment_status": status,
+                "trajectory_id": ctx["trajectory_id"] if ctx else None,
+                "turn": turn,
+                "enter": t0,
+                "exit": t1,
+                "error": error,
+            })
 
     VLLMRolloutEngine.generate = vllm_generate
 
-    # --- AgenticRolloutEngine ----------------------------------------------------------------
+
+def _hook_agentic(AgenticRolloutEngine: Any, trace_dir: str) -> None:
+    if not _once("agentic"):
+        return
+    active = _active_fn(trace_dir)
+
+    def emit(record):
+        _sink(trace_dir).emit(record)
+
     original_agen = AgenticRolloutEngine.generate
 
     def _wrap_env(engine) -> None:
@@ -195,7 +284,7 @@ def install(trace_dir: str, *, window: Dict[str, Any] | None = None) -> _Sink:
 
         def step(sample):
             ctx = getattr(_local, "ctx", None)
-            if not _mode["active"] or ctx is None:
+            if ctx is None or not active():
                 return original_step(sample)
             t0 = _now()
             error = None
@@ -211,30 +300,21 @@ def install(trace_dir: str, *, window: Dict[str, Any] | None = None) -> _Sink:
                 raise
             finally:
                 t1 = _now()
-                sink.emit(
-                    {
-                        "kind": "env_step",
-                        "trajectory_id": ctx["trajectory_id"] if ctx else None,
-                        "turn": (ctx["turn"] - 1) if ctx else None,
-                        "start": t0,
-                        "end": t1,
-                        "duration_s": t1["monotonic"] - t0["monotonic"],
-                        "done": done,
-                        "tool_calls": n_calls,
-                        "error": error,
-                    }
-                )
+                emit({"kind": "env_step", "trajectory_id": ctx["trajectory_id"], "turn": ctx["turn"] - 1,
+                           "start": t0, "end": t1, "duration_s": t1["monotonic"] - t0["monotonic"], "done": done,
+                           "tool_calls": n_calls, "error": error})
 
         env.step = step
         env._unirl_replay_wrapped = True
 
     @functools.wraps(original_agen)
     def agentic_generate(self, sample):
-        if not _mode["active"]:
+        if not active():
             return original_agen(self, sample)
         _wrap_env(self)
-        trajectory_id = f"traj-{next(traj_counter):05d}"
-        roots = sorted({_root(s) for s in sample.parts[-1].sample_ids})
+        trajectory_id = shard.new_id()
+        ids = [str(s) for s in sample.parts[-1].sample_ids]
+        roots = sorted({_root(s) for s in ids})
         _local.ctx = {"trajectory_id": trajectory_id, "turn": 0}
         t0 = _now()
         result = None
@@ -246,90 +326,113 @@ def install(trace_dir: str, *, window: Dict[str, Any] | None = None) -> _Sink:
             ctx = _local.ctx
             _local.ctx = None
             if result is not None:
-                traj_of_result[id(result)] = (trajectory_id, result)
-            last = result.parts[-1] if result is not None and result.parts else None
-            sink.emit(
-                {
-                    "kind": "trajectory",
-                    "trajectory_id": trajectory_id,
-                    "thread": threading.current_thread().name,
-                    "group": roots[0] if len(roots) == 1 else roots,
-                    "turns": ctx["turn"],
-                    "harness_status": getattr(last, "harness_status", None),
-                    "slot_hold": {"start": t0, "end": t1},
-                    "engine_object": f"AgenticRolloutEngine@{id(self):x}",
-                }
-            )
+                _stamp(result, trajectory_id)
+            last = result.parts[-1] if result is not None and getattr(result, "parts", None) else None
+            emit({
+                "kind": "trajectory",
+                "trajectory_id": trajectory_id,
+                "engine_id": engine_id_of(getattr(self, "_inner", None)),
+                "actor_id": _actor_id(),
+                "thread": threading.current_thread().name,
+                "group": roots[0] if len(roots) == 1 else roots,
+                "rollout_ids": sorted({r for r in map(rollout_id_of, ids) if r is not None}),
+                "turns": ctx["turn"],
+                "harness_status": getattr(last, "harness_status", None),
+                "slot_hold": {"start": t0, "end": t1},
+            })
 
     AgenticRolloutEngine.generate = agentic_generate
 
-    # --- RolloutManager ----------------------------------------------------------------------
+
+def _hook_manager(RolloutManager: Any, trace_dir: str) -> None:
+    if not _once("manager"):
+        return
+    active = _active_fn(trace_dir)
+
+    def emit(record):
+        _sink(trace_dir).emit(record)
+
+    def flush():
+        _sink(trace_dir).flush()
+
     original_submit = RolloutManager.submit
     original_collect = RolloutManager.collect
 
     @functools.wraps(original_submit)
     def submit(self, tasks):
-        if not _mode["active"]:
+        if not active():
             return original_submit(self, tasks)
         tasks = list(tasks)
-        sink.emit(
-            {
-                "kind": "submit",
-                "submit_index": next(submit_counter),
-                "tasks": len(tasks),
-                "groups": sorted({_root(s) for t in tasks for s in t.parts[-1].sample_ids}),
-                "at": _now(),
-                "capacities": list(getattr(self._pool, "_capacities", [])),
-            }
-        )
+        ids = [str(s) for t in tasks for s in t.parts[-1].sample_ids]
+        emit({"kind": "submit", "submit_id": shard.new_id(), "tasks": len(tasks),
+                   "groups": sorted({_root(s) for s in ids}),
+                   "rollout_ids": sorted({r for r in map(rollout_id_of, ids) if r is not None}),
+                   "at": _now(), "capacities": list(getattr(self._pool, "_capacities", [])),
+                   "group_size": getattr(self, "_group_size", None)})
         return original_submit(self, tasks)
 
     @functools.wraps(original_collect)
     def collect(self, n, *, current_version):
-        if not _mode["active"]:
+        if not active():
             return original_collect(self, n, current_version=current_version)
-        index = next(batch_counter)
         t0 = _now()
         groups = original_collect(self, n, current_version=current_version)
         t1 = _now()
-        sink.emit(
-            {
-                "kind": "collect",
-                "batch_index": index,
-                "n": int(n),
-                "current_version": int(current_version),
-                "enter": t0,
-                "exit": t1,
-                "groups": [
-                    {
-                        "roots": sorted({_root(s) for t in group for s in t.parts[0].sample_ids}),
-                        "trajectory_ids": [traj_of_result.get(id(t), (None,))[0] for t in group],
-                    }
-                    for group in groups
-                ],
-            }
-        )
+        out = []
+        for group in groups:
+            roots = sorted({_root(s) for t in group for s in t.parts[0].sample_ids})
+            tids = [tid for t in group for tid in trajectory_ids_of(t)]
+            out.append({"roots": roots, "trajectory_ids": tids,
+                        "rollout_ids": sorted({r for r in map(rollout_id_of, roots) if r is not None})})
+        emit({"kind": "collect", "collect_id": shard.new_id(), "n": int(n),
+                   "current_version": int(current_version), "enter": t0, "exit": t1, "groups": out,
+                   "group_size": getattr(self, "_group_size", None),
+                   "capacities": list(getattr(self._pool, "_capacities", []))})
+        flush()  # a batch boundary: make it durable now
         return groups
 
     RolloutManager.submit = submit
     RolloutManager.collect = collect
-    return sink
+
+
+def _hook_worker(Worker: Any, trace_dir: str) -> None:
+    """``Worker.teardown`` (``DevicePool.shutdown`` calls it, then ``ray.kill``s the actor, so no atexit
+    runs): close this process's shard there, so a clean shutdown is not reported as a lost process."""
+    if not _once("worker"):
+        return
+    original = Worker.teardown
+
+    @functools.wraps(original)
+    def teardown(self, *args, **kwargs):
+        try:
+            return original(self, *args, **kwargs)
+        finally:
+            shard.close_all()
+
+    Worker.teardown = teardown
 
 
 def close() -> None:
-    """Flush and close the driver sink (hooks stay installed but the process is about to finish)."""
-    sink: Optional[_Sink] = _installed.get("sink")
+    """Flush and close this process's shard (also done at exit)."""
+    sink: Optional[shard.ShardWriter] = _installed.get("sink")
     if sink is not None:
-        sink.emit({"kind": "driver_capture_cost", "phase": "close",
-                   "emit_s": {k: v[0] for k, v in _cost.items()}, "records": {k: v[1] for k, v in _cost.items()}})
         sink.close()
 
 
 def mark(kind: str, **fields: Any) -> None:
-    """Emit a driver-level record (e.g. GRPO batch boundaries) when the capture is installed."""
-    sink: Optional[_Sink] = _installed.get("sink")
-    if sink is not None:
-        sink.emit({"kind": kind, "at": _now(), **fields})
+    """Emit a record into this process's shard while the capture is on (``UNIRL_REPLAY_TRACE_DIR``).
+
+    Recipes use it for what the hooks cannot see: ``window_start`` / ``window_end`` (the window's
+    clock zero and end), ``labels`` (``labels={...}``: manifest labels), ``overhead_pairs``.
+    """
+    sink: Optional[shard.ShardWriter] = _installed.get("sink")
+    if sink is None:
+        trace_dir = os.environ.get(shard.TRACE_DIR_ENV)
+        if not trace_dir:
+            return
+        sink = _sink(trace_dir)
+    sink.emit({"kind": kind, "at": _now(), **fields})
 
 
-__all__ = ["current_context", "close", "install", "mark", "set_active", "set_phase"]
+__all__ = ["current_context", "close", "install", "mark", "set_active", "rollout_id_of", "trajectory_ids_of",
+           "TRAJECTORY_KEY"]

@@ -31,9 +31,35 @@ def ensure_salt() -> bytes:
     return bytes.fromhex(value)
 
 
-def load_salt() -> bytes:
+SALT_FILE = ".salt"
+
+
+def load_salt(trace_dir: str | None = None) -> bytes:
+    """The run's salt: ``UNIRL_REPLAY_TRACE_SALT``, else ``TRACE_DIR/raw/.salt`` (created once, mode
+    0600, by the first process of the run that needs it; every later process reads the same file, so
+    hashes from different engines stay comparable). The raw file is never copied into a trace."""
     value = os.environ.get(SALT_ENV)
     if value:
+        return bytes.fromhex(value)
+    if trace_dir:
+        path = os.path.join(trace_dir, "raw", SALT_FILE)
+        os.makedirs(os.path.dirname(path), exist_ok=True)
+        try:
+            fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+        except FileExistsError:
+            import time
+
+            for _ in range(200):  # another process is writing it (32 bytes): wait for it
+                text = open(path).read().strip()
+                if len(text) == 32:
+                    break
+                time.sleep(0.01)
+            value = text
+        else:
+            value = secrets.token_hex(16)
+            os.write(fd, value.encode())
+            os.close(fd)
+        os.environ[SALT_ENV] = value
         return bytes.fromhex(value)
     # No shared salt: hashes are still private, but not comparable across processes.
     return ensure_salt()

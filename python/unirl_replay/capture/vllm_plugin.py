@@ -15,9 +15,9 @@ its workers), possibly more than once.
   the prompt's full token blocks at the engine block size. UniRL's pipe request id (the join key
   with the driver side) is read by wrapping the runtime module's ``_recv_request``.
 
-No prompt, output or token ids are written. Records go to
-``$UNIRL_REPLAY_TRACE_DIR/raw/engine-<pid>.jsonl``; :mod:`unirl_replay.capture.trace_builder`
-joins them with the driver's records into the contract trace and the raw directory is removed.
+No prompt, output or token ids are written. Records go to this process's shard
+``$UNIRL_REPLAY_TRACE_DIR/raw/engine-<host>-<pid>.jsonl``; ``unirl-replay capture finalize``
+(:mod:`unirl_replay.capture.finalize`) joins them with the UniRL-side shards into a trace.
 """
 
 from __future__ import annotations

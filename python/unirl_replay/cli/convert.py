@@ -18,8 +18,10 @@ import click
 def command(trace_dir: str, trace_format: str, out_file: str, engine_id: str | None,
             unmodelled: tuple[str, ...]) -> None:
     """Convert TRACE_DIR to Dynamo Replay input (checks what upstream cannot express first)."""
+    from unirl_replay.contract.gate import gate
     from unirl_replay.replay.runner import convert_trace
 
+    gate(trace_dir, "convert")  # nothing validate rejects reaches the converter
     for p in convert_trace(trace_dir, out_file, trace_format=trace_format, engine_id=engine_id,
                            unmodelled=unmodelled):
         click.echo(str(p))

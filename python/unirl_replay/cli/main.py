@@ -21,7 +21,7 @@ COMMANDS: dict[str, str] = {
     "convert": "Convert a trace to a Dynamo Replay input file (agentic_mooncake or mooncake).",
     "replay": "Replay a trace in the real Dynamo Replay and write a replay result.",
     "compare": "Compare a replay result with the measured outcomes: report, table, plots.",
-    "capture": "Run a real UniRL rollout window (reference environment) and write a trace.",
+    "capture": "Finalize a UniRL run's capture shards into a trace, or run the real-rollout harness.",
     "calibrate": "Measure a timing profile on the real engine (reference environment).",
     "conformance": "Run the conformance corpus against one or more simulator revisions.",
     "grid": "Replay + compare a grid (traces x simulators x timing models) on a process pool or Ray.",
@@ -70,6 +70,10 @@ def main(argv: list[str] | None = None) -> int:
         return e.code if isinstance(e.code, int) else (0 if e.code is None else 1)
     except UnirlReplayError as e:
         click.echo(f"error: {e}", err=True)
+        return 2
+    except OSError as e:  # the machine refused (permissions, disk full, not a directory): no traceback
+        where = f" {e.filename}" if getattr(e, "filename", None) else ""
+        click.echo(f"error:{where}: {e.strerror or e}", err=True)
         return 2
     return 0
 

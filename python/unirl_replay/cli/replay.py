@@ -28,11 +28,19 @@ def command(trace_dir: str, timing_model: str, out_dir: str, trace_format: str,
     """Replay TRACE_DIR in Dynamo Replay (or AISimulate) and write OUT/replay_result.json keyed by request_id."""
     from pathlib import Path
 
+    from unirl_replay.contract.gate import gate
     from unirl_replay.replay.runner import replay_trace, write_result
 
+    from unirl_replay.contract import out_dir as outputs
+    from unirl_replay.replay.runner import RESULT_FILE
+
+    gate(trace_dir, "replay")  # nothing validate rejects reaches upstream
+    entries = [RESULT_FILE, "upstream"]
+    outputs.claim(out_dir, entries, "replay")  # never replaces what unirl-replay did not write
     res = replay_trace(trace_dir, timing_model, trace_format=trace_format,
                        work_dir=Path(out_dir) / "upstream", unmodelled=unmodelled, simulator=simulator)
     path = write_result(out_dir, res)
+    outputs.record(out_dir, entries, "replay")
     click.echo(f"{path}: {len(res.requests)} requests, makespan "
                f"{res.makespan_ns / 1e6 if res.HasField('makespan_ns') else float('nan'):.3f} ms "
                f"({res.simulator.name} {res.simulator.version})")

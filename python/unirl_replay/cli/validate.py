@@ -19,7 +19,8 @@ EXIT = {TraceCheck.STATUS_VALID: 0, TraceCheck.STATUS_INVALID: 1, TraceCheck.STA
 @click.command("validate")
 @click.argument("trace_dir", type=click.Path(exists=True, file_okay=False, path_type=str))
 @click.option("--json", "as_json", is_flag=True, help="Print the TraceCheck as JSON (the JSON profile) instead.")
-@click.option("--max-per-rule", default=200, show_default=True, help="Violations listed per rule.")
+@click.option("--max-per-rule", default=200, show_default=True, type=click.IntRange(1),
+              help="Violations listed per rule (at least 1).")
 @click.option("--strict", is_flag=True,
               help="CI mode: what is a warning for interoperability (fields from a newer contract revision) is an error.")
 def command(trace_dir: str, as_json: bool, max_per_rule: int, strict: bool) -> None:

@@ -17,8 +17,8 @@ from importlib import metadata
 from pathlib import Path
 from typing import Any
 
-from unirl_replay.conformance.protocol import PROTOCOL_ID
-from unirl_replay.contract.errors import UnsupportedWorkloadError
+from unirl_replay.conformance.protocol import MAX_LINE_CHARS, PROTOCOL_ID
+from unirl_replay.contract.errors import TraceRejectedError, UnsupportedWorkloadError
 
 
 SIMULATOR_ENV = "UNIRL_REPLAY_SIMULATOR"
@@ -42,10 +42,10 @@ def _simulator() -> dict[str, str]:
 
 def convert_rows(trace_dir: str, fmt: str, unmodelled: list[str] | tuple[str, ...] = ()) -> dict[str, list[Any]]:
     """Upstream input rows per engine id (header line first for agentic_mooncake)."""
-    from unirl_replay.contract import trace_io
+    from unirl_replay.contract.gate import gate
     from unirl_replay.replay.runner import convert_trace
 
-    engines = [e.engine_id for e in trace_io.open_trace(trace_dir).manifest.engines]
+    engines = [e.engine_id for e in gate(trace_dir, "conformance").manifest.engines]
     out: dict[str, list[Any]] = {}
     with tempfile.TemporaryDirectory() as tmp:
         for eid in engines:
@@ -55,8 +55,24 @@ def convert_rows(trace_dir: str, fmt: str, unmodelled: list[str] | tuple[str, ..
     return out
 
 
+def _request(line: str, n: int) -> dict[str, Any]:
+    """One protocol request line, or a marker answered as an error (never a traceback)."""
+    from unirl_replay.contract import json_guard
+    from unirl_replay.contract.errors import TraceFormatError
+
+    if len(line) > MAX_LINE_CHARS:
+        return {"_bad": f"request line {n} longer than {MAX_LINE_CHARS} characters"}
+    try:
+        req = json_guard.loads(line, file="<stdin>", line=n)
+    except TraceFormatError as e:
+        return {"_bad": str(e)}
+    return req if isinstance(req, dict) else {"_bad": f"request line {n} is not a JSON object"}
+
+
 def handle(req: dict[str, Any]) -> dict[str, Any]:
     """Answer one protocol request; never raises."""
+    if not isinstance(req, dict) or "_bad" in req:
+        return {"id": None, "status": "error", "message": str(req.get("_bad") if isinstance(req, dict) else req)}
     rid = req.get("id")
     try:
         op = req["op"]
@@ -65,23 +81,28 @@ def handle(req: dict[str, Any]) -> dict[str, Any]:
                                                                     req.get("allow_unmodelled", ()))}
         if op == "replay":
             from unirl_replay.contract import json_profile
+            from unirl_replay.contract.gate import gate
             from unirl_replay.replay.runner import replay_trace
 
+            gate(req["trace_dir"], "conformance")
             result = replay_trace(req["trace_dir"], req["timing_model"], trace_format=req["format"],
                                   unmodelled=req.get("allow_unmodelled", ()), simulator=_line())
             return {"id": rid, "status": "ok", "replay_result": json_profile.to_dict(result)}
         return {"id": rid, "status": "error", "message": f"unknown op {op!r}"}
     except UnsupportedWorkloadError as e:
         return {"id": rid, "status": "rejected", "error": {"type": type(e).__name__, "rule": e.rule, "message": str(e)}}
+    except TraceRejectedError as e:  # the gate: validate's rules, before the adapter
+        return {"id": rid, "status": "rejected", "error": {"type": "TraceRejectedError", "rule": e.first_rule,
+                                                          "message": str(e)}}
     except Exception as e:  # noqa: BLE001 - the protocol reports every failure as an answer
         return {"id": rid, "status": "error", "message": f"{type(e).__name__}: {e}"}
 
 
 def main() -> int:
     print(json.dumps({"protocol": PROTOCOL_ID, "executor": "unirl-replay-python", "simulator": _simulator()}), flush=True)
-    for line in sys.stdin:
+    for n, line in enumerate(sys.stdin, 1):
         if line.strip():
-            print(json.dumps(handle(json.loads(line))), flush=True)
+            print(json.dumps(handle(_request(line, n))), flush=True)
     return 0
 
 

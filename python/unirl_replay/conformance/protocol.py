@@ -23,10 +23,18 @@ Answers (one per request, same ``id``)::
     {"id": ..., "status": "error", "message": "..."}                                     # anything else
 
 The executor stops at end of input. stderr is free for logs.
+
+Hostile input: a line longer than :data:`MAX_LINE_CHARS`, a line that is not one JSON object, or
+JSON with duplicate keys, NaN / Infinity, huge numbers or deep nesting
+(:mod:`unirl_replay.contract.json_guard`) is answered with ``"status": "error"`` by the executor,
+and an executor answer like that makes the runner fail the run with a typed error; neither side
+ever ends in a traceback.
 """
 
 from __future__ import annotations
 
 PROTOCOL_ID = "unirl_replay.conformance.v1"
+#: Longest protocol line (request or answer) read, in characters.
+MAX_LINE_CHARS = 256 << 20
 OPS = ("convert", "replay")
 STATUSES = ("ok", "rejected", "error")

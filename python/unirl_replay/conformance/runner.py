@@ -22,8 +22,9 @@ from pathlib import Path
 from typing import Any, Callable
 
 from unirl_replay.conformance.corpus import Case, first_difference, project_answer
-from unirl_replay.conformance.protocol import PROTOCOL_ID
-from unirl_replay.contract.errors import MissingEnvironmentError, UnirlReplayError
+from unirl_replay.conformance.protocol import MAX_LINE_CHARS, PROTOCOL_ID
+from unirl_replay.contract import json_guard
+from unirl_replay.contract.errors import MissingEnvironmentError, TraceFormatError, UnirlReplayError
 from unirl_replay.replay.simulators import environments
 
 from unirl_replay.reference.environments import REPO_ROOT  # noqa: E402
@@ -109,10 +110,17 @@ def run_executor(cmd: list[str], env: dict[str, str] | None, requests: list[dict
     stdin = "".join(json.dumps(r) + "\n" for r in requests)
     proc = subprocess.run(cmd, input=stdin, capture_output=True, text=True, env=env, timeout=timeout_s)
     lines = [ln for ln in proc.stdout.splitlines() if ln.strip()]
+    long = next((i for i, ln in enumerate(lines, 1) if len(ln) > MAX_LINE_CHARS), None)
+    if long is not None:
+        raise UnirlReplayError(f"executor {cmd[0]} stdout line {long} is longer than {MAX_LINE_CHARS} characters")
     try:
-        msgs = [json.loads(ln) for ln in lines]
-    except json.JSONDecodeError as e:
-        raise UnirlReplayError(f"executor {cmd[0]} wrote a non-JSON line: {e}; stderr: {proc.stderr[-400:]}") from None
+        msgs = [json_guard.loads(ln, file=f"executor {cmd[0]} stdout", line=i)
+                for i, ln in enumerate(lines, 1)]
+    except TraceFormatError as e:
+        raise UnirlReplayError(f"executor {cmd[0]} wrote a bad line: {e}; stderr: {proc.stderr[-400:]}") from None
+    bad = next((i for i, m in enumerate(msgs, 1) if not isinstance(m, dict)), None)
+    if bad is not None:
+        raise UnirlReplayError(f"executor {cmd[0]} stdout line {bad} is not a JSON object; stderr: {proc.stderr[-400:]}")
     if not msgs or msgs[0].get("protocol") != PROTOCOL_ID:
         raise UnirlReplayError(f"executor {' '.join(cmd)} sent no {PROTOCOL_ID} hello "
                                f"(exit {proc.returncode}); stderr: {proc.stderr.strip()[-600:]}")

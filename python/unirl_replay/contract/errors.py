@@ -32,6 +32,33 @@ class SchemaVersionError(TraceFormatError):
     """The trace was written for another contract version than ``unirl_replay.v1``."""
 
 
+class TraceRejectedError(TraceFormatError):
+    """The gate (:func:`unirl_replay.contract.gate.gate`) refused a trace: it breaks a rule ``validate``
+    checks. The message lists the violations exactly as ``unirl-replay validate`` prints them.
+
+    Attributes:
+        stage: the command that was refused (``"replay"``, ``"convert"``, ``"compare"``, ...).
+        violations: the error-level ``Violation`` messages (warnings never refuse a trace).
+        first_rule: rule id of the first error (``rule`` is ``"<stage>.validate"``).
+    """
+
+    def __init__(self, message: str, *, file: str, stage: str, violations: list, first_rule: str):
+        self.stage, self.violations, self.first_rule = stage, list(violations), first_rule
+        super().__init__(message, file=file, rule=f"{stage}.validate")
+
+
+class IncompleteTraceRejectedError(TraceRejectedError, IncompleteTraceError):
+    """The gate refused an incomplete trace (never finalized, truncated, digest mismatch)."""
+
+
+class OutputExistsError(UnirlReplayError, FileExistsError):
+    """An output path holds something the tool did not write; it is never replaced or deleted."""
+
+
+class TraceWriterBusyError(UnirlReplayError, FileExistsError):
+    """A TraceWriter was pointed at a directory that holds a trace, or that another writer is writing."""
+
+
 class UnsupportedWorkloadError(UnirlReplayError):
     """The workload uses semantics the simulator cannot express; raised before calling upstream.
 

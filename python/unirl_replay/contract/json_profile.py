@@ -29,6 +29,7 @@ from google.protobuf import json_format
 from google.protobuf.descriptor import Descriptor, FieldDescriptor
 from google.protobuf.message import Message
 
+from unirl_replay.contract import json_guard
 from unirl_replay.contract.errors import TraceFormatError
 
 M = TypeVar("M", bound=Message)
@@ -84,20 +85,23 @@ def parse_dict(data: Any, cls: type[M], *, file: str = "", line: int = 0,
                 return msg
         raise TraceFormatError(f"not a valid {cls.DESCRIPTOR.full_name}: {e}", file=file, line=line,
                                rule="json.profile") from None
+    except RecursionError:  # hostile input: nesting the parser cannot follow
+        raise TraceFormatError(f"JSON nested too deeply for a {cls.DESCRIPTOR.full_name}", file=file, line=line,
+                               rule="json.depth") from None
     return msg
 
 
 def loads(text: str | bytes, *, file: str = "", line: int = 0) -> Any:
-    """Decode JSON text. Raises TraceFormatError (``json.parse``) when it is not JSON."""
-    try:
-        return json.loads(text)
-    except (json.JSONDecodeError, UnicodeDecodeError) as e:
-        raise TraceFormatError(f"not valid JSON: {e}", file=file, line=line, rule="json.parse") from None
+    """Decode JSON text through the hostile-input guard. Raises TraceFormatError (``json.parse``
+    when it is not JSON, or a rule of :mod:`unirl_replay.contract.json_guard`:
+    ``json.duplicate_key``, ``json.nan``, ``json.huge_number``, ``json.depth``)."""
+    return json_guard.loads(text, file=file, line=line)
 
 
 def parse_json(text: str | bytes, cls: type[M], *, file: str = "", line: int = 0,
                on_unknown: Callable[[list[str]], None] | None = None) -> M:
-    """JSON text -> message. Raises TraceFormatError (``json.parse`` / ``json.profile``); see :func:`parse_dict`."""
+    """JSON text -> message. Raises TraceFormatError (``json.parse`` / ``json.profile``, or a
+    hostile-input rule of :func:`loads`); see :func:`parse_dict`."""
     return parse_dict(loads(text, file=file, line=line), cls, file=file, line=line, on_unknown=on_unknown)
 
 
@@ -117,8 +121,10 @@ OFF_PROFILE_FORMS: dict[str, str] = {
                     "above 2^53 in most parsers)",
     "int64_form": "a 64-bit decimal string that is not canonical (leading zeros `\"007\"`, `\"-0\"`, `\"+1\"`, spaces)",
     "null": "`null` instead of leaving the key out",
-    "duplicate_key": "the same key twice in one object (parsers keep one of them, which one varies)",
 }
+# The same key twice in one object is not an off-profile form: it is rejected by every reader
+# (``json.duplicate_key``, :mod:`unirl_replay.contract.json_guard`), since parsers keep one of the
+# values and which one varies.
 
 _F = FieldDescriptor
 _INT32 = {_F.TYPE_INT32, _F.TYPE_SINT32, _F.TYPE_SFIXED32, _F.TYPE_UINT32, _F.TYPE_FIXED32}
@@ -131,29 +137,9 @@ def _is_repeated(f: FieldDescriptor) -> bool:
     return bool(rep) if rep is not None else f.label == FieldDescriptor.LABEL_REPEATED
 
 
-class _Dup(dict):
-    """A decoded JSON object that remembers the keys it saw twice."""
-
-    __slots__ = ("dups",)
-
-
-def _pairs(pairs: list[tuple[str, Any]]) -> dict:
-    d = _Dup()
-    dups = []
-    for k, v in pairs:
-        if k in d:
-            dups.append(k)
-        d[k] = v
-    d.dups = dups
-    return d
-
-
 def loads_checked(text: str | bytes, *, file: str = "", line: int = 0) -> Any:
-    """Like :func:`loads`, but objects remember duplicate keys (for :func:`off_profile_forms`)."""
-    try:
-        return json.loads(text, object_pairs_hook=_pairs)
-    except (json.JSONDecodeError, UnicodeDecodeError) as e:
-        raise TraceFormatError(f"not valid JSON: {e}", file=file, line=line, rule="json.parse") from None
+    """The decoded JSON :func:`off_profile_forms` inspects: the same guarded decoding as :func:`loads`."""
+    return loads(text, file=file, line=line)
 
 
 def _scalar(f: FieldDescriptor, v: Any, path: str, out: list[tuple[str, str]]) -> None:
@@ -173,8 +159,6 @@ def _scalar(f: FieldDescriptor, v: Any, path: str, out: list[tuple[str, str]]) -
 
 
 def _walk(data: dict, desc: Descriptor, prefix: str, out: list[tuple[str, str]]) -> None:
-    for k in getattr(data, "dups", ()):
-        out.append(("duplicate_key", prefix + k))
     by_json = None
     for key, v in data.items():
         f = desc.fields_by_name.get(key)
@@ -190,8 +174,6 @@ def _walk(data: dict, desc: Descriptor, prefix: str, out: list[tuple[str, str]])
             if v is None:
                 out.append(("null", path))
             elif isinstance(v, dict):
-                for k in getattr(v, "dups", ()):
-                    out.append(("duplicate_key", f"{path}.{k}"))
                 vf = f.message_type.fields_by_name["value"]
                 for mk, mv in v.items():
                     _scalar(vf, mv, f"{path}[{mk!r}]", out)
@@ -208,7 +190,7 @@ def _walk(data: dict, desc: Descriptor, prefix: str, out: list[tuple[str, str]])
 def off_profile_forms(data: Any, desc: Descriptor) -> list[tuple[str, str]]:
     """``(form, dotted path)`` of every off-profile form (:data:`OFF_PROFILE_FORMS`) in decoded JSON of ``desc``.
 
-    Duplicate keys are found only in data decoded by :func:`loads_checked`. The forms are accepted
+    The forms are accepted
     by :func:`parse_dict` (proto3 JSON allows them); the profile's writers never produce them.
     """
     out: list[tuple[str, str]] = []

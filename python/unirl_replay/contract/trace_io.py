@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import hashlib
 import os
+import stat
 import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -40,7 +41,8 @@ from unirl_replay import SCHEMA_VERSION
 from unirl_replay.contract import compat as compat_mod
 from unirl_replay.contract import json_profile
 from unirl_replay.contract.compat import CONTRACT_REVISION, CompatLog
-from unirl_replay.contract.errors import IncompleteTraceError, SchemaVersionError, TraceFormatError
+from unirl_replay.contract.errors import (IncompleteTraceError, SchemaVersionError, TraceFormatError,
+                                          TraceWriterBusyError)
 from unirl_replay.v1.manifest_pb2 import (
     ARTIFACT_KIND_OUTCOMES,
     ARTIFACT_KIND_WORKLOAD,
@@ -65,6 +67,13 @@ _ENCODING_ENUM = {"jsonl": ENCODING_JSONL, "binpb": ENCODING_BINPB}
 _ENCODING_NAME = {v: k for k, v in _ENCODING_ENUM.items()}
 #: Largest binpb frame accepted (a corrupt length prefix must not allocate gigabytes).
 MAX_FRAME_BYTES = 64 << 20
+#: Longest JSONL line accepted, newline included (rule ``jsonl.line_too_long``); one record is far smaller.
+MAX_LINE_BYTES = 64 << 20
+#: Largest single-message JSON file read (manifest, replay result; rule ``json.file_too_large``).
+MAX_JSON_FILE_BYTES = 256 << 20
+#: Lock file a TraceWriter holds while writing (a second writer on the directory is refused). Its
+#: ``.partial`` suffix makes a directory whose writer died read as incomplete.
+WRITER_LOCK = "writer.lock" + ".partial"
 _CHUNK = 1 << 20
 
 __all__ = [
@@ -154,37 +163,52 @@ def iter_frames(f: BinaryIO, *, file: str = "") -> Iterator[tuple[int, bytes]]:
         pos += size
 
 
-def _iter_jsonl(f: BinaryIO, cls: type[M], file: str, compat: CompatLog | None, inspect: bool
+def _iter_jsonl(f: BinaryIO, cls: type[M], file: str, compat: CompatLog | None, inspect: bool, on_error=None
                 ) -> Iterator[tuple[int, M]]:
     n = 0
     newer = compat is not None and compat.newer
     # off-profile forms are looked for once per file (validate reads the workload more than once)
     look = inspect and compat is not None and compat.start_inspecting(file)
-    for n, raw in enumerate(f, 1):
+    while raw := f.readline(MAX_LINE_BYTES + 1):
+        n += 1
+        if len(raw) > MAX_LINE_BYTES:
+            raise TraceFormatError(f"line longer than {MAX_LINE_BYTES} bytes", file=file, line=n,
+                                   rule="jsonl.line_too_long")
         if not raw.endswith(b"\n"):
             raise IncompleteTraceError("last line has no newline (truncated write)", file=file, line=n,
                                        rule="jsonl.truncated")
-        if not raw.strip():
-            raise TraceFormatError("empty line", file=file, line=n, rule="jsonl.empty_line")
         on_unknown = (lambda paths, n=n: compat.note(file, n, paths)) if newer else None
-        if look:
-            data = json_profile.loads_checked(raw, file=file, line=n)
-            compat.off_profile(file, n, json_profile.off_profile_forms(data, cls.DESCRIPTOR))
-            yield n, json_profile.parse_dict(data, cls, file=file, line=n, on_unknown=on_unknown)
-        else:
-            yield n, json_profile.parse_json(raw, cls, file=file, line=n, on_unknown=on_unknown)
+        try:
+            if not raw.strip():
+                raise TraceFormatError("empty line", file=file, line=n, rule="jsonl.empty_line")
+            if look:
+                data = json_profile.loads_checked(raw, file=file, line=n)
+                compat.off_profile(file, n, json_profile.off_profile_forms(data, cls.DESCRIPTOR))
+                msg = json_profile.parse_dict(data, cls, file=file, line=n, on_unknown=on_unknown)
+            else:
+                msg = json_profile.parse_json(raw, cls, file=file, line=n, on_unknown=on_unknown)
+        except TraceFormatError as e:
+            if on_error is None:
+                raise
+            on_error(e)  # the framing is intact: report this line and go on with the next
+            continue
+        yield n, msg
 
 
-def _iter_binpb(f: BinaryIO, cls: type[M], file: str, compat: CompatLog | None, inspect: bool
+def _iter_binpb(f: BinaryIO, cls: type[M], file: str, compat: CompatLog | None, inspect: bool, on_error=None
                 ) -> Iterator[tuple[int, M]]:
     # unknown fields are looked for once per file (validate reads the workload more than once)
     look = compat is not None and (compat.newer or inspect) and compat.start_inspecting(file + "#binpb")
     for n, payload in iter_frames(f, file=file):
         try:
             msg = cls.FromString(payload)
-        except DecodeError as e:
-            raise TraceFormatError(f"not a valid {cls.DESCRIPTOR.full_name}: {e}", file=file, line=n,
-                                   rule="binpb.decode") from None
+        except (DecodeError, RecursionError) as e:
+            err = TraceFormatError(f"not a valid {cls.DESCRIPTOR.full_name}: {e or 'nested too deeply'}", file=file,
+                                   line=n, rule="binpb.decode")
+            if on_error is None:
+                raise err from None
+            on_error(err)
+            continue
         if look:
             paths = compat_mod.unknown_binpb_fields(msg, payload)
             if paths:
@@ -197,7 +221,7 @@ def _iter_binpb(f: BinaryIO, cls: type[M], file: str, compat: CompatLog | None, 
 
 def iter_records(path: Path, cls: type[M], encoding: str, *, expected_count: int | None = None,
                  display_name: str | None = None, compat: CompatLog | None = None,
-                 inspect: bool = False) -> Iterator[tuple[int, M]]:
+                 inspect: bool = False, on_error=None) -> Iterator[tuple[int, M]]:
     """Stream ``(1-based line/frame, message)`` from one record file.
 
     Args:
@@ -211,15 +235,25 @@ def iter_records(path: Path, cls: type[M], encoding: str, *, expected_count: int
             revision is newer than this reader's, unknown JSON keys are skipped and unknown binpb
             fields (kept by the runtime) are noted there (one warning; an error when strict).
         inspect: also look for unknown binpb fields when the writer is not newer (``validate``).
+        on_error: when given, a record that does not parse (framing intact: a JSONL line, a binpb
+            frame whose length prefix is sound) is passed to ``on_error(TraceFormatError)`` and
+            skipped, so every bad record is reported, not only the first; it still counts.
     """
     name = display_name or path.name
     if encoding not in ENCODINGS:
         raise ValueError(f"unknown encoding {encoding!r}; expected one of {ENCODINGS}")
     reader = _iter_jsonl if encoding == "jsonl" else _iter_binpb
-    n = 0
-    with open(path, "rb") as f:
-        for n, msg in reader(f, cls, name, compat, inspect):
+    n = last_bad = 0
+
+    def skipped(e: TraceFormatError) -> None:
+        nonlocal last_bad
+        last_bad = e.line
+        on_error(e)
+
+    with open_regular(path, name) as f:
+        for n, msg in reader(f, cls, name, compat, inspect, skipped if on_error is not None else None):
             yield n, msg
+    n = max(n, last_bad)
     if expected_count is not None and n != expected_count:
         raise IncompleteTraceError(f"{n} records in the file, the manifest says {expected_count}", file=name,
                                    rule="artifact.record_count")
@@ -227,11 +261,36 @@ def iter_records(path: Path, cls: type[M], encoding: str, *, expected_count: int
         compat.emit()
 
 
+def open_regular(path: Path, name: str = "") -> BinaryIO:
+    """Open a file for reading that must be a regular file (not a FIFO, device or directory).
+
+    Raises:
+        TraceFormatError: rule ``artifact.not_regular`` (not a regular file) or ``artifact.unreadable``
+            (permission denied or another OS error), naming the file; never a bare OSError.
+    """
+    name = name or path.name
+    try:
+        fd = os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0))
+    except OSError as e:
+        raise TraceFormatError(f"cannot be read: {e.strerror or e}", file=name, rule="artifact.unreadable") from None
+    try:
+        st = os.fstat(fd)
+        if not stat.S_ISREG(st.st_mode):
+            raise TraceFormatError("is not a regular file (a FIFO, device or directory cannot be an artifact)",
+                                   file=name, rule="artifact.not_regular")
+        if hasattr(os, "O_NONBLOCK"):
+            os.set_blocking(fd, True)
+        return os.fdopen(fd, "rb")
+    except BaseException:
+        os.close(fd)
+        raise
+
+
 def sha256_file(path: Path) -> tuple[str, int]:
     """Lowercase hex sha256 and byte size of a file, read in 1 MiB chunks."""
     h = hashlib.sha256()
     size = 0
-    with open(path, "rb") as f:
+    with open_regular(path) as f:
         while chunk := f.read(_CHUNK):
             h.update(chunk)
             size += len(chunk)
@@ -283,9 +342,14 @@ def write_message_json(path: str | os.PathLike, msg: Message) -> None:
 
 
 def read_message_json(path: str | os.PathLike, cls: type[M]) -> M:
-    """Read a single-message JSON file. Raises TraceFormatError naming the file on bad content."""
+    """Read a single-message JSON file. Raises TraceFormatError naming the file on bad content
+    (and on a file that is not regular, unreadable, or larger than :data:`MAX_JSON_FILE_BYTES`)."""
     path = Path(path)
-    return json_profile.parse_json(path.read_bytes(), cls, file=path.name)
+    with open_regular(path) as f:
+        data = f.read(MAX_JSON_FILE_BYTES + 1)
+    if len(data) > MAX_JSON_FILE_BYTES:
+        raise TraceFormatError(f"larger than {MAX_JSON_FILE_BYTES} bytes", file=path.name, rule="json.file_too_large")
+    return json_profile.parse_json(data, cls, file=path.name)
 
 
 def read_manifest(path: str | os.PathLike, *, strict: bool = False, warn: bool = True, inspect: bool = False
@@ -299,7 +363,11 @@ def read_manifest(path: str | os.PathLike, *, strict: bool = False, warn: bool =
     off-profile JSON forms in the log (``validate``).
     """
     path = Path(path)
-    data = (json_profile.loads_checked if inspect else json_profile.loads)(path.read_bytes(), file=path.name)
+    with open_regular(path) as f:
+        text = f.read(MAX_JSON_FILE_BYTES + 1)
+    if len(text) > MAX_JSON_FILE_BYTES:
+        raise TraceFormatError(f"larger than {MAX_JSON_FILE_BYTES} bytes", file=path.name, rule="json.file_too_large")
+    data = (json_profile.loads_checked if inspect else json_profile.loads)(text, file=path.name)
     log = CompatLog(writer_revision=compat_mod.manifest_revision_of_dict(data), strict=strict, warn=warn)
     if inspect:
         log.start_inspecting(path.name)
@@ -351,7 +419,8 @@ class TraceWriter:
 
     Raises:
         ValueError: unknown encoding.
-        FileExistsError: ``trace_dir`` already holds a manifest or record files.
+        TraceWriterBusyError (a FileExistsError): ``trace_dir`` already holds a manifest or record
+            files (final or partial), or another TraceWriter is writing it (:data:`WRITER_LOCK`).
     """
 
     def __init__(self, trace_dir: str | os.PathLike, encoding: str = "jsonl"):
@@ -360,15 +429,24 @@ class TraceWriter:
         self.dir = Path(trace_dir)
         self.encoding = encoding
         self.dir.mkdir(parents=True, exist_ok=True)
-        taken = [n for n in (MANIFEST_FILE, *WORKLOAD_FILES.values(), *OUTCOME_FILES.values())
-                 if (self.dir / n).exists()]
+        self._lock = self.dir / WRITER_LOCK
+        try:  # the atomic claim: one writer per directory
+            os.close(os.open(self._lock, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o644))
+        except FileExistsError:
+            raise TraceWriterBusyError(f"{self.dir} is being written by another TraceWriter ({WRITER_LOCK} exists; "
+                                       "if that writer died, the directory is an incomplete trace: write into a "
+                                       "new directory)") from None
+        names = (MANIFEST_FILE, *WORKLOAD_FILES.values(), *OUTCOME_FILES.values())
+        taken = [n for n in (*names, *(n + PARTIAL_SUFFIX for n in names[1:])) if os.path.lexists(self.dir / n)]
         if taken:
-            raise FileExistsError(f"{self.dir} already holds {', '.join(taken)}; write a trace into a new directory")
+            self._lock.unlink(missing_ok=True)
+            raise TraceWriterBusyError(f"{self.dir} already holds {', '.join(taken)}; write a trace into a new "
+                                       "directory")
         self._streams: dict[int, _Stream] = {}
         for kind, name in ((ARTIFACT_KIND_WORKLOAD, WORKLOAD_FILES[encoding]),
                            (ARTIFACT_KIND_OUTCOMES, OUTCOME_FILES[encoding])):
             p = self.dir / (name + PARTIAL_SUFFIX)
-            self._streams[kind] = _Stream(kind, name, p, open(p, "wb", buffering=_CHUNK))
+            self._streams[kind] = _Stream(kind, name, p, open(p, "xb", buffering=_CHUNK))
         self._finalized: TraceManifest | None = None
         self._closed = False
 
@@ -429,6 +507,7 @@ class TraceWriter:
             os.replace(s.path, final)
             out.artifacts.append(ArtifactDigest(kind=s.kind, path=s.final_name, encoding=_ENCODING_ENUM[self.encoding],
                                                 sha256=s.sha.hexdigest(), record_count=s.count, size_bytes=s.size))
+        self._lock.unlink(missing_ok=True)  # before the manifest: a finalized trace holds no leftovers
         _fsync_dir(self.dir)
         write_message_json(self.dir / MANIFEST_FILE, out)
         self._finalized = out
@@ -476,8 +555,9 @@ class Trace:
         """The manifest's entry of one ArtifactKind (exactly one exists in an opened trace)."""
         return next(a for a in self.manifest.artifacts if a.kind == kind)
 
-    def iter_workload(self) -> Iterator[tuple[int, WorkloadRecord]]:
+    def iter_workload(self, on_error=None) -> Iterator[tuple[int, WorkloadRecord]]:
         """Stream ``(1-based line/frame, WorkloadRecord)``; one record in memory at a time.
+        ``on_error``: see :func:`iter_records` (report and skip records that do not parse).
 
         Raises:
             TraceFormatError: a record does not parse (file and line named).
@@ -485,7 +565,8 @@ class Trace:
         """
         a = self.artifact(ARTIFACT_KIND_WORKLOAD)
         return iter_records(self.dir / a.path, WorkloadRecord, _ENCODING_NAME[a.encoding],
-                            expected_count=a.record_count, compat=self.compat, inspect=self.inspect)
+                            expected_count=a.record_count, compat=self.compat, inspect=self.inspect,
+                            on_error=on_error)
 
 
 def verify_artifact(d: Path, a: ArtifactDigest, *, verify_digest: bool = True) -> None:
@@ -495,7 +576,11 @@ def verify_artifact(d: Path, a: ArtifactDigest, *, verify_digest: bool = True) -
         IncompleteTraceError: rule ``artifact.missing`` / ``artifact.size`` / ``artifact.digest``.
     """
     p = d / a.path
+    _no_symlink(p, a.path)
     if not p.is_file():
+        if p.exists():
+            raise TraceFormatError("is not a regular file (a FIFO, device or directory cannot be an artifact)",
+                                   file=a.path, rule="artifact.not_regular")
         raise IncompleteTraceError("artifact listed in the manifest is missing", file=a.path, rule="artifact.missing")
     size = p.stat().st_size
     if size != a.size_bytes:
@@ -508,6 +593,12 @@ def verify_artifact(d: Path, a: ArtifactDigest, *, verify_digest: bool = True) -
             raise IncompleteTraceError(f"sha256 {digest} differs from the manifest's {a.sha256 or '(empty)'}: the file "
                                        "was changed after the trace was finalized; re-capture it (or restore the original)",
                                        file=a.path, rule="artifact.digest")
+
+
+def _no_symlink(p: Path, name: str) -> None:
+    if p.is_symlink():
+        raise TraceFormatError("is a symbolic link; a trace's files must be regular files inside the trace "
+                               "directory", file=name, rule="artifact.symlink")
 
 
 def _check_artifacts(m: TraceManifest) -> str:
@@ -574,6 +665,7 @@ def open_trace(trace_dir: str | os.PathLike, *, verify_digests: bool = True, str
     if partial:
         raise IncompleteTraceError(f"leftover partial files {', '.join(partial)}: a writer did not finish",
                                    file=str(d), rule="trace.partial_files")
+    _no_symlink(d / MANIFEST_FILE, MANIFEST_FILE)
     m, log = read_manifest(d / MANIFEST_FILE, strict=strict, warn=warn, inspect=inspect)
     if m.schema_version != SCHEMA_VERSION:
         raise SchemaVersionError(

@@ -19,7 +19,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Callable
 
-from unirl_replay.contract.errors import TraceFormatError, UnirlReplayError, UnsupportedWorkloadError
+from unirl_replay.contract.errors import UnirlReplayError, UnsupportedWorkloadError
 
 from unirl_replay.reference.environments import REPO_ROOT  # noqa: E402
 DEFAULT_TRACES_DIR = REPO_ROOT / "traces"
@@ -84,13 +84,17 @@ def run_demo(out_dir: Path, traces: list[Path], profile: Path | None,
         UnirlReplayError: ``out_dir`` exists, is not empty and is not an earlier demo output.
         MissingEnvironmentError: the real simulator (ai-dynamo) is not installed (run ``make env``).
     """
-    if out_dir.exists() and any(out_dir.iterdir()) and not (out_dir / "summary.json").is_file():
-        raise UnirlReplayError(f"{out_dir} exists and is not an earlier demo output (no summary.json); "
-                               "choose another --out or empty it")
+    from unirl_replay.contract import out_dir as outputs
+
+    if not outputs.replaceable(out_dir):
+        raise UnirlReplayError(f"{out_dir} exists and is not an earlier demo output: it holds entries unirl-replay "
+                               f"did not write (none of ours lists them: {outputs.MARKER}); the demo replaces its "
+                               "output whole, so choose another --out or empty it")
     out_dir.parent.mkdir(parents=True, exist_ok=True)
     work = Path(tempfile.mkdtemp(prefix=f".{out_dir.name}.", suffix=".partial", dir=out_dir.parent))
     try:
         rows = _run(work, traces, profile, log, profile_note)
+        outputs.record(work, [p.name for p in work.iterdir()], "demo")
         if out_dir.exists():
             old = out_dir.with_name(f".{out_dir.name}.old")
             shutil.rmtree(old, ignore_errors=True)
@@ -108,9 +112,10 @@ def run_demo(out_dir: Path, traces: list[Path], profile: Path | None,
 def _run(out_dir: Path, traces: list[Path], profile: Path | None, log: Callable[[str], None],
          profile_note: str) -> list[SummaryRow]:
     from unirl_replay.contract import validate
+    from unirl_replay.contract.gate import refusal
     from unirl_replay.report.outputs import compare_to_dir
     from unirl_replay.replay.runner import replay_trace, write_result
-    from unirl_replay.v1 import common_pb2, report_pb2
+    from unirl_replay.v1 import common_pb2
 
     models = ([(f"profile:{profile}", "calibrated")] if profile else []) + [("polynomial", "default")]
     steps = len(traces) * (1 + 2 * len(models))
@@ -127,10 +132,9 @@ def _run(out_dir: Path, traces: list[Path], profile: Path | None, log: Callable[
     for trace_dir in traces:  # every trace first: nothing is replayed from a set with a broken trace
         t0 = progress(f"validate {trace_dir}")
         check = validate.check_trace(trace_dir)
-        if check.status != report_pb2.TraceCheck.STATUS_VALID:
-            first = "; ".join(validate.format_violation(v) for v in list(check.violations)[:3])
-            raise TraceFormatError(f"trace is {report_pb2.TraceCheck.Status.Name(check.status)}: {first}",
-                                   file=str(trace_dir), rule="demo.validate")
+        err = refusal(trace_dir, "demo", check)  # the gate's refusal (rule demo.validate), validate's messages
+        if err is not None:
+            raise err
         log(f"      valid ({sum(check.record_counts.values())} records, {time.perf_counter() - t0:.1f} s)")
     for trace_dir in traces:
         name = trace_dir.name

@@ -1,6 +1,6 @@
 """One grid job, as a worker runs it: the same calls as the sequential commands, into the job's directory.
 
-A replay job is ``replay_trace`` + ``write_result`` (what ``unirl-replay replay`` does) and then
+A replay job is the gate + ``replay_trace`` + ``write_result`` (what ``unirl-replay replay`` does) and then
 ``compare_to_dir`` (what ``unirl-replay compare`` does), both into ``<out_root>/<job_id>/``. A
 conformance job runs some corpus cases on one simulator revision through the conformance runner.
 
@@ -98,7 +98,10 @@ def run_job(job: ReplayJob | ConformanceJob, out_root: str) -> dict[str, Any]:
 
 
 def _replay(job: ReplayJob, dest: Path) -> dict[str, Any]:
+    from unirl_replay.contract.gate import gate
     from unirl_replay.replay.runner import RESULT_FILE, replay_trace, write_result
+
+    gate(job.trace.path, "replay")  # as `unirl-replay replay`: nothing validate rejects reaches upstream
 
     kw: dict[str, Any] = {"trace_format": job.trace_format, "unmodelled": job.trace.allow_unmodelled,
                           "work_dir": dest / "upstream", "simulator": job.simulator}

@@ -2,7 +2,8 @@
 
 Output directory (``out``)::
 
-    .unirl-replay-grid        marker: this directory is a grid output (may be replaced by a later grid)
+    .unirl-replay-output.json the tool's output marker (contract.out_dir): every entry is ours, so a
+                              later grid (or demo) may replace the directory whole
     grid.json                 every job in spec order: status, error, digests, headline errors, timings
     GRID.md                   the same as a table, failures with their error
     <job_id>/                 per replay job: replay_result.json, upstream/, validation_report.json, plots
@@ -10,7 +11,8 @@ Output directory (``out``)::
     conformance/matrix.json   when the spec has a conformance section: the case x revision matrix
     conformance/MATRIX.md
 
-Nothing a user had is overwritten: a non-empty ``out`` without our marker is refused. The grid is
+Nothing a user had is overwritten: a non-empty ``out`` holding an entry our marker does not list
+is refused (``contract.out_dir.replaceable``). The grid is
 built in a hidden sibling directory and moved into place when every job has reported (failed jobs
 included), so an interrupted grid leaves an earlier output untouched.
 """
@@ -32,7 +34,7 @@ from unirl_replay.grid import backends
 from unirl_replay.grid.jobs import FAILED, OK
 from unirl_replay.grid.spec import ConformanceJob, GridSpec, expand
 
-MARKER = ".unirl-replay-grid"
+COMMAND = "grid"
 GRID_JSON = "grid.json"
 GRID_MD = "GRID.md"
 ERROR_JSON = "error.json"
@@ -56,12 +58,15 @@ class GridRun:
 
 
 def check_out_dir(out_dir: Path) -> None:
-    """Refuse an output directory holding anything that is not an earlier grid output of ours."""
+    """Refuse an output directory holding anything that is not an earlier output of ours."""
+    from unirl_replay.contract import out_dir as outputs
+
     if out_dir.exists() and not out_dir.is_dir():
         raise UnirlReplayError(f"{out_dir} exists and is not a directory; choose another --out")
-    if out_dir.is_dir() and any(out_dir.iterdir()) and not (out_dir / MARKER).is_file():
-        raise UnirlReplayError(f"{out_dir} exists, is not empty and is not an earlier grid output (no {MARKER}); "
-                               "choose another --out or empty it: nothing of yours is overwritten")
+    if not outputs.replaceable(out_dir):
+        raise UnirlReplayError(f"{out_dir} exists and is not an earlier grid output: it holds entries unirl-replay "
+                               f"did not write (no {outputs.MARKER} lists them); choose another --out or empty it: "
+                               "nothing of yours is overwritten")
 
 
 def run_grid(spec: GridSpec, out_dir: str | Path, backend: str = "local", workers: int | None = None,
@@ -84,9 +89,11 @@ def run_grid(spec: GridSpec, out_dir: str | Path, backend: str = "local", worker
     os.umask(umask)
     work.chmod(0o777 & ~umask)  # mkdtemp makes it private; the output is an ordinary directory
     try:
-        (work / MARKER).write_text(json.dumps({"tool": "unirl-replay grid", "spec": spec.path}) + "\n")
+        from unirl_replay.contract import out_dir as outputs
+
         run = _run(spec, jobs, work, backend, workers, address, progress, log)
         _write_outputs(run, spec, jobs, work)
+        outputs.record(work, [p.name for p in work.iterdir()], COMMAND)
         if out_dir.exists():
             old = out_dir.with_name(f".{out_dir.name}.old")
             shutil.rmtree(old, ignore_errors=True)

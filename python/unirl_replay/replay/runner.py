@@ -32,6 +32,7 @@ from unirl_replay import SCHEMA_VERSION
 from unirl_replay.replay.convert import CONVERTERS, mooncake
 from unirl_replay.replay.convert.agentic_mooncake import MODEL
 from unirl_replay.replay.convert.common import Conversion, engine_args, ms_to_ns
+from unirl_replay.replay.convert.sidecar import read_block_size
 from unirl_replay.replay.workload import EnginePlan, WorkloadIndex
 from unirl_replay.replay.support import check_supported
 from unirl_replay.replay.derive import derive_batches, derive_groups, derive_trajectories
@@ -48,8 +49,10 @@ def _run(sim: Simulator, conv: Conversion, path: Path, eargs: dict):
     conv.write(path)  # rows are streamed to the file, then dropped (mapping back needs none)
     conv.release()
     engine = {k: v for k, v in eargs["engine"].items() if k != "timing_model"}
+    # mooncake's hash block size is read back from the file's sidecar (what the file says it carries)
+    block_size = read_block_size(path) if conv.trace_format == "mooncake" else conv.block_size
     return sim.run(SimulatorJob(path, conv.trace_format, engine, eargs["engine"]["timing_model"],
-                                lanes=conv.lanes, block_size=conv.block_size, execution_model=MODEL))
+                                lanes=conv.lanes, block_size=block_size, execution_model=MODEL))
 
 
 def _safe(name: str) -> str:

@@ -76,23 +76,10 @@ def parse_timing_model(spec: str) -> tuple[replay_pb2.TimingModel, dict]:
                                        prefill_ms=p, decode_ms=d),
                 {"type": "fixed", "prefill_ms": p, "decode_ms": d})
     if kind == "profile" and arg:
+        from unirl_replay.replay.profile_check import load_profile
+
         path = Path(arg)
-        if not path.is_file():
-            raise TimingModelError(f"profile {arg!r} does not exist")
-        data = path.read_bytes()
-        try:
-            npz = np.load(path, allow_pickle=False)
-        except Exception as e:  # noqa: BLE001 - any unreadable file
-            raise TimingModelError(f"profile {arg!r} is not a dynamo_profile NPZ file (numpy could not read it as "
-                                   "an .npz of plain arrays); make one with `unirl-replay calibrate`") from e
-        missing = [k for k in PROFILE_KEYS if k not in npz.files]
-        if missing:
-            raise TimingModelError(f"profile {arg!r} lacks arrays {missing}")
-        for k in ("prefill_isl", "decode_active_kv_tokens", "decode_context_length"):
-            a = np.asarray(npz[k], dtype=float)
-            if a.ndim != 1 or a.size < 1 or np.any(np.diff(a) <= 0):
-                raise TimingModelError(f"profile {arg!r}: axis {k} must be 1-D and strictly increasing")
-        prov = _read_provenance(path, npz)
+        data, _, prov = load_profile(path, PROFILE_KEYS, TimingModelError)  # every malformed file: a typed error
         measured = prov.get("measured") is True
         status = (replay_pb2.CALIBRATION_STATUS_UNCALIBRATED if not measured else
                   replay_pb2.CALIBRATION_STATUS_CALIBRATED_PROBE if isinstance(prov.get("probe_levelled"), dict)
@@ -100,7 +87,8 @@ def parse_timing_model(spec: str) -> tuple[replay_pb2.TimingModel, dict]:
         tm = replay_pb2.TimingModel(
             kind=replay_pb2.TIMING_MODEL_KIND_PROFILE, calibration=status,
             profile_path=arg, profile_sha256=hashlib.sha256(data).hexdigest(),
-            calibration_workloads=[str(w) for w in prov.get("calibration_workloads", [])])
+            calibration_workloads=[str(w) for w in prov.get("calibration_workloads", [])
+                                   if isinstance(prov.get("calibration_workloads"), list)])
         return tm, {"type": "external", "provider": "dynamo_profile",
                     "config": {"path": str(path.resolve())}}
     if kind == "aic":

@@ -40,8 +40,9 @@ otherwise from its ``samples`` when there is one ``SampleTiming`` per sample (fi
 earliest sample's, completion = the last sample's), never from a partial set.
 
 Whatever cannot be paired is a ``NotCompared`` with the reason (never approximated). Requests whose
-outcome has an ``unavailable_reason`` are left out of every request-level metric and counted in
-``ValidationReport.requests_unavailable``. A boundary pair out of order (end < start, e.g. vLLM's
+outcome has an ``unavailable_reason`` are counted in ``ValidationReport.requests_unavailable`` and
+left out of exactly the request-level metrics whose boundaries are missing (a turn with 0 output
+tokens has no first token: its TTFT is left out, its E2E is compared). A boundary pair out of order (end < start, e.g. vLLM's
 re-set ``queued_ts``) is not compared either.
 
 Aggregate-only replay results (``RESULT_GRANULARITY_AGGREGATE_ONLY``) are compared only on the

@@ -213,7 +213,8 @@ def measured_values(idx: WorkloadIndex, outcomes: Iterable[opb.OutcomeRecord]
 
     Returns:
         ``(values, unavailable)``: ``unavailable`` lists the request ids whose outcome carries an
-        ``unavailable_reason`` (left out of request-level metrics, in workload order).
+        ``unavailable_reason``, in workload order. Such a request is left out of exactly the
+        metrics whose boundaries are missing; the metrics whose boundaries it has are compared.
     """
     req_out: dict[str, opb.RequestOutcome] = {}
     traj_out: dict[str, opb.TrajectoryOutcome] = {}
@@ -243,11 +244,15 @@ def measured_values(idx: WorkloadIndex, outcomes: Iterable[opb.OutcomeRecord]
         bounds[rid] = b
         if out.unavailable_reason:
             unavailable.append(rid)
-            for m in REQUEST_SPANS:
-                values[(L_REQ, m)][rid] = f"measured outcome unavailable: {out.unavailable_reason}"
-            continue
         for m, (s, _, e) in REQUEST_SPANS.items():
-            values[(L_REQ, m)][rid] = _span(b, s, e, True)
+            v = _span(b, s, e, True)
+            if isinstance(v, str) and out.unavailable_reason and s in b and e in b:
+                pass  # boundaries present but out of order: that reason stands
+            elif isinstance(v, str) and out.unavailable_reason:
+                # exactly the metrics whose boundaries are unavailable are left out (a turn with
+                # 0 output tokens loses its TTFT, not its E2E)
+                v = f"measured outcome unavailable: {out.unavailable_reason} ({v})"
+            values[(L_REQ, m)][rid] = v
 
     for tid in _ids_at(idx, L_TRAJ):
         values[(L_TRAJ, "trajectory_e2e")][tid] = _traj_e2e(idx, bounds, tid, "measured")

@@ -18,10 +18,10 @@ PERFETTO_FILE = "timeline.perfetto.json"
 
 
 def _load_trace(trace_dir: str):
+    from unirl_replay.contract.gate import gate
     from unirl_replay.contract.outcomes_io import iter_outcomes
-    from unirl_replay.contract.trace_io import open_trace
 
-    trace = open_trace(trace_dir)
+    trace = gate(trace_dir, "compare")  # everything validate checks, outcomes included
     workload = [rec for _, rec in trace.iter_workload()]
     outcomes = [rec for _, rec in iter_outcomes(trace)]
     return trace.manifest, workload, outcomes
@@ -43,6 +43,19 @@ def load_timing_model(replay, replay_path: Path):
 
     dirs = [replay_path.resolve().parent, *replay_path.resolve().parent.parents][:6]
     return step_model(replay.timing_model, 0, search_dirs=dirs)
+def _check_result(path: Path, replay) -> None:
+    """A replay result no v1 reader may act on: unknown enum numbers, ids with control characters."""
+    from unirl_replay.contract.message_guard import id_problem, unknown_enums
+
+    bad = unknown_enums(replay)
+    if bad:
+        raise TraceFormatError(f"{bad[0]}: no such value in unirl_replay.v1 (v1 readers reject unknown enum numbers)"
+                               + (f"; {len(bad) - 1} more" if len(bad) > 1 else ""), file=path.name, rule="enum.unknown")
+    for r in replay.requests:
+        why = id_problem(r.request_id) or id_problem(r.engine_id)
+        if why:
+            raise TraceFormatError(why, file=path.name, record_id=r.request_id.encode("unicode_escape").decode()[:120],
+                                   rule="id.invalid")
 
 
 def compare_to_dir(trace_dir: str | Path, replay_result: str | Path, out_dir: str | Path,
@@ -61,6 +74,8 @@ def compare_to_dir(trace_dir: str | Path, replay_result: str | Path, out_dir: st
     from unirl_replay.report.text import format_report
     from unirl_replay.v1 import replay_pb2
 
+    manifest, workload, outcomes = _load_trace(str(trace_dir))  # the gate first, before anything else
+    reps = [_load_trace(str(d)) for d in repeats]
     rp = Path(replay_result)
     if rp.is_dir():
         rp = rp / "replay_result.json"
@@ -69,17 +84,26 @@ def compare_to_dir(trace_dir: str | Path, replay_result: str | Path, out_dir: st
                                    "`unirl-replay replay --out`, or the replay_result.json file itself",
                                    file=str(rp.parent), rule="compare.no_replay_result")
     replay = read_message_json(rp, replay_pb2.ReplayResult)
-    manifest, workload, outcomes = _load_trace(str(trace_dir))
-    reps = [_load_trace(str(d)) for d in repeats]
+    _check_result(rp, replay)
     per_request = replay.granularity == replay_pb2.RESULT_GRANULARITY_PER_REQUEST
     matching = C.match(workload, outcomes, replay) if per_request else None
     timing = load_timing_model(replay, rp)
-    bound_results = [(str(b), read_message_json(_result_file(Path(b)), replay_pb2.ReplayResult)) for b in bounds]
+    bound_results = []
+    for b in bounds:
+        bp = _result_file(Path(b))
+        bound_results.append((str(b), read_message_json(bp, replay_pb2.ReplayResult)))
+        _check_result(bp, bound_results[-1][1])
     report = C.compare(manifest, workload, outcomes, replay, repeats=reps, matching=matching, timing=timing,
                        bounds=bound_results)
 
+    from unirl_replay.contract import out_dir as outputs
+
     out = Path(out_dir)
-    out.mkdir(parents=True, exist_ok=True)
+    ours = [REPORT_FILE, PERFETTO_FILE, TABLE_FILE]
+    if out.is_dir():  # plot names depend on the data: every existing one of ours must be listed
+        ours += [p.name for pat in ("scatter_*.png", "cdf_*.png", "timeline_*.png", "waterfall_*.png")
+                 for p in out.glob(pat)]
+    outputs.claim(out, ours, "compare")
     if plots_too:
         if per_request:
             report.artifacts.extend(plots.write_plots(out, matching.pairs, workload, outcomes, replay, report.label,
@@ -93,6 +117,7 @@ def compare_to_dir(trace_dir: str | Path, replay_result: str | Path, out_dir: st
     report.artifacts.append(TABLE_FILE)
     (out / TABLE_FILE).write_text(strip_ansi(format_report(report)) + "\n")
     write_message_json(out / REPORT_FILE, report)
+    outputs.record(out, [REPORT_FILE, *report.artifacts], "compare")
     return report
 
 

@@ -69,9 +69,15 @@ def wrap_label(label: str, width_in: float, fontsize: float = TITLE_FONTSIZE) ->
     return "\n".join(lines)
 
 
+def _plain(text: str) -> str:
+    """Text from the trace (names, ids, labels) shown literally: ``$...$`` is matplotlib math
+    markup, and a malformed one would end the plot in a parse error."""
+    return text.replace("$", r"\$")
+
+
 def _title(fig: Figure, what: str, label: str) -> None:
     width = fig.get_figwidth()
-    fig.suptitle(f"{wrap_label(what, width)}\n{wrap_label(label, width)}", fontsize=TITLE_FONTSIZE)
+    fig.suptitle(_plain(f"{wrap_label(what, width)}\n{wrap_label(label, width)}"), fontsize=TITLE_FONTSIZE)
 
 
 def _metrics_at(pairs: Mapping[tuple[int, str], C.Pairs], level: int, min_points: int = 1) -> list[tuple[str, C.Pairs]]:
@@ -184,11 +190,11 @@ def timeline_figure(workload: Sequence[wpb.WorkloadRecord], outcomes: Iterable[o
             ax.axvline((ready_m[batch_id] - om) / NS_PER_MS, color=REAL_COLOR, ls="--", lw=1.2)
         if len(engines) == 1 and op is not None and batch_id in ready_p:
             ax.axvline((ready_p[batch_id] - op) / NS_PER_MS, color=SIM_COLOR, ls="--", lw=1.2)
-        ax.set_yticks(range(len(order)), [_row_label(idx.requests[r]) for r in order],
+        ax.set_yticks(range(len(order)), [_plain(_row_label(idx.requests[r])) for r in order],
                       fontsize=7 if len(order) < 40 else 5)
         ax.invert_yaxis()
         ax.set_xlabel("ms from the batch's first submit on this engine")
-        ax.set_title(f"engine {eng}", fontsize=9)
+        ax.set_title(_plain(f"engine {eng}"), fontsize=9)
         ax.grid(axis="x", alpha=0.3)
         handles = [Patch(color=REAL_COLOR, label="real: submit -> completion"),
                    Patch(color=SIM_COLOR, label="simulated: arrival -> completion"),

@@ -27,7 +27,7 @@ ENCODING_JSONL: Encoding
 ENCODING_BINPB: Encoding
 
 class TraceManifest(_message.Message):
-    __slots__ = ("schema_version", "trace_id", "producer", "provenance", "model", "engines", "hardware", "policy", "window", "privacy", "capture_overhead", "role", "workload_name", "artifacts", "cache_state", "created_at", "labels", "contract_revision", "conditions", "probes")
+    __slots__ = ("schema_version", "trace_id", "producer", "provenance", "model", "engines", "hardware", "policy", "window", "privacy", "capture_overhead", "role", "workload_name", "artifacts", "cache_state", "created_at", "labels", "contract_revision", "conditions", "probes", "completeness")
     class LabelsEntry(_message.Message):
         __slots__ = ("key", "value")
         KEY_FIELD_NUMBER: _ClassVar[int]
@@ -55,6 +55,7 @@ class TraceManifest(_message.Message):
     CONTRACT_REVISION_FIELD_NUMBER: _ClassVar[int]
     CONDITIONS_FIELD_NUMBER: _ClassVar[int]
     PROBES_FIELD_NUMBER: _ClassVar[int]
+    COMPLETENESS_FIELD_NUMBER: _ClassVar[int]
     schema_version: str
     trace_id: str
     producer: Producer
@@ -75,7 +76,8 @@ class TraceManifest(_message.Message):
     contract_revision: int
     conditions: RunConditions
     probes: _containers.RepeatedCompositeFieldContainer[ReferenceProbe]
-    def __init__(self, schema_version: _Optional[str] = ..., trace_id: _Optional[str] = ..., producer: _Optional[_Union[Producer, _Mapping]] = ..., provenance: _Optional[_Union[Provenance, _Mapping]] = ..., model: _Optional[_Union[ModelIdentity, _Mapping]] = ..., engines: _Optional[_Iterable[_Union[EngineConfig, _Mapping]]] = ..., hardware: _Optional[_Union[Hardware, _Mapping]] = ..., policy: _Optional[_Union[PolicyIdentity, _Mapping]] = ..., window: _Optional[_Union[CaptureWindow, _Mapping]] = ..., privacy: _Optional[_Union[Privacy, _Mapping]] = ..., capture_overhead: _Optional[_Union[CaptureOverhead, _Mapping]] = ..., role: _Optional[_Union[_common_pb2.WorkloadRole, str]] = ..., workload_name: _Optional[str] = ..., artifacts: _Optional[_Iterable[_Union[ArtifactDigest, _Mapping]]] = ..., cache_state: _Optional[_Union[_common_pb2.CacheStateKind, str]] = ..., created_at: _Optional[str] = ..., labels: _Optional[_Mapping[str, str]] = ..., contract_revision: _Optional[int] = ..., conditions: _Optional[_Union[RunConditions, _Mapping]] = ..., probes: _Optional[_Iterable[_Union[ReferenceProbe, _Mapping]]] = ...) -> None: ...
+    completeness: CaptureCompleteness
+    def __init__(self, schema_version: _Optional[str] = ..., trace_id: _Optional[str] = ..., producer: _Optional[_Union[Producer, _Mapping]] = ..., provenance: _Optional[_Union[Provenance, _Mapping]] = ..., model: _Optional[_Union[ModelIdentity, _Mapping]] = ..., engines: _Optional[_Iterable[_Union[EngineConfig, _Mapping]]] = ..., hardware: _Optional[_Union[Hardware, _Mapping]] = ..., policy: _Optional[_Union[PolicyIdentity, _Mapping]] = ..., window: _Optional[_Union[CaptureWindow, _Mapping]] = ..., privacy: _Optional[_Union[Privacy, _Mapping]] = ..., capture_overhead: _Optional[_Union[CaptureOverhead, _Mapping]] = ..., role: _Optional[_Union[_common_pb2.WorkloadRole, str]] = ..., workload_name: _Optional[str] = ..., artifacts: _Optional[_Iterable[_Union[ArtifactDigest, _Mapping]]] = ..., cache_state: _Optional[_Union[_common_pb2.CacheStateKind, str]] = ..., created_at: _Optional[str] = ..., labels: _Optional[_Mapping[str, str]] = ..., contract_revision: _Optional[int] = ..., conditions: _Optional[_Union[RunConditions, _Mapping]] = ..., probes: _Optional[_Iterable[_Union[ReferenceProbe, _Mapping]]] = ..., completeness: _Optional[_Union[CaptureCompleteness, _Mapping]] = ...) -> None: ...
 
 class RunConditions(_message.Message):
     __slots__ = ("cpu_model", "cpu_count", "worker_threads", "loadavg_1m_start", "loadavg_1m_end", "steal_pct", "host_busy_pct", "engine_process_cpu_ns", "engine_uptime_ns", "cache_state", "duration_ns")
@@ -150,6 +152,24 @@ class ProbePoint(_message.Message):
     p25_ms: float
     p75_ms: float
     def __init__(self, phase: _Optional[str] = ..., batch_size: _Optional[int] = ..., context_tokens: _Optional[int] = ..., prefill_tokens: _Optional[int] = ..., repeats: _Optional[int] = ..., median_ms: _Optional[float] = ..., p25_ms: _Optional[float] = ..., p75_ms: _Optional[float] = ...) -> None: ...
+
+class CaptureCompleteness(_message.Message):
+    __slots__ = ("complete", "lost")
+    COMPLETE_FIELD_NUMBER: _ClassVar[int]
+    LOST_FIELD_NUMBER: _ClassVar[int]
+    complete: bool
+    lost: _containers.RepeatedCompositeFieldContainer[LostRecords]
+    def __init__(self, complete: _Optional[bool] = ..., lost: _Optional[_Iterable[_Union[LostRecords, _Mapping]]] = ...) -> None: ...
+
+class LostRecords(_message.Message):
+    __slots__ = ("kind", "count", "cause")
+    KIND_FIELD_NUMBER: _ClassVar[int]
+    COUNT_FIELD_NUMBER: _ClassVar[int]
+    CAUSE_FIELD_NUMBER: _ClassVar[int]
+    kind: str
+    count: int
+    cause: str
+    def __init__(self, kind: _Optional[str] = ..., count: _Optional[int] = ..., cause: _Optional[str] = ...) -> None: ...
 
 class Producer(_message.Message):
     __slots__ = ("name", "version")

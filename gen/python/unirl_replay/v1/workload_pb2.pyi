@@ -109,7 +109,7 @@ class Dependency(_message.Message):
     def __init__(self, predecessor_request_id: _Optional[str] = ..., trigger: _Optional[_Union[_common_pb2.DependencyTrigger, str]] = ..., relation: _Optional[_Union[_common_pb2.DependencyRelation, str]] = ..., external_delay_ns: _Optional[int] = ..., delay_absence: _Optional[_Union[_common_pb2.DelayAbsence, str]] = ...) -> None: ...
 
 class Trajectory(_message.Message):
-    __slots__ = ("trajectory_id", "group_id", "rollout_batch_id", "engine_id", "worker_id", "slot_pool_id", "request_ids", "root_sample_id", "start_order")
+    __slots__ = ("trajectory_id", "group_id", "rollout_batch_id", "engine_id", "worker_id", "slot_pool_id", "request_ids", "root_sample_id", "start_order", "first_turn_index")
     TRAJECTORY_ID_FIELD_NUMBER: _ClassVar[int]
     GROUP_ID_FIELD_NUMBER: _ClassVar[int]
     ROLLOUT_BATCH_ID_FIELD_NUMBER: _ClassVar[int]
@@ -119,6 +119,7 @@ class Trajectory(_message.Message):
     REQUEST_IDS_FIELD_NUMBER: _ClassVar[int]
     ROOT_SAMPLE_ID_FIELD_NUMBER: _ClassVar[int]
     START_ORDER_FIELD_NUMBER: _ClassVar[int]
+    FIRST_TURN_INDEX_FIELD_NUMBER: _ClassVar[int]
     trajectory_id: str
     group_id: str
     rollout_batch_id: str
@@ -128,21 +129,24 @@ class Trajectory(_message.Message):
     request_ids: _containers.RepeatedScalarFieldContainer[str]
     root_sample_id: str
     start_order: int
-    def __init__(self, trajectory_id: _Optional[str] = ..., group_id: _Optional[str] = ..., rollout_batch_id: _Optional[str] = ..., engine_id: _Optional[str] = ..., worker_id: _Optional[str] = ..., slot_pool_id: _Optional[str] = ..., request_ids: _Optional[_Iterable[str]] = ..., root_sample_id: _Optional[str] = ..., start_order: _Optional[int] = ...) -> None: ...
+    first_turn_index: int
+    def __init__(self, trajectory_id: _Optional[str] = ..., group_id: _Optional[str] = ..., rollout_batch_id: _Optional[str] = ..., engine_id: _Optional[str] = ..., worker_id: _Optional[str] = ..., slot_pool_id: _Optional[str] = ..., request_ids: _Optional[_Iterable[str]] = ..., root_sample_id: _Optional[str] = ..., start_order: _Optional[int] = ..., first_turn_index: _Optional[int] = ...) -> None: ...
 
 class Group(_message.Message):
-    __slots__ = ("group_id", "rollout_batch_id", "unit", "expected_size", "member_ids")
+    __slots__ = ("group_id", "rollout_batch_id", "unit", "expected_size", "member_ids", "resumed_from_rollout_batch_id")
     GROUP_ID_FIELD_NUMBER: _ClassVar[int]
     ROLLOUT_BATCH_ID_FIELD_NUMBER: _ClassVar[int]
     UNIT_FIELD_NUMBER: _ClassVar[int]
     EXPECTED_SIZE_FIELD_NUMBER: _ClassVar[int]
     MEMBER_IDS_FIELD_NUMBER: _ClassVar[int]
+    RESUMED_FROM_ROLLOUT_BATCH_ID_FIELD_NUMBER: _ClassVar[int]
     group_id: str
     rollout_batch_id: str
     unit: GroupUnit
     expected_size: int
     member_ids: _containers.RepeatedScalarFieldContainer[str]
-    def __init__(self, group_id: _Optional[str] = ..., rollout_batch_id: _Optional[str] = ..., unit: _Optional[_Union[GroupUnit, str]] = ..., expected_size: _Optional[int] = ..., member_ids: _Optional[_Iterable[str]] = ...) -> None: ...
+    resumed_from_rollout_batch_id: str
+    def __init__(self, group_id: _Optional[str] = ..., rollout_batch_id: _Optional[str] = ..., unit: _Optional[_Union[GroupUnit, str]] = ..., expected_size: _Optional[int] = ..., member_ids: _Optional[_Iterable[str]] = ..., resumed_from_rollout_batch_id: _Optional[str] = ...) -> None: ...
 
 class RolloutBatch(_message.Message):
     __slots__ = ("rollout_batch_id", "group_ids", "readiness_rule", "required_groups", "engine_ids")

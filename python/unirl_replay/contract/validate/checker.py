@@ -7,24 +7,31 @@ from pathlib import Path
 
 from unirl_replay.contract.errors import IncompleteTraceError, TraceFormatError
 from unirl_replay.contract.trace_io import open_trace, verify_artifact
+from unirl_replay.contract.validate.bounds import BoundRules
 from unirl_replay.contract.validate.context import _REC_ID, _from_error, _Sink
 from unirl_replay.contract.validate.dependencies import DependencyRules
 from unirl_replay.contract.validate.lineage import LineageRules
 from unirl_replay.contract.validate.manifest import ManifestRules
 from unirl_replay.contract.validate.outcomes import OutcomeRules
-from unirl_replay.contract.validate.registry import ERROR, SUSPECT_SMALL, WARNING
+from unirl_replay.contract.validate.registry import ERROR, RULES, SUSPECT_SMALL, WARNING
 from unirl_replay.contract.validate.requests import RequestRules
 from unirl_replay.v1.manifest_pb2 import ARTIFACT_KIND_OUTCOMES
 from unirl_replay.v1.report_pb2 import TraceCheck, Violation
 
 
-class _Checker(ManifestRules, RequestRules, DependencyRules, LineageRules, OutcomeRules):
+class _Checker(ManifestRules, RequestRules, DependencyRules, LineageRules, OutcomeRules, BoundRules):
     """All rule groups over one trace; the passes below dispatch each record to its group."""
+
+    def skip(self, e: TraceFormatError) -> None:
+        """A record that does not parse: reported (pass 1 / outcomes), and the pass goes on."""
+        self.counts["unparsed"] += 1
+        self.v(e.rule if e.rule in RULES else "json.profile", Path(e.file).name if e.file else "", e.line,
+               e.record_id, _from_error(e).message)
 
     # -- workload pass 1: ids, per-record rules
     def pass1(self) -> None:
         f = self.wfile
-        for line, rec in self.t.iter_workload():
+        for line, rec in self.t.iter_workload(on_error=self.skip):
             self.counts["workload"] += 1
             kind = rec.WhichOneof("record")
             if kind is None:
@@ -33,6 +40,8 @@ class _Checker(ManifestRules, RequestRules, DependencyRules, LineageRules, Outco
             msg = getattr(rec, kind)
             rid = getattr(msg, _REC_ID[kind])
             fresh = self._unique(kind, f, line, rid, self.ids[kind])
+            self._known_enums(f, line, rid, msg)
+            self._good_ids(f, line, rid, msg)
             if kind == "request":
                 self._request1(line, msg, fresh)
             elif kind in ("trajectory", "group", "rollout_batch", "slot_pool"):
@@ -42,12 +51,14 @@ class _Checker(ManifestRules, RequestRules, DependencyRules, LineageRules, Outco
             elif kind == "cache_warmup":
                 self._engine(f, line, rid, msg.engine_id)
                 self._prefix(line, rid, msg.input_tokens, msg.HasField("prefix"), msg.prefix, msg.engine_id)
+                self._tokens(line, rid, msg.engine_id, msg.input_tokens, (), None)
+        self._engine_capacity()
 
     # -- workload pass 2: references
     def pass2(self) -> None:
         f = self.wfile
         group_in_batches: Counter[str] = Counter()
-        for line, rec in self.t.iter_workload():
+        for line, rec in self.t.iter_workload(on_error=_ignore):  # reported in pass 1
             kind = rec.WhichOneof("record")
             if kind == "request":
                 self._request2(line, rec.request)
@@ -98,13 +109,24 @@ def _off_profile(trace, sink: _Sink, strict: bool) -> None:
                                              severity=sev))
 
 
-def check_trace(trace_dir: str | Path, *, max_per_rule: int = 200, strict: bool = False) -> TraceCheck:
+def _ignore(e: TraceFormatError) -> None:
+    pass
+
+
+def check_trace(trace_dir: str | Path, *, max_per_rule: int = 200, strict: bool = False,
+                outcomes: bool = True) -> TraceCheck:
     """Check a trace directory: container, manifest, every workload and outcome rule of :data:`RULES`.
+
+    Every record that does not parse is reported (up to ``max_per_rule`` per rule), not only the
+    first: the passes skip it and go on (a JSONL line, or a binpb frame whose length prefix is
+    sound; a corrupt length prefix ends the file's pass).
 
     Args:
         trace_dir: the trace directory.
         max_per_rule: violations listed per rule; beyond it one summary violation gives the count.
         strict: CI mode: fields skipped from a newer contract revision are errors, not warnings.
+        outcomes: also check the outcomes artifact (default). ``False`` checks the container,
+            manifest and workload only: what a predictor relies on (the outcomes file may be absent).
 
     Returns:
         TraceCheck with status VALID (no error; warnings allowed), INVALID, or INCOMPLETE (not
@@ -115,6 +137,11 @@ def check_trace(trace_dir: str | Path, *, max_per_rule: int = 200, strict: bool 
     sink = _Sink(max_per_rule)
     try:
         trace = open_trace(trace_dir, warn=False, inspect=True)
+    except OSError as e:  # the machine refused to read the directory: a violation, not a traceback
+        out.status = TraceCheck.STATUS_INVALID
+        out.violations.append(Violation(rule="artifact.unreadable", file=str(trace_dir), message=f"cannot be read: "
+                                        f"{e.strerror or e}", severity=Violation.SEVERITY_ERROR))
+        return out
     except IncompleteTraceError as e:
         out.status = TraceCheck.STATUS_INCOMPLETE
         out.violations.append(_from_error(e))
@@ -126,18 +153,30 @@ def check_trace(trace_dir: str | Path, *, max_per_rule: int = 200, strict: bool 
     ch = _Checker(trace, sink)
     status = TraceCheck.STATUS_VALID
     try:
-        verify_artifact(trace.dir, trace.artifact(ARTIFACT_KIND_OUTCOMES))  # incomplete before any rule
+        if outcomes:
+            verify_artifact(trace.dir, trace.artifact(ARTIFACT_KIND_OUTCOMES))  # incomplete before any rule
         ch.manifest()
+        ch._window_bound()
         ch.pass1()
+        if not ch.ids["request"]:
+            ch.v("trace.no_requests", ch.wfile, 0, "", "the workload holds 0 requests: there is nothing to replay "
+                 "(a capture writes a trace only from joined engine requests; finalize it again and read what "
+                 "it reports missing)")
         ch.pass2()
         ch.cycles()
-        ch.outcomes()
+        if outcomes:
+            ch.outcomes()
     except IncompleteTraceError as e:
         status = TraceCheck.STATUS_INCOMPLETE
         sink.violations.append(_from_error(e))
     except TraceFormatError as e:
         sink.errors += 1
         sink.violations.append(_from_error(e))
+    except OSError as e:
+        sink.errors += 1
+        sink.violations.append(Violation(rule="artifact.unreadable", file=Path(getattr(e, "filename", "") or "").name,
+                                         message=f"cannot be read: {e.strerror or e}",
+                                         severity=Violation.SEVERITY_ERROR))
     compat = _compat_violations(trace, strict)
     sink.violations.extend(compat)
     sink.errors += sum(1 for v in compat if v.severity != WARNING)

@@ -12,6 +12,7 @@ from collections import Counter
 from pathlib import Path
 
 from unirl_replay.contract.errors import TraceFormatError
+from unirl_replay.contract.message_guard import bad_ids, unknown_enums
 from unirl_replay.contract.trace_io import Trace
 from unirl_replay.contract.validate.registry import ERROR, RULES, SUSPECT_SCALE, WARNING
 from unirl_replay.v1 import common_pb2 as c
@@ -79,6 +80,7 @@ class TraceState:
         self.ofile = trace.artifact(ARTIFACT_KIND_OUTCOMES).path
         self.window_ns = m.window.duration_ns if m.HasField("window") else 0
         self.engine_block = {e.engine_id: e.block_size_tokens for e in m.engines}
+        self.engines = {e.engine_id: e for e in m.engines}
         # pass-1 state: ids per kind, compact request info
         self.req: dict[str, int] = {}          # request_id -> packed (trajectory ordinal, turn, samples)
         self.traj_ord: dict[str, int] = {"": 0}  # trajectory id (as named by requests or records) -> ordinal
@@ -94,6 +96,15 @@ class TraceState:
         self.max_offset = 0
         self.suspicious_traj: set[int] = set()
         self.counts = Counter()
+        # lineage agreement and outcome checks (one small entry per request / record)
+        self.req_group: dict[str, str] = {}     # request id -> its group_id (when set)
+        self.req_samples: dict[str, tuple[str, ...]] = {}  # request id -> sample ids (n > 1 only)
+        self.member_group: dict[str, str] = {}  # request id listed by a SAMPLES group -> that group
+        self.traj_batch: dict[str, str] = {}    # Trajectory record id -> its rollout_batch_id
+        self.group_unit: dict[str, int] = {}    # Group record id -> unit
+        self.batch_rule: dict[str, tuple[int, int, int]] = {}  # batch -> (readiness rule, required, groups)
+        self.longest: Counter[str] = Counter()  # engine id -> longest sequence (input + output tokens)
+        self.longest_prompt: Counter[str] = Counter()  # engine id -> longest prompt
 
     # -- helpers
     def _ord(self, tid: str) -> int:
@@ -136,6 +147,7 @@ class TraceState:
         if not rid:
             self.v("id.empty", file, line, "", f"{kind} record without {_REC_ID.get(kind, 'id')}")
             return False
+
         if rid in seen:
             self.v("id.duplicate", file, line, rid, f"{kind} id {rid!r} used by an earlier {kind} record")
             return False
@@ -145,3 +157,13 @@ class TraceState:
     def _enum(self, file: str, line: int, rid: str, name: str, value: int) -> None:
         if value == 0:
             self.v("enum.unspecified", file, line, rid, f"{name} is unspecified")
+
+    def _good_ids(self, file: str, line: int, rid: str, msg) -> None:
+        """Every id field of a record (its own id, references, sample / worker ids) is a usable id."""
+        for where in bad_ids(msg):
+            self.v("id.invalid", file, line, rid.encode("unicode_escape").decode()[:120], where)
+
+    def _known_enums(self, file: str, line: int, rid: str, msg) -> None:
+        for where in unknown_enums(msg):
+            self.v("enum.unknown", file, line, rid, f"{where}: no such value in unirl_replay.v1 (v1 readers "
+                   "reject unknown enum numbers)")

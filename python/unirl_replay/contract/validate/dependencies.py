@@ -60,7 +60,7 @@ class DependencyRules(TraceState):
             return
         adj: dict[str, list[str]] = {}
         line_of: dict[str, int] = {}
-        for line, rec in self.t.iter_workload():
+        for line, rec in self.t.iter_workload(on_error=lambda e: None):  # reported in pass 1
             if rec.WhichOneof("record") != "request" or not rec.request.dependencies:
                 continue
             r = rec.request

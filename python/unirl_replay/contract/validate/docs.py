@@ -35,6 +35,7 @@ _GROUP_TITLE = {
     "dependencies": "Dependencies",
     "lineage": "Lineage: trajectories, GRPO groups, rollout batches, slot pools",
     "outcomes": "Measured outcomes",
+    "bounds": "Bounds: values that would make a simulator run away",
 }
 
 
@@ -71,6 +72,17 @@ def _edit(e: tuple) -> str:
         return f"remove {where}"
     if op == "touch":
         return f"create an empty {where}"
+    if op == "wrap":
+        return f"{where}: wrap `{_raw(e[2])}` in {e[3]} nested JSON arrays"
+    if op == "pad":
+        at = "at its end" if file == MANIFEST_FILE else f"line {e[2]}, before its newline"
+        return f"{where}: add {e[3]:,} spaces ({at})"
+    if op == "fifo":
+        return f"replace {where} by a named pipe"
+    if op == "symlink":
+        return f"replace {where} by a symbolic link to a copy of it"
+    if op == "chmod":
+        return f"make {where} unreadable (mode {e[2]:o}; root reads it anyway)"
     raise ValueError(op)
 
 

@@ -23,6 +23,12 @@ indexes into the line's JSON, ``[n]`` with n = the list's length appends):
 ``("bytes", file, hex)``              append raw bytes
 ``("cut", file, n)``                  remove the last ``n`` bytes
 ``("rm", file)`` / ``("touch", file)``  remove / create (empty) a file
+``("wrap", file, old, n)``            wrap the first ``old`` in ``n`` nested JSON arrays
+``("pad", file, line, n)``            ``n`` spaces before the newline of a line (line 0 of
+                                      the manifest: at its end, after the re-digest)
+``("fifo", file)``                    replace the file by a named pipe (after the re-digest)
+``("symlink", file)``                 replace the file by a symbolic link to a copy of it
+``("chmod", file, mode)``             set the file's mode (root reads it anyway)
 ===================================  ===================================================
 
 Edits of ``manifest.json`` (line 0) apply after the re-digest.
@@ -32,6 +38,7 @@ from __future__ import annotations
 
 import copy
 import json
+import os
 import re
 from dataclasses import dataclass
 from pathlib import Path
@@ -219,6 +226,34 @@ EXAMPLES: dict[str, Example] = {
                               ("set", W, 4, "request.arrival.observed_offset_ns", "5")),
     "time.order": _g(("set", O, 1, "request.queued_ns", "3000")),
     "outcome.unmatched": _g(("append", O, {"group": {"group_id": "g9", "completed_ns": "0"}})),
+    # hostile input (contract/json_guard.py, trace_io's readers)
+    "json.nan": _g(("text", W, '"input_tokens":40', '"input_tokens":NaN')),
+    "json.huge_number": _g(("text", W, '"input_tokens":40', '"input_tokens":' + "9" * 70)),
+    "json.depth": _g(("wrap", W, '"w0"', 5000)),
+    "jsonl.line_too_long": _g(("pad", W, 1, 64 * 1024 * 1024)),
+    "json.file_too_large": _g(("pad", M, 0, 256 * 1024 * 1024)),
+    "artifact.not_regular": _g(("fifo", O)),
+    "artifact.symlink": _g(("symlink", M)),
+    "artifact.unreadable": _g(("chmod", O, 0)),
+    "enum.unknown": _g(("set", W, 1, "request.finish_reasons[0]", 99)),
+    "id.invalid": _g(("set", W, 1, "request.sample_ids[0]", "s\u0007")),
+    "manifest.trace_id": _g(("del", M, 0, "trace_id")),
+    "trace.no_requests": _g(("drop", W, 1)),
+    # measured outcomes
+    "outcome.missing_reason": _g(("del", O, 1, "request.first_token_ns")),
+    "outcome.completion_order": _g(("set", O, 2, "group.completed_ns", "8000000")),
+    "outcome.samples": _g(("set", O, 1, "request.samples[2]",
+                           {"sample_id": "ghost", "first_token_ns": "5000000", "completion_ns": "6000000"})),
+    # lineage and bounds
+    "group.request_mismatch": _g(("append", W, {"rollout_batch": {
+        "rollout_batch_id": "b1", "group_ids": [], "readiness_rule": "BATCH_READINESS_RULE_ALL_GROUPS",
+        "engine_ids": ["e0"]}}), ("set", W, 1, "request.rollout_batch_id", "b1")),
+    "bound.model_len": _g(("set", M, 0, "engines[0].max_model_len", 44)),
+    "bound.max_output_tokens": _g(("set", W, 1, "request.max_output_tokens", 4)),
+    "bound.tokens": _g(("del", M, 0, "engines[0].max_model_len"), ("set", W, 1, "request.output_tokens[1]", 4000000000)),
+    "bound.count": _g(("set", W, 1, "request.num_samples", 5000)),
+    "bound.window": _g(("set", M, 0, "window.duration_ns", str(31 * 86400 * 10**9))),
+    "bound.engine_capacity": _g(("set", M, 0, "engines[0].num_kv_blocks", 1)),
 }
 
 _PATH = re.compile(r"([^.\[\]]+)|\[(\d+)\]")
@@ -260,7 +295,7 @@ def materialize(example: Example, out: Path) -> Path:
     later = [e for e in example.edits if e[1] == MANIFEST_FILE]
     # record edits on the JSON objects first (JSONL), then the byte-level ones
     for e in example.edits:
-        if e[1] == MANIFEST_FILE or e[0] in ("text", "bytes", "cut", "rm", "touch"):
+        if e[1] == MANIFEST_FILE or e[0] in _BYTE_OPS or e[0] in _POST_OPS:
             continue
         recs = files[e[1].split(".")[0]]
         if e[0] in ("set", "del", "rename"):
@@ -286,7 +321,7 @@ def materialize(example: Example, out: Path) -> Path:
         sha, size = sha256_file(out / f"{kind}.{enc}")
         man["artifacts"].append({"kind": k, "path": f"{kind}.{enc}", "encoding": f"ENCODING_{enc.upper()}",
                                  "sha256": sha, "record_count": str(len(files[kind])), "size_bytes": str(size)})
-    byte_edits = [e for e in example.edits if e[1] != MANIFEST_FILE and e[0] in ("text", "bytes", "cut", "rm", "touch")]
+    byte_edits = [e for e in example.edits if e[1] != MANIFEST_FILE and e[0] in _BYTE_OPS]
     for e in byte_edits:
         p = out / e[1]
         if e[0] == "text":
@@ -297,6 +332,12 @@ def materialize(example: Example, out: Path) -> Path:
             p.write_bytes(p.read_bytes()[:-e[2]])
         elif e[0] == "touch":
             p.write_bytes(b"")
+        elif e[0] == "wrap":
+            p.write_bytes(p.read_bytes().replace(e[2].encode(), b"[" * e[3] + e[2].encode() + b"]" * e[3], 1))
+        elif e[0] == "pad":
+            lines = p.read_bytes().split(b"\n")
+            lines[e[2] - 1] += b" " * e[3]
+            p.write_bytes(b"\n".join(lines))
     if example.redigest:
         for a in man["artifacts"]:
             p = out / a["path"]
@@ -304,10 +345,30 @@ def materialize(example: Example, out: Path) -> Path:
                 a["sha256"], size = sha256_file(p)
                 a["size_bytes"] = str(size)
     for e in later:
-        if e[0] != "rm":
+        if e[0] in ("set", "del", "rename"):
             _apply(man, e[3], e[0], e[4] if len(e) > 4 else None)
     (out / MANIFEST_FILE).write_text(json.dumps(man, indent=2, ensure_ascii=False) + "\n")
     for e in [*byte_edits, *later]:
         if e[0] == "rm":
             (out / e[1]).unlink()
+    for e in example.edits:
+        if e[0] not in _POST_OPS and not (e[1] == MANIFEST_FILE and e[0] == "pad"):
+            continue
+        p = out / e[1]
+        if e[0] == "pad":  # the manifest: whitespace after the JSON document
+            with open(p, "ab") as f:
+                f.write(b" " * e[3])
+        elif e[0] == "fifo":
+            p.unlink()
+            os.mkfifo(p)
+        elif e[0] == "symlink":
+            target = p.with_name(p.name + ".target")
+            p.rename(target)
+            p.symlink_to(target.name)
+        elif e[0] == "chmod":
+            p.chmod(e[2])
     return out
+
+
+_BYTE_OPS = ("text", "bytes", "cut", "rm", "touch", "wrap", "pad")
+_POST_OPS = ("fifo", "symlink", "chmod")

@@ -15,15 +15,22 @@ class LineageRules(TraceState):
         if kind == "trajectory":
             if fresh:
                 self.traj_group[rid] = msg.group_id
+                self.traj_batch[rid] = msg.rollout_batch_id
                 self._ord(rid)
             self._engine(f, line, rid, msg.engine_id)
         elif kind == "group":
             if fresh:
                 self.group_batch[rid] = msg.rollout_batch_id
                 self.group_line[rid] = line
+                self.group_unit[rid] = msg.unit
+                if msg.unit == w.GROUP_UNIT_SAMPLES:
+                    for mid in msg.member_ids:
+                        self.member_group.setdefault(mid, rid)
             self._enum(f, line, rid, "unit", msg.unit)
         elif kind == "rollout_batch":
             self.batches.add(rid)
+            if fresh:
+                self.batch_rule[rid] = (msg.readiness_rule, msg.required_groups, len(msg.group_ids))
             self._enum(f, line, rid, "readiness_rule", msg.readiness_rule)
             n, req = len(msg.group_ids), msg.required_groups
             if msg.readiness_rule == w.BATCH_READINESS_RULE_FIRST_N_GROUPS and not 1 <= req <= n:
@@ -38,9 +45,30 @@ class LineageRules(TraceState):
                 self.v("slot_pool.slots", f, line, rid, "trajectory_slots is 0")
             for e in msg.engine_ids:
                 self._engine(f, line, rid, e)
+    def _lineage_agreement(self, line: int, r: w.Request) -> None:
+        """A request's group / batch agree with the group (SAMPLES) or trajectory that lists it."""
+        f, rid = self.wfile, r.request_id
+        listed_by = self.member_group.get(rid)
+        if listed_by is not None and listed_by != r.group_id:
+            self.v("group.request_mismatch", f, line, rid, f"listed by group {listed_by!r}, but its group_id is "
+                   f"{r.group_id!r}")
+        elif r.group_id and self.group_unit.get(r.group_id) == w.GROUP_UNIT_SAMPLES and listed_by is None:
+            self.v("group.request_mismatch", f, line, rid, f"group_id {r.group_id!r} (unit SAMPLES) does not list "
+                   "this request")
+        gb = self.group_batch.get(r.group_id) if r.group_id else None
+        if gb is not None and gb != r.rollout_batch_id:
+            self.v("group.request_mismatch", f, line, rid, f"rollout_batch_id {r.rollout_batch_id!r}, but its group "
+                   f"{r.group_id!r} is in rollout batch {gb!r}")
+        if r.trajectory_id and r.trajectory_id in self.traj_group:
+            tg, tb = self.traj_group[r.trajectory_id], self.traj_batch.get(r.trajectory_id, "")
+            if tg != r.group_id or tb != r.rollout_batch_id:
+                self.v("group.request_mismatch", f, line, rid, f"group {r.group_id!r} / batch {r.rollout_batch_id!r}, "
+                       f"but its trajectory {r.trajectory_id!r} is in group {tg!r} / batch {tb!r}")
+
     def _trajectory2(self, line: int, t: w.Trajectory) -> None:
         f, tid = self.wfile, t.trajectory_id
         o = self.traj_ord.get(tid, -1)
+        first = t.first_turn_index  # > 0: resumed here (partial / async rollout); see the proto
         for ref, val, known in (("reference.group", t.group_id, self.group_batch),
                                 ("reference.batch", t.rollout_batch_id, self.batches),
                                 ("reference.slot_pool", t.slot_pool_id, self.pools)):
@@ -52,9 +80,9 @@ class LineageRules(TraceState):
                 self.v("reference.request", f, line, tid, f"request_ids[{i}] = {r!r} is no request of this trace")
                 continue
             p_traj, p_turn, _ = _unpack(pv)
-            if p_traj != o or p_turn != i:
+            if p_traj != o or p_turn != i + first:
                 self.v("turn.order", f, line, tid, f"request_ids[{i}] = {r!r} has trajectory "
-                       f"{self.traj_names[p_traj]!r} turn {p_turn}; expected {tid!r} turn {i}")
+                       f"{self.traj_names[p_traj]!r} turn {p_turn}; expected {tid!r} turn {i + first}")
         claimed = self.traj_req_count.get(o, 0)
         if claimed != len(t.request_ids):
             self.v("trajectory.requests", f, line, tid, f"{claimed} requests name this trajectory, "

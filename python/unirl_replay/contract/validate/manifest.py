@@ -9,6 +9,10 @@ from unirl_replay.contract.validate.context import TraceState
 class ManifestRules(TraceState):
     def manifest(self) -> None:
         m, f = self.m, MANIFEST_FILE
+        if not m.trace_id:
+            self.v("manifest.trace_id", f, 0, "", "trace_id is empty (results and reports are tied to it)")
+        self._known_enums(f, 0, m.trace_id, m)
+        self._good_ids(f, 0, m.trace_id, m)
         if not m.HasField("window") or m.window.duration_ns <= 0:
             self.v("manifest.window", f, 0, m.trace_id, "capture window missing or duration_ns <= 0")
         self._enum(f, 0, m.trace_id, "window.clock_domain", m.window.clock_domain)

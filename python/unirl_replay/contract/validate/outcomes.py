@@ -6,6 +6,7 @@ from typing import Iterable
 
 from unirl_replay.contract.outcomes_io import iter_outcomes
 from unirl_replay.contract.validate.context import _REC_ID, TraceState
+from unirl_replay.v1 import workload_pb2 as w
 
 
 class OutcomeRules(TraceState):
@@ -14,7 +15,10 @@ class OutcomeRules(TraceState):
         seen = {k: set() for k in ("request", "trajectory", "group", "rollout_batch")}
         known = {"request": self.req, "trajectory": self.traj_group, "group": self.group_batch,
                  "rollout_batch": self.batches}
-        for line, rec in iter_outcomes(self.t, verify_digest=False):  # verified in check_trace
+        req_done: dict[str, int] = {}   # request id -> measured completion
+        group_done: dict[str, tuple[int, int]] = {}  # group id -> (completed_ns, line)
+        batch_ready: dict[str, tuple[int, int]] = {}
+        for line, rec in iter_outcomes(self.t, verify_digest=False, on_error=self.skip):  # verified in check_trace
             self.counts["outcomes"] += 1
             kind = rec.WhichOneof("record")
             if kind is None:
@@ -22,6 +26,7 @@ class OutcomeRules(TraceState):
                 continue
             msg = getattr(rec, kind)
             rid = getattr(msg, _REC_ID[kind])
+            self._good_ids(f, line, rid, msg)
             if not self._unique(f"{kind} outcome", f, line, rid, seen[kind]):
                 continue
             if rid not in known[kind]:
@@ -30,6 +35,13 @@ class OutcomeRules(TraceState):
             if kind == "request":
                 names = ("submit_ns", "queued_ns", "scheduled_ns", "first_token_ns", "completion_ns")
                 self._order(f, line, rid, msg, names)
+                missing = [n for n in names if n != "queued_ns" and not msg.HasField(n)]  # queued: engine-side, optional
+                if missing and not msg.unavailable_reason:
+                    self.v("outcome.missing_reason", f, line, rid, f"{', '.join(missing)} not measured and no "
+                           "unavailable_reason says why (a missing time is never a silent gap)")
+                if msg.HasField("completion_ns"):
+                    req_done[rid] = msg.completion_ns
+                self._samples(f, line, rid, msg)
                 for s in msg.samples:
                     self._order(f, line, rid, s, ("first_token_ns", "completion_ns"), prefix=f"sample {s.sample_id!r} ")
                     for n in ("first_token_ns", "completion_ns"):
@@ -42,9 +54,82 @@ class OutcomeRules(TraceState):
                     self._time(f, line, rid, f"tool_durations_ns[{i}]", d)
             else:
                 names = ("completed_ns",) if kind == "group" else ("ready_ns",)
+                if kind == "group" and msg.HasField("completed_ns"):
+                    group_done[rid] = (msg.completed_ns, line)
+                elif kind == "rollout_batch" and msg.HasField("ready_ns"):
+                    batch_ready[rid] = (msg.ready_ns, line)
             for n in names:
                 if msg.HasField(n):
                     self._time(f, line, rid, n, getattr(msg, n))
+
+        self._completion_order(req_done, group_done, batch_ready)
+
+    def _samples(self, f: str, line: int, rid: str, msg) -> None:
+        """Per-sample timings name the request's samples, each at most once, all or none, and lie
+        inside the request's own submit .. completion (the request's times are min / max over them)."""
+        if not msg.samples:
+            return
+        known = self.req_samples.get(rid)
+        if known is None:
+            if rid in self.req:  # n = 1: the request's own times are the sample's
+                self.v("outcome.samples", f, line, rid, f"{len(msg.samples)} per-sample timings for a request "
+                       "with num_samples 1 (per-sample timings are for n > 1)")
+            return
+        seen: set[str] = set()
+        for s in msg.samples:
+            if s.sample_id not in known:
+                self.v("outcome.samples", f, line, rid, f"sample {s.sample_id!r} is not among the request's "
+                       "sample_ids")
+            elif s.sample_id in seen:
+                self.v("outcome.samples", f, line, rid, f"sample {s.sample_id!r} timed twice")
+            seen.add(s.sample_id)
+            late = [(n, getattr(s, n)) for n in ("first_token_ns", "completion_ns") if s.HasField(n)]
+            for n, v in late:
+                if msg.HasField("completion_ns") and v > msg.completion_ns:
+                    self.v("outcome.samples", f, line, rid, f"sample {s.sample_id!r} {n} = {v} ns after the "
+                           f"request's completion_ns = {msg.completion_ns} ns")
+                if msg.HasField("submit_ns") and v < msg.submit_ns:
+                    self.v("outcome.samples", f, line, rid, f"sample {s.sample_id!r} {n} = {v} ns before the "
+                           f"request's submit_ns = {msg.submit_ns} ns")
+            if s.HasField("first_token_ns") and msg.HasField("first_token_ns") and s.first_token_ns < msg.first_token_ns:
+                self.v("outcome.samples", f, line, rid, f"sample {s.sample_id!r} first_token_ns = {s.first_token_ns} "
+                       f"ns before the request's first_token_ns = {msg.first_token_ns} ns (the request's is the min)")
+        absent = [x for x in known if x not in seen]
+        if absent and len(seen & set(known)) > 0:
+            self.v("outcome.samples", f, line, rid, f"timings for {len(seen & set(known))} of {len(known)} samples; "
+                   f"missing {absent[:3]} (all samples or none)")
+
+    def _completion_order(self, req_done: dict[str, int], group_done: dict[str, tuple[int, int]],
+                          batch_ready: dict[str, tuple[int, int]]) -> None:
+        """A group completes when its last request does; a batch is ready when the groups its
+        readiness rule waits for are (ALL_GROUPS: all; FIRST_N_GROUPS: the first N)."""
+        f = self.ofile
+        last: dict[str, tuple[int, str]] = {}
+        for rid, gid in self.req_group.items():
+            t = req_done.get(rid)
+            if t is not None and gid in group_done and (gid not in last or t > last[gid][0]):
+                last[gid] = (t, rid)
+        for gid, (t, line) in group_done.items():
+            if gid in last and t < last[gid][0]:
+                self.v("outcome.completion_order", f, line, gid, f"group completed_ns = {t} ns before its request "
+                       f"{last[gid][1]!r} completed ({last[gid][0]} ns)")
+        by_batch: dict[str, list[int]] = {}
+        for gid, (t, _) in group_done.items():
+            b = self.group_batch.get(gid)
+            if b:
+                by_batch.setdefault(b, []).append(t)
+        for bid, (t, line) in batch_ready.items():
+            rule, required, n = self.batch_rule.get(bid, (0, 0, 0))
+            times = sorted(by_batch.get(bid, []))
+            if rule == w.BATCH_READINESS_RULE_FIRST_N_GROUPS:
+                need = required
+            elif rule == w.BATCH_READINESS_RULE_ALL_GROUPS and len(times) == n:
+                need = n
+            else:
+                continue
+            if 1 <= need <= len(times) and t < times[need - 1]:
+                self.v("outcome.completion_order", f, line, bid, f"batch ready_ns = {t} ns before the {need} group(s) "
+                       f"its readiness rule waits for had completed ({times[need - 1]} ns)")
 
     def _order(self, f: str, line: int, rid: str, msg, names: Iterable[str], prefix: str = "") -> None:
         present = [(n, getattr(msg, n)) for n in names if msg.HasField(n)]

@@ -7,7 +7,8 @@ rule has a test in ``tests/test_validate.py`` that triggers it with a broken tra
 Groups: ``framing`` (the container, artifacts and record framing: reported through
 ``contract.trace_io``), ``manifest``, ``requests`` (per-request shape, prefix hashes, arrivals,
 units), ``dependencies`` (predecessors, delays, cycles), ``lineage`` (trajectories, GRPO groups,
-rollout batches, slot pools) and ``outcomes`` (measured times).
+rollout batches, slot pools), ``outcomes`` (measured times) and ``bounds`` (values beyond what the
+engine can run or any real trace holds, each stating its bound).
 """
 
 from __future__ import annotations
@@ -21,6 +22,17 @@ WARNING = Violation.SEVERITY_WARNING
 SUSPECT_SCALE = 100
 #: With at least 2 observed arrivals all inside window / SUSPECT_SMALL, the offsets look like s or ms.
 SUSPECT_SMALL = 100_000
+
+# Bounds (rule group ``bounds``): values beyond these would make the simulator run away (allocate
+# per token, loop per sample) long before they could be real; each is a violation naming the bound.
+#: Largest token count of one prompt or one sample when the engine declares no max_model_len.
+MAX_TOKENS = 1 << 24
+#: Largest num_samples of one request (vLLM ``n``).
+MAX_SAMPLES = 4096
+#: Most dependencies of one request.
+MAX_DEPENDENCIES = 4096
+#: Longest capture window (30 days); with SUSPECT_SCALE it bounds every time of the trace.
+MAX_WINDOW_NS = 30 * 24 * 3600 * 10**9
 
 #: rule id -> what it checks. Every rule has a test in tests/test_validate.py.
 RULES: dict[str, str] = {
@@ -50,12 +62,24 @@ RULES: dict[str, str] = {
                          "--strict)",
     "json.int64_form": "a 64-bit decimal string with leading zeros, -0, + or spaces (warning; an error under --strict)",
     "json.null": "null instead of an absent key (warning; an error under --strict)",
-    "json.duplicate_key": "a key twice in one JSON object (warning; an error under --strict)",
     "compat.newer_revision": "the trace comes from a newer v1 revision and carries fields this reader skipped "
                              "(warning; an error under --strict)",
+    "json.duplicate_key": "a JSON object with the same key twice (rejected, never last-one-wins)",
+    "json.nan": "NaN / Infinity tokens, or a number overflowing to infinity",
+    "json.huge_number": "a number literal longer than 64 characters",
+    "json.depth": "JSON nested beyond the interpreter's recursion limit",
+    "jsonl.line_too_long": "a JSONL line longer than trace_io.MAX_LINE_BYTES (64 MiB)",
+    "json.file_too_large": "a single-message JSON file larger than trace_io.MAX_JSON_FILE_BYTES (256 MiB)",
+    "artifact.not_regular": "a trace file that is a FIFO, device or directory",
+    "artifact.unreadable": "a trace file that cannot be read (permissions, I/O error)",
+    "artifact.symlink": "a trace file that is a symbolic link",
+    "enum.unknown": "an enum number that is no value of its enum in v1 (rejected by v1 readers)",
+    "id.invalid": "an id with control characters or longer than 1024 characters",
     # manifest
     "manifest.window": "capture window missing or duration_ns <= 0",
     "manifest.engine": "engine without engine_id or with block_size_tokens 0",
+    "trace.no_requests": "a trace with 0 requests (nothing to replay: e.g. a capture whose records never joined)",
+    "manifest.trace_id": "manifest without trace_id",
     # records
     "record.empty": "a WorkloadRecord / OutcomeRecord with no member of its oneof set",
     "id.empty": "a record without its id",
@@ -96,17 +120,33 @@ RULES: dict[str, str] = {
     "units.suspect_small": f"all observed arrivals in the first 1/{SUSPECT_SMALL} of the window: seconds / ms? (warning)",
     "time.order": "submit <= queued <= scheduled <= first_token <= completion (and slot acquired <= released)",
     "outcome.unmatched": "an outcome record whose id matches no workload record of its kind",
+    "outcome.missing_reason": "a request outcome missing submit / scheduled / first token / completion and no "
+                              "unavailable_reason (queued_ns, the engine's own queue entry, is optional)",
+    "outcome.completion_order": "a group completed before one of its requests, or a batch ready before "
+                                "the groups its readiness rule waits for",
+    "outcome.samples": "per-sample timings for an unknown, repeated, missing or late sample",
+    "group.request_mismatch": "a request whose group_id / rollout_batch_id disagrees with the group or "
+                              "trajectory that lists it",
+    # bounds
+    "bound.model_len": "input_tokens + output_tokens of a sample above the engine's max_model_len",
+    "bound.max_output_tokens": "output_tokens of a sample above the request's max_output_tokens",
+    "bound.tokens": f"a token count above {MAX_TOKENS} (engine without max_model_len)",
+    "bound.count": f"num_samples above {MAX_SAMPLES} or more than {MAX_DEPENDENCIES} dependencies",
+    "bound.window": f"capture window longer than {MAX_WINDOW_NS // (24 * 3600 * 10**9)} days",
+    "bound.engine_capacity": "an engine whose KV cache (num_kv_blocks x block_size_tokens) cannot hold its "
+                             "longest sequence, or whose batch budget is below its longest prompt with chunked prefill off",
 }
 
-GROUPS = ("framing", "manifest", "requests", "dependencies", "lineage", "outcomes")
+GROUPS = ("framing", "manifest", "requests", "dependencies", "lineage", "outcomes", "bounds")
 #: rule id prefixes (or whole ids) -> group; the first match in GROUPS order of specificity wins.
 _GROUP_PREFIXES: dict[str, tuple[str, ...]] = {
     "framing": ('trace.', 'artifact.', 'jsonl.', 'binpb.', 'json.', 'compat.', 'record.empty', 'id.',
-                'enum.unspecified'),
+                'enum.unspecified', 'enum.unknown'),
     "manifest": ('manifest.',),
     "dependencies": ('dependency.', 'turn.dependency_order'),
     "lineage": ('reference.trajectory', 'reference.group', 'reference.batch', 'reference.slot_pool', 'reference.request', 'turn.order', 'trajectory.', 'group.', 'batch.', 'slot_pool.'),
     "outcomes": ('time.order', 'outcome.'),
+    "bounds": ('bound.',),
     "requests": ('reference.engine', 'fanout.', 'prefix.', 'arrival.', 'units.', 'turn.index'),
 }
 

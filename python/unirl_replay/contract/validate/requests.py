@@ -17,6 +17,11 @@ class RequestRules(TraceState):
             self.req[rid] = _pack(o, r.turn_index if has_turn else None, r.num_samples)
             if o:
                 self.traj_req_count[o] += 1
+            if r.group_id:
+                self.req_group[rid] = r.group_id
+            if r.num_samples > 1:
+                self.req_samples[rid] = tuple(r.sample_ids)
+        self._request_bounds(line, r)
         if bool(r.trajectory_id) != has_turn:
             self.v("turn.index", f, line, rid, "turn_index must be set exactly when trajectory_id is set "
                    f"(trajectory_id={r.trajectory_id!r}, turn_index {'set' if has_turn else 'absent'})")
@@ -60,4 +65,5 @@ class RequestRules(TraceState):
             self.v("reference.group", f, line, rid, f"group {r.group_id!r} has no Group record")
         if r.rollout_batch_id and r.rollout_batch_id not in self.batches:
             self.v("reference.batch", f, line, rid, f"rollout batch {r.rollout_batch_id!r} has no RolloutBatch record")
+        self._lineage_agreement(line, r)
         self._dependencies2(line, r)

@@ -135,7 +135,10 @@ class Conversion:
     def write(self, path: str | Path) -> Path:
         """Write the upstream input file (JSON Lines; header first for agentic_mooncake),
         streaming rows as they are produced."""
+        from unirl_replay.replay.convert import sidecar
+
         path = Path(path)
+        sidecar.guard_target(path)  # creates the directory; never replaces a file we did not write
         dumps = json.JSONEncoder(separators=(",", ":")).encode
         with open(path, "w", encoding="utf-8", buffering=1 << 20) as f:
             if self.header is not None:
@@ -144,10 +147,12 @@ class Conversion:
             if self.lines is not None and self._rows is None:
                 for chunk in self.lines():
                     w(chunk)
-                return path
-            for r in self.iter_rows():
-                w(dumps(r))
-                w("\n")
+            else:
+                for r in self.iter_rows():
+                    w(dumps(r))
+                    w("\n")
+        sidecar.write_sidecar(path, trace_format=self.trace_format, engine_id=self.engine_id,
+                              block_size=self.block_size)
         return path
 
 

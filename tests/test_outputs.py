@@ -1,0 +1,96 @@
+"""--out handling: directories are created; nothing the tool did not write is replaced or deleted."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from tracebuild import grpo_trace
+from unirl_replay.cli.main import main
+from unirl_replay.contract import out_dir
+from unirl_replay.contract.errors import TraceWriterBusyError
+from unirl_replay.contract.trace_io import TraceWriter
+from unirl_replay.replay.convert.sidecar import read_block_size, sidecar_path
+
+
+def test_convert_out_into_a_missing_directory_and_never_over_a_users_file(tmp_path, capsys):
+    d = grpo_trace().write(tmp_path / "t")
+    out = tmp_path / "new" / "deeper" / "in.jsonl"
+    assert main(["convert", str(d), "--format", "mooncake", "--out", str(out)]) == 0
+    assert out.is_file() and read_block_size(out) == 16  # the mooncake block size travels in the sidecar
+    assert main(["convert", str(d), "--format", "mooncake", "--out", str(out)]) == 0  # ours: replaced
+    user = tmp_path / "mine.jsonl"
+    user.write_text("my notes\n")
+    capsys.readouterr()
+    assert main(["convert", str(d), "--out", str(user)]) == 2
+    assert "not written by unirl-replay" in capsys.readouterr().err
+    assert user.read_text() == "my notes\n" and not sidecar_path(user).exists()
+
+
+def test_replay_mooncake_reads_the_block_size_back(tmp_path):
+    pytest.importorskip("dynamo.replay")
+    from unirl_replay.replay.runner import replay_trace
+
+    d = grpo_trace().write(tmp_path / "t")
+    res = replay_trace(d, "fixed:10,1", trace_format="mooncake", work_dir=tmp_path / "w")
+    assert sidecar_path(next((tmp_path / "w").glob("*.mooncake.jsonl"))).is_file()
+    assert len(res.requests) == 2 or res.aggregate
+
+
+def test_replay_out_refuses_a_users_result_file(tmp_path, capsys):
+    d = grpo_trace().write(tmp_path / "t")
+    o = tmp_path / "o"
+    o.mkdir()
+    (o / "replay_result.json").write_text("{}")
+    assert main(["replay", str(d), "--timing-model", "fixed:10,1", "--out", str(o)]) == 2
+    assert "did not write" in capsys.readouterr().err and (o / "replay_result.json").read_text() == "{}"
+
+
+def test_demo_out_never_replaces_a_users_directory(tmp_path, capsys):
+    d = grpo_trace().write(tmp_path / "t")
+    user = tmp_path / "results"
+    user.mkdir()
+    (user / "summary.json").write_text("[]")  # a name a user could have: not a marker
+    (user / "thesis.tex").write_text("precious")
+    assert main(["demo", "--trace", str(d), "--out", str(user), "--no-profile"]) == 2
+    assert "not an earlier demo output" in capsys.readouterr().err
+    assert sorted(p.name for p in user.iterdir()) == ["summary.json", "thesis.tex"]
+
+
+def test_marker_lists_what_we_wrote(tmp_path):
+    d = tmp_path / "o"
+    out_dir.claim(d, ["a.json"], "replay")
+    (d / "a.json").write_text("1")
+    out_dir.record(d, ["a.json"], "replay")
+    assert out_dir.owned(d) == {"a.json"} and out_dir.replaceable(d)
+    out_dir.claim(d, ["a.json"], "replay")  # ours: may be rewritten
+    (d / "b.txt").write_text("user")
+    assert not out_dir.replaceable(d)
+    with pytest.raises(FileExistsError):
+        out_dir.claim(d, ["b.txt"], "replay")
+    (d / out_dir.MARKER).write_text(json.dumps({"written_by": "someone", "entries": {"b.txt": "x"}}))
+    assert out_dir.owned(d) == set()
+
+
+def test_os_errors_are_one_line_not_a_traceback(tmp_path, capsys):
+    d = grpo_trace().write(tmp_path / "t")
+    blocker = tmp_path / "file"
+    blocker.write_text("x")
+    assert main(["replay", str(d), "--timing-model", "fixed:10,1", "--out", str(blocker / "sub")]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("error:") and "Traceback" not in err
+
+
+def test_a_second_trace_writer_on_one_directory_is_refused(tmp_path):
+    t = grpo_trace()
+    with TraceWriter(tmp_path / "t") as w1:
+        with pytest.raises(TraceWriterBusyError, match="another TraceWriter"):
+            TraceWriter(tmp_path / "t", encoding="binpb")
+        for r in t.workload:
+            w1.write_workload(r)
+        w1.finalize(t.manifest)
+    with pytest.raises(TraceWriterBusyError, match="already holds"):
+        TraceWriter(tmp_path / "t")
+    from unirl_replay.contract.validate import check_trace
+    assert check_trace(tmp_path / "t").status == check_trace(tmp_path / "t").STATUS_VALID
