@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Create or update the project environment (.venv) from PyPI: Python 3.12, the package with its
-# `replay` extra (the real Dynamo Replay) and the dev tools (pytest, hypothesis, buf, protoc).
+# `replay` extra (the real Dynamo Replay), its `grid` extra (Ray) and the dev tools (pytest, hypothesis, buf, protoc).
 # Idempotent; safe to run on every `make` target.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -35,6 +35,6 @@ fi
 # PYTHONDONTWRITEBYTECODE=1, so without it every process start recompiles protobuf, numpy and
 # ai-dynamo's Python from source (about 20 % of a 100k-request convert). The project's own
 # sources (an editable install) are compiled the same way; a stale .pyc is recompiled in memory
-# by Python's mtime check, so an edit never runs old code.
-"$UV" sync --quiet --compile-bytecode --python "$PY" --extra replay "$@"
+# by Python's mtime check, so an edit never runs old code. `grid`: Ray for `grid --backend ray`.
+"$UV" sync --quiet --compile-bytecode --python "$PY" --extra replay --extra grid "$@"
 .venv/bin/python -m compileall -q -j 0 python gen/python >/dev/null || true

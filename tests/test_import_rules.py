@@ -122,7 +122,7 @@ def forbidden_paths(start: str, roots=ROOTS, forbidden=FORBIDDEN) -> list[list[s
 # import, directly, any module under a prefix listed for S. Prefixes without "unirl_replay." are
 # other top-level packages.
 U = "unirl_replay."
-STAGES = ("contract", "capture", "reference", "replay", "report", "calibrate", "conformance", "cli", "demo")
+STAGES = ("contract", "capture", "reference", "replay", "report", "calibrate", "conformance", "cli", "demo", "grid")
 REFERENCE_DRIVERS = tuple(U + f"reference.{m}" for m in ("rollout_driver", "calibration_driver", "tiny_model",
                                                          "cpu_bridges"))
 SIMULATOR_PACKAGES = {"dynamo": "dynamo", "aisimulate": "aisimulate"}  # adapter module -> package it adapts
@@ -145,6 +145,10 @@ RULES: dict[str, tuple[str, ...]] = {
     "conformance": _stages("report", "capture", "calibrate", "cli", "demo") + REFERENCE_DRIVERS + HEAVY + ("matplotlib",),
     "cli": REFERENCE_DRIVERS + HEAVY,
     "demo": _stages("capture", "calibrate", "cli") + REFERENCE_DRIVERS + HEAVY,
+    # the grid orchestrates replay, report and conformance; Ray is its one heavy dependency (lazily,
+    # in grid.backends); simulators only through replay or a conformance executor
+    "grid": _stages("capture", "calibrate", "cli") + REFERENCE_DRIVERS + tuple(h for h in HEAVY if h != "ray")
+    + tuple(SIMULATOR_PACKAGES.values()),
 }
 TOP_LEVEL_MODULES = {"__init__", "__main__"}
 

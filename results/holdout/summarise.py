@@ -13,8 +13,8 @@ import sys
 from collections import defaultdict
 from pathlib import Path
 
-from unirl_replay.outcomes_io import iter_outcomes
-from unirl_replay.trace_io import open_trace
+from unirl_replay.contract.outcomes_io import iter_outcomes
+from unirl_replay.contract.trace_io import open_trace
 
 MODES = ("grpo", "agentic")
 MODELS = ("calibrated", "default")

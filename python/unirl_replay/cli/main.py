@@ -24,6 +24,7 @@ COMMANDS: dict[str, str] = {
     "capture": "Finalize a UniRL run's capture shards into a trace, or run the real-rollout harness.",
     "calibrate": "Measure a timing profile on the real engine (reference environment).",
     "conformance": "Run the conformance corpus against one or more simulator revisions.",
+    "grid": "Replay + compare a grid (traces x simulators x timing models) on a process pool or Ray.",
     "demo": "The whole job on the bundled real traces: validate, replay, compare, report.",
 }
 

@@ -1,0 +1,329 @@
+"""The grid spec: a small YAML or JSON file expanded into independent jobs.
+
+```yaml
+traces:                          # paths are relative to the spec file
+  - path: ../traces/grpo-a
+  - path: ../traces/agentic-a
+    allow_unmodelled: [engine_client.inflight_limit]
+    repeats: []                  # other runs of the same window (compare --repeat)
+simulators: [dynamo]             # dynamo | aisimulate[==VERSION]; default [dynamo]
+timing_models:
+  - polynomial                   # name = the spec with ':' '/' ',' made safe
+  - {name: fixed, spec: "fixed:10,1"}
+format: agentic_mooncake         # or mooncake
+compare: true                    # compare each replay with the measured outcomes
+plots: true                      # PNG plots + Perfetto timeline (per trace: `plots: false`)
+layout: "{trace}/{simulator}/{timing_model}"   # each job's directory under the output dir
+conformance:                     # optional: the conformance corpus as jobs (revision x shard)
+  corpus: ../conformance
+  revisions: [ai-dynamo==1.6.1]  # default: the installed revision
+  shards: 2                      # split each revision's cases into this many jobs
+```
+
+Each (trace, simulator, timing model) is one replay job (replay, then compare, into its own
+directory); each (revision, shard) is one conformance job. Jobs are numbered in spec order; the
+driver reports them in that order whatever order they finish in.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from unirl_replay.contract.errors import TraceFormatError
+
+LAYOUT = "{trace}/{simulator}/{timing_model}"
+TOP_KEYS = {"traces", "simulators", "timing_models", "format", "compare", "plots", "layout", "keep_upstream",
+            "conformance", "out"}
+TRACE_KEYS = {"path", "name", "allow_unmodelled", "repeats", "plots", "batch"}
+CONFORMANCE_KEYS = {"corpus", "revisions", "cases", "shards", "cache_dir"}
+FORMATS = ("agentic_mooncake", "mooncake")
+
+
+class GridSpecError(TraceFormatError):
+    """The grid spec file is malformed; names the file and the rule (``grid.spec.*``)."""
+
+
+@dataclass(frozen=True)
+class TraceEntry:
+    name: str
+    path: str                        # absolute
+    allow_unmodelled: tuple[str, ...] = ()
+    repeats: tuple[str, ...] = ()    # absolute
+    plots: bool = True
+    batch: str | None = None
+
+
+@dataclass(frozen=True)
+class ModelEntry:
+    name: str
+    spec: str                        # profile paths made absolute
+
+
+@dataclass(frozen=True)
+class ReplayJob:
+    """Replay one trace with one simulator and timing model, then compare; into ``job_id/``."""
+
+    index: int
+    job_id: str                      # relative directory under the grid output
+    trace: TraceEntry
+    simulator: str
+    timing_model: ModelEntry
+    trace_format: str = "agentic_mooncake"
+    compare: bool = True
+    keep_upstream: bool = True
+    kind: str = "replay"
+
+
+@dataclass(frozen=True)
+class ConformanceJob:
+    """Run some conformance cases on one simulator revision (one executor process)."""
+
+    index: int
+    job_id: str
+    corpus: str                      # absolute
+    revision: str
+    cases: tuple[str, ...]
+    cache_dir: str
+    kind: str = "conformance"
+
+
+@dataclass
+class ConformanceSpec:
+    corpus: str
+    revisions: list[str]
+    cases: list[str] | None
+    shards: int
+    cache_dir: str
+
+
+@dataclass
+class GridSpec:
+    path: str
+    traces: list[TraceEntry]
+    simulators: list[str]
+    timing_models: list[ModelEntry]
+    trace_format: str = "agentic_mooncake"
+    compare: bool = True
+    layout: str = LAYOUT
+    keep_upstream: bool = True
+    out: str | None = None
+    conformance: ConformanceSpec | None = None
+    raw: dict[str, Any] = field(default_factory=dict)
+
+
+def safe_name(text: str) -> str:
+    """A directory-name-safe form of a spec (``fixed:10,1`` -> ``fixed-10-1``)."""
+    return re.sub(r"[^A-Za-z0-9_.=-]+", "-", text).strip("-.") or "x"
+
+
+def simulator_tag(spec: str) -> str:
+    return spec.replace("==", "-")
+
+
+def _err(path: Path, msg: str, rule: str) -> GridSpecError:
+    return GridSpecError(msg, file=str(path), rule=f"grid.spec.{rule}")
+
+
+def _read(path: Path) -> dict[str, Any]:
+    if not path.is_file():
+        raise _err(path, "grid spec file not found", "missing")
+    text = path.read_text()
+    if path.suffix.lower() in (".yaml", ".yml"):
+        try:
+            import yaml
+        except ImportError:  # pragma: no cover - pyyaml comes with the grid extra
+            raise _err(path, "a YAML spec needs PyYAML (`uv sync --extra grid`); or write the spec as JSON",
+                       "yaml_missing") from None
+        try:
+            data = yaml.safe_load(text)
+        except yaml.YAMLError as e:
+            line = getattr(getattr(e, "problem_mark", None), "line", -1) + 1
+            raise GridSpecError(f"not valid YAML: {getattr(e, 'problem', e)}", file=str(path), line=max(line, 0),
+                                rule="grid.spec.parse") from None
+    else:
+        try:
+            data = json.loads(text)
+        except json.JSONDecodeError as e:
+            raise GridSpecError(f"not valid JSON: {e.msg}", file=str(path), line=e.lineno,
+                                rule="grid.spec.parse") from None
+    if not isinstance(data, dict):
+        raise _err(path, "the spec must be a mapping (traces, timing_models, ...)", "shape")
+    return data
+
+
+def _strs(path: Path, value: Any, key: str) -> list[str]:
+    if value is None:
+        return []
+    if isinstance(value, str):
+        value = [value]
+    if not isinstance(value, list) or not all(isinstance(v, str) and v for v in value):
+        raise _err(path, f"{key} must be a list of non-empty strings, got {value!r}", "type")
+    return list(value)
+
+
+def _bool(path: Path, value: Any, key: str, default: bool) -> bool:
+    if value is None:
+        return default
+    if not isinstance(value, bool):
+        raise _err(path, f"{key} must be true or false, got {value!r}", "type")
+    return value
+
+
+def _check_simulator(path: Path, spec: str) -> None:
+    from unirl_replay.replay.simulators import parse_simulator
+
+    try:
+        parse_simulator(spec)
+    except Exception as e:  # noqa: BLE001 - SimulatorSpecError, re-raised naming the spec file
+        raise _err(path, f"simulator {spec!r}: {e}", "simulator") from None
+
+
+def _abs(base: Path, p: str) -> str:
+    q = Path(p).expanduser()
+    return str((q if q.is_absolute() else base / q).resolve())
+
+
+def _model(base: Path, path: Path, item: Any) -> ModelEntry:
+    if isinstance(item, str):
+        name, spec = None, item
+    elif isinstance(item, dict) and set(item) <= {"name", "spec"} and isinstance(item.get("spec"), str):
+        name, spec = item.get("name"), item["spec"]
+    else:
+        raise _err(path, f"a timing model is a spec string or {{name, spec}}, got {item!r}", "timing_model")
+    kind, sep, arg = spec.partition(":")
+    if kind == "profile" and arg:
+        spec = f"profile:{_abs(base, arg)}"  # workers resolve nothing against their own cwd
+        name = name or safe_name(Path(arg).stem)
+    return ModelEntry(str(name) if name else safe_name(spec), spec)
+
+
+def _trace(base: Path, path: Path, item: Any) -> TraceEntry:
+    if isinstance(item, str):
+        item = {"path": item}
+    if not isinstance(item, dict) or not isinstance(item.get("path"), str):
+        raise _err(path, f"a trace is a path or {{path, name, allow_unmodelled, repeats, plots, batch}}, got {item!r}",
+                   "trace")
+    extra = set(item) - TRACE_KEYS
+    if extra:
+        raise _err(path, f"unknown trace keys {sorted(extra)}; allowed: {sorted(TRACE_KEYS)}", "unknown_key")
+    p = _abs(base, item["path"])
+    if not Path(p).is_dir():
+        raise _err(path, f"trace directory {p} does not exist", "trace_missing")
+    name = item.get("name") or Path(p).name
+    if not isinstance(name, str) or ".." in Path(name).parts or Path(name).is_absolute():
+        raise _err(path, f"trace name {name!r} must be a relative name without '..'", "trace_name")
+    batch = item.get("batch")
+    return TraceEntry(name, p, tuple(_strs(path, item.get("allow_unmodelled"), "allow_unmodelled")),
+                      tuple(_abs(base, r) for r in _strs(path, item.get("repeats"), "repeats")),
+                      _bool(path, item.get("plots"), "plots", True), None if batch is None else str(batch))
+
+
+def load_spec(path: str | Path) -> GridSpec:
+    """Read and check a grid spec; paths become absolute (relative ones are against the spec's folder).
+
+    Raises:
+        GridSpecError: unreadable file, unknown key, wrong type, missing trace directory,
+            unknown simulator or format, duplicate names, nothing to run.
+    """
+    path = Path(path).resolve()
+    data = _read(path)
+    base = path.parent
+    extra = set(data) - TOP_KEYS
+    if extra:
+        raise _err(path, f"unknown keys {sorted(extra)}; allowed: {sorted(TOP_KEYS)}", "unknown_key")
+    traces_raw = data.get("traces") or []
+    if not isinstance(traces_raw, list):
+        raise _err(path, "traces must be a list", "type")
+    traces = [_trace(base, path, t) for t in traces_raw]
+    models_raw = data.get("timing_models") or []
+    if not isinstance(models_raw, list):
+        raise _err(path, "timing_models must be a list", "type")
+    models = [_model(base, path, m) for m in models_raw]
+    sims = _strs(path, data.get("simulators"), "simulators") or ["dynamo"]
+    for s in sims:
+        _check_simulator(path, s)
+    fmt = data.get("format", "agentic_mooncake")
+    if fmt not in FORMATS:
+        raise _err(path, f"unknown format {fmt!r}; use one of {FORMATS}", "format")
+    for what, names in (("trace", [t.name for t in traces]), ("timing model", [m.name for m in models]),
+                        ("simulator", sims)):
+        dup = sorted({n for n in names if names.count(n) > 1})
+        if dup:
+            raise _err(path, f"duplicate {what} names {dup}: give each a distinct `name`", "duplicate")
+    if traces and not models:
+        raise _err(path, "traces are given but no timing_models", "timing_models")
+    layout = data.get("layout", LAYOUT)
+    if not isinstance(layout, str) or "{trace}" not in layout or "{timing_model}" not in layout or \
+            (len(sims) > 1 and "{simulator}" not in layout):
+        raise _err(path, f"layout {layout!r} must contain {{trace}} and {{timing_model}} (and {{simulator}} when "
+                   "there are several simulators)", "layout")
+    conf = None
+    if data.get("conformance") is not None:
+        c = data["conformance"]
+        if not isinstance(c, dict) or set(c) - CONFORMANCE_KEYS:
+            raise _err(path, f"conformance must be a mapping with keys from {sorted(CONFORMANCE_KEYS)}", "conformance")
+        from unirl_replay.conformance import runner as conf_runner
+        from unirl_replay.reference.environments import REPO_ROOT
+
+        revisions = _strs(path, c.get("revisions"), "conformance.revisions")
+        if not revisions:
+            inst = conf_runner.installed_revision()
+            if not inst:
+                raise _err(path, "conformance.revisions not given and ai-dynamo is not installed here", "conformance")
+            revisions = [inst]
+        for r in revisions:
+            try:
+                conf_runner.parse_revision(r)
+            except Exception as e:  # noqa: BLE001 - re-raised with the spec file named
+                raise _err(path, str(e), "conformance") from None
+        shards = c.get("shards", 1)
+        if not isinstance(shards, int) or isinstance(shards, bool) or shards < 1:
+            raise _err(path, f"conformance.shards must be a positive integer, got {shards!r}", "conformance")
+        corpus = _abs(base, c.get("corpus") or str(REPO_ROOT / "conformance"))
+        if not (Path(corpus) / "cases").is_dir():
+            raise _err(path, f"conformance corpus {corpus} has no cases/ folder", "conformance")
+        cache = _abs(base, c["cache_dir"]) if c.get("cache_dir") else str(REPO_ROOT / ".cache" / "conformance")
+        conf = ConformanceSpec(corpus, revisions, _strs(path, c.get("cases"), "conformance.cases") or None, shards,
+                               cache)
+    if not traces and conf is None:
+        raise _err(path, "nothing to run: give traces and timing_models, or conformance", "empty")
+    out = data.get("out")
+    return GridSpec(str(path), traces, sims, models, fmt, _bool(path, data.get("compare"), "compare", True), layout,
+                    _bool(path, data.get("keep_upstream"), "keep_upstream", True),
+                    _abs(base, out) if isinstance(out, str) else None, conf, data)
+
+
+def expand(spec: GridSpec) -> list[ReplayJob | ConformanceJob]:
+    """The jobs of a spec, in spec order: traces x simulators x timing models, then conformance
+    revisions x shards. Raises GridSpecError when two jobs would share a directory."""
+    jobs: list[ReplayJob | ConformanceJob] = []
+    for t in spec.traces:
+        for s in spec.simulators:
+            for m in spec.timing_models:
+                jid = spec.layout.format(trace=t.name, simulator=simulator_tag(s), timing_model=m.name)
+                jobs.append(ReplayJob(len(jobs), jid, t, s, m, spec.trace_format, spec.compare, spec.keep_upstream))
+    if spec.conformance is not None:
+        from unirl_replay.conformance.corpus import load_corpus
+
+        c = spec.conformance
+        cases = [k.name for k in load_corpus(Path(c.corpus), c.cases)]
+        if c.cases:
+            missing = sorted(set(c.cases) - set(cases))
+            if missing:
+                raise _err(Path(spec.path), f"conformance.cases not in the corpus: {missing}", "conformance")
+        n = min(c.shards, max(len(cases), 1))
+        chunks = [cases[i * len(cases) // n:(i + 1) * len(cases) // n] for i in range(n)]
+        for rev in c.revisions:
+            for k, chunk in enumerate(chunks):
+                jid = f"conformance/{simulator_tag(rev)}" + (f"/shard-{k + 1}-of-{n}" if n > 1 else "")
+                jobs.append(ConformanceJob(len(jobs), jid, c.corpus, rev, tuple(chunk), c.cache_dir))
+    ids = [j.job_id for j in jobs]
+    dup = sorted({i for i in ids if ids.count(i) > 1})
+    if dup:
+        raise _err(Path(spec.path), f"jobs would share the directories {dup[:3]}: fix `layout` or the names",
+                   "layout")
+    return jobs
