@@ -21,9 +21,9 @@ buf build -o "$tmp/current.binpb"
 "$BIN/python" -m unirl_replay.contract.breaking --against compat/unirl_replay_v1.binpb "$tmp/current.binpb"
 cp -r proto buf.yaml buf.gen.yaml "$tmp/"
 (cd "$tmp" && buf generate)
-if ! diff -r -q gen "$tmp/gen" >/dev/null; then
+if ! diff -r -q -x __pycache__ gen "$tmp/gen" >/dev/null; then
   echo "check_gen: gen/ is stale; run 'make gen' and commit:" >&2
-  diff -r gen "$tmp/gen" | head -20 >&2
+  diff -r -x __pycache__ gen "$tmp/gen" | head -20 >&2
   exit 1
 fi
 "$BIN/python" -m unirl_replay.contract.jsonschema_gen --check schema
