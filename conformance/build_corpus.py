@@ -85,9 +85,10 @@ case("simultaneous_arrivals_keep_trace_order", "requests arriving at the same in
      "trace's order, whatever upstream's tie-break (by request id); one sequence slot",
      [req(r, out=(2,), at_ms=0) for r in TIE], engines=[engine("e0", seqs=1)],
      # one at a time in trace order: the k-th is scheduled at 110k, prefill pass 100 ms (first
-     # token), one decode step 10 ms. KNOWN FAILURE on ai-dynamo 1.6.1 (expected_failures): upstream
-     # breaks ties by request id (a, b, m, q, zz); spreading the arrivals by 1 ns would keep the order
-     # but splits batches (tied GRPO prompts no longer share a prefill pass), so it is not done.
+     # token), one decode step 10 ms. Upstream breaks ties by request id (it would serve a, b, m, q,
+     # zz); the converter's upstream ids carry a fixed-width ordinal prefix in trace order
+     # ("000000|zz", "000001|b", ...), so its order is the trace's. (Spreading the arrivals by 1 ns
+     # would also keep the order but splits batches: tied GRPO prompts no longer share a prefill pass.)
      expect=expected_result([timeline(r, 0, 110 * k + 100, 110 * k + 110) for k, r in enumerate(TIE)]))
 
 # --- fan-out: several Sample rows per request ----------------------------------------------------

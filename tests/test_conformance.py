@@ -39,11 +39,10 @@ def corpus_copy(tmp_path):
 def test_whole_corpus_passes_on_the_pinned_revision():
     cases, r = run(CORPUS)
     assert len(cases) >= 20
-    # listed known gaps of the pinned revision (conformance/expected_failures/ai-dynamo-1.6.1.txt) are
-    # XFAIL; a listed case that passes is XPASS and fails runner.ok
-    bad = {n: (c.status, c.detail) for n, c in r.results.items() if c.status not in (runner.PASS, runner.XFAIL)}
+    # the pinned revision has no known gaps (no conformance/expected_failures/ai-dynamo-1.6.1.txt):
+    # every case passes, simultaneous_arrivals_keep_trace_order included
+    bad = {n: (c.status, c.detail) for n, c in r.results.items() if c.status != runner.PASS}
     assert not bad, bad
-    assert {n for n, c in r.results.items() if c.status == runner.XFAIL} <= {"simultaneous_arrivals_keep_trace_order"}
     assert runner.ok([r])
 
 

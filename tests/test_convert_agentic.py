@@ -6,7 +6,7 @@ import json
 
 from replay_build import MS, c, dep, engine, index, manifest, pool, req, traj, warmup
 
-from unirl_replay.replay.convert import agentic_mooncake, mooncake
+from unirl_replay.replay.convert import agentic_mooncake, common, mooncake
 from unirl_replay.replay.convert.common import HashRemap, engine_args
 from unirl_replay.replay.support import check_supported
 
@@ -26,16 +26,38 @@ def test_rows_echo_ids_delays_in_ms_and_fanout_rows():
     assert conv.header == {"schema": "dynamo.agentic_mooncake", "version": 2, "block_size": 4,
                            "hash_id_scope": "local", "source": {"format": "unirl_replay.v1", "digest": "abc"}}
     by = {r["request_id"]: r for r in conv.rows}
-    assert list(by) == ["r0", "r1#s0", "r1#s1", "r2"]
-    assert by["r0"]["not_before_ms"] == 0.0 and "dependencies" not in by["r0"]  # rebased to the first arrival
-    assert by["r1#s0"]["dependencies"] == [{"request_id": "r0", "trigger": "completion", "delay_ms": 181.43,
-                                            "relation": "sequence"}]
-    assert by["r1#s0"]["hash_ids"] == by["r1#s1"]["hash_ids"] and by["r1#s1"]["output_length"] == 4
+    # upstream ids: "<ordinal in file order, 6 digits>|<request_id>[#s<sample>]"
+    assert list(by) == ["000000|r0", "000001|r1#s0", "000001|r1#s1", "000002|r2"]
+    r0, r1s0, r1s1, r2 = (by[k] for k in by)
+    assert r0["not_before_ms"] == 0.0 and "dependencies" not in r0  # rebased to the first arrival
+    assert r1s0["dependencies"] == [{"request_id": "000000|r0", "trigger": "completion", "delay_ms": 181.43,
+                                     "relation": "sequence"}]
+    assert r1s0["hash_ids"] == r1s1["hash_ids"] and r1s1["output_length"] == 4
     # a successor of a fan-out request waits for every sample (join on all n)
-    assert [d["request_id"] for d in by["r2"]["dependencies"]] == ["r1#s0", "r1#s1"]
-    assert all(d["delay_ms"] == 0.0 and d["relation"] == "join" for d in by["r2"]["dependencies"])
-    assert conv.sequences == {"r0": ("r0", 0), "r1#s0": ("r1", 0), "r1#s1": ("r1", 1), "r2": ("r2", 0)}
+    assert [d["request_id"] for d in r2["dependencies"]] == ["000001|r1#s0", "000001|r1#s1"]
+    assert all(d["delay_ms"] == 0.0 and d["relation"] == "join" for d in r2["dependencies"])
+    assert conv.sequences == {"000000|r0": ("r0", 0), "000001|r1#s0": ("r1", 0), "000001|r1#s1": ("r1", 1),
+                              "000002|r2": ("r2", 0)}
+    # only the ids generated map back: a wrong ordinal, a missing prefix or a bare id do not
+    for ghost in ("r0", "000001|r0", "00000|r0", "000000r0", "000001|r1", "000001|r1#s2", "000002|r2#s0"):
+        assert ghost not in conv.sequences
     assert {r["play_id"] for r in conv.rows} == {"t"}
+
+
+def test_upstream_ids_sort_in_trace_order():
+    # upstream serves requests arriving at the same instant in request-id string order: the ordinal
+    # prefix makes that the trace's order, whatever the ids are (here deliberately unsorted)
+    tie = ["zz", "b", "m", "a", "q", "b#s1"]
+    ix = index(*[req(r, at_ms=0) for r in tie])
+    conv = agentic_mooncake.convert_engine(plan_of(ix)["e0"], ix)
+    ids = [r["request_id"] for r in conv.rows]
+    assert ids == sorted(ids) and [conv.sequences[i][0] for i in ids] == tie
+    assert [r["play_id"] for r in conv.rows] == tie  # play / session ids do not decide; unprefixed
+
+
+def test_ordinal_width_is_fixed_per_engine():
+    assert common.ordinal_width(0) == common.ordinal_width(10**6) == 6 and common.ordinal_width(10**6 + 1) == 7
+    assert common.sequence_id("x", 0, 1, 3, 6) == "000003|x" and common.sequence_id("x", 2, 4, 3, 7) == "0000003|x#s2"
 
 
 def test_hash_remap_dense_shared_prefixes_and_counts():

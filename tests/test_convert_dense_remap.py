@@ -38,4 +38,5 @@ def test_streamed_file_equals_materialised_rows(tmp_path):
     conv = agentic_mooncake.convert_engine(plans["e0"], ix)
     lines = [json.loads(x) for x in conv.write(tmp_path / "x.jsonl").read_text().splitlines()]
     assert lines[1:] == conv.rows and len(conv.sequences) == 4
-    assert conv.sequences["a0#s1"] == ("a0", 1) and "a0" not in conv.sequences and "a0#s2" not in conv.sequences
+    assert conv.sequences["000000|a0#s1"] == ("a0", 1) and "000000|a0" not in conv.sequences
+    assert "000000|a0#s2" not in conv.sequences and "a0#s1" not in conv.sequences

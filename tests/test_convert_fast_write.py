@@ -31,6 +31,9 @@ def reference_agentic(plan, ix, lead_ms=0.0, digest="") -> str:
                      "not_before_ms": 0.0})
     origin = common.origin_of(plan.requests)
     memo: dict[str, float] = {}
+    order = [rid for play in plan.play_order for rid in plan.plays[play]]
+    ordinal = {rid: k for k, rid in enumerate(order)}
+    width = common.ordinal_width(len(order))
 
     def bound(rid):  # earliest arrival the root's recorded arrival and the measured waits allow
         if rid not in memo:
@@ -52,12 +55,14 @@ def reference_agentic(plan, ix, lead_ms=0.0, digest="") -> str:
                 p = ix.by_id[d.predecessor_request_id]
                 delay = ns_to_ms(d.external_delay_ns) if d.HasField("external_delay_ns") else 0.0
                 for s in range(p.num_samples):
-                    deps.append({"request_id": sequence_id(p.request_id, s, p.num_samples),
+                    deps.append({"request_id": sequence_id(p.request_id, s, p.num_samples,
+                                                           ordinal[p.request_id], width),
                                  "trigger": agentic_mooncake._TRIGGER[d.trigger], "delay_ms": delay,
                                  "relation": agentic_mooncake._RELATION[d.relation]})
             nb = lead_ms + ns_to_ms(r.arrival.observed_offset_ns - origin) if not deps else bound(rid)
             for s in range(r.num_samples):
-                row = {"request_id": sequence_id(rid, s, r.num_samples), "play_id": play, "session_id": play,
+                row = {"request_id": sequence_id(rid, s, r.num_samples, ordinal[rid], width),
+                       "play_id": play, "session_id": play,
                        "model": agentic_mooncake.MODEL, "input_length": r.input_tokens,
                        "output_length": r.output_tokens[s], "hash_ids": hids, "not_before_ms": nb}
                 if deps:

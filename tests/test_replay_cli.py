@@ -46,7 +46,7 @@ def test_convert_command(tmp_path):
     assert main(["convert", str(trace), "--format", "agentic_mooncake", "--out", str(out)]) == 0
     lines = [json.loads(x) for x in out.read_text().splitlines()]
     assert lines[0]["schema"] == "dynamo.agentic_mooncake"
-    assert [x["request_id"] for x in lines[1:]] == ["r0", "r1", "solo#s0", "solo#s1"]
+    assert [x["request_id"] for x in lines[1:]] == ["000000|r0", "000001|r1", "000002|solo#s0", "000002|solo#s1"]
 
 
 def test_unsupported_trace_exits_2_with_message(tmp_path, capsys):

@@ -53,7 +53,11 @@ def test_mapping_back_equals_the_reference(w, seed, shift, offset):
     plans, _ = check_supported(ix, {"e0": engine()})
     conv = agentic_mooncake.convert_engine(plans["e0"], ix)
     rng = random.Random(seed)
-    ids = list(conv.sequences) + ["ghost", "warmup:x", f"{rids[0]}#s9", f"{rids[0]}#s01", f"{rids[0]}#s"]
+    r0 = rids[0]
+    ids = list(conv.sequences) + ["ghost", "warmup:x", r0, f"{r0}#s0", f"000000|{r0}#s9", f"000000|{r0}#s01",
+                                  f"000000|{r0}#s", f"999999|{r0}", f"00000|{r0}", f"0000000|{r0}", f"00000a|{r0}",
+                                  f"٠٠٠٠٠٠|{r0}"]
+    ids += [f"000000|{sid}" for sid in list(conv.sequences)[:2]]  # prefixed twice
     rows = [_row(rng, sid) for sid in ids if rng.random() < 0.9]
     rows += [_row(rng, rng.choice(ids)) for _ in range(rng.randrange(3))]  # duplicates: the later row wins
     rng.shuffle(rows)

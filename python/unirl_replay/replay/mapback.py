@@ -4,8 +4,8 @@ Two functions with reference twins that define them:
 
 * :func:`map_rows` = ``{seqs[row["request_id"]]: row for row in rows if row["request_id"] in seqs}``
   for a :class:`~unirl_replay.replay.convert.common.SequenceMap` ``seqs``, with the map's
-  membership computed once (one dict of the plan's request ids -> sample counts) instead of per
-  row through the protobuf messages.
+  membership computed once (one dict of the plan's request ids -> (ordinal, sample count))
+  instead of per row through the protobuf messages.
 * :func:`predicted_request` = the runner's ``_predicted`` (min over samples of arrival /
   scheduled / first token, max of completion when all samples completed, min of cached tokens),
   building the message in one constructor call and with a path for one sample.
@@ -17,7 +17,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
 
-from unirl_replay.replay.convert.common import SAMPLE_SEP, SequenceMap
+from unirl_replay.replay.convert.common import SAMPLE_SEP, SequenceMap, parse_sequence_id
 from unirl_replay.v1 import replay_pb2
 
 _Predicted = replay_pb2.PredictedRequest
@@ -31,19 +31,24 @@ def map_rows(seqs: Mapping[str, tuple[str, int]], rows: Iterable[dict]) -> dict[
     out: dict[tuple[str, int], dict] = {}
     if not seqs._real:
         return out
-    by_id, warm = seqs._by_id, seqs._warm
-    counts = {rid: by_id[rid].num_samples for play in seqs._plays.values() for rid in play}
+    by_id, warm, width = seqs._by_id, seqs._warm, seqs.width
+    # request_id -> (ordinal, sample count), in file order (what the ids were generated from)
+    info = {rid: (k, by_id[rid].num_samples) for rid, k in seqs.ordinals().items()}
     for row in rows:
         sid = row["request_id"]
         if sid in warm:
             continue
-        if counts.get(sid) == 1:
-            out[(sid, 0)] = row
+        p = parse_sequence_id(sid, width)
+        if p is None:
             continue
-        rid, sep, k = sid.rpartition(SAMPLE_SEP)
+        o, rest = p
+        if info.get(rest) == (o, 1):
+            out[(rest, 0)] = row
+            continue
+        rid, sep, k = rest.rpartition(SAMPLE_SEP)
         if sep and k.isdigit() and str(int(k)) == k:
-            n = counts.get(rid)
-            if n is not None and n > 1 and int(k) < n:
+            got = info.get(rid)
+            if got is not None and got[0] == o and got[1] > 1 and int(k) < got[1]:
                 out[(rid, int(k))] = row
     return out
 

@@ -5,9 +5,13 @@ Pure: reads only workload messages (never outcomes), returns a :class:`Conversio
 Mapping (docs/replay-mapping.md has the full table):
 
 * play = trajectory (``play_id = trajectory_id``); an open-loop request is its own play.
-* a ``Request`` with ``num_samples = n`` becomes n upstream rows ``<request_id>#s<i>`` (or the
-  request id itself when n = 1) with identical ``hash_ids`` and the same arrival / dependencies:
-  the n sequences the engine ran from one prompt.
+* upstream request ids are ``<ordinal>|<request_id>``: the request's position in this engine's
+  file order, zero-padded to a fixed width (:func:`~.common.sequence_id`). Upstream serves rows
+  that arrive at the same instant in request-id string order; the prefix makes that the trace's
+  order (play and session ids do not decide it and stay unprefixed).
+* a ``Request`` with ``num_samples = n`` becomes n upstream rows ``<ordinal>|<request_id>#s<i>``
+  (no suffix when n = 1) with identical ``hash_ids`` and the same arrival / dependencies: the n
+  sequences the engine ran from one prompt.
 * roots (``Arrival.observed_offset_ns``): ``not_before_ms = lead_ms + (observed - origin) / 1e6``.
 * dependents (``Arrival.after_dependencies``): one upstream dependency per predecessor sample,
   ``delay_ms = external_delay_ns / 1e6`` (the SEPARATELY MEASURED external wait; 0 for
@@ -29,8 +33,8 @@ from __future__ import annotations
 from json.encoder import encode_basestring_ascii
 
 from unirl_replay.replay.convert.common import (
-    _DUMPS, SAMPLE_SEP, WARMUP_PREFIX, Conversion, HashRemap, SequenceMap, check_unique, dense_prompt_ids,
-    joined_ids, json_float, ns_to_ms, origin_of, prompt_ids, sequence_id,
+    _DUMPS, WARMUP_PREFIX, Conversion, HashRemap, SequenceMap, check_unique, dense_prompt_ids,
+    joined_ids, json_float, ns_to_ms, ordinal_width, origin_of, prompt_ids, sequence_id,
 )
 from unirl_replay.replay.workload import EnginePlan, WorkloadIndex, plan_facts, play_id_of
 from unirl_replay.v1 import common_pb2
@@ -66,18 +70,13 @@ def _warmup_row(w, ids: list[int]) -> dict:
             "input_length": w.input_tokens, "output_length": 0, "hash_ids": ids, "not_before_ms": 0.0}
 
 
-def _may_collide(sid: str) -> bool:
-    # request ids are unique, so two generated ids can only be equal when one is a fan-out id
-    # (contains "#s") or a warm-up key; tracking only those finds every collision.
-    return SAMPLE_SEP in sid or sid.startswith(WARMUP_PREFIX)
-
-
 def convert_engine(plan: EnginePlan, index: WorkloadIndex, *, lead_ms: float = 0.0,
                    digest: str = "", include_real: bool = True) -> Conversion:
     """Convert one engine's workload to agentic_mooncake v2 rows.
 
-    Checks (id collisions) and the dense hash remap run here; the rows themselves are produced
-    lazily (:meth:`Conversion.write` streams them), so nothing per row is held.
+    Checks (warm-up play id collisions) and the dense hash remap run here; the rows themselves are
+    produced lazily (:meth:`Conversion.write` streams them), so nothing per row is held but the
+    request -> ordinal map the ids are made from.
 
     Args:
         plan: from :func:`~unirl_replay.replay.support.check_supported` (already checked).
@@ -94,22 +93,15 @@ def convert_engine(plan: EnginePlan, index: WorkloadIndex, *, lead_ms: float = 0
     facts = plan_facts(plan, by_id)
     warm_keys = [WARMUP_PREFIX + w.warmup_id for w in plan.warmups]
     order = [rid for play in plan.play_order for rid in plan.plays[play]] if include_real else []
-    # id collisions, in file order (the same first offender as generating every id would find)
-    taken = set(warm_keys)
-    for rid in order:
-        n = facts[rid][0]
-        if n == 1 and SAMPLE_SEP not in rid and not rid.startswith(WARMUP_PREFIX):
-            continue  # its only id is rid itself, which cannot collide (see _may_collide)
-        for s in range(n):
-            sid = sequence_id(rid, s, n)
-            if _may_collide(sid):
-                check_unique(taken, sid, rid)
-                taken.add(sid)
+    # Real upstream ids cannot collide: distinct requests have distinct fixed-width ordinal
+    # prefixes, the samples of one request distinct suffixes, and a real id starts with a digit
+    # (a warm-up id with "warmup:"). Play ids are unprefixed: a warm-up's play must be its own.
+    width = ordinal_width(len(order))
+    ordinal = {rid: k for k, rid in enumerate(order)}
     if include_real:
         for w in warm_keys:
             if w in plan.plays:
                 check_unique(set(plan.plays), w, w)
-    del taken
     ids, offsets = dense_prompt_ids([*plan.warmups, *(by_id[rid] for rid in order)], bs,
                                     [w.prefix.block_hashes or None for w in plan.warmups]
                                     + [facts[rid][5] for rid in order])
@@ -165,14 +157,15 @@ def convert_engine(plan: EnginePlan, index: WorkloadIndex, *, lead_ms: float = 0
                     p = by_id[d.predecessor_request_id]
                     delay = ns_to_ms(d.external_delay_ns) if d.HasField("external_delay_ns") else 0.0
                     trig, rel = _TRIGGER[d.trigger], _RELATION[d.relation]
+                    pk = ordinal[p.request_id]
                     for s in range(p.num_samples):
-                        deps.append({"request_id": sequence_id(p.request_id, s, p.num_samples),
+                        deps.append({"request_id": sequence_id(p.request_id, s, p.num_samples, pk, width),
                                      "trigger": trig, "delay_ms": delay, "relation": rel})
                 nb = row_not_before(rid, play)
                 n = r.num_samples
                 for s in range(n):
-                    row = {"request_id": sequence_id(rid, s, n), "play_id": play, "session_id": play,
-                           "model": MODEL, "input_length": r.input_tokens, "output_length": r.output_tokens[s],
+                    row = {"request_id": sequence_id(rid, s, n, k - nw - 1, width),  # k: already past rid
+                           "play_id": play, "session_id": play, "model": MODEL, "input_length": r.input_tokens, "output_length": r.output_tokens[s],
                            "hash_ids": hids, "not_before_ms": nb}
                     if deps:
                         row["dependencies"] = deps
@@ -220,22 +213,18 @@ def convert_engine(plan: EnginePlan, index: WorkloadIndex, *, lead_ms: float = 0
                 for prid, pn, trigger, relation, delay in deps:
                     tail = trig[trigger] + (json_float(ns_to_ms(delay)) if delay is not None else "0.0") + \
                         rel[relation]
-                    if pn == 1:
-                        parts.append('{"request_id":' + q(prid) + tail)
-                    else:
-                        for s in range(pn):
-                            parts.append('{"request_id":' + q(f"{prid}{SAMPLE_SEP}{s}") + tail)
+                    pk = ordinal[prid]
+                    for s in range(pn):
+                        parts.append('{"request_id":' + q(sequence_id(prid, s, pn, pk, width)) + tail)
                 end = '],"not_before_ms":' + json_float(row_not_before(rid, play)) + ',"dependencies":[' + \
                     ",".join(parts) + "]}\n"
             else:
                 end = '],"not_before_ms":' + json_float(row_not_before(rid, play)) + "}\n"
             mid = model + str(inp) + ',"output_length":'
             end = ',"hash_ids":[' + hs + end
-            if n == 1:
-                add('{"request_id":' + q(rid) + qplay + mid + str(outs[0]) + end)
-            else:
-                for s in range(n):
-                    add('{"request_id":' + q(f"{rid}{SAMPLE_SEP}{s}") + qplay + mid + str(outs[s]) + end)
+            k = ordinal[rid]
+            for s in range(n):
+                add('{"request_id":' + q(sequence_id(rid, s, n, k, width)) + qplay + mid + str(outs[s]) + end)
         return "".join(out)
 
     def produce_warmups():

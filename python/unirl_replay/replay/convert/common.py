@@ -19,6 +19,8 @@ from unirl_replay.v1 import manifest_pb2, workload_pb2
 
 SAMPLE_SEP = "#s"
 WARMUP_PREFIX = "warmup:"
+ORDINAL_SEP = "|"
+ORDINAL_MIN_WIDTH = 6
 
 
 def ns_to_ms(ns: int) -> float:
@@ -31,10 +33,34 @@ def ms_to_ns(ms: float) -> int:
     return int(round(ms * 1e6))
 
 
-def sequence_id(request_id: str, sample: int, num_samples: int) -> str:
-    """Upstream request id of one sample: the request id itself when n == 1, else
-    ``f"{request_id}#s{sample}"`` (fan-out: n sequences sharing the prompt)."""
-    return request_id if num_samples == 1 else f"{request_id}{SAMPLE_SEP}{sample}"
+def ordinal_width(count: int) -> int:
+    """Digits of the ordinal prefix of an engine's upstream ids (``count`` real requests): at least
+    :data:`ORDINAL_MIN_WIDTH`, fixed per engine so that string order = ordinal order."""
+    return max(ORDINAL_MIN_WIDTH, len(str(max(count - 1, 0))))
+
+
+def sequence_id(request_id: str, sample: int, num_samples: int, ordinal: int, width: int) -> str:
+    """Upstream request id of one sample: ``f"{ordinal:0{width}d}|{request_id}"``, followed by
+    ``f"#s{sample}"`` when n > 1 (fan-out: n sequences sharing the prompt).
+
+    ``ordinal`` is the request's position in the engine's file order (plays in order, requests in
+    play order), zero-padded to the engine's fixed ``width``. Upstream serves requests that arrive
+    at the same instant in request-id (string) order; the prefix makes that the trace's order.
+    """
+    head = f"{ordinal:0{width}d}{ORDINAL_SEP}{request_id}"
+    return head if num_samples == 1 else f"{head}{SAMPLE_SEP}{sample}"
+
+
+def parse_sequence_id(sid: str, width: int) -> tuple[int, str] | None:
+    """(ordinal, rest) of an id with a ``width``-digit ordinal prefix (``rest`` is the request id,
+    with its ``#s<i>`` suffix when it has one), or None. Whether a request with that id, ordinal
+    and sample exists is the caller's check."""
+    if len(sid) <= width or sid[width] != ORDINAL_SEP:
+        return None
+    head = sid[:width]
+    if not (head.isascii() and head.isdigit()):
+        return None
+    return int(head), sid[width + 1:]
 
 
 class HashRemap:
@@ -78,7 +104,8 @@ class Conversion:
         engine_id: the engine replayed.
         header: agentic_mooncake header object (None for mooncake).
         sequences: for agentic_mooncake, upstream request id -> (request_id, sample index) (a
-            :class:`SequenceMap`, computed from the id, no table). For mooncake, aligned with the
+            :class:`SequenceMap`, parsed from the id; the only table is request id -> ordinal,
+            built on first use). For mooncake, aligned with the
             real rows (``rows[len(warmup_keys):]``) in order.
         warmup_keys: upstream ids (agentic) of the warm-up rows; their count for mooncake.
         lanes: ``agentic_lanes`` to pass (trajectory slots), or None.
@@ -331,40 +358,53 @@ _DUMPS = json.JSONEncoder(separators=(",", ":")).encode
 
 class SequenceMap(Mapping):
     """Upstream request id -> (request_id, sample) of one engine's real rows, computed from the id
-    (``request_id`` or ``request_id#s<i>``, see :func:`sequence_id`) instead of stored per row.
+    (``NNNNNN|request_id`` or ``NNNNNN|request_id#s<i>``, see :func:`sequence_id`) instead of
+    stored per row; the ordinal must be the request's own.
 
-    Generated ids are unique (checked at conversion), so the parse is unambiguous; warm-up ids
-    and ids of requests outside this engine's plan are not keys.
+    Generated ids are unique (the ordinal prefix differs between requests), so the parse is
+    unambiguous; warm-up ids and ids of requests outside this engine's plan are not keys.
     """
 
     def __init__(self, by_id: Mapping, plays: Mapping[str, list[str]], play_order: Sequence[str],
                  warmup_keys: Sequence[str], play_of: Callable, include_real: bool = True) -> None:
         self._by_id, self._plays, self._order = by_id, plays, play_order
         self._warm, self._play_of, self._real = frozenset(warmup_keys), play_of, include_real
+        self._ordinals: dict[str, int] | None = None
+        self.width = ordinal_width(sum(len(plays[p]) for p in play_order) if include_real else 0)
 
-    def _member(self, r) -> bool:
-        return r.request_id in self._plays.get(self._play_of(r), ())
+    def ordinals(self) -> dict[str, int]:
+        """request_id -> ordinal (position in file order), built on first use."""
+        if self._ordinals is None:
+            self._ordinals = {} if not self._real else \
+                {rid: k for k, rid in enumerate(rid for play in self._order for rid in self._plays[play])}
+        return self._ordinals
 
     def __getitem__(self, sid: str) -> tuple[str, int]:
         if self._real and sid not in self._warm:
-            r = self._by_id.get(sid)
-            if r is not None and r.num_samples == 1 and self._member(r):
-                return sid, 0
-            rid, sep, k = sid.rpartition(SAMPLE_SEP)
-            if sep and k.isdigit() and str(int(k)) == k:
-                r = self._by_id.get(rid)
-                if r is not None and r.num_samples > 1 and int(k) < r.num_samples and self._member(r):
-                    return rid, int(k)
+            p = parse_sequence_id(sid, self.width)
+            if p is not None:
+                k, rest = p
+                ords = self.ordinals()
+                r = self._by_id.get(rest)
+                if r is not None and r.num_samples == 1 and ords.get(rest) == k:
+                    return rest, 0
+                rid, sep, s = rest.rpartition(SAMPLE_SEP)
+                if sep and s.isdigit() and str(int(s)) == s:
+                    r = self._by_id.get(rid)
+                    if r is not None and r.num_samples > 1 and int(s) < r.num_samples and ords.get(rid) == k:
+                        return rid, int(s)
         raise KeyError(sid)
 
     def __iter__(self) -> Iterator[str]:
         if not self._real:
             return
+        k, w = 0, self.width
         for play in self._order:
             for rid in self._plays[play]:
                 n = self._by_id[rid].num_samples
                 for s in range(n):
-                    yield sequence_id(rid, s, n)
+                    yield sequence_id(rid, s, n, k, w)
+                k += 1
 
     def __len__(self) -> int:
         if not self._real:
