@@ -318,6 +318,18 @@ def test_incomplete_traces(tmp_path, enc):
     assert res.status == INCOMPLETE and hits(res, "trace.no_manifest")
 
 
+def test_a_directory_that_is_no_trace_is_named_so(tmp_path):
+    # a parent folder, a replay output: not "never finalized, capture again"
+    (tmp_path / "out").mkdir()
+    (tmp_path / "out" / "replay_result.json").write_text("{}")
+    res = check_trace(tmp_path / "out")
+    assert res.status == TraceCheck.STATUS_INVALID and hits(res, "trace.not_a_trace")
+    assert "not a trace directory" in hits(res, "trace.not_a_trace")[0].message
+    (tmp_path / "cap" / "raw").mkdir(parents=True)
+    res = check_trace(tmp_path / "cap")
+    assert "capture finalize" in hits(res, "trace.not_a_trace")[0].message
+
+
 def test_zero_request_trace_is_rejected(tmp_path):
     t = grpo_trace()
     for r in list(t.requests()):
@@ -420,7 +432,7 @@ def test_every_rule_has_a_test():
         "json.parse", "json.profile", "jsonl.empty_line", "binpb.frame", "binpb.decode", "manifest.window",
         "manifest.engine", "json.duplicate_key", "json.nan", "json.huge_number", "json.depth", "jsonl.line_too_long",
         "json.file_too_large", "artifact.not_regular", "artifact.unreadable", "artifact.symlink",
-        "compat.newer_revision", "binpb.unknown_fields", "trace.no_requests"}  # tests/test_forward_compat.py
+        "compat.newer_revision", "binpb.unknown_fields", "trace.no_requests", "trace.not_a_trace"}  # tests/test_forward_compat.py
     tested |= {f"json.{form}" for form in OFF_PROFILE_FORMS}  # tests/test_json_off_profile.py
     assert set(RULES) - tested == set()
 

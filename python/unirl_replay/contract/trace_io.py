@@ -662,6 +662,14 @@ def open_trace(trace_dir: str | os.PathLike, *, verify_digests: bool = True, str
                                rule="trace.not_a_directory")
     partial = sorted(p.name for p in d.glob("*" + PARTIAL_SUFFIX))
     if not (d / MANIFEST_FILE).is_file():
+        artifacts = [n for n in (*WORKLOAD_FILES.values(), *OUTCOME_FILES.values()) if (d / n).exists()]
+        if not partial and not artifacts:
+            raw = (d / "raw").is_dir()
+            hint = ("it holds raw/ capture shards: merge them with `unirl-replay capture finalize "
+                    f"{d / 'raw'} --out TRACE_DIR`" if raw else "pass the directory that holds manifest.json, the "
+                    "workload and the outcomes (a replay or report output directory is not a trace)")
+            raise TraceFormatError(f"not a trace directory: no {MANIFEST_FILE}, no workload or outcomes file; {hint}",
+                                   file=str(d), rule="trace.not_a_trace")
         why = f" ({', '.join(partial)} left by an unfinished writer)" if partial else ""
         raise IncompleteTraceError(f"no {MANIFEST_FILE}: the trace was never finalized{why}; a capture that "
                                    "stopped early cannot be completed, capture the window again", file=str(d),

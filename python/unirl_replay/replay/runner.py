@@ -150,7 +150,9 @@ def replay_workload(index: WorkloadIndex, manifest: manifest_pb2.TraceManifest, 
     tm_msg, tm_dict = parse_timing_model(timing_model)
     if tm_dict["type"] not in sim.timing_types:
         raise TimingModelError(f"timing model {timing_model!r} ({tm_dict['type']}) is not available on "
-                               f"{type(sim).__name__}; it accepts {', '.join(sim.timing_types)}")
+                               f"{type(sim).__name__}; it accepts {', '.join(sim.timing_types)}"
+                               + ("; the GPU database (aic:) runs on --simulator aisimulate"
+                                  if tm_dict["type"] not in ("fixed", "polynomial", "external") else ""))
     ident = sim.identity()
     res = replay_pb2.ReplayResult(
         schema_version=SCHEMA_VERSION, trace_id=manifest.trace_id, workload_sha256=workload_sha256,

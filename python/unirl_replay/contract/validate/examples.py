@@ -155,6 +155,7 @@ def _a(*edits: tuple, **kw: Any) -> Example:
 #: rule id -> its minimal violating example (every rule of the registry has one)
 EXAMPLES: dict[str, Example] = {
     "trace.no_manifest": _g(("rm", M)),
+    "trace.not_a_trace": _g(("rm", M), ("rm", W), ("rm", O)),
     "trace.partial_files": _g(("touch", W + ".partial")),
     "artifact.missing": _g(("rm", O)),
     "artifact.size": _g(("text", W, "\n", "\n\n"), redigest=False),

@@ -38,6 +38,7 @@ MAX_WINDOW_NS = 30 * 24 * 3600 * 10**9
 RULES: dict[str, str] = {
     # container (reported by trace_io; status INCOMPLETE for the first group)
     "trace.no_manifest": "manifest.json missing: never finalized (INCOMPLETE)",
+    "trace.not_a_trace": "a directory with no manifest, no workload / outcomes file and no partial files: not a trace",
     "trace.partial_files": "*.partial leftovers of an unfinished writer (INCOMPLETE)",
     "artifact.missing": "an artifact listed in the manifest is missing (INCOMPLETE)",
     "artifact.size": "artifact size differs from the manifest (INCOMPLETE)",
