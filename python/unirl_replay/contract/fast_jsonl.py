@@ -135,7 +135,7 @@ def _scalar(fd: FieldDescriptor) -> Callable:
     return _doubt  # bytes (base64), float32 (range rules): the reference parser
 
 
-_TABLES: dict[str, Callable[[Any], dict]] = {}
+_TABLES: dict[Any, Callable[[Any], dict]] = {}  # Descriptor -> converter
 
 
 def _value_conv(fd: FieldDescriptor) -> Callable:
@@ -179,7 +179,7 @@ def _field_conv(fd: FieldDescriptor) -> Callable:
 
 def _message_conv(desc: Descriptor) -> Callable[[Any], dict]:
     """dict (decoded JSON object) -> constructor kwargs of ``desc``'s message; raises _Doubt."""
-    conv = _TABLES.get(desc.full_name)
+    conv = _TABLES.get(desc)  # by descriptor, not name: another pool may define the same name differently
     if conv is not None:
         return conv
     fields: dict[str, Callable] = {}
@@ -206,7 +206,7 @@ def _message_conv(desc: Descriptor) -> Callable[[Any], dict]:
             out[k] = c(v)
         return out
 
-    _TABLES[desc.full_name] = convert  # before the fields: recursive message types
+    _TABLES[desc] = convert  # before the fields: recursive message types
     for fd in desc.fields:
         fields[fd.name] = _field_conv(fd)
         if fd.containing_oneof is not None and not _synthetic(fd):

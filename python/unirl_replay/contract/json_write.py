@@ -104,11 +104,11 @@ def _field(fd: FieldDescriptor) -> Callable:
     return vc
 
 
-_TABLES: dict[str, Callable[[Message], dict]] = {}
+_TABLES: dict[Any, Callable[[Message], dict]] = {}  # Descriptor -> converter
 
 
 def _table(desc: Descriptor) -> Callable[[Message], dict]:
-    conv = _TABLES.get(desc.full_name)
+    conv = _TABLES.get(desc)  # by descriptor, not name: another pool may define the same name differently
     if conv is not None:
         return conv
     fields: dict[int, tuple[str, Callable | None]] = {}
@@ -120,7 +120,7 @@ def _table(desc: Descriptor) -> Callable[[Message], dict]:
             out[name] = v if c is None else c(v)
         return out
 
-    _TABLES[desc.full_name] = convert  # before the fields: recursive message types
+    _TABLES[desc] = convert  # before the fields: recursive message types
     for fd in desc.fields:
         fields[fd.number] = (fd.name, _field(fd))
     return convert
