@@ -93,3 +93,23 @@ def replaceable(d: str | os.PathLike) -> bool:
         return False
     mine = owned(d) | {MARKER}
     return all(e.name in mine for e in d.iterdir())
+
+
+def swap_in(work: str | os.PathLike, out_dir: str | os.PathLike) -> None:
+    """Move the finished directory ``work`` (built aside, next to ``out_dir``) into place.
+
+    An existing ``out_dir`` (the caller has checked it is :func:`replaceable`) is renamed aside
+    first and removed only after ``work`` is in place, so a failure never leaves neither.
+    """
+    import shutil
+
+    work, out_dir = Path(work), Path(out_dir)
+    if out_dir.exists():
+        old = out_dir.with_name(f".{out_dir.name}.old")
+        shutil.rmtree(old, ignore_errors=True)
+        out_dir.rename(old)
+        work.rename(out_dir)
+        shutil.rmtree(old, ignore_errors=True)
+    else:
+        work.rename(out_dir)
+

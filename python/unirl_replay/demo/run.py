@@ -95,14 +95,7 @@ def run_demo(out_dir: Path, traces: list[Path], profile: Path | None,
     try:
         rows = _run(work, traces, profile, log, profile_note)
         outputs.record(work, [p.name for p in work.iterdir()], "demo")
-        if out_dir.exists():
-            old = out_dir.with_name(f".{out_dir.name}.old")
-            shutil.rmtree(old, ignore_errors=True)
-            out_dir.rename(old)
-            work.rename(out_dir)
-            shutil.rmtree(old, ignore_errors=True)
-        else:
-            work.rename(out_dir)
+        outputs.swap_in(work, out_dir)
     except BaseException:
         shutil.rmtree(work, ignore_errors=True)
         raise

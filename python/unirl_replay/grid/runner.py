@@ -94,14 +94,7 @@ def run_grid(spec: GridSpec, out_dir: str | Path, backend: str = "local", worker
         run = _run(spec, jobs, work, backend, workers, address, progress, log)
         _write_outputs(run, spec, jobs, work)
         outputs.record(work, [p.name for p in work.iterdir()], COMMAND)
-        if out_dir.exists():
-            old = out_dir.with_name(f".{out_dir.name}.old")
-            shutil.rmtree(old, ignore_errors=True)
-            out_dir.rename(old)
-            work.rename(out_dir)
-            shutil.rmtree(old, ignore_errors=True)
-        else:
-            work.rename(out_dir)
+        outputs.swap_in(work, out_dir)
     except BaseException:
         shutil.rmtree(work, ignore_errors=True)
         raise

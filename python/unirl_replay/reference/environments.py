@@ -46,23 +46,12 @@ def dist_version(name: str) -> str:
 
 
 def hardware() -> dict[str, Any]:
-    """This host as ``manifest.Hardware`` fields (CPU model and memory from /proc, when readable)."""
-    cpu_model, mem = "", 0
-    try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                cpu_model = line.split(":", 1)[1].strip()
-                break
-    except OSError:
-        pass
-    try:
-        for line in Path("/proc/meminfo").read_text().splitlines():
-            if line.startswith("MemTotal:"):
-                mem = int(line.split()[1]) * 1024
-                break
-    except OSError:
-        pass
-    n = os.cpu_count() or 0
+    """This host as ``manifest.Hardware`` fields: the capture's own host reading (CPU model and
+    memory from /proc, when readable) plus what the reference execution runs on (vLLM-CPU, no GPU)."""
+    from unirl_replay.capture.shard import host_hardware
+
+    h = host_hardware()
+    n, mem = h["cpu_count"], h["memory_bytes"]
     return {"description": f"{n}-core {platform.machine()} CPU, {mem / 2**30:.0f} GiB, no GPU (vLLM-CPU)",
-            "accelerator": "cpu", "accelerator_count": 0, "cpu_model": cpu_model or platform.processor(),
-            "cpu_count": n, "memory_bytes": mem}
+            "accelerator": "cpu", "accelerator_count": 0, "cpu_model": h["cpu_model"], "cpu_count": n,
+            "memory_bytes": mem}
