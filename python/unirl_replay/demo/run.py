@@ -149,11 +149,17 @@ def _run(out_dir: Path, traces: list[Path], profile: Path | None, log: Callable[
             role = common_pb2.WorkloadRole.Name(report.role).removeprefix("WORKLOAD_ROLE_").lower()
             rows.append(SummaryRow(trace=name, role=role, timing_model=tag, label=report.label, requests=len(result.requests),
                                    mape_pct=mape, bias_pct=bias, report_dir=str(dest.relative_to(out_dir))))
-            log(f"      request E2E MAPE {_fmt(mape['request.e2e'])}%, batch readiness error "
-                f"{_fmt(bias['rollout_batch.batch_readiness'], signed=True)}% ({time.perf_counter() - t0:.1f} s)")
+            e2e, ready = mape["request.e2e"], bias["rollout_batch.batch_readiness"]
+            log(f"      request E2E MAPE {_pct(e2e)}, batch readiness error {_pct(ready, signed=True)} "
+                f"({time.perf_counter() - t0:.1f} s)")
     (out_dir / "summary.json").write_text(json.dumps([asdict(r) for r in rows], indent=2) + "\n")
     (out_dir / "REPORT.md").write_text(summary_markdown(rows, profile, profile_note))
     return rows
+
+
+def _pct(v: float | None, signed: bool = False) -> str:
+    """A progress-line percentage, or why there is none."""
+    return "not compared (see the report)" if v is None else f"{_fmt(v, signed)}%"
 
 
 def _fmt(v: float | None, signed: bool = False) -> str:
