@@ -184,8 +184,9 @@ def finalize(raw_dir: Path | str, out_dir: Path | str, *, rollouts: Optional[str
         if s.bad_lines:
             lose("shard_line", len(s.bad_lines), f"{s.name}: unreadable lines {s.bad_lines[:5]}")
         if not s.clean_exit:
-            lose("process_exit", 1, f"{s.name} ({s.role} pid {(s.process or {}).get('pid')}) ended without "
-                 "process_end: killed, or still running; records after its last flush are lost")
+            eid = (s.process or {}).get("engine_id")
+            lose("process_exit", 1, f"{s.name} ({s.role}{f' {eid}' if eid else ''} pid {(s.process or {}).get('pid')}) "
+                 "ended without process_end: killed, or still running; records after its last flush are lost")
 
     recs = defaultdict(list)
     for s in shards:
