@@ -34,7 +34,7 @@ from unirl_replay.contract.errors import TraceFormatError
 
 M = TypeVar("M", bound=Message)
 
-__all__ = ["to_dict", "to_json", "to_json_line", "parse_dict", "parse_json", "parse_json_line", "loads", "loads_checked",
+__all__ = ["to_dict", "to_json", "to_json_line", "parse_dict", "parse_json", "parse_json_line", "loads",
            "off_profile_forms", "OFF_PROFILE_FORMS"]
 
 
@@ -135,11 +135,6 @@ _CANONICAL_INT = re.compile(r"-?(0|[1-9][0-9]*)")
 def _is_repeated(f: FieldDescriptor) -> bool:
     rep = getattr(f, "is_repeated", None)
     return bool(rep) if rep is not None else f.label == FieldDescriptor.LABEL_REPEATED
-
-
-def loads_checked(text: str | bytes, *, file: str = "", line: int = 0) -> Any:
-    """The decoded JSON :func:`off_profile_forms` inspects: the same guarded decoding as :func:`loads`."""
-    return loads(text, file=file, line=line)
 
 
 def _scalar(f: FieldDescriptor, v: Any, path: str, out: list[tuple[str, str]]) -> None:

@@ -186,7 +186,7 @@ def _iter_jsonl(f: BinaryIO, cls: type[M], file: str, compat: CompatLog | None, 
             msg = fast_jsonl.try_parse(raw, cls)
             if msg is None:
                 if look:
-                    data = json_profile.loads_checked(raw, file=file, line=n)
+                    data = json_profile.loads(raw, file=file, line=n)
                     compat.off_profile(file, n, json_profile.off_profile_forms(data, cls.DESCRIPTOR))
                     msg = json_profile.parse_dict(data, cls, file=file, line=n, on_unknown=on_unknown)
                 else:
@@ -371,7 +371,7 @@ def read_manifest(path: str | os.PathLike, *, strict: bool = False, warn: bool =
         text = f.read(MAX_JSON_FILE_BYTES + 1)
     if len(text) > MAX_JSON_FILE_BYTES:
         raise TraceFormatError(f"larger than {MAX_JSON_FILE_BYTES} bytes", file=path.name, rule="json.file_too_large")
-    data = (json_profile.loads_checked if inspect else json_profile.loads)(text, file=path.name)
+    data = json_profile.loads(text, file=path.name)
     log = CompatLog(writer_revision=compat_mod.manifest_revision_of_dict(data), strict=strict, warn=warn)
     if inspect:
         log.start_inspecting(path.name)
