@@ -42,8 +42,10 @@ def derive_trajectories(predicted: Mapping[str, replay_pb2.PredictedRequest],
 def derive_groups(groups: Iterable[workload_pb2.Group],
                   predicted: Mapping[str, replay_pb2.PredictedRequest],
                   trajectories: Mapping[str, replay_pb2.PredictedTrajectory],
-                  requests: Mapping[str, workload_pb2.Request]) -> list[replay_pb2.PredictedGroup]:
-    """One PredictedGroup per group: completion of its last member, if all expected members ran."""
+                  requests: Mapping[str, workload_pb2.Request] | Mapping[str, int]) -> list[replay_pb2.PredictedGroup]:
+    """One PredictedGroup per group: completion of its last member, if all expected members ran.
+
+    ``requests``: request id -> its ``Request`` or its ``num_samples``."""
     out = []
     for g in groups:
         pg = replay_pb2.PredictedGroup(group_id=g.group_id)
@@ -57,7 +59,8 @@ def derive_groups(groups: Iterable[workload_pb2.Group],
             else:
                 r = predicted.get(m)
                 end = r.completion_ns if r is not None and r.HasField("completion_ns") else None
-                count += requests[m].num_samples if m in requests else 1
+                n = requests.get(m)
+                count += 1 if n is None else n if isinstance(n, int) else n.num_samples
             if end is None:
                 ends = None
                 break

@@ -31,9 +31,9 @@ def map_rows(seqs: Mapping[str, tuple[str, int]], rows: Iterable[dict]) -> dict[
     out: dict[tuple[str, int], dict] = {}
     if not seqs._real:
         return out
-    by_id, warm, width = seqs._by_id, seqs._warm, seqs.width
+    samples, warm, width = seqs._samples, seqs._warm, seqs.width
     # request_id -> (ordinal, sample count), in file order (what the ids were generated from)
-    info = {rid: (k, by_id[rid].num_samples) for rid, k in seqs.ordinals().items()}
+    info = {rid: (k, samples[rid]) for rid, k in seqs.ordinals().items()}
     for row in rows:
         sid = row["request_id"]
         if sid in warm:
