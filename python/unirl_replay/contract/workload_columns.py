@@ -43,6 +43,9 @@ __all__ = ["WorkloadColumns", "read_columns", "packed_keys", "value_keys", "WIRE
 
 ARRIVAL_NONE, ARRIVAL_OBSERVED, ARRIVAL_AFTER_DEPENDENCIES = 0, 1, 2
 _CHUNK_REQUESTS = 4096  # requests whose packed hashes are decoded together
+FIELDS = ("request_ids", "num_samples", "trajectory_ids", "turn_indices", "engine_ids", "policy_versions",
+          "input_tokens", "output_tokens", "arrival_kinds", "observed_ns", "dependencies", "block_sizes")
+"""The per-request fields of :class:`WorkloadColumns`, in the order of each request's tuple."""
 
 
 def _wire_view():
@@ -78,7 +81,8 @@ WIRE_VIEW = _wire_view()
 class WorkloadColumns:
     """One trace's workload as columns (requests, workload order) plus the other records.
 
-    Per request ``i``: ``request_ids[i]``, ``num_samples[i]``, ``trajectory_ids[i]``,
+    ``requests[i]`` is request i's tuple, fields in :data:`FIELDS` order; each field also reads
+    as a column (``request_ids``, ``num_samples``, ...). Per request ``i``: ``request_ids[i]``, ``num_samples[i]``, ``trajectory_ids[i]``,
     ``turn_indices[i]`` (None when absent), ``engine_ids[i]``, ``policy_versions[i]`` (None when
     absent), ``input_tokens[i]``, ``output_tokens[i]`` (tuple), ``arrival_kinds[i]``
     (``ARRIVAL_*``), ``observed_ns[i]`` (the observed offset, else None), ``dependencies[i]``
@@ -87,18 +91,7 @@ class WorkloadColumns:
     ``keys[offsets[i]:offsets[i + 1]]`` (none: no hashes). ``row`` maps a request id to ``i``.
     """
 
-    request_ids: list[str] = field(default_factory=list)
-    num_samples: list[int] = field(default_factory=list)
-    trajectory_ids: list[str] = field(default_factory=list)
-    turn_indices: list[int | None] = field(default_factory=list)
-    engine_ids: list[str] = field(default_factory=list)
-    policy_versions: list[int | None] = field(default_factory=list)
-    input_tokens: list[int] = field(default_factory=list)
-    output_tokens: list[tuple] = field(default_factory=list)
-    arrival_kinds: list[int] = field(default_factory=list)
-    observed_ns: list[int | None] = field(default_factory=list)
-    dependencies: list[tuple] = field(default_factory=list)
-    block_sizes: list[int] = field(default_factory=list)
+    requests: list[tuple] = field(default_factory=list)  # one tuple per request, fields in FIELDS order
     keys: np.ndarray = field(default_factory=lambda: np.zeros(0, np.uint64))
     offsets: np.ndarray = field(default_factory=lambda: np.zeros(1, np.int64))
     row: dict[str, int] = field(default_factory=dict)
@@ -108,9 +101,37 @@ class WorkloadColumns:
     slot_pools: dict = field(default_factory=dict)
     engine_clients: dict = field(default_factory=dict)
     warmups: list = field(default_factory=list)
+    _ids: list | None = field(default=None, repr=False)
+    _samples: list | None = field(default=None, repr=False)
 
     def __len__(self) -> int:
-        return len(self.request_ids)
+        return len(self.requests)
+
+    def column(self, name: str) -> list:
+        """One per-request field (a name of :data:`FIELDS`), workload order."""
+        k = FIELDS.index(name)
+        return [r[k] for r in self.requests]
+
+    @property
+    def request_ids(self) -> list[str]:
+        if self._ids is None:
+            self._ids = [r[0] for r in self.requests]
+        return self._ids
+
+    @property
+    def num_samples(self) -> list[int]:
+        if self._samples is None:
+            self._samples = [r[1] for r in self.requests]
+        return self._samples
+
+    @property
+    def trajectory_ids(self) -> list[str]:
+        return [r[2] for r in self.requests]
+
+    def __getattr__(self, name: str):
+        if name in FIELDS:  # turn_indices, engine_ids, ...: built on use
+            return self.column(name)
+        raise AttributeError(name)
 
 
 # bit permutation of the 8 payload bits of bytes 9-10 into the 8 continuation-bit slots
@@ -178,29 +199,25 @@ def value_keys(values: np.ndarray) -> np.ndarray:
 
 def _read_binpb(trace, path, expected: int) -> WorkloadColumns | None:
     cols = WorkloadColumns()
-    ids, samples, trajs, turns = cols.request_ids, cols.num_samples, cols.trajectory_ids, cols.turn_indices
-    engines, policies, inputs, outputs = cols.engine_ids, cols.policy_versions, cols.input_tokens, cols.output_tokens
-    kinds, observed, depss, sizes = cols.arrival_kinds, cols.observed_ns, cols.dependencies, cols.block_sizes
+    add = cols.requests.append
     row = cols.row
     view = WIRE_VIEW.FromString
     real = workload_pb2.WorkloadRecord.FromString
     ufs = unknown_fields.UnknownFieldSet
     blobs: list[bytes] = []
-    blob_lens: list[int] = []
     key_parts: list[np.ndarray] = []
     count_parts: list[np.ndarray] = []
 
     def flush() -> bool:
-        got = packed_keys(b"".join(blobs), np.array(blob_lens, np.int64))
+        got = packed_keys(b"".join(blobs), np.fromiter(map(len, blobs), np.int64, len(blobs)))
         if got is None:
             return False
         key_parts.append(got[0])
         count_parts.append(got[1])
         blobs.clear()
-        blob_lens.clear()
         return True
 
-    n = 0
+    n = k = 0
     try:
         with trace_io.open_regular(path, path.name) as f:
             for n, payload in trace_io.iter_frames(f, file=path.name):
@@ -219,34 +236,32 @@ def _read_binpb(trace, path, expected: int) -> WorkloadColumns | None:
                 rid = r.request_id
                 if rid in row:
                     return None
-                row[rid] = len(ids)
-                ids.append(rid)
-                samples.append(r.num_samples)
-                trajs.append(r.trajectory_id)
-                turns.append(r.turn_index if r.HasField("turn_index") else None)
-                engines.append(r.engine_id)
-                policies.append(r.policy_version if r.HasField("policy_version") else None)
-                inputs.append(r.input_tokens)
-                outputs.append(tuple(r.output_tokens))
+                row[rid] = k
+                k += 1
+                turn = r.turn_index
+                if not turn and not r.HasField("turn_index"):
+                    turn = None
+                pv = r.policy_version
+                if not pv and not r.HasField("policy_version"):
+                    pv = None
+                ot = r.output_tokens
                 a = r.arrival
                 ak = a.WhichOneof("kind")
                 if ak == "observed_offset_ns":
-                    kinds.append(ARRIVAL_OBSERVED)
-                    observed.append(a.observed_offset_ns)
+                    ak, t = ARRIVAL_OBSERVED, a.observed_offset_ns
                 else:
-                    kinds.append(ARRIVAL_NONE if ak is None else ARRIVAL_AFTER_DEPENDENCIES)
-                    observed.append(None)
+                    ak, t = ARRIVAL_NONE if ak is None else ARRIVAL_AFTER_DEPENDENCIES, None
                 ds = r.dependencies
-                depss.append(tuple((d.predecessor_request_id, d.trigger, d.relation,
-                                    d.external_delay_ns if d.HasField("external_delay_ns") else None,
-                                    d.delay_absence) for d in ds) if ds else ())
                 p = r.prefix
-                sizes.append(p.block_size_tokens)
-                hb = p.block_hashes
                 if len(ufs(p)):
                     return None  # e.g. block_hashes written unpacked: the view did not take it
-                blobs.append(hb)
-                blob_lens.append(len(hb))
+                add((rid, r.num_samples, r.trajectory_id, turn, r.engine_id, pv, r.input_tokens,
+                     (ot[0],) if len(ot) == 1 else tuple(ot), ak, t,
+                     tuple([(d.predecessor_request_id, d.trigger, d.relation,
+                             d.external_delay_ns if d.HasField("external_delay_ns") else None,
+                             d.delay_absence) for d in ds]) if ds else (),
+                     p.block_size_tokens))
+                blobs.append(p.block_hashes)
                 if len(blobs) == _CHUNK_REQUESTS and not flush():
                     return None
     except (TraceFormatError, IncompleteTraceError):
@@ -275,26 +290,21 @@ def _read_messages(trace) -> WorkloadColumns | None:
             rid = r.request_id
             if rid in row:
                 return None
-            row[rid] = len(cols.request_ids)
-            cols.request_ids.append(rid)
-            cols.num_samples.append(r.num_samples)
-            cols.trajectory_ids.append(r.trajectory_id)
-            cols.turn_indices.append(r.turn_index if r.HasField("turn_index") else None)
-            cols.engine_ids.append(r.engine_id)
-            cols.policy_versions.append(r.policy_version if r.HasField("policy_version") else None)
-            cols.input_tokens.append(r.input_tokens)
-            cols.output_tokens.append(tuple(r.output_tokens))
+            row[rid] = len(cols.requests)
             a = r.arrival
             ak = a.WhichOneof("kind")
-            cols.arrival_kinds.append(ARRIVAL_OBSERVED if ak == "observed_offset_ns" else
-                                      ARRIVAL_NONE if ak is None else ARRIVAL_AFTER_DEPENDENCIES)
-            cols.observed_ns.append(a.observed_offset_ns if ak == "observed_offset_ns" else None)
-            cols.dependencies.append(tuple((d.predecessor_request_id, d.trigger, d.relation,
-                                            d.external_delay_ns if d.HasField("external_delay_ns") else None,
-                                            d.delay_absence) for d in r.dependencies))
-            p = r.prefix
-            cols.block_sizes.append(p.block_size_tokens)
-            hs = p.block_hashes
+            cols.requests.append((
+                rid, r.num_samples, r.trajectory_id, r.turn_index if r.HasField("turn_index") else None,
+                r.engine_id, r.policy_version if r.HasField("policy_version") else None, r.input_tokens,
+                tuple(r.output_tokens),
+                ARRIVAL_OBSERVED if ak == "observed_offset_ns" else ARRIVAL_NONE if ak is None
+                else ARRIVAL_AFTER_DEPENDENCIES,
+                a.observed_offset_ns if ak == "observed_offset_ns" else None,
+                tuple((d.predecessor_request_id, d.trigger, d.relation,
+                       d.external_delay_ns if d.HasField("external_delay_ns") else None, d.delay_absence)
+                      for d in r.dependencies),
+                r.prefix.block_size_tokens))
+            hs = r.prefix.block_hashes
             k = np.empty(len(hs), np.uint64)
             k[:] = hs
             key_parts.append(k)

@@ -288,8 +288,7 @@ def scan_columns(cols, engines: Mapping[str, manifest_pb2.EngineConfig], window_
     from unirl_replay.contract.workload_columns import ARRIVAL_NONE, ARRIVAL_OBSERVED
 
     row = cols.row
-    samples, trajs, counts = cols.num_samples, cols.trajectory_ids, cols.offsets
-    counts = (counts[1:] - counts[:-1]).tolist()
+    counts = (cols.offsets[1:] - cols.offsets[:-1]).tolist()
     cfg = {eid: (e.block_size_tokens, e.enable_prefix_caching, plans[eid]) for eid, e in engines.items()}
     only = next(iter(engines)) if len(engines) == 1 else None
     unspecified_trigger = common_pb2.DEPENDENCY_TRIGGER_UNSPECIFIED
@@ -302,10 +301,8 @@ def scan_columns(cols, engines: Mapping[str, manifest_pb2.EngineConfig], window_
     first: dict[str, int] = {}
     facts: dict[str, dict] = {eid: {} for eid in engines}
     rows: dict[str, list[int]] = {eid: [] for eid in engines}
-    for i, (rid, n, tid, turn, e, pv, inp, outs, kind, t, deps, pbs) in enumerate(zip(
-            cols.request_ids, samples, trajs, cols.turn_indices, cols.engine_ids, cols.policy_versions,
-            cols.input_tokens, cols.output_tokens, cols.arrival_kinds, cols.observed_ns, cols.dependencies,
-            cols.block_sizes)):
+    reqs = cols.requests
+    for i, (rid, n, tid, turn, e, pv, inp, outs, kind, t, deps, pbs) in enumerate(reqs):
         eid = e or only
         c = cfg.get(eid)
         if c is None:
@@ -341,7 +338,7 @@ def scan_columns(cols, engines: Mapping[str, manifest_pb2.EngineConfig], window_
         dl = [] if deps else ()
         for pid, trigger, relation, delay, absence in deps:
             j = row.get(pid)
-            if j is None or not tid or trajs[j] != tid or trigger == unspecified_trigger:
+            if j is None or not tid or reqs[j][2] != tid or trigger == unspecified_trigger:
                 return False
             if delay is not None:
                 if absence != no_absence or delay < 0:
@@ -350,7 +347,7 @@ def scan_columns(cols, engines: Mapping[str, manifest_pb2.EngineConfig], window_
                 plan.none_by_construction += 1
             elif absence == not_measured or absence == no_absence:
                 return False
-            dl.append((pid, samples[j], trigger, relation, delay))
+            dl.append((pid, reqs[j][1], trigger, relation, delay))
         facts[eid][rid] = (n, inp, outs, t, tuple(dl) if dl else (), None)
         rows[eid].append(i)
         play = plan.plays.get(tid or rid)
@@ -375,5 +372,5 @@ def scan_columns(cols, engines: Mapping[str, manifest_pb2.EngineConfig], window_
         plans[eid].first_arrival_ns = t
     for eid, f in facts.items():
         plans[eid].facts = f
-        plans[eid].request_ids = [cols.request_ids[i] for i in rows[eid]]
+        plans[eid].request_ids = [reqs[i][0] for i in rows[eid]]
     return True

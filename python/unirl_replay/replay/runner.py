@@ -38,7 +38,7 @@ from unirl_replay.replay.convert.sidecar import read_block_size
 from unirl_replay.replay.workload import EnginePlan, WorkloadIndex
 from unirl_replay.replay.support import ColumnsDeclined, check_supported
 from unirl_replay.contract.workload_columns import read_columns
-from unirl_replay.replay.derive import derive_batches, derive_groups, derive_trajectories
+from unirl_replay.replay.derive import derive_batches, derive_groups_values, derive_trajectories_values
 from unirl_replay.contract.errors import UnsupportedWorkloadError
 from unirl_replay.replay.simulators import DEFAULT_SIMULATOR, Simulator, SimulatorJob, get_simulator
 from unirl_replay.replay.timing_models import TimingModelError, parse_timing_model
@@ -212,31 +212,38 @@ def replay_workload(index: WorkloadIndex, manifest: manifest_pb2.TraceManifest, 
         return res
 
     res.granularity = replay_pb2.RESULT_GRANULARITY_PER_REQUEST
-    predicted: dict[str, replay_pb2.PredictedRequest] = {}
+    # values per request (mapback.predicted_values = mapback.predicted_request = _predicted, tested);
+    # the messages are added to the result once, in workload order
+    values: dict[str, tuple | None] = {}
+    engine_of: dict[str, str] = {}
     for eid, (conv, rows, *_r) in done.items():
-        offset = conv.origin_ns - global_origin
-        for q in plans[eid].ids():
-            predicted[q] = mapback.predicted_request(q, samples[q], rows, eid, conv.lead_ms, offset)  # = _predicted(...)
-    in_order = [predicted[q] for q in index.request_ids()]
-    res.requests.extend(in_order)
-    incomplete = [r.request_id for r in in_order if not r.HasField("completion_ns")]
+        ids = plans[eid].ids()
+        values.update(mapback.predicted_values(rows, ids, samples, conv.lead_ms, conv.origin_ns - global_origin))
+        engine_of.update(dict.fromkeys(ids, eid))
+    add = res.requests
+    incomplete = []
+    makespan = None
+    for q in index.request_ids():
+        v = values[q]
+        mapback.add_predicted(add, q, engine_of[q], v)
+        if v is None or v[3] is None:
+            incomplete.append(q)
+        elif makespan is None or v[3] > makespan:
+            makespan = v[3]
+    del engine_of
     if incomplete:
         notes.append(f"{len(incomplete)} requests did not complete in the simulator (e.g. "
                      f"{incomplete[:3]}); their completion is absent")
-    ends = [r.completion_ns for r in in_order if r.HasField("completion_ns")]
-    del in_order
-    if ends:
-        res.makespan_ns = max(ends)
+    if makespan is not None:
+        res.makespan_ns = makespan
 
     by_traj: dict[str, list[str]] = {}
     for q, tid in zip(index.request_ids(), index.trajectory_of()):
         if tid:
             by_traj.setdefault(tid, []).append(q)
-    trajs = derive_trajectories(predicted, index.trajectories.values(), by_traj)
-    res.trajectories.extend(trajs)
-    groups = derive_groups(index.groups.values(), predicted, {t.trajectory_id: t for t in trajs}, samples)
-    res.groups.extend(groups)
-    res.rollout_batches.extend(derive_batches(index.batches.values(), {g.group_id: g for g in groups}))
+    traj_ends = derive_trajectories_values(values, index.trajectories.values(), by_traj, res.trajectories)
+    groups = derive_groups_values(index.groups.values(), values, traj_ends, samples, res.groups)
+    res.rollout_batches.extend(derive_batches(index.batches.values(), groups))
     res.notes.extend(notes)
     return res
 
