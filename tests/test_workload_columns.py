@@ -393,3 +393,46 @@ def test_replay_equal_on_both_paths(tmp_path, monkeypatch):
     a.ClearField("simulator_wall_ns")
     b.ClearField("simulator_wall_ns")
     assert a.requests and a.groups is not None and a == b
+
+
+@pytest.mark.parametrize("seed", range(12))
+def test_chain_width_from_facts_equals_messages(seed):
+    from unirl_replay.replay.support import _chain_width, chain_width_facts, check_supported
+
+    ix, mf = random_workload(seed, two_engines=seed % 3 == 1, lanes=seed % 3 == 2, warm=False)
+    for r in ix.requests[::3]:  # strict chains and not: fan-out, several roots, dispatch triggers
+        if r.dependencies and seed % 2:
+            r.dependencies[0].trigger = c.DEPENDENCY_TRIGGER_DISPATCH
+    plans, _ = check_supported(ix, {e.engine_id: e for e in mf.engines})
+    widths = []
+    for plan in plans.values():
+        assert plan.facts is not None
+        for ids in plan.plays.values():
+            want = _chain_width([ix.by_id[q] for q in ids])
+            assert chain_width_facts(ids, plan.facts) == want
+            widths.append(want)
+    assert widths
+    # a strict chain of single-sample turns (width 1) and a fork (its sequence count)
+    chain = {"a": (1, 4, (1,), 0, (), None), "b": (1, 4, (1,), None, (("a", 1, c.DEPENDENCY_TRIGGER_COMPLETION, 0, 0),), None),
+             "c": (2, 4, (1, 1), None, (("b", 1, c.DEPENDENCY_TRIGGER_COMPLETION, 0, 0),), None)}
+    assert chain_width_facts(["a", "b"], chain) == 1
+    assert chain_width_facts(["a", "b", "c"], chain) == 4
+
+
+@pytest.mark.parametrize("limit", [1, 3, 100])
+@pytest.mark.parametrize("allow", [(), ("engine_client.inflight_limit",), ("engine_client.inflight_limit.as_lanes",)])
+def test_inflight_limit_same_on_both_paths(tmp_path, monkeypatch, limit, allow):
+    msgs, mf = workload_msgs(2)  # lanes
+    msgs.append(workload_pb2.EngineClient(engine_id="e0", inflight_request_limit=limit))
+    trace = write(tmp_path, msgs, mf, "binpb")
+    fast, slow = convert_both(tmp_path, trace, monkeypatch, unmodelled=allow)
+    assert fast == slow
+
+
+@pytest.mark.parametrize("name", ["agentic-a", "agentic-ray-a", "grpo-a"])
+def test_bundled_traces_same_on_both_paths(tmp_path, monkeypatch, name):
+    trace = Path(__file__).resolve().parents[1] / "traces" / name
+    for allow in ((), ("engine_client.inflight_limit",), ("engine_client.inflight_limit.as_lanes",)):
+        fast, slow = convert_both(tmp_path, trace, monkeypatch, unmodelled=allow)
+        assert fast == slow
+    assert wc.read_columns(open_trace(trace)) is not None

@@ -124,6 +124,21 @@ def _chain_width(reqs: list[workload_pb2.Request]) -> int:
     return 1 if strict else sum(r.num_samples for r in reqs)
 
 
+def chain_width_facts(request_ids: list[str], facts: Mapping[str, tuple]) -> int:
+    """:func:`_chain_width` of a play from ``EnginePlan.facts`` instead of the messages."""
+    ids = set(request_ids)
+    fs = [facts[q] for q in request_ids]
+    roots = [f for f in fs if not f[4]]
+    strict = len(roots) == 1 and all(f[0] == 1 for f in fs)
+    for f in fs:
+        if f[4] and (len(f[4]) != 1 or f[4][0][2] != common_pb2.DEPENDENCY_TRIGGER_COMPLETION):
+            strict = False
+    if strict:
+        preds = [f[4][0][0] for f in fs if f[4]]
+        strict = len(preds) == len(set(preds)) and all(p in ids for p in preds)
+    return 1 if strict else sum(f[0] for f in fs)
+
+
 def check_supported(
     index: WorkloadIndex,
     engines: Mapping[str, manifest_pb2.EngineConfig],
@@ -163,9 +178,8 @@ def check_supported(
         # read as columns: only the one-pass scan; the caller reads the messages on any doubt
         if not scan_columns(index.columns, engines, window_policy_version, plans):
             raise ColumnsDeclined("request")
-        if trace_format == "mooncake" or any(c.HasField("inflight_request_limit")
-                                             for c in index.engine_clients.values()):
-            raise ColumnsDeclined(trace_format)  # these rules read the Request messages
+        if trace_format == "mooncake":
+            raise ColumnsDeclined(trace_format)  # its rules read the Request messages
         for p in plans.values():
             p.columns = index.columns
     elif not scan_requests(index, engines, window_policy_version, plans):
@@ -262,8 +276,11 @@ def check_supported(
         if not client.HasField("inflight_request_limit") or eid not in plans:
             continue
         plan, limit = plans[eid], client.inflight_request_limit
-        by_play = {p: [index.by_id[q] for q in ids] for p, ids in plan.plays.items()}
-        widths = sorted((_chain_width(rs) for rs in by_play.values()), reverse=True)
+        if plan.columns is not None:  # = _chain_width over the messages (tested)
+            widths = sorted((chain_width_facts(ids, plan.facts) for ids in plan.plays.values()), reverse=True)
+        else:
+            by_play = {p: [index.by_id[q] for q in ids] for p, ids in plan.plays.items()}
+            widths = sorted((_chain_width(rs) for rs in by_play.values()), reverse=True)
         k = len(widths) if plan.lanes is None else min(plan.lanes, len(widths))
         bound = sum(widths[:k])
         if limit < bound:
