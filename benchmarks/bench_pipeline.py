@@ -14,11 +14,14 @@ peak RSS, interpreter and imports included):
   20 ms prefill / 2 ms decode, per-request rows): the reference cost;
 * ``replay``   -- ``runner.replay_trace`` + ``write_result``: the whole ``replay``; reported with
   ``after upstream`` = time from the upstream call's return to the result file being written
-  (mapping rows back, deriving trajectories / groups / batches, writing);
+  (mapping rows back, deriving trajectories / groups / batches, writing), the CPU time of both
+  parts, and our memory apart from the upstream's (which runs in the same process): the peak
+  RSS before the first upstream call and the resident size when the last one returned;
 * ``validate`` -- ``validate.check_trace`` (workload and outcomes);
 * ``read``     -- ``open_trace`` + streaming every workload record (trace_io alone).
 
-Interleaved: steps run in the order given for one encoding, then the next; the 1-minute load
+Every step also reports ``cpu_s``, its process's CPU time (user + system), which other jobs on a
+shared machine inflate far less than the wall time. Interleaved: steps run in the order given for one encoding, then the next; the 1-minute load
 average (``os.getloadavg``) is printed around each step, and the CPU model once.
 """
 
@@ -70,15 +73,29 @@ def write_trace(d: Path, n: int, enc: str) -> None:
         wr.finalize(man)
 
 
-def _time_upstream_returns() -> list[float]:
-    """Wrap the real upstream call to record when each call returned (perf_counter)."""
+def _peak_mib() -> float:
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+
+
+def _vmrss_mib() -> float:
+    for line in open("/proc/self/status"):
+        if line.startswith("VmRSS:"):
+            return int(line.split()[1]) / 1024
+    return 0.0
+
+
+def _time_upstream_returns() -> list[tuple]:
+    """Wrap the real upstream call to record when each call returned (perf_counter, process_time) and
+    the CPU time it took."""
     from unirl_replay.replay.simulators import dynamo
-    returns: list[float] = []
+    returns: list[tuple] = []
     real = dynamo.run_upstream
 
     def timed(*a, **k):
+        c = time.process_time()
+        before = _peak_mib()
         out = real(*a, **k)
-        returns.append(time.perf_counter())
+        returns.append((time.perf_counter(), time.process_time(), time.process_time() - c, before, _vmrss_mib()))
         return out
     dynamo.run_upstream = timed
     return returns
@@ -86,6 +103,7 @@ def _time_upstream_returns() -> list[float]:
 
 def step(name: str, trace: Path, work: Path) -> dict:
     t0 = time.perf_counter()
+    c0 = time.process_time()
     res: dict = {}
     if name == "convert":
         from unirl_replay.replay.runner import convert_trace
@@ -100,6 +118,7 @@ def step(name: str, trace: Path, work: Path) -> dict:
         eng = open_trace(trace, verify_digests=False).manifest.engines[0]
         args, _ = engine_args(eng, parse_timing_model(TIMING)[1])
         t0 = time.perf_counter()
+        c0 = time.process_time()
         run = run_upstream(work / "upstream.jsonl", trace_format="agentic_mooncake", engine_args=args,
                            agentic_lanes=64, execution_model=MODEL, per_request=True)
         res["completed"] = run.summary["completed_requests"]
@@ -109,7 +128,13 @@ def step(name: str, trace: Path, work: Path) -> dict:
         r = replay_trace(trace, TIMING)
         write_result(work / "out", r)
         end = time.perf_counter()
-        res["after_upstream_s"] = end - returns[-1]
+        res["after_upstream_s"] = end - returns[-1][0]
+        res["after_upstream_cpu_s"] = time.process_time() - returns[-1][1]
+        res["upstream_call_cpu_s"] = sum(r[2] for r in returns)
+        # our own memory, apart from the upstream's (it runs in this process): the peak before the
+        # first upstream call (read, checks, conversion) and the resident size when the last returned
+        res["peak_before_upstream_mib"] = returns[0][3]
+        res["rss_after_upstream_mib"] = returns[-1][4]
         res["simulator_wall_s"] = r.simulator_wall_ns / 1e9
         res["result_mib"] = (work / "out" / "replay_result.json").stat().st_size / 2**20
     elif name == "validate":
@@ -121,6 +146,7 @@ def step(name: str, trace: Path, work: Path) -> dict:
         from unirl_replay.contract.trace_io import open_trace
         res["records"] = sum(1 for _ in open_trace(trace).iter_workload())
     res["s"] = time.perf_counter() - t0
+    res["cpu_s"] = time.process_time() - c0  # this process's CPU time (user + system): less sensitive to load
     res["rss_mib"] = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
     return res
 

@@ -5,8 +5,10 @@ import random
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from replay_build import engine, index, pool, req, traj
-from unirl_replay.replay import mapback
+from replay_build import engine, group, index, pool, req, traj
+from replay_build import w as wpb
+from unirl_replay.replay import derive, mapback
+from unirl_replay.v1 import replay_pb2
 from unirl_replay.replay.convert import agentic_mooncake
 from unirl_replay.replay.runner import _predicted
 from unirl_replay.replay.support import check_supported
@@ -69,6 +71,31 @@ def test_mapping_back_equals_the_reference(w, seed, shift, offset):
         have = mapback.predicted_request(r.request_id, r.num_samples, got, "e0", shift, offset)
         assert have == want
         assert have.SerializeToString(deterministic=True) == want.SerializeToString(deterministic=True)
+    # values + add_predicted (what the runner builds the result from) = the same messages
+    ids = [r.request_id for r in plans["e0"].requests]
+    vals = mapback.predicted_values(got, ids, ix.num_samples(), shift, offset)
+    res = replay_pb2.ReplayResult()
+    for q in ids:
+        mapback.add_predicted(res.requests, q, "e0", vals[q])
+    want = [_predicted(r, ref, "e0", shift, offset) for r in plans["e0"].requests]
+    assert list(res.requests) == want
+    assert [m.SerializeToString(deterministic=True) for m in res.requests] == \
+        [m.SerializeToString(deterministic=True) for m in want]
+    # derive from values = derive from messages
+    pred = dict(zip(ids, want))
+    by_traj = {}
+    for r in plans["e0"].requests:
+        by_traj.setdefault(r.trajectory_id, []).append(r.request_id)
+    trajs = derive.derive_trajectories(pred, ix.trajectories.values(), by_traj)
+    out = replay_pb2.ReplayResult()
+    ends = derive.derive_trajectories_values(vals, ix.trajectories.values(), by_traj, out.trajectories)
+    assert list(out.trajectories) == trajs
+    groups = [group("g-all", ids, len(ids)), group("g-many", ids[:2], 99), group("g-t", list(by_traj), len(by_traj),
+                                                                                 unit=wpb.GROUP_UNIT_TRAJECTORIES),
+              group("g-ghost", [*ids[:1], "ghost"], 2)]
+    want_g = derive.derive_groups(groups, pred, {t.trajectory_id: t for t in trajs}, ix.by_id)
+    got_g = derive.derive_groups_values(groups, vals, ends, ix.num_samples(), out.groups)
+    assert list(out.groups) == want_g and list(got_g) == [g.group_id for g in want_g]
 
 
 def test_paused_gc_restores_the_collector():

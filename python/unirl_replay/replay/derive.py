@@ -42,8 +42,10 @@ def derive_trajectories(predicted: Mapping[str, replay_pb2.PredictedRequest],
 def derive_groups(groups: Iterable[workload_pb2.Group],
                   predicted: Mapping[str, replay_pb2.PredictedRequest],
                   trajectories: Mapping[str, replay_pb2.PredictedTrajectory],
-                  requests: Mapping[str, workload_pb2.Request]) -> list[replay_pb2.PredictedGroup]:
-    """One PredictedGroup per group: completion of its last member, if all expected members ran."""
+                  requests: Mapping[str, workload_pb2.Request] | Mapping[str, int]) -> list[replay_pb2.PredictedGroup]:
+    """One PredictedGroup per group: completion of its last member, if all expected members ran.
+
+    ``requests``: request id -> its ``Request`` or its ``num_samples``."""
     out = []
     for g in groups:
         pg = replay_pb2.PredictedGroup(group_id=g.group_id)
@@ -57,7 +59,8 @@ def derive_groups(groups: Iterable[workload_pb2.Group],
             else:
                 r = predicted.get(m)
                 end = r.completion_ns if r is not None and r.HasField("completion_ns") else None
-                count += requests[m].num_samples if m in requests else 1
+                n = requests.get(m)
+                count += 1 if n is None else n if isinstance(n, int) else n.num_samples
             if end is None:
                 ends = None
                 break
@@ -66,6 +69,56 @@ def derive_groups(groups: Iterable[workload_pb2.Group],
             pg.completed_ns = max(ends)
         out.append(pg)
     return out
+
+
+def derive_trajectories_values(values: Mapping[str, tuple | None], trajectories: Iterable[workload_pb2.Trajectory],
+                               requests_by_traj: Mapping[str, list[str]], out) -> dict[str, int | None]:
+    """:func:`derive_trajectories` from prediction values (``mapback.predicted_values``: request
+    id -> ``(arrival_ns, scheduled_ns, first_token_ns, completion_ns, cached_tokens)`` or None),
+    appending each PredictedTrajectory to the repeated field ``out`` (its twin, tested).
+
+    Returns trajectory id -> its end_ns (None when absent), what :func:`derive_groups_values` reads."""
+    ends: dict[str, int | None] = {}
+    add = out.add
+    for t in trajectories:
+        tid = t.trajectory_id
+        vs = [values.get(q) for q in requests_by_traj.get(tid, t.request_ids)]
+        if vs and all(v is not None and v[3] is not None for v in vs):
+            end = max(v[3] for v in vs)
+            add(trajectory_id=tid, start_ns=min(v[0] for v in vs), end_ns=end)
+            ends[tid] = end
+        else:
+            add(trajectory_id=tid)
+            ends[tid] = None
+    return ends
+
+
+def derive_groups_values(groups: Iterable[workload_pb2.Group], values: Mapping[str, tuple | None],
+                         trajectory_ends: Mapping[str, int | None], samples: Mapping[str, int],
+                         out) -> dict[str, replay_pb2.PredictedGroup]:
+    """:func:`derive_groups` from prediction values and trajectory ends (see
+    :func:`derive_trajectories_values`), appending to ``out``; returns group id -> its message."""
+    res: dict[str, replay_pb2.PredictedGroup] = {}
+    for g in groups:
+        ends: list[int] | None = []
+        count = 0
+        for m in g.member_ids:
+            if g.unit == workload_pb2.GROUP_UNIT_TRAJECTORIES:
+                end = trajectory_ends.get(m)
+                count += 1
+            else:
+                v = values.get(m)
+                end = None if v is None else v[3]
+                n = samples.get(m)
+                count += 1 if n is None else n
+            if end is None:
+                ends = None
+                break
+            ends.append(end)
+        pg = out.add(group_id=g.group_id, completed_ns=max(ends)) if ends and count >= g.expected_size \
+            else out.add(group_id=g.group_id)
+        res[g.group_id] = pg
+    return res
 
 
 def derive_batches(batches: Iterable[workload_pb2.RolloutBatch],

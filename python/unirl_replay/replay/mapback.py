@@ -31,9 +31,9 @@ def map_rows(seqs: Mapping[str, tuple[str, int]], rows: Iterable[dict]) -> dict[
     out: dict[tuple[str, int], dict] = {}
     if not seqs._real:
         return out
-    by_id, warm, width = seqs._by_id, seqs._warm, seqs.width
+    samples, warm, width = seqs._samples, seqs._warm, seqs.width
     # request_id -> (ordinal, sample count), in file order (what the ids were generated from)
-    info = {rid: (k, by_id[rid].num_samples) for rid, k in seqs.ordinals().items()}
+    info = {rid: (k, samples[rid]) for rid, k in seqs.ordinals().items()}
     for row in rows:
         sid = row["request_id"]
         if sid in warm:
@@ -91,3 +91,65 @@ def predicted_request(request_id: str, num_samples: int, rows: Mapping, engine_i
         kw["completion_ns"] = max(_ns(s["terminal_time_ms"], shift_ms, offset_ns) for s in samples)
     return _Predicted(request_id=request_id, engine_id=engine_id,
                       cached_tokens=min(int(s.get("reused_input_tokens") or 0) for s in samples), **kw)
+
+
+def predicted_values(rows: Mapping, request_ids: Iterable[str], samples: Mapping[str, int], shift_ms: float,
+                     offset_ns: int) -> dict[str, tuple | None]:
+    """The predictions of one engine's requests as values, without a message per request:
+    request id -> ``(arrival_ns, scheduled_ns, first_token_ns, completion_ns, cached_tokens)``
+    (None for an absent field), or None when a sample has no row (its PredictedRequest then
+    carries its ids only). ``rows``: ``(request_id, sample) -> row`` (:func:`map_rows`).
+
+    Request by request what :func:`predicted_request` builds (its twin, tested); the runner adds
+    the messages to the result in one pass (:func:`add_predicted`)."""
+    out: dict[str, tuple | None] = {}
+    get = rows.get
+    for rid in request_ids:
+        n = samples[rid]
+        if n == 1:
+            s = get((rid, 0))
+            out[rid] = None if s is None else _values_one(s, shift_ms, offset_ns)
+            continue
+        ss = [get((rid, k)) for k in range(n)]
+        out[rid] = None if any(s is None for s in ss) else _values_many(ss, shift_ms, offset_ns)
+    return out
+
+
+def _values_one(s: dict, shift_ms: float, offset_ns: int) -> tuple:
+    a = s.get("first_admit_ms")
+    f = s.get("first_token_ms")
+    e = s.get("terminal_time_ms") if s.get("terminal_status") == "completed" else None
+    return (_ns(s["arrival_time_ms"], shift_ms, offset_ns),
+            None if a is None else _ns(a, shift_ms, offset_ns),
+            None if f is None else _ns(f, shift_ms, offset_ns),
+            None if e is None else _ns(e, shift_ms, offset_ns),
+            int(s.get("reused_input_tokens") or 0))
+
+
+def _values_many(samples: list[dict], shift_ms: float, offset_ns: int) -> tuple:
+    admits = [s.get("first_admit_ms") for s in samples if s.get("first_admit_ms") is not None]
+    firsts = [s.get("first_token_ms") for s in samples if s.get("first_token_ms") is not None]
+    done = all(s.get("terminal_status") == "completed" and s.get("terminal_time_ms") is not None for s in samples)
+    return (min(_ns(s["arrival_time_ms"], shift_ms, offset_ns) for s in samples),
+            min(_ns(a, shift_ms, offset_ns) for a in admits) if admits else None,
+            min(_ns(f, shift_ms, offset_ns) for f in firsts) if firsts else None,
+            max(_ns(s["terminal_time_ms"], shift_ms, offset_ns) for s in samples) if done else None,
+            min(int(s.get("reused_input_tokens") or 0) for s in samples))
+
+
+_FIELDS = ("arrival_ns", "scheduled_ns", "first_token_ns", "completion_ns")
+
+
+def add_predicted(requests, request_id: str, engine_id: str, values: tuple | None) -> None:
+    """Append the PredictedRequest of ``values`` (:func:`predicted_values`; None: no prediction)
+    to a repeated ``PredictedRequest`` field (= appending :func:`predicted_request`'s message)."""
+    if values is None:
+        requests.add(request_id=request_id, engine_id=engine_id)
+        return
+    a, sch, f, e, cached = values
+    if sch is not None and f is not None and e is not None:
+        requests.add(request_id=request_id, engine_id=engine_id, arrival_ns=a, scheduled_ns=sch,
+                     first_token_ns=f, completion_ns=e, cached_tokens=cached)
+        return
+    kw = {k: v for k, v in zip(_FIELDS, values) if v is not None}
+    requests.add(request_id=request_id, engine_id=engine_id, cached_tokens=cached, **kw)

@@ -273,3 +273,104 @@ def check_requests(index: WorkloadIndex, engines: Mapping[str, manifest_pb2.Engi
                 f"trajectory {tid!r} has turn indices {turns[:8]}; a trajectory resumed from (or "
                 "started before) another window cannot be replayed from its middle",
                 [r.request_id for r in reqs])
+
+
+def scan_columns(cols, engines: Mapping[str, manifest_pb2.EngineConfig], window_policy_version: int | None,
+                 plans: dict[str, EnginePlan]) -> bool:
+    """:func:`scan_requests` over :class:`~unirl_replay.contract.workload_columns.WorkloadColumns`
+    (the same rules in the same pass, reading columns instead of messages).
+
+    Fills each plan's ``request_ids``, ``plays``, ``facts`` (with ``None`` for the hashes: the
+    converter takes them from the columns, see ``EnginePlan.prompt_rows``), ``prompt_rows`` and
+    ``first_arrival_ns``. Returns False as soon as a request may break a rule (the caller then
+    reads the messages and runs :func:`check_requests`, which words the error).
+    """
+    from unirl_replay.contract.workload_columns import ARRIVAL_NONE, ARRIVAL_OBSERVED
+
+    row = cols.row
+    counts = (cols.offsets[1:] - cols.offsets[:-1]).tolist()
+    cfg = {eid: (e.block_size_tokens, e.enable_prefix_caching, plans[eid]) for eid, e in engines.items()}
+    only = next(iter(engines)) if len(engines) == 1 else None
+    unspecified_trigger = common_pb2.DEPENDENCY_TRIGGER_UNSPECIFIED
+    no_absence = common_pb2.DELAY_ABSENCE_UNSPECIFIED
+    not_measured = common_pb2.DELAY_ABSENCE_NOT_MEASURED
+    by_construction = common_pb2.DELAY_ABSENCE_NONE_BY_CONSTRUCTION
+    traj_engine: dict[str, str] = {}
+    turns: dict[str, list[int]] = {}
+    versions: set[int] = set()
+    first: dict[str, int] = {}
+    facts: dict[str, dict] = {eid: {} for eid in engines}
+    rows: dict[str, list[int]] = {eid: [] for eid in engines}
+    reqs = cols.requests
+    for i, (rid, n, tid, turn, e, pv, inp, outs, kind, t, deps, pbs) in enumerate(reqs):
+        eid = e or only
+        c = cfg.get(eid)
+        if c is None:
+            return False
+        bs, caching, plan = c
+        if n < 1 or len(outs) != n or inp < 1:
+            return False
+        if kind == ARRIVAL_OBSERVED:
+            if deps:
+                return False
+            if t < first.get(eid, t + 1):
+                first[eid] = t
+        elif kind == ARRIVAL_NONE or not deps:
+            return False
+        nh = counts[i]
+        if nh:
+            if pbs != bs or nh != expected_hash_count(inp, bs):
+                return False
+        elif caching:
+            return False
+        if pv is not None:
+            versions.add(pv)
+        if tid:
+            te = traj_engine.setdefault(tid, eid)
+            if te != eid:
+                return False
+            if turn is not None:
+                ts = turns.get(tid)
+                if ts is None:
+                    turns[tid] = [turn]
+                else:
+                    ts.append(turn)
+        dl = [] if deps else ()
+        for pid, trigger, relation, delay, absence in deps:
+            j = row.get(pid)
+            if j is None or not tid or reqs[j][2] != tid or trigger == unspecified_trigger:
+                return False
+            if delay is not None:
+                if absence != no_absence or delay < 0:
+                    return False
+            elif absence == by_construction:
+                plan.none_by_construction += 1
+            elif absence == not_measured or absence == no_absence:
+                return False
+            dl.append((pid, reqs[j][1], trigger, relation, delay))
+        facts[eid][rid] = (n, inp, outs, t, tuple(dl) if dl else (), None)
+        rows[eid].append(i)
+        play = plan.plays.get(tid or rid)
+        if play is None:
+            plan.plays[tid or rid] = [rid]
+        else:
+            play.append(rid)
+    if window_policy_version is not None:
+        versions.add(window_policy_version)
+    if len(versions) > 1:
+        return False
+    trajectories = cols.trajectories
+    for tid, eid in traj_engine.items():
+        traj = trajectories.get(tid)
+        if traj is not None and traj.engine_id and traj.engine_id != eid:
+            return False
+    for ts in turns.values():
+        ts.sort()
+        if ts[0] != 0 or ts[-1] != len(ts) - 1 or ts != list(range(len(ts))):
+            return False
+    for eid, t in first.items():
+        plans[eid].first_arrival_ns = t
+    for eid, f in facts.items():
+        plans[eid].facts = f
+        plans[eid].request_ids = [reqs[i][0] for i in rows[eid]]
+    return True

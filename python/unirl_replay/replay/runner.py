@@ -36,8 +36,9 @@ from unirl_replay.replay.convert.agentic_mooncake import MODEL
 from unirl_replay.replay.convert.common import Conversion, engine_args, ms_to_ns
 from unirl_replay.replay.convert.sidecar import read_block_size
 from unirl_replay.replay.workload import EnginePlan, WorkloadIndex
-from unirl_replay.replay.support import check_supported
-from unirl_replay.replay.derive import derive_batches, derive_groups, derive_trajectories
+from unirl_replay.replay.support import ColumnsDeclined, check_supported
+from unirl_replay.contract.workload_columns import read_columns
+from unirl_replay.replay.derive import derive_batches, derive_groups_values, derive_trajectories_values
 from unirl_replay.contract.errors import UnsupportedWorkloadError
 from unirl_replay.replay.simulators import DEFAULT_SIMULATOR, Simulator, SimulatorJob, get_simulator
 from unirl_replay.replay.timing_models import TimingModelError, parse_timing_model
@@ -176,7 +177,8 @@ def replay_workload(index: WorkloadIndex, manifest: manifest_pb2.TraceManifest, 
         if conv.lanes is not None:
             notes.append(f"engine {eid!r}: trajectory slots -> agentic_lanes={conv.lanes}; plays start in "
                          "Trajectory.start_order as lanes free up (observed root arrivals are not used)")
-    if any(r.num_samples > 1 for r in index.requests):
+    samples = index.num_samples()
+    if any(samples[q] > 1 for q in index.request_ids()):
         notes.append("fan-out: a request with n samples ran as n upstream sequences with identical hash "
                      "ids arriving together (see docs/replay-mapping.md); its first token is the min and "
                      "its completion the max over its samples")
@@ -210,32 +212,38 @@ def replay_workload(index: WorkloadIndex, manifest: manifest_pb2.TraceManifest, 
         return res
 
     res.granularity = replay_pb2.RESULT_GRANULARITY_PER_REQUEST
-    predicted: dict[str, replay_pb2.PredictedRequest] = {}
+    # values per request (mapback.predicted_values = mapback.predicted_request = _predicted, tested);
+    # the messages are added to the result once, in workload order
+    values: dict[str, tuple | None] = {}
+    engine_of: dict[str, str] = {}
     for eid, (conv, rows, *_r) in done.items():
-        offset = conv.origin_ns - global_origin
-        for req in plans[eid].requests:
-            predicted[req.request_id] = mapback.predicted_request(req.request_id, req.num_samples, rows, eid,
-                                                                  conv.lead_ms, offset)  # = _predicted(...)
-    in_order = [predicted[r.request_id] for r in index.requests]
-    res.requests.extend(in_order)
-    incomplete = [r.request_id for r in in_order if not r.HasField("completion_ns")]
+        ids = plans[eid].ids()
+        values.update(mapback.predicted_values(rows, ids, samples, conv.lead_ms, conv.origin_ns - global_origin))
+        engine_of.update(dict.fromkeys(ids, eid))
+    add = res.requests
+    incomplete = []
+    makespan = None
+    for q in index.request_ids():
+        v = values[q]
+        mapback.add_predicted(add, q, engine_of[q], v)
+        if v is None or v[3] is None:
+            incomplete.append(q)
+        elif makespan is None or v[3] > makespan:
+            makespan = v[3]
+    del engine_of
     if incomplete:
         notes.append(f"{len(incomplete)} requests did not complete in the simulator (e.g. "
                      f"{incomplete[:3]}); their completion is absent")
-    ends = [r.completion_ns for r in in_order if r.HasField("completion_ns")]
-    del in_order
-    if ends:
-        res.makespan_ns = max(ends)
+    if makespan is not None:
+        res.makespan_ns = makespan
 
     by_traj: dict[str, list[str]] = {}
-    for r in index.requests:
-        if r.trajectory_id:
-            by_traj.setdefault(r.trajectory_id, []).append(r.request_id)
-    trajs = derive_trajectories(predicted, index.trajectories.values(), by_traj)
-    res.trajectories.extend(trajs)
-    groups = derive_groups(index.groups.values(), predicted, {t.trajectory_id: t for t in trajs}, index.by_id)
-    res.groups.extend(groups)
-    res.rollout_batches.extend(derive_batches(index.batches.values(), {g.group_id: g for g in groups}))
+    for q, tid in zip(index.request_ids(), index.trajectory_of()):
+        if tid:
+            by_traj.setdefault(tid, []).append(q)
+    traj_ends = derive_trajectories_values(values, index.trajectories.values(), by_traj, res.trajectories)
+    groups = derive_groups_values(index.groups.values(), values, traj_ends, samples, res.groups)
+    res.rollout_batches.extend(derive_batches(index.batches.values(), groups))
     res.notes.extend(notes)
     return res
 
@@ -252,10 +260,18 @@ def replay_trace(trace_dir: str | Path, timing_model: str, *, trace_format: str 
     from unirl_replay.v1.manifest_pb2 import ARTIFACT_KIND_WORKLOAD
 
     trace = trace_io.open_trace(trace_dir)
-    index = WorkloadIndex.from_records(rec for _, rec in trace.iter_workload())
     sha = trace.artifact(ARTIFACT_KIND_WORKLOAD).sha256
-    return replay_workload(index, trace.manifest, timing_model, trace_format=trace_format,
-                           work_dir=work_dir, workload_sha256=sha, unmodelled=unmodelled, simulator=simulator)
+    kw = dict(trace_format=trace_format, work_dir=work_dir, workload_sha256=sha, unmodelled=unmodelled,
+              simulator=simulator)
+    cols = read_columns(trace) if trace_format == "agentic_mooncake" else None
+    if cols is not None:  # columns: no Request message kept; on any doubt the messages decide
+        try:
+            return replay_workload(WorkloadIndex.from_columns(cols), trace.manifest, timing_model, **kw)
+        except ColumnsDeclined:
+            pass
+        del cols
+    index = WorkloadIndex.from_records(rec for _, rec in trace.iter_workload())
+    return replay_workload(index, trace.manifest, timing_model, **kw)
 
 
 @paused_gc()
@@ -271,13 +287,23 @@ def convert_trace(trace_dir: str | Path, out_file: str | Path, *, trace_format: 
     from unirl_replay.v1.manifest_pb2 import ARTIFACT_KIND_WORKLOAD
 
     trace = trace_io.open_trace(trace_dir)
-    index = WorkloadIndex.from_records(rec for _, rec in trace.iter_workload())
     m = trace.manifest
     policy = m.policy.policy_version if m.policy.HasField("policy_version") else None
-    plans, _ = check_supported(index, {e.engine_id: e for e in m.engines},
-                               cache_state=m.cache_state or common_pb2.CACHE_STATE_KIND_COLD,
-                               window_policy_version=policy, trace_format=trace_format,
-                               unmodelled=unmodelled)
+    kw = dict(cache_state=m.cache_state or common_pb2.CACHE_STATE_KIND_COLD, window_policy_version=policy,
+              trace_format=trace_format, unmodelled=unmodelled)
+    engines = {e.engine_id: e for e in m.engines}
+    plans = None
+    cols = read_columns(trace) if trace_format == "agentic_mooncake" else None
+    if cols is not None:  # columns: no Request message kept; on any doubt the messages decide
+        index = WorkloadIndex.from_columns(cols)
+        try:
+            plans, _ = check_supported(index, engines, **kw)
+        except ColumnsDeclined:
+            plans = None
+        del cols
+    if plans is None:
+        index = WorkloadIndex.from_records(rec for _, rec in trace.iter_workload())
+        plans, _ = check_supported(index, engines, **kw)
     if engine_id is not None:
         plans = {engine_id: plans[engine_id]}
     out = Path(out_file)

@@ -51,7 +51,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 
 from unirl_replay.contract.errors import TraceFormatError, UnsupportedWorkloadError
-from unirl_replay.replay.request_checks import check_requests, scan_requests
+from unirl_replay.replay.request_checks import check_requests, scan_columns, scan_requests
 from unirl_replay.replay.workload import WORKLOAD_FILE, EnginePlan, WorkloadIndex, expected_hash_count
 from unirl_replay.v1 import common_pb2, manifest_pb2, replay_pb2, workload_pb2
 
@@ -74,6 +74,12 @@ RULES = ("slot_pool.cross_engine", "slot_pool.multiple_per_engine", "slot_pool.p
          "engine_client.inflight_limit", "cache_warmup.lanes", "mooncake.closed_loop",
          "cache_warmup.aggregate_only")
 """Every UnsupportedWorkloadError rule of the workload checks (for the opt-in's messages)."""
+
+
+class ColumnsDeclined(Exception):
+    """Raised by :func:`check_supported` on an index read as columns
+    (:meth:`WorkloadIndex.from_columns`) when the columns cannot decide: the caller reads the
+    trace's messages and checks again (which raises the typed error, if there is one)."""
 
 
 def check_unmodelled(rules: Iterable[str]) -> frozenset[str]:
@@ -118,6 +124,21 @@ def _chain_width(reqs: list[workload_pb2.Request]) -> int:
     return 1 if strict else sum(r.num_samples for r in reqs)
 
 
+def chain_width_facts(request_ids: list[str], facts: Mapping[str, tuple]) -> int:
+    """:func:`_chain_width` of a play from ``EnginePlan.facts`` instead of the messages."""
+    ids = set(request_ids)
+    fs = [facts[q] for q in request_ids]
+    roots = [f for f in fs if not f[4]]
+    strict = len(roots) == 1 and all(f[0] == 1 for f in fs)
+    for f in fs:
+        if f[4] and (len(f[4]) != 1 or f[4][0][2] != common_pb2.DEPENDENCY_TRIGGER_COMPLETION):
+            strict = False
+    if strict:
+        preds = [f[4][0][0] for f in fs if f[4]]
+        strict = len(preds) == len(set(preds)) and all(p in ids for p in preds)
+    return 1 if strict else sum(f[0] for f in fs)
+
+
 def check_supported(
     index: WorkloadIndex,
     engines: Mapping[str, manifest_pb2.EngineConfig],
@@ -153,7 +174,15 @@ def check_supported(
 
     # -- requests: policy versions, engine, shape, dependencies, trajectories (one pass; on any
     # doubt the rule-by-rule pass below runs and raises the same first error as always)
-    if not scan_requests(index, engines, window_policy_version, plans):
+    if index.columns is not None:
+        # read as columns: only the one-pass scan; the caller reads the messages on any doubt
+        if not scan_columns(index.columns, engines, window_policy_version, plans):
+            raise ColumnsDeclined("request")
+        if trace_format == "mooncake":
+            raise ColumnsDeclined(trace_format)  # its rules read the Request messages
+        for p in plans.values():
+            p.columns = index.columns
+    elif not scan_requests(index, engines, window_policy_version, plans):
         plans = {eid: EnginePlan(engine=cfg) for eid, cfg in engines.items()}
         check_requests(index, engines, window_policy_version, plans)
     none_by_construction = sum(p.none_by_construction for p in plans.values())
@@ -161,7 +190,7 @@ def check_supported(
         notes.append(f"{none_by_construction} dependencies carry no external wait by construction "
                      "(DELAY_ABSENCE_NONE_BY_CONSTRUCTION) and were replayed with delay_ms = 0")
 
-    by_id = index.by_id
+    has_request = index.has_request
     for gid, grp in index.groups.items():
         if grp.HasField("resumed_from_rollout_batch_id"):
             raise UnsupportedWorkloadError(
@@ -169,7 +198,7 @@ def check_supported(
                 f"{grp.resumed_from_rollout_batch_id!r} (partial / async rollout): its earlier members are not "
                 "in the trace", [gid])
     for tid, traj in index.trajectories.items():
-        missing = [q for q in traj.request_ids if q not in by_id]
+        missing = [q for q in traj.request_ids if not has_request(q)]
         if missing:
             raise UnsupportedWorkloadError(
                 "resume.partial", f"trajectory {tid!r} lists requests outside the window", missing)
@@ -247,8 +276,11 @@ def check_supported(
         if not client.HasField("inflight_request_limit") or eid not in plans:
             continue
         plan, limit = plans[eid], client.inflight_request_limit
-        by_play = {p: [index.by_id[q] for q in ids] for p, ids in plan.plays.items()}
-        widths = sorted((_chain_width(rs) for rs in by_play.values()), reverse=True)
+        if plan.columns is not None:  # = _chain_width over the messages (tested)
+            widths = sorted((chain_width_facts(ids, plan.facts) for ids in plan.plays.values()), reverse=True)
+        else:
+            by_play = {p: [index.by_id[q] for q in ids] for p, ids in plan.plays.items()}
+            widths = sorted((_chain_width(rs) for rs in by_play.values()), reverse=True)
         k = len(widths) if plan.lanes is None else min(plan.lanes, len(widths))
         bound = sum(widths[:k])
         if limit < bound:
@@ -320,5 +352,5 @@ def check_supported(
         notes.append(f"cache state WARM_DECLARED: {len(index.warmups)} prefix-only warm-up requests "
                      "(output_length 0) ran first on their engine; they are removed from every row "
                      "and metric and the time origin is the first real arrival")
-    plans = {eid: p for eid, p in plans.items() if p.requests}
+    plans = {eid: p for eid, p in plans.items() if p.requests or p.request_ids}
     return plans, notes

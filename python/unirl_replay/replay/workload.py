@@ -34,6 +34,39 @@ class WorkloadIndex:
     slot_pools: dict[str, workload_pb2.SlotPool] = field(default_factory=dict)
     engine_clients: dict[str, workload_pb2.EngineClient] = field(default_factory=dict)
     warmups: list[workload_pb2.CacheWarmup] = field(default_factory=list)
+    columns: object | None = None
+
+    @classmethod
+    def from_columns(cls, cols) -> "WorkloadIndex":
+        """The index of a trace read as columns
+        (:class:`~unirl_replay.contract.workload_columns.WorkloadColumns`): the non-request
+        records are the messages; ``requests`` and ``by_id`` stay EMPTY (no Request message is
+        kept) and the per-request facts are read through :meth:`request_ids`,
+        :meth:`num_samples`, :meth:`has_request` and ``columns``."""
+        return cls(trajectories=cols.trajectories, groups=cols.groups, batches=cols.batches,
+                   slot_pools=cols.slot_pools, engine_clients=cols.engine_clients, warmups=cols.warmups,
+                   columns=cols)
+
+    def request_ids(self) -> list[str]:
+        """Every request id, workload order."""
+        if self.columns is not None:
+            return self.columns.request_ids
+        return [r.request_id for r in self.requests]
+
+    def num_samples(self) -> Mapping[str, int]:
+        """request id -> ``num_samples`` (a mapping: ``get``, ``[]``, ``in``)."""
+        if self.columns is not None:
+            return _Column(self.columns.row, self.columns.num_samples)
+        return _Column(self.by_id, None)
+
+    def trajectory_of(self) -> list[str]:
+        """``Request.trajectory_id`` of every request, workload order."""
+        if self.columns is not None:
+            return self.columns.trajectory_ids
+        return [r.trajectory_id for r in self.requests]
+
+    def has_request(self, request_id: str) -> bool:
+        return request_id in (self.columns.row if self.columns is not None else self.by_id)
 
     @classmethod
     def from_records(cls, records: Iterable[workload_pb2.WorkloadRecord]) -> "WorkloadIndex":
@@ -72,6 +105,35 @@ class WorkloadIndex:
         return idx
 
 
+class _Column(Mapping):
+    """request id -> one per-request value: ``values[rows[id]]`` (columns), or
+    ``rows[id].num_samples`` when ``values`` is None (messages)."""
+
+    __slots__ = ("_rows", "_values")
+
+    def __init__(self, rows: Mapping, values: list | None) -> None:
+        self._rows, self._values = rows, values
+
+    def __getitem__(self, key: str):
+        r = self._rows[key]
+        return r.num_samples if self._values is None else self._values[r]
+
+    def get(self, key: str, default=None):
+        r = self._rows.get(key)
+        if r is None:
+            return default
+        return r.num_samples if self._values is None else self._values[r]
+
+    def __contains__(self, key) -> bool:
+        return key in self._rows
+
+    def __iter__(self):
+        return iter(self._rows)
+
+    def __len__(self) -> int:
+        return len(self._rows)
+
+
 def _put(d: dict, key: str, msg, kind: str) -> None:
     if key in d:
         raise TraceFormatError(f"duplicate {kind} id", record_id=key, file=WORKLOAD_FILE,
@@ -102,7 +164,12 @@ class EnginePlan:
             dependencies, block_hashes or None)`` with ``dependencies`` a tuple of
             ``(predecessor_request_id, predecessor num_samples, trigger, relation,
             external_delay_ns or None)``. None when the checks took the rule-by-rule path (the
-            converters then read the messages).
+            converters then read the messages). Made from columns, ``block_hashes`` is None and
+            the hashes are in ``columns``.
+        request_ids: made from columns (``requests`` then stays empty): its request ids in
+            workload order; else None.
+        columns: the :class:`~unirl_replay.contract.workload_columns.WorkloadColumns` the plan
+            was made from (its hash keys), or None.
     """
 
     engine: manifest_pb2.EngineConfig
@@ -115,6 +182,13 @@ class EnginePlan:
     none_by_construction: int = 0
     first_arrival_ns: int | None = None
     facts: dict[str, tuple] | None = None
+    request_ids: list[str] | None = None
+    columns: object | None = None
+
+    def ids(self) -> list[str]:
+        """Its request ids, workload order (``request_ids`` when the plan was made from
+        columns, else those of ``requests``)."""
+        return self.request_ids if self.request_ids is not None else [r.request_id for r in self.requests]
 
 
 def play_id_of(req: workload_pb2.Request) -> str:

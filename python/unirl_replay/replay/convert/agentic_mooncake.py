@@ -33,8 +33,8 @@ from __future__ import annotations
 from json.encoder import encode_basestring_ascii
 
 from unirl_replay.replay.convert.common import (
-    _DUMPS, WARMUP_PREFIX, Conversion, HashRemap, SequenceMap, check_unique, dense_prompt_ids,
-    joined_ids, json_float, ns_to_ms, ordinal_width, origin_of, prompt_ids, sequence_id,
+    _DUMPS, WARMUP_PREFIX, Conversion, FactSamples, HashRemap, SequenceMap, check_unique, dense_prompt_ids,
+    dense_prompt_ids_columns, joined_ids, json_float, ns_to_ms, ordinal_width, origin_of, prompt_ids, sequence_id,
 )
 from unirl_replay.replay.workload import EnginePlan, WorkloadIndex, plan_facts, play_id_of
 from unirl_replay.v1 import common_pb2
@@ -89,8 +89,7 @@ def convert_engine(plan: EnginePlan, index: WorkloadIndex, *, lead_ms: float = 0
         A :class:`Conversion`; ``sequences`` maps each upstream id to (request_id, sample).
     """
     bs = plan.engine.block_size_tokens
-    by_id = index.by_id
-    facts = plan_facts(plan, by_id)
+    facts = plan_facts(plan, index.by_id)
     warm_keys = [WARMUP_PREFIX + w.warmup_id for w in plan.warmups]
     order = [rid for play in plan.play_order for rid in plan.plays[play]] if include_real else []
     # Real upstream ids cannot collide: distinct requests have distinct fixed-width ordinal
@@ -102,9 +101,13 @@ def convert_engine(plan: EnginePlan, index: WorkloadIndex, *, lead_ms: float = 0
         for w in warm_keys:
             if w in plan.plays:
                 check_unique(set(plan.plays), w, w)
-    ids, offsets = dense_prompt_ids([*plan.warmups, *(by_id[rid] for rid in order)], bs,
-                                    [w.prefix.block_hashes or None for w in plan.warmups]
-                                    + [facts[rid][5] for rid in order])
+    if plan.columns is not None:  # hashes from the columns (facts hold None for them)
+        ids, offsets = dense_prompt_ids_columns(plan.warmups, plan.columns, order,
+                                                [facts[rid][1] for rid in order], bs)
+    else:
+        ids, offsets = dense_prompt_ids([*plan.warmups, *(index.by_id[rid] for rid in order)], bs,
+                                        [w.prefix.block_hashes or None for w in plan.warmups]
+                                        + [facts[rid][5] for rid in order])
     del order
     origin = plan.first_arrival_ns if plan.first_arrival_ns is not None else origin_of(plan.requests)
     lanes = plan.lanes is not None
@@ -149,23 +152,21 @@ def convert_engine(plan: EnginePlan, index: WorkloadIndex, *, lead_ms: float = 0
         current_play[0] = None
         for play in plan.play_order:
             for rid in plan.plays[play]:
-                r = by_id[rid]
+                n, inp, outs, _t, fdeps, _h = facts[rid]
                 hids = ids[offsets[k]:offsets[k + 1]].tolist()
                 k += 1
                 deps = []
-                for d in r.dependencies:
-                    p = by_id[d.predecessor_request_id]
-                    delay = ns_to_ms(d.external_delay_ns) if d.HasField("external_delay_ns") else 0.0
-                    trig, rel = _TRIGGER[d.trigger], _RELATION[d.relation]
-                    pk = ordinal[p.request_id]
-                    for s in range(p.num_samples):
-                        deps.append({"request_id": sequence_id(p.request_id, s, p.num_samples, pk, width),
+                for prid, pn, trigger, relation, fdelay in fdeps:
+                    delay = ns_to_ms(fdelay) if fdelay is not None else 0.0
+                    trig, rel = _TRIGGER[trigger], _RELATION[relation]
+                    pk = ordinal[prid]
+                    for s in range(pn):
+                        deps.append({"request_id": sequence_id(prid, s, pn, pk, width),
                                      "trigger": trig, "delay_ms": delay, "relation": rel})
                 nb = row_not_before(rid, play)
-                n = r.num_samples
                 for s in range(n):
                     row = {"request_id": sequence_id(rid, s, n, k - nw - 1, width),  # k: already past rid
-                           "play_id": play, "session_id": play, "model": MODEL, "input_length": r.input_tokens, "output_length": r.output_tokens[s],
+                           "play_id": play, "session_id": play, "model": MODEL, "input_length": inp, "output_length": outs[s],
                            "hash_ids": hids, "not_before_ms": nb}
                     if deps:
                         row["dependencies"] = deps
@@ -231,7 +232,7 @@ def convert_engine(plan: EnginePlan, index: WorkloadIndex, *, lead_ms: float = 0
         for k, w in enumerate(plan.warmups):
             yield _warmup_row(w, ids[offsets[k]:offsets[k + 1]].tolist())
 
-    seqs = SequenceMap(by_id, plan.plays, plan.play_order, warm_keys, play_id_of, include_real)
+    seqs = SequenceMap(FactSamples(facts), plan.plays, plan.play_order, warm_keys, play_id_of, include_real)
     return Conversion(trace_format=FORMAT, engine_id=plan.engine.engine_id, header=header(bs, digest),
                       sequences=seqs, warmup_keys=warm_keys, lanes=plan.lanes, block_size=bs,
                       origin_ns=origin, lead_ms=lead_ms, produce=produce, lines=lines)

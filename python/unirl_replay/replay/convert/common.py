@@ -313,6 +313,108 @@ def dense_prompt_ids(prompts: Sequence, block_size: int,
     return _first_seen_ids(keys, fresh, dtype), offsets
 
 
+class FactSamples(Mapping):
+    """request id -> num_samples read from ``EnginePlan.facts`` (``facts[id][0]``)."""
+
+    __slots__ = ("_facts",)
+
+    def __init__(self, facts: Mapping[str, tuple]) -> None:
+        self._facts = facts
+
+    def __getitem__(self, key: str) -> int:
+        return self._facts[key][0]
+
+    def get(self, key: str, default=None):
+        f = self._facts.get(key)
+        return default if f is None else f[0]
+
+    def __contains__(self, key) -> bool:
+        return key in self._facts
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._facts)
+
+    def __len__(self) -> int:
+        return len(self._facts)
+
+
+_GATHER_ROWS = 1 << 14  # requests per chunk of the columns gather (bounds its index temporaries)
+
+
+def dense_prompt_ids_columns(warmups: Sequence, cols, request_ids: Sequence[str], input_tokens: Sequence[int],
+                             block_size: int) -> tuple[np.ndarray, np.ndarray]:
+    """:func:`dense_prompt_ids` of ``[*warmups, *requests]`` with the requests' hashes taken from
+    :class:`~unirl_replay.contract.workload_columns.WorkloadColumns` ``cols`` (their keys, a
+    bijection of the hash values, so the same equalities and the same ids) instead of messages.
+
+    ``input_tokens[i]`` is request i's prompt length (its fresh block count when it carries no
+    hashes). When the requests are all of ``cols``' requests in column order, all carry hashes and
+    there are no warm-ups, ``cols.keys`` itself becomes the id buffer (no copy): ``cols.keys`` is
+    then set to None (used up).
+    """
+    from unirl_replay.contract.workload_columns import value_keys
+
+    off = cols.offsets
+    row = cols.row
+    nr = len(request_ids)
+    rows = np.fromiter((row[r] for r in request_ids), np.int64, nr)
+    starts = off[rows]
+    cnt = off[rows + 1] - starts
+    fresh_req = cnt == 0
+    any_fresh_req = bool(fresh_req.any())
+    if cols.keys is None:
+        raise RuntimeError("the columns' hash keys were used up by an earlier conversion")
+    if not warmups and not any_fresh_req and nr == len(cols) and \
+            (nr == 0 or (rows[0] == 0 and bool((np.diff(rows) == 1).all()))):
+        keys = cols.keys
+        cols.keys = None
+        dtype = np.uint32 if len(keys) < 2**32 else np.int64
+        return _first_seen_ids(keys, None, dtype), off.copy()
+    wkeys = [value_keys(np.array(w.prefix.block_hashes, np.uint64)) if w.prefix.block_hashes else None
+             for w in warmups]
+    counts = np.empty(len(warmups) + nr, np.int64)
+    for k, (w, wk) in enumerate(zip(warmups, wkeys)):
+        counts[k] = len(wk) if wk is not None else -(-w.input_tokens // block_size)
+    counts[len(warmups):] = cnt
+    if any_fresh_req:
+        inp = np.fromiter(input_tokens, np.int64, nr)
+        counts[len(warmups):][fresh_req] = -(-inp[fresh_req] // block_size)
+    offsets = np.zeros(len(counts) + 1, np.int64)
+    np.cumsum(counts, out=offsets[1:])
+    keys = np.empty(int(offsets[-1]), np.uint64)
+    fresh = None
+    if any_fresh_req or any(wk is None for wk in wkeys):
+        fresh = np.zeros(len(keys), np.bool_)
+    for k, wk in enumerate(wkeys):
+        if wk is None:
+            fresh[offsets[k]:offsets[k + 1]] = True
+        else:
+            keys[offsets[k]:offsets[k + 1]] = wk
+    src_keys = cols.keys
+    nw = len(warmups)
+    for a in range(0, nr, _GATHER_ROWS):
+        b = min(a + _GATHER_ROWS, nr)
+        c = cnt[a:b]
+        dst0 = offsets[nw + a:nw + b]
+        if any_fresh_req:
+            fr = fresh_req[a:b]
+            for d0, d1 in zip(dst0[fr].tolist(), offsets[nw + a + 1:nw + b + 1][fr].tolist()):
+                fresh[d0:d1] = True
+            keep = ~fr
+            c, dst0, src0 = c[keep], dst0[keep], starts[a:b][keep]
+        else:
+            src0 = starts[a:b]
+        total = int(c.sum())
+        if not total:
+            continue
+        before = np.zeros(len(c), np.int64)
+        np.cumsum(c[:-1], out=before[1:])
+        step = np.arange(total, dtype=np.int64)
+        keys[np.repeat(dst0 - before, c) + step] = src_keys[np.repeat(src0 - before, c) + step]
+    dtype = np.uint32 if len(keys) < 2**32 else np.int64
+    return _first_seen_ids(keys, fresh, dtype), offsets
+
+
 def _decimal_csv(v: np.ndarray) -> tuple[str, np.ndarray]:
     """(text, ends): the non-negative ints ``v`` written as ``"a,b,c,"`` (decimal, each followed
     by a comma), and ``ends[i]`` = the end of ``v[:i]``'s text (``ends[0] = 0``)."""
@@ -369,9 +471,10 @@ class SequenceMap(Mapping):
     unambiguous; warm-up ids and ids of requests outside this engine's plan are not keys.
     """
 
-    def __init__(self, by_id: Mapping, plays: Mapping[str, list[str]], play_order: Sequence[str],
+    def __init__(self, samples: Mapping[str, int], plays: Mapping[str, list[str]], play_order: Sequence[str],
                  warmup_keys: Sequence[str], play_of: Callable, include_real: bool = True) -> None:
-        self._by_id, self._plays, self._order = by_id, plays, play_order
+        # samples: request id -> num_samples of (at least) the plan's requests
+        self._samples, self._plays, self._order = samples, plays, play_order
         self._warm, self._play_of, self._real = frozenset(warmup_keys), play_of, include_real
         self._ordinals: dict[str, int] | None = None
         self.width = ordinal_width(sum(len(plays[p]) for p in play_order) if include_real else 0)
@@ -389,13 +492,13 @@ class SequenceMap(Mapping):
             if p is not None:
                 k, rest = p
                 ords = self.ordinals()
-                r = self._by_id.get(rest)
-                if r is not None and r.num_samples == 1 and ords.get(rest) == k:
+                n = self._samples.get(rest)
+                if n is not None and n == 1 and ords.get(rest) == k:
                     return rest, 0
                 rid, sep, s = rest.rpartition(SAMPLE_SEP)
                 if sep and s.isdigit() and str(int(s)) == s:
-                    r = self._by_id.get(rid)
-                    if r is not None and r.num_samples > 1 and int(s) < r.num_samples and ords.get(rid) == k:
+                    n = self._samples.get(rid)
+                    if n is not None and n > 1 and int(s) < n and ords.get(rid) == k:
                         return rid, int(s)
         raise KeyError(sid)
 
@@ -405,7 +508,7 @@ class SequenceMap(Mapping):
         k, w = 0, self.width
         for play in self._order:
             for rid in self._plays[play]:
-                n = self._by_id[rid].num_samples
+                n = self._samples[rid]
                 for s in range(n):
                     yield sequence_id(rid, s, n, k, w)
                 k += 1
@@ -413,7 +516,7 @@ class SequenceMap(Mapping):
     def __len__(self) -> int:
         if not self._real:
             return 0
-        return sum(self._by_id[rid].num_samples for play in self._order for rid in self._plays[play])
+        return sum(self._samples[rid] for play in self._order for rid in self._plays[play])
 
 
 def prompt_ids(req_or_warmup, remap: HashRemap, block_size: int) -> list[int]:
