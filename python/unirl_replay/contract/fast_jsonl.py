@@ -27,7 +27,7 @@ import msgspec
 from google.protobuf.descriptor import Descriptor, FieldDescriptor
 from google.protobuf.message import Message
 
-from unirl_replay.contract import json_profile
+from unirl_replay.contract import fast_typed, json_profile
 
 M = TypeVar("M", bound=Message)
 
@@ -229,8 +229,8 @@ def convert_dict(data: Any, cls: type[M]) -> M | None:
         return None
 
 
-def try_parse(raw: bytes | str, cls: type[M]) -> M | None:
-    """The fast path alone: the message when the line is in the canonical profile, else None.
+def _try_generic(raw: bytes | str, cls: type[M]) -> M | None:
+    """The generic tier: ``msgspec`` to Python objects + the per-type table; None when in doubt.
 
     A message comes back only when every key is a field name, every value has the profile's form
     (so the line has none of json_profile.OFF_PROFILE_FORMS) and no object has a key twice: the
@@ -250,6 +250,21 @@ def try_parse(raw: bytes | str, cls: type[M]) -> M | None:
         return None
     colons = raw.count(b'":') if isinstance(raw, (bytes, bytearray)) else raw.count('":')
     return msg if colons == _KEYS[0] else None
+
+
+def try_parse(raw: bytes | str, cls: type[M]) -> M | None:
+    """The fast path alone: the message when the line is in the canonical profile, else None.
+
+    First the typed tier (:mod:`unirl_replay.contract.fast_typed`: the line must be byte for byte
+    the canonical encoding of what it decodes to), then the generic tier (:func:`_try_generic`:
+    canonical values in any key order or spacing). A line neither accepts is the reference
+    parser's (:func:`parse_json_line`).
+    """
+    if type(raw) is bytes:
+        msg = fast_typed.try_parse(raw, cls)
+        if msg is not None:
+            return msg
+    return _try_generic(raw, cls)
 
 
 def parse_json_line(raw: bytes | str, cls: type[M], *, file: str = "", line: int = 0) -> M:
