@@ -62,7 +62,7 @@ def main() -> None:
     if a.child:
         return _child(a.child, a.trace)
     sys.path.insert(0, str(HERE))
-    from bench_pipeline import cpu_model, write_trace
+    from bench_pipeline import cpu_model
 
     base = Path(a.dir)
     base.mkdir(parents=True, exist_ok=True)
