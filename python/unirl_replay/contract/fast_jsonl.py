@@ -1,21 +1,27 @@
-"""Fast decode of one contract JSON line: ``msgspec`` + direct message construction.
+"""Fast decode of one contract JSON line: two ``msgspec`` tiers, then the reference parser.
 
-The reference mapping is :func:`unirl_replay.contract.json_profile.parse_json` (``json.loads`` +
-``json_format.ParseDict``, 90 % of a JSONL read). This module decodes the line with
-``msgspec.json.decode`` and builds the message with its constructor from a per-message-type
-table compiled once from the descriptor, accepting only the canonical profile that this
-project's writers produce: snake_case keys, enums by name, 64-bit integers as decimal strings
-(or JSON integers), 32-bit integers as JSON integers, doubles as JSON numbers, nested objects,
-arrays, string-keyed maps, at most one member per ``oneof``.
+The reference mapping is :func:`unirl_replay.contract.json_profile.parse_json` (``json_guard``
++ ``json_format.ParseDict``, pure Python). :func:`try_parse` tries, in order:
+
+1. the typed tier (:mod:`unirl_replay.contract.fast_typed`): ``msgspec`` Structs generated from
+   the descriptors, taking a line only when it is byte for byte the canonical encoding of what
+   it decodes to (the profile writers' lines); the block hashes are decoded in one C call;
+2. the generic tier (this module): ``msgspec.json.decode`` to Python objects and direct message
+   construction from a per-message-type table compiled once from the descriptor, accepting the
+   canonical profile in any key order or spacing: snake_case keys, enums by name, 64-bit
+   integers as decimal strings, 32-bit integers as JSON integers, doubles as JSON numbers,
+   nested objects, arrays, string-keyed maps, at most one member per ``oneof``.
 
 Anything else -- an unknown or camelCase key, ``null``, an enum number, a bytes or float32 or
 well-known-type field, a value of an unexpected JSON type, text ``msgspec`` rejects (NaN,
 a BOM, UTF-16, invalid UTF-8), a value the message constructor refuses (out of range) -- is
 handed, as the same raw line, to the reference parser, which returns its message or raises
 its :class:`~unirl_replay.contract.errors.TraceFormatError` (same rule, file, line and text). So
-the result is the reference's result on every line; only the fast path's speed differs.
-``tests/test_fast_jsonl.py`` checks message equality on hypothesis-generated records and the
-errors of bad lines against the reference.
+the result is the reference's result on every line; only the fast path's speed differs. A line
+either tier takes has no off-profile form (``json_profile.OFF_PROFILE_FORMS``), so the reader's
+off-profile inspection, which runs on the other lines, misses nothing.
+``tests/test_fast_jsonl.py`` and ``tests/test_fast_typed.py`` check message equality on
+hypothesis-generated records and mutated / hostile lines, and the errors against the reference.
 """
 
 from __future__ import annotations
@@ -27,7 +33,7 @@ import msgspec
 from google.protobuf.descriptor import Descriptor, FieldDescriptor
 from google.protobuf.message import Message
 
-from unirl_replay.contract import json_profile
+from unirl_replay.contract import fast_typed, json_profile
 
 M = TypeVar("M", bound=Message)
 
@@ -229,8 +235,8 @@ def convert_dict(data: Any, cls: type[M]) -> M | None:
         return None
 
 
-def try_parse(raw: bytes | str, cls: type[M]) -> M | None:
-    """The fast path alone: the message when the line is in the canonical profile, else None.
+def _try_generic(raw: bytes | str, cls: type[M]) -> M | None:
+    """The generic tier: ``msgspec`` to Python objects + the per-type table; None when in doubt.
 
     A message comes back only when every key is a field name, every value has the profile's form
     (so the line has none of json_profile.OFF_PROFILE_FORMS) and no object has a key twice: the
@@ -250,6 +256,21 @@ def try_parse(raw: bytes | str, cls: type[M]) -> M | None:
         return None
     colons = raw.count(b'":') if isinstance(raw, (bytes, bytearray)) else raw.count('":')
     return msg if colons == _KEYS[0] else None
+
+
+def try_parse(raw: bytes | str, cls: type[M]) -> M | None:
+    """The fast path alone: the message when the line is in the canonical profile, else None.
+
+    First the typed tier (:mod:`unirl_replay.contract.fast_typed`: the line must be byte for byte
+    the canonical encoding of what it decodes to), then the generic tier (:func:`_try_generic`:
+    canonical values in any key order or spacing). A line neither accepts is the reference
+    parser's (:func:`parse_json_line`).
+    """
+    if type(raw) is bytes:
+        msg = fast_typed.try_parse(raw, cls)
+        if msg is not None:
+            return msg
+    return _try_generic(raw, cls)
 
 
 def parse_json_line(raw: bytes | str, cls: type[M], *, file: str = "", line: int = 0) -> M:
