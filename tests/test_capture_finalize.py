@@ -138,6 +138,59 @@ def test_grpo_two_engines_join_every_request_once(tmp_path):
     assert r.group_id == "r1:prompt:3:sample:0" and r.rollout_batch_id == "rollout-1"
 
 
+def _driver_generates(raw: Path, *, error_in: int | None = None) -> None:
+    """The driver's rollout.generate per rollout (Handle.generate hook): enters 0.1 s before the engine calls it
+    scatters, returns 0.3 s after the last one (gather + rebind in the driver)."""
+    recs = []
+    for b in range(2):
+        t = 1.0 + b
+        recs.append({"kind": "rollout_generate", "dispatch_id": f"d{b}", "role": "VLLMRolloutEngine_0",
+                     "role_class": "VLLMRolloutEngine", "groups": [f"r{b}:prompt:{p}:sample:0" for p in range(4)],
+                     "rollout_ids": [b], "samples": 8, "dp_size": 2, "enter": _t(t - .1), "exit": _t(t + .5),
+                     "error": "RayActorError" if error_in == b else None})
+    _write(raw, f"driver-{HOST}-10.jsonl", [_proc("driver", 10), *recs])
+
+
+def test_grpo_batch_ready_is_the_driver_generate_return_and_distinct_from_group_completion(tmp_path):
+    _grpo_raw(tmp_path / "raw")
+    _driver_generates(tmp_path / "raw")
+    rep = finalize(tmp_path / "raw", tmp_path / "trace")
+    _valid(tmp_path / "trace")
+    man, wl, oc = _load(tmp_path / "trace")
+    assert rep.complete, rep.lines()
+    # the window starts at the first driver rollout.generate (0.9 s): ns offsets from there
+    ready = {b.rollout_batch_id: b.ready_ns for b in oc["rollout_batch"]}
+    assert ready == {"rollout-0": 600_000_000, "rollout-1": 1_600_000_000}  # driver returns at 1.5 s and 2.5 s
+    groups = {g.group_id: g.completed_ns for g in oc["group"]}
+    # a group completes at its last sample's vLLM last token (t + .1), well before the driver returns (t + .5)
+    assert groups["r0:prompt:0:sample:0"] == 200_000_000 and groups["r1:prompt:3:sample:0"] == 1_200_000_000
+    assert "driver's rollout.generate return (2 of 2 batches" in man.labels["rollout_batch"]
+    assert "median 100.00" in man.labels["rollout_generate_path_ms"]  # 1.0 - 0.9 s
+    assert man.window.duration_ns == 1_600_000_000
+
+
+def test_grpo_batch_ready_without_a_driver_record_falls_back_to_the_last_engine_call(tmp_path):
+    _grpo_raw(tmp_path / "raw")  # no driver shard: older captures, or the driver hooks not installed
+    finalize(tmp_path / "raw", tmp_path / "trace")
+    man, _, oc = _load(tmp_path / "trace")
+    # the window starts at the first engine call (1.0 s); the last call of rollout 0 returns at 1.2 s
+    assert {b.rollout_batch_id: b.ready_ns for b in oc["rollout_batch"]} == {"rollout-0": 200_000_000,
+                                                                             "rollout-1": 1_200_000_000}
+    assert "last engine call of the rollout to return" in man.labels["rollout_batch"]
+    assert "rollout_generate_path_ms" not in man.labels
+
+
+def test_grpo_batch_whose_driver_generate_raised_has_no_ready_time_and_is_reported(tmp_path):
+    _grpo_raw(tmp_path / "raw")
+    _driver_generates(tmp_path / "raw", error_in=1)
+    rep = finalize(tmp_path / "raw", tmp_path / "trace")
+    man, _, oc = _load(tmp_path / "trace")
+    b1 = next(b for b in oc["rollout_batch"] if b.rollout_batch_id == "rollout-1")
+    assert not b1.HasField("ready_ns") and not man.completeness.complete
+    lost = {x.kind: x for x in man.completeness.lost}
+    assert "raised RayActorError" in lost["rollout_batch"].cause and not rep.complete
+
+
 def test_rollout_window_keeps_only_the_named_rollouts(tmp_path):
     _grpo_raw(tmp_path / "raw")
     finalize(tmp_path / "raw", tmp_path / "trace", rollouts="1")

@@ -15,6 +15,11 @@ Joins, all on ids that survive process boundaries:
   a collect and its trajectories: the same id, carried back in the returned Samples.
 * group = root sample id (``r<rollout>:prompt:<p>:sample:0``); rollout batch = one collect
   (agentic) or one rollout id (GRPO: every engine's share of ``rollout.generate``).
+* GRPO batch ready: the driver's ``rollout.generate`` return (``rollout_generate``, the
+  ``Handle.generate`` hook), joined with the engine calls it scattered by rollout id, root sample
+  ids and enclosing interval on the host clock (:func:`dispatch_of`); shards without it (older
+  captures, single-process runs) fall back to the last engine call's return. A group's completion
+  (its last request's vLLM completion) is a separate event.
 
 Window: everything captured, or the rollout ids the user names (``--rollouts A:B``), optionally
 only the work at one policy version (``--policy-version V``: ``Part.output_version`` of the engine
@@ -219,6 +224,7 @@ def finalize(raw_dir: Path | str, out_dir: Path | str, *, rollouts: Optional[str
                        and at_version(col.get("current_version"))),
                       key=lambda col: col["enter"]["monotonic"])
     submits = [s for s in recs.get("submit", []) if in_window(s.get("rollout_ids") or [])]
+    dispatches = driver_generates(recs, in_window)
     agentic = bool(trajs or collects or any(d.get("trajectory_id") for d in calls))
 
     # --- join engine calls with the engine's requests --------------------------------------------
@@ -260,6 +266,8 @@ def finalize(raw_dir: Path | str, out_dir: Path | str, *, rollouts: Optional[str
         starts.append((d["enter"]["monotonic"], d))
     for s in submits:
         starts.append((s["at"]["monotonic"], s))
+    if starts:  # the driver's rollout.generate enters before the engine calls it scatters
+        starts.extend((g["enter"]["monotonic"], g) for g in dispatches)
     if not starts:
         raise TraceFormatError(_zero_message(missing), file=str(raw_dir), rule="capture.no_requests")
     # a recipe may mark where its window starts (driver_capture.mark("window_start")): the clock's zero
@@ -341,7 +349,8 @@ def finalize(raw_dir: Path | str, out_dir: Path | str, *, rollouts: Optional[str
         end_mono = _agentic(trajs, collects, submits, recs, joined, call_reqs, requests, outcomes, completion,
                             enter, clk, workload, outs, lab, lose, bad_traj, worker_of_engine, end_mono)
     else:
-        _grpo(joined, call_reqs, requests, outcomes, completion, enter, clk, workload, outs, lab, engines_used)
+        end_mono = _grpo(joined, call_reqs, requests, outcomes, completion, enter, clk, workload, outs, lab,
+                         engines_used, dispatches=dispatches, lose=lose, end_mono=end_mono)
     if ends:
         end_mono = max(end_mono, max(ends))
     n_requests = sum(1 for r in workload if r.WhichOneof("record") == "request")
@@ -428,18 +437,54 @@ def _worker_id(sh: Shard) -> str:
     return f"{base}:rank{rank}" if rank not in (None, "") else base
 
 
+def driver_generates(recs: Dict[str, List[Dict[str, Any]]], in_window) -> List[Dict[str, Any]]:
+    """The driver's ``rollout.generate`` calls (``rollout_generate`` records) of the window, by enter time."""
+    return sorted((g for g in recs.get("rollout_generate", []) if in_window(g.get("rollout_ids") or [])),
+                  key=lambda g: g["enter"]["monotonic"])
+
+
+def dispatch_of(call: Dict[str, Any], dispatches: Sequence[Dict[str, Any]]) -> Optional[Dict[str, Any]]:
+    """The driver ``rollout.generate`` that scattered this engine call: the latest one that entered before the
+    call entered and returned after it returned (one host clock), whose rollout ids and root sample ids (GRPO
+    groups) cover the call's. Cross-process ids and times only, never object identity."""
+    roots = {str(x).split("/", 1)[0] for x in call.get("sample_ids") or []}
+    rids = set(call.get("rollout_ids") or [])
+    lo, hi = call["enter"]["monotonic"], call["exit"]["monotonic"]
+    found = [g for g in dispatches if g["enter"]["monotonic"] <= lo and g["exit"]["monotonic"] >= hi
+             and rids <= set(g.get("rollout_ids") or []) and roots <= set(g.get("groups") or [])]
+    return max(found, key=lambda g: g["enter"]["monotonic"]) if found else None
+
+
 def _grpo(joined, call_reqs, requests, outcomes, completion, enter, clk: _Clock, workload, outs, lab,
-          engines_used) -> None:
+          engines_used, *, dispatches: Sequence[Dict[str, Any]] = (), lose=None, end_mono: float = 0.0) -> float:
     lab["engine_client"] = GRPO_CLIENT_NOTE
-    lab["rollout_batch"] = ("one rollout id (UniRL's r<id>: sample id prefix) = one rollout.generate barrier; "
-                            "ready = the last engine call of that rollout to return (in the process hosting it)")
     for eid in engines_used:
         workload.append(w.WorkloadRecord(engine_client=w.EngineClient(engine_id=eid)))
     by_batch: Dict[str, List[Tuple[Dict[str, Any], Dict[str, Any]]]] = defaultdict(list)
+    dispatch_of_batch: Dict[str, Dict[str, Any]] = {}
+    per_rollout: Dict[int, List[str]] = defaultdict(list)  # rollout id -> dispatch ids, in order
+    for g in dispatches:
+        if len(g.get("rollout_ids") or []) == 1:
+            per_rollout[g["rollout_ids"][0]].append(g["dispatch_id"])
     for d, e in joined:
         rids = d.get("rollout_ids") or []
         bid = f"rollout-{rids[0]}" if len(rids) == 1 else f"call-{d['call_id']}"
+        g = dispatch_of(d, dispatches)
+        if g is not None and len(rids) == 1:
+            mine = per_rollout[rids[0]]
+            if len(mine) > 1:  # several rollout.generate barriers with one rollout id (e.g. evaluation batches)
+                bid = f"rollout-{rids[0]}.{mine.index(g['dispatch_id'])}"
+            dispatch_of_batch[bid] = g
         by_batch[bid].append((d, e))
+    from_driver = sum(1 for b in by_batch if b in dispatch_of_batch)
+    lab["rollout_batch"] = (
+        "one rollout id (UniRL's r<id>: sample id prefix) = one rollout.generate barrier; group completion = its "
+        "last request's vLLM completion (engine side), batch ready = "
+        + (f"the driver's rollout.generate return ({from_driver} of {len(by_batch)} batches; "
+           "Handle.generate hook)" if from_driver else "")
+        + ("; " if from_driver and from_driver < len(by_batch) else "")
+        + (f"the last engine call of the rollout to return, in the process hosting it ({len(by_batch) - from_driver} "
+           f"of {len(by_batch)} batches: no driver-side rollout.generate record)" if from_driver < len(by_batch) else ""))
     for bid, items in sorted(by_batch.items(), key=lambda kv: min(d["enter"]["monotonic"] for d, _ in kv[1])):
         groups: Dict[str, List[str]] = {}
         for d, _ in items:
@@ -463,8 +508,34 @@ def _grpo(joined, call_reqs, requests, outcomes, completion, enter, clk: _Clock,
         workload.append(w.WorkloadRecord(rollout_batch=w.RolloutBatch(
             rollout_batch_id=bid, group_ids=list(groups), readiness_rule=w.BATCH_READINESS_RULE_ALL_GROUPS,
             engine_ids=sorted({d["engine_id"] for d, _ in items}))))
-        outs.append(o.OutcomeRecord(rollout_batch=o.BatchOutcome(
-            rollout_batch_id=bid, ready_ns=clk.ns(max(d["exit"]["monotonic"] for d, _ in items)))))
+        outs.append(o.OutcomeRecord(rollout_batch=_grpo_batch_outcome(bid, items, dispatch_of_batch.get(bid), clk,
+                                                                      lose)))
+        if bid in dispatch_of_batch:
+            end_mono = max(end_mono, dispatch_of_batch[bid]["exit"]["monotonic"])
+    paths = [(min(d["enter"]["monotonic"] for d, _ in items) - dispatch_of_batch[b]["enter"]["monotonic"],
+              dispatch_of_batch[b]["exit"]["monotonic"] - max(d["exit"]["monotonic"] for d, _ in items))
+             for b, items in by_batch.items() if b in dispatch_of_batch]
+    if paths:
+        fwd, back = sorted(p[0] for p in paths), sorted(p[1] for p in paths)
+        lab["rollout_generate_path_ms"] = (
+            f"driver rollout.generate enter -> first engine call: median {1e3 * fwd[len(fwd) // 2]:.2f}; last engine "
+            f"call return -> driver return (gather + rebind): median {1e3 * back[len(back) // 2]:.2f}, max "
+            f"{1e3 * back[-1]:.2f} (in batch ready, not in any request or group)")
+    return end_mono
+
+
+def _grpo_batch_outcome(bid: str, items, dispatch: Optional[Dict[str, Any]], clk: _Clock, lose) -> o.BatchOutcome:
+    """Ready = the driver's ``rollout.generate`` return when it was recorded, else the last engine call's return."""
+    out = o.BatchOutcome(rollout_batch_id=bid)
+    if dispatch is None:
+        out.ready_ns = clk.ns(max(d["exit"]["monotonic"] for d, _ in items))
+    elif dispatch.get("error"):
+        if lose is not None:
+            lose("rollout_batch", 1, f"batch {bid}: the driver's rollout.generate raised {dispatch['error']}: "
+                 "the batch never became ready (no ready time)")
+    else:
+        out.ready_ns = clk.ns(dispatch["exit"]["monotonic"])
+    return out
 
 
 def _agentic(trajs, collects, submits, recs, joined, call_reqs, requests, outcomes, completion, enter,
@@ -710,4 +781,4 @@ def _overhead(ov: Optional[Dict[str, Any]]) -> m.CaptureOverhead:
     return out
 
 
-__all__ = ["finalize", "read_shards", "FinalizeReport", "Shard"]
+__all__ = ["finalize", "read_shards", "FinalizeReport", "Shard", "driver_generates", "dispatch_of"]

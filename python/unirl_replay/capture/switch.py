@@ -19,7 +19,8 @@ What reaches which process (UniRL 0.2.0 on Ray, read from its code):
 * In every process :func:`install` registers post-import hooks: the UniRL hooks
   (:mod:`driver_capture`) go on when ``unirl.rollout.engine.vllm.engine`` /
   ``unirl.rollout.engine.agentic.engine`` / ``unirl.rollout.manager.rollout`` /
-  ``unirl.distributed.group.worker`` are imported (at once if they already are), so a Ray worker
+  ``unirl.distributed.group.worker`` / ``unirl.distributed.group.handle`` (the driver-side
+  ``rollout.generate``: a GRPO batch's ready time) are imported (at once if they already are), so a Ray worker
   that never imports UniRL pays nothing. ``Worker.teardown`` closes the shard, because
   ``DevicePool.shutdown`` ``ray.kill``s its actors right after (no atexit runs there).
 * Inside vLLM's processes the capture is the ``vllm.general_plugins`` entry point
@@ -51,7 +52,8 @@ RUN_ID_ENV = shard.RUN_ID_ENV
 USER_SETUP_HOOK_ENV = "UNIRL_REPLAY_USER_SETUP_HOOK"
 SETUP_HOOK = "unirl_replay.capture.switch.ray_worker_setup"
 UNIRL_MODULES = ("unirl.rollout.engine.vllm.engine", "unirl.rollout.engine.agentic.engine",
-                 "unirl.rollout.manager.rollout", "unirl.distributed.group.worker")
+                 "unirl.rollout.manager.rollout", "unirl.distributed.group.worker",
+                 "unirl.distributed.group.handle")
 
 _state: Dict[str, Any] = {"installed": False, "ray_wrapped": False}
 _lock = threading.RLock()
