@@ -374,3 +374,20 @@ def test_runtime_env_carries_the_switch_and_chains_a_user_hook(monkeypatch, tmp_
                                "UNIRL_REPLAY_RUN_ID": "run1", switch.USER_SETUP_HOOK_ENV: "my_pkg.setup"}
     with pytest.raises(TypeError):
         switch.runtime_env({"worker_process_setup_hook": lambda: None})
+
+
+def test_cpu_bridges_runtime_env_is_kept_and_chained_by_the_capture_switch(monkeypatch, tmp_path):
+    """The README's CPU recipe: ray.init(runtime_env=cpu_bridges.runtime_env()) after capture.install(): the
+    capture's wrapper keeps the bridges' env vars and calls their setup hook first in every Ray worker."""
+    from unirl_replay.capture import switch
+    from unirl_replay.reference import cpu_bridges
+
+    monkeypatch.setenv("UNIRL_REPLAY_TRACE_DIR", str(tmp_path))
+    env = cpu_bridges.runtime_env({"env_vars": {"VLLM_CPU_KVCACHE_SPACE": "2"}})
+    assert env["env_vars"]["UNIRL_REPLAY_CPU_BRIDGES"] == "1" and env["env_vars"]["VLLM_CPU_KVCACHE_SPACE"] == "2"
+    assert env["worker_process_setup_hook"] == "unirl_replay.reference.cpu_bridges.ray_worker_setup"
+    merged = switch.runtime_env(env)
+    assert merged["worker_process_setup_hook"] == switch.SETUP_HOOK
+    assert merged["env_vars"][switch.USER_SETUP_HOOK_ENV] == "unirl_replay.reference.cpu_bridges.ray_worker_setup"
+    assert merged["env_vars"]["UNIRL_REPLAY_CPU_BRIDGES"] == "1"
+    assert merged["env_vars"]["UNIRL_REPLAY_TRACE_DIR"] == str(tmp_path)

@@ -27,9 +27,9 @@ overhead record (``driver_capture.mark``). The rollout ids of the window are ``0
 the overhead pairs after it use rollout ids from 1000 on, outside the window.
 
 CPU-only differences (``UNIRL_REPLAY_CPU_BRIDGES=1``, :mod:`cpu_bridges`, Ray worker setup hook
-``cpu_bridges.ray_worker_setup``): the four vLLM / UniRL CUDA bridges, one CPU per engine, and
-``DevicePool.setup`` without its NCCL step (the colocate store sends CPU tensors through Ray's
-object store; only GPU tensors would use NCCL).
+``cpu_bridges.ray_worker_setup``): the vLLM / UniRL CUDA bridges, one CPU per engine, and
+``DevicePool.setup`` with the Workers' NCCL group skipped (bridge 5: the colocate store sends CPU
+tensors through Ray's object store; only GPU tensors would use NCCL).
 
 Progress goes to stderr; Ray worker and vLLM engine logs stay in Ray's session directory, which
 is named at the start.
@@ -167,14 +167,14 @@ class Harness:
             from unirl_replay import capture
 
             capture.install()  # THE switch: reads UNIRL_REPLAY_TRACE_DIR, reaches every Ray worker
-        env_vars = {"UNIRL_REPLAY_CPU_BRIDGES": "1", "TORCHDYNAMO_DISABLE": "1",
-                    "VLLM_CPU_KVCACHE_SPACE": str(KV_CACHE_GIB), "TOKENIZERS_PARALLELISM": "false"}
+        from unirl_replay.reference import cpu_bridges
+
         # address="local": always a fresh cluster of this run's own (never another user's on the same host);
         # ray.shutdown() at the end stops exactly it.
         kwargs = dict(address="local", num_cpus=max(4, 2 * self.args.engines), num_gpus=self.args.engines,
                       include_dashboard=False, log_to_driver=False, configure_logging=True, logging_level="WARNING",
-                      runtime_env={"env_vars": env_vars,
-                                   "worker_process_setup_hook": "unirl_replay.reference.cpu_bridges.ray_worker_setup"})
+                      # the CPU bridges' runtime env, as a user's CPU recipe passes it (README)
+                      runtime_env=cpu_bridges.runtime_env({"env_vars": {"VLLM_CPU_KVCACHE_SPACE": str(KV_CACHE_GIB)}}))
         for attempt in (1, 2):
             try:
                 ray.init(**kwargs)
@@ -200,9 +200,9 @@ class Harness:
         n = self.args.engines
         pool = DevicePool(num_devices=n, devices_per_node=n, workers_per_device=1, transport_kind="colocate_store",
                           worker_max_concurrency=required_worker_concurrency(slots))
-        # DevicePool.setup() minus its NCCL step (CPU bridge: CPU tensors go through Ray's object store)
-        pool._create_placement_groups()
-        pool._create_workers()
+        # UniRL's own setup; its NCCL step is skipped in each Worker by the CPU bridge (cpu_bridges bridge 5:
+        # CPU tensors go through Ray's object store), as a user's CPU recipe does it
+        pool.setup()
         self.pool = pool
         return pool
 
@@ -441,7 +441,7 @@ def harness_labels(args, h: Harness, timings: Dict[str, Any]) -> Dict[str, str]:
     labels["wiring"] = (f"UniRL DevicePool ({args.engines} Worker actors on a local Ray cluster with {args.engines} "
                         "logical GPUs) + placement/remote rollout role, one vLLM-CPU engine per actor")
     labels["cpu_bridges"] = ("UNIRL_REPLAY_CPU_BRIDGES=1 (sleep-mode, weight-sync capability, qwen2 manifest check, "
-                             "one CPU per engine, DevicePool without NCCL)")
+                             "one CPU per engine, DevicePool.setup with the Workers' NCCL group skipped)")
     for k, v in DEFAULT_ENGINE_KWARGS.items():
         labels[f"engine_kwargs.{k}"] = str(v)
     labels["engine_env.VLLM_CPU_KVCACHE_SPACE"] = f"{KV_CACHE_GIB} GiB"
