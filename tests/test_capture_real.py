@@ -56,20 +56,21 @@ def test_capture_passes_workload_knobs_to_the_driver(tmp_path, monkeypatch):
     assert bad.exit_code != 0 and "MIN:MAX" in bad.output
 
 
-def test_tiny_model_command_builds_it_in_the_reference_env_and_prints_its_directory(tmp_path, monkeypatch):
+def _tiny_model(tmp_path):
     from unirl_replay.cli.main import cli
 
-    if REF.exists():  # the real thing: seconds (transformers in the reference environment)
-        monkeypatch.setenv("UNIRL_REPLAY_REF_PYTHON", str(REF))
-    else:
-        fake = tmp_path / "python"
-        fake.write_text(f"#!/bin/sh\nmkdir -p \"$3\" && echo '{{}}' > \"$3/config.json\" && echo \"$3\"\n")
-        fake.chmod(0o755)
-        monkeypatch.setenv("UNIRL_REPLAY_REF_PYTHON", str(fake))
     res = CliRunner().invoke(cli, ["capture", "tiny-model", "--out", str(tmp_path / "m")])
     assert res.exit_code == 0, res.output
     assert res.output.splitlines()[0] == str(tmp_path / "m") and (tmp_path / "m" / "config.json").exists()
     assert "VLLMEngineConfig(pretrained_model_ckpt_path" in res.output
+
+
+def test_tiny_model_command_runs_the_reference_env_and_prints_the_directory(tmp_path, monkeypatch):
+    fake = tmp_path / "python"  # stands in for the reference interpreter: argv = -c CODE OUT SEED
+    fake.write_text("#!/bin/sh\nmkdir -p \"$3\" && echo '{}' > \"$3/config.json\" && echo \"$3\"\n")
+    fake.chmod(0o755)
+    monkeypatch.setenv("UNIRL_REPLAY_REF_PYTHON", str(fake))
+    _tiny_model(tmp_path)
 
 
 SMALL = {
@@ -97,6 +98,14 @@ def small_capture(mode: str, tmp_path_factory) -> tuple[Path, Path]:
         assert rc == 0, "unirl-replay capture failed"
         _CAPTURES[mode] = (out, dump)
     return _CAPTURES[mode]
+
+
+@pytest.mark.reference
+@needs_ref
+def test_tiny_model_command_builds_a_real_model(tmp_path, monkeypatch):
+    monkeypatch.setenv("UNIRL_REPLAY_REF_PYTHON", str(REF))
+    _tiny_model(tmp_path)
+    assert (tmp_path / "m" / "model.safetensors").exists() and (tmp_path / "m" / "tokenizer.json").exists()
 
 
 @pytest.mark.reference
