@@ -391,3 +391,15 @@ def test_cpu_bridges_runtime_env_is_kept_and_chained_by_the_capture_switch(monke
     assert merged["env_vars"][switch.USER_SETUP_HOOK_ENV] == "unirl_replay.reference.cpu_bridges.ray_worker_setup"
     assert merged["env_vars"]["UNIRL_REPLAY_CPU_BRIDGES"] == "1"
     assert merged["env_vars"]["UNIRL_REPLAY_TRACE_DIR"] == str(tmp_path)
+
+
+def test_overhead_pair_stats_by_hand():
+    from unirl_replay.reference.rollout_driver import pair_stats
+
+    st = pair_stats([1.02, 1.00, 0.99, 1.03, 1.01], [1.0, 1.0, 1.0, 1.0, 1.0])
+    # per-pair ratios sorted: -0.01, 0, +0.01, +0.02, +0.03
+    assert st["pairs"] == 5 and st["median_pair_ratio"] == pytest.approx(0.01)
+    assert (st["pair_ratio_q1"], st["pair_ratio_q3"]) == pytest.approx((0.0, 0.02))
+    assert st["slower_instrumented"] == 3 and st["sum_ratio"] == pytest.approx(0.01)
+    lo, hi = st["median_ci95"]
+    assert -0.0101 <= lo <= 0.01 <= hi <= 0.0301

@@ -251,6 +251,25 @@ def kill_engine_later(raw: Path, delay_s: float) -> None:
     threading.Thread(target=kill, daemon=True).start()
 
 
+def pair_stats(inst: List[float], plain: List[float], *, resamples: int = 2000, seed: int = 0) -> Dict[str, Any]:
+    """Spread of paired overhead ratios (instrumented / plain - 1 per adjacent pair, the same engine processes).
+
+    ``median_pair_ratio`` with its quartiles, a 95 % bootstrap interval of that median (seeded
+    resampling of the pairs), how many pairs were slower instrumented, and the ratio of the sums
+    (total instrumented / total plain - 1: what the capture added to the pairs' wall time).
+    """
+    ratios = sorted(a / b - 1 for a, b in zip(inst, plain))
+    n = len(ratios)
+    rng = random.Random(seed)
+    meds = sorted(statistics.median(rng.choices(ratios, k=n)) for _ in range(resamples)) if n else []
+    q = statistics.quantiles(ratios, n=4, method="inclusive") if n >= 2 else [ratios[0]] * 3 if n else [0.0] * 3
+    return {"pairs": n, "median_pair_ratio": statistics.median(ratios) if n else None,
+            "pair_ratio_q1": q[0], "pair_ratio_q3": q[2],
+            "median_ci95": [meds[int(0.025 * resamples)], meds[int(0.975 * resamples) - 1]] if meds else None,
+            "slower_instrumented": sum(1 for a, b in zip(inst, plain) if a > b),
+            "sum_ratio": sum(inst) / sum(plain) - 1 if plain and sum(plain) > 0 else None}
+
+
 def measure_pairs(h: Harness, pairs: int, run_once, unit: str) -> Optional[Dict[str, Any]]:
     """``pairs`` paired runs of ``run_once(i)`` (instrumented vs plain, order alternating, same processes)."""
     if not h.capture or pairs <= 0:
@@ -272,10 +291,11 @@ def measure_pairs(h: Harness, pairs: int, run_once, unit: str) -> Optional[Dict[
     load1 = os.getloadavg()
     mi, mp = statistics.median(inst), statistics.median(plain)
     per_pair = [a / b - 1 for a, b in zip(inst, plain)]
+    stats = pair_stats(inst, plain)
     return {
         "pairs": pairs, "overhead_ratio": mi / mp - 1, "instrumented_wall_ns": int(mi * 1e9),
         "plain_wall_ns": int(mp * 1e9), "per_pair_ratio": per_pair, "instrumented_s": inst, "plain_s": plain,
-        "loadavg_before": list(load0), "loadavg_after": list(load1),
+        "loadavg_before": list(load0), "loadavg_after": list(load1), "pair_stats": stats,
         "method": (
             f"{pairs} pairs of one {unit}, same engine processes (Ray actors), after the window (rollout ids >= "
             f"{PAIR_ROLLOUT_BASE}), order alternating, one plain warm-up; plain = every capture hook in pass-through "
@@ -433,6 +453,13 @@ def harness_labels(args, h: Harness, timings: Dict[str, Any]) -> Dict[str, str]:
     ov = timings.get("overhead")
     if ov:
         labels["overhead.per_pair_ratio"] = ",".join(f"{r:+.4f}" for r in ov["per_pair_ratio"])
+        st = ov.get("pair_stats") or {}
+        if st.get("median_pair_ratio") is not None:
+            labels["overhead.pair_stats"] = (
+                f"median per-pair {st['median_pair_ratio']:+.4f} (quartiles {st['pair_ratio_q1']:+.4f} .. "
+                f"{st['pair_ratio_q3']:+.4f}; 95% bootstrap interval of the median {st['median_ci95'][0]:+.4f} .. "
+                f"{st['median_ci95'][1]:+.4f}); sum ratio {st['sum_ratio']:+.4f}; instrumented slower in "
+                f"{st['slower_instrumented']} of {st['pairs']} pairs")
         labels["overhead.loadavg"] = "before %s, after %s" % tuple(
             "/".join(f"{x:.2f}" for x in ov[k]) for k in ("loadavg_before", "loadavg_after"))
     labels["capture"] = ("UNIRL_REPLAY_TRACE_DIR + unirl_replay.capture.install() in the driver (ray.init runtime_env "
