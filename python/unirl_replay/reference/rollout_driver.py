@@ -175,17 +175,18 @@ class Harness:
                       include_dashboard=False, log_to_driver=False, configure_logging=True, logging_level="WARNING",
                       # the CPU bridges' runtime env, as a user's CPU recipe passes it (README)
                       runtime_env=cpu_bridges.runtime_env({"env_vars": {"VLLM_CPU_KVCACHE_SPACE": str(KV_CACHE_GIB)}}))
-        for attempt in (1, 2):
+        for attempt in (1, 2, 3):
             try:
                 ray.init(**kwargs)
                 break
             except Exception as exc:  # noqa: BLE001 - a local node that failed to start on a loaded host
                 ray.shutdown()
-                if attempt == 2:
+                if attempt == 3:
                     raise
                 # seen on the shared 2-core machine with other users' Ray clusters running: "node timed out
                 # during startup" and a raylet check failure (node_manager.cc) at start
-                progress(f"the local Ray node failed to start ({type(exc).__name__}: {str(exc)[:120]}); retrying once")
+                progress(f"the local Ray node failed to start ({type(exc).__name__}: {str(exc)[:120]}); retrying "
+                         f"({attempt} of 3; on a loaded host the raylet's ~30 s wait for Ray's metrics agent can run out)")
                 time.sleep(5)
         try:
             session = ray._private.worker._global_node.get_session_dir_path()
