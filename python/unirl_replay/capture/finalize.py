@@ -190,8 +190,10 @@ def finalize(raw_dir: Path | str, out_dir: Path | str, *, rollouts: Optional[str
             lose("shard_line", len(s.bad_lines), f"{s.name}: unreadable lines {s.bad_lines[:5]}")
         if not s.clean_exit:
             eid = (s.process or {}).get("engine_id")
+            hint = ("; a Ray actor's shard also ends so when the recipe exits without DevicePool.shutdown() (which "
+                    "closes it: call it at the end of the run)") if s.role == "worker" else ""
             lose("process_exit", 1, f"{s.name} ({s.role}{f' {eid}' if eid else ''} pid {(s.process or {}).get('pid')}) "
-                 "ended without process_end: killed, or still running; records after its last flush are lost")
+                 f"ended without process_end: killed, or still running; records after its last flush are lost{hint}")
 
     recs = defaultdict(list)
     for s in shards:
