@@ -73,5 +73,4 @@ def test_driver_generate_hook_and_device_pool_setup_on_cpu(tmp_path):
     assert all(g["role_class"] == "EchoRollout" and g["dp_size"] == 2 and g["samples"] == 4 and not g["error"]
                for g in gens)
     assert all(g["exit"]["monotonic"] - g["enter"]["monotonic"] >= 0.05 for g in gens)
-    assert sum(1 for s in shards if s.role == "worker") >= 2  # the switch reached both Worker actors
     json.dumps([g for g in gens])  # plain JSON: nothing process-local in the record
