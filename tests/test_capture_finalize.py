@@ -403,3 +403,32 @@ def test_overhead_pair_stats_by_hand():
     assert st["slower_instrumented"] == 3 and st["sum_ratio"] == pytest.approx(0.01)
     lo, hi = st["median_ci95"]
     assert -0.0101 <= lo <= 0.01 <= hi <= 0.0301
+
+
+def test_max_output_tokens_come_from_the_engine_and_the_summary_counts_samples(tmp_path):
+    raw = tmp_path / "raw"
+    ids = [f"r0:prompt:0:sample:0/{j}" for j in range(2)]
+    _write(raw, f"worker-{HOST}-11.jsonl", [_proc("worker", 11), _call(_eng(21), 1, ids, 1.0)])
+    _engine_shard(raw, 21, [_gen(_eng(21), 1, [dict(_ereq(0, 2, 20, 1.05), max_tokens=48)])])
+    rep = finalize(raw, tmp_path / "trace")
+    _, wl, _ = _load(tmp_path / "trace")
+    assert wl["request"][0].max_output_tokens == 48  # SamplingParams.max_tokens, recorded by the vLLM plugin
+    assert "requests: 1 (2 samples: one request is one vLLM request" in rep.lines()[0]
+    finalize(raw, tmp_path / "other", max_output_tokens=64)  # the flag still wins
+    assert _load(tmp_path / "other")[1]["request"][0].max_output_tokens == 64
+
+
+def test_install_says_in_the_driver_that_the_capture_is_on(tmp_path):
+    import os
+    import subprocess
+    import sys
+
+    env = {**os.environ, "UNIRL_REPLAY_TRACE_DIR": str(tmp_path)}
+    proc = subprocess.run([sys.executable, "-c", "import unirl_replay.capture as c; print(c.install())"], env=env,
+                          capture_output=True, text=True, timeout=120)
+    assert proc.stdout.strip() == "True"
+    assert "unirl-replay capture on (run " in proc.stderr and f"{tmp_path}/raw" in proc.stderr
+    env.pop("UNIRL_REPLAY_TRACE_DIR")
+    proc = subprocess.run([sys.executable, "-c", "import unirl_replay.capture as c; print(c.install())"], env=env,
+                          capture_output=True, text=True, timeout=120)
+    assert proc.stdout.strip() == "False" and proc.stderr == ""

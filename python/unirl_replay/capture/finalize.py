@@ -92,13 +92,17 @@ class FinalizeReport:
     requests: int
     missing: Dict[str, Tuple[int, str]]  # kind -> (count, cause)
     shards: Dict[str, int]  # role -> count
+    samples: Optional[int] = None  # sequences: a request with n > 1 (vLLM fan-out) holds n samples
 
     @property
     def complete(self) -> bool:
         return not self.missing
 
     def lines(self) -> List[str]:
-        out = [f"shards: {', '.join(f'{k} {v}' for k, v in sorted(self.shards.items()))}; requests: {self.requests}"]
+        samples = "" if self.samples is None or self.samples == self.requests else (
+            f" ({self.samples} samples: one request is one vLLM request, with n samples when UniRL fans a prompt out)")
+        out = [f"shards: {', '.join(f'{k} {v}' for k, v in sorted(self.shards.items()))}; requests: {self.requests}"
+               f"{samples}"]
         for kind, (count, cause) in sorted(self.missing.items()):
             out.append(f"missing {kind}: {count} ({cause})")
         if not self.missing:
@@ -321,6 +325,8 @@ def finalize(raw_dir: Path | str, out_dir: Path | str, *, rollouts: Optional[str
                 req.policy_version = int(d["output_version"])
             if max_output_tokens:
                 req.max_output_tokens = int(max_output_tokens)
+            elif er.get("max_tokens"):  # the engine's own SamplingParams.max_tokens
+                req.max_output_tokens = int(er["max_tokens"])
             if er.get("prefix_hashes") is not None and block:
                 req.prefix.block_size_tokens = block
                 req.prefix.block_hashes.extend(int(h) for h in er["prefix_hashes"])
@@ -415,7 +421,8 @@ def finalize(raw_dir: Path | str, out_dir: Path | str, *, rollouts: Optional[str
         for rec in outs:
             wr.write_outcome(rec)
         man = wr.finalize(man)
-    return FinalizeReport(man, n_requests, report_missing, _role_counts(shards))
+    n_samples = sum(max(r.request.num_samples, 1) for r in workload if r.WhichOneof("record") == "request")
+    return FinalizeReport(man, n_requests, report_missing, _role_counts(shards), n_samples)
 
 
 def _zero_message(missing: Dict[str, List[Any]]) -> str:

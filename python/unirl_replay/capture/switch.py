@@ -99,6 +99,12 @@ def install() -> bool:
         load_salt(trace_dir)  # the run's salt, shared through the environment from here on
         _wrap_ray_init()
         _register_import_hooks(trace_dir)
+        from unirl_replay.capture.driver_capture import process_role
+
+        if process_role() == "driver":  # one line where the user looks; Ray workers and vLLM stay quiet
+            print(f"unirl-replay capture on (run {os.environ[RUN_ID_ENV]}): every process of the run writes its "
+                  f"shard to {os.path.join(trace_dir, 'raw')}; afterwards: unirl-replay capture finalize "
+                  f"{os.path.join(trace_dir, 'raw')} --out TRACE_DIR", file=sys.stderr, flush=True)
     return True
 
 
