@@ -432,3 +432,23 @@ def test_install_says_in_the_driver_that_the_capture_is_on(tmp_path):
     proc = subprocess.run([sys.executable, "-c", "import unirl_replay.capture as c; print(c.install())"], env=env,
                           capture_output=True, text=True, timeout=120)
     assert proc.stdout.strip() == "False" and proc.stderr == ""
+
+
+def test_a_cold_first_batch_is_flagged_with_how_to_leave_it_out(tmp_path):
+    raw = tmp_path / "raw"
+    calls, gens = [], []
+    for b, (t, took) in enumerate(((1.0, 8.0), (10.0, 0.5), (12.0, 0.6))):  # rollout 0: the engine's warm-up
+        ids = [f"r{b}:prompt:{b}:sample:0/0"]
+        call = _call(_eng(21), b + 1, ids, t, rollout=b)
+        call["exit"] = _t(t + took)
+        calls.append(call)
+        gens.append(_gen(_eng(21), b + 1, [_ereq(b, 1, 20, t + .05)]))
+    _write(raw, f"worker-{HOST}-11.jsonl", [_proc("worker", 11), *calls])
+    _engine_shard(raw, 21, gens)
+    rep = finalize(raw, tmp_path / "trace")
+    man, _, _ = _load(tmp_path / "trace")
+    (w,) = rep.warnings
+    assert "first batch rollout-0 took 8.00 s" in w and "--rollouts" in w and man.labels["warning.cold_first_batch"] == w
+    assert any(line.startswith("warning: ") for line in rep.lines())
+    rep = finalize(raw, tmp_path / "steady", rollouts="1:2")
+    assert rep.warnings == []

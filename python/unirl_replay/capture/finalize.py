@@ -93,6 +93,7 @@ class FinalizeReport:
     missing: Dict[str, Tuple[int, str]]  # kind -> (count, cause)
     shards: Dict[str, int]  # role -> count
     samples: Optional[int] = None  # sequences: a request with n > 1 (vLLM fan-out) holds n samples
+    warnings: List[str] = field(default_factory=list)  # what the trace holds that a user may want to leave out
 
     @property
     def complete(self) -> bool:
@@ -107,6 +108,7 @@ class FinalizeReport:
             out.append(f"missing {kind}: {count} ({cause})")
         if not self.missing:
             out.append("nothing missing")
+        out.extend(f"warning: {x}" for x in self.warnings)
         return out
 
 
@@ -362,6 +364,9 @@ def finalize(raw_dir: Path | str, out_dir: Path | str, *, rollouts: Optional[str
     if ends:
         end_mono = max(end_mono, max(ends))
     n_requests = sum(1 for r in workload if r.WhichOneof("record") == "request")
+    cold = cold_first_batch(workload, outs)
+    if cold:
+        lab["warning.cold_first_batch"] = cold
     if n_requests == 0:
         raise TraceFormatError(_zero_message(missing), file=str(raw_dir), rule="capture.no_requests")
 
@@ -422,7 +427,39 @@ def finalize(raw_dir: Path | str, out_dir: Path | str, *, rollouts: Optional[str
             wr.write_outcome(rec)
         man = wr.finalize(man)
     n_samples = sum(max(r.request.num_samples, 1) for r in workload if r.WhichOneof("record") == "request")
-    return FinalizeReport(man, n_requests, report_missing, _role_counts(shards), n_samples)
+    return FinalizeReport(man, n_requests, report_missing, _role_counts(shards), n_samples, [cold] if cold else [])
+
+
+def cold_first_batch(workload: Sequence[w.WorkloadRecord], outs: Sequence[o.OutcomeRecord], *,
+                     factor: float = 3.0) -> Optional[str]:
+    """Why the window's first rollout batch looks like an engine warm-up, or None.
+
+    Its duration (first submit -> ready) is more than ``factor`` times the median of the other
+    batches': the first calls after an engine start carry one-off stalls (first forward passes,
+    allocator and kernel warm-up) that are no part of the steady state a simulator models.
+    """
+    submit: Dict[str, int] = {}
+    batch_of = {r.request.request_id: r.request.rollout_batch_id for r in workload if r.WhichOneof("record") == "request"}
+    ready: Dict[str, int] = {}
+    for rec in outs:
+        kind = rec.WhichOneof("record")
+        if kind == "request" and rec.request.HasField("submit_ns"):
+            b = batch_of.get(rec.request.request_id)
+            if b:
+                submit[b] = min(submit.get(b, rec.request.submit_ns), rec.request.submit_ns)
+        elif kind == "rollout_batch" and rec.rollout_batch.HasField("ready_ns"):
+            ready[rec.rollout_batch.rollout_batch_id] = rec.rollout_batch.ready_ns
+    spans = sorted((submit[b], ready[b] - submit[b], b) for b in ready if b in submit)
+    if len(spans) < 2:
+        return None
+    first, others = spans[0], sorted(d for _, d, _ in spans[1:])
+    median = others[len(others) // 2] if len(others) % 2 else (others[len(others) // 2 - 1] + others[len(others) // 2]) / 2
+    if median <= 0 or first[1] <= factor * median:
+        return None
+    return (f"the window's first batch {first[2]} took {first[1] / 1e9:.2f} s, {first[1] / median:.1f}x the other "
+            f"batches' median {median / 1e9:.2f} s: likely the engines' warm-up after start (one-off first-call "
+            "stalls, not the steady state a simulator models); run one rollout first and leave it out of the "
+            "window (capture finalize --rollouts)")
 
 
 def _zero_message(missing: Dict[str, List[Any]]) -> str:

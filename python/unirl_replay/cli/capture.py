@@ -50,7 +50,8 @@ def command() -> None:
 @click.argument("raw_dir", type=click.Path(file_okay=False))
 @click.option("--out", "out_dir", required=True, type=click.Path(file_okay=False), help="Trace directory to write.")
 @click.option("--rollouts", default=None, metavar="A:B[,C:D]",
-              help="Window: only these UniRL rollout ids (the r<id>: prefix of sample ids). Default: everything.")
+              help="Window: only these UniRL rollout ids (the r<id>: prefix of sample ids), ranges inclusive: 1:1 is "
+                   "rollout 1 alone, 1:3 is 1, 2 and 3. Default: everything.")
 @click.option("--policy-version", type=int, default=None,
               help="Window: only work at this policy version (Part.output_version / collect current_version).")
 @click.option("--role", type=click.Choice(["calibration", "holdout", "unlabelled"]), default="unlabelled",

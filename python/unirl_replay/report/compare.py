@@ -251,12 +251,20 @@ def compare(manifest: mpb.TraceManifest, workload: Iterable[wpb.WorkloadRecord],
         report.metrics.extend(mcs)
         report.not_compared.extend(nc)
     else:
+        with_reason = {(n.level, n.metric) for n in matching.not_compared}
+        empty: list[str] = []
         for key in METRIC_KEYS:
             if len(matching.pairs[key].ids):
                 report.metrics.append(metric_comparison(key[0], key[1], matching.pairs[key]))
-            else:
+            elif not _level_has_records(idx, key[0]):
+                if LEVEL_NAMES[key[0]] not in empty:
+                    empty.append(LEVEL_NAMES[key[0]])
+            elif key not in with_reason:  # every record of the level has its own reason below otherwise
                 report.not_compared.append(vpb.NotCompared(level=key[0], metric=key[1],
                                                            reason="no matched pair at this level"))
+        if empty:
+            report.notes.append(f"no {' / '.join(empty)} records in this workload: nothing to compare at that level "
+                                "(e.g. a GRPO rollout has no trajectories)")
         report.not_compared.extend(matching.not_compared)
         _note_cross_engine(idx, matching, report)
         explain(idx, outcomes, manifest, replay, matching.pairs, timing, report)
@@ -266,6 +274,12 @@ def compare(manifest: mpb.TraceManifest, workload: Iterable[wpb.WorkloadRecord],
 
     report.repeat_spread.extend(spread_over_repeats(manifest, meas, repeats))
     return report
+
+
+def _level_has_records(idx: WorkloadIndex, level: int) -> bool:
+    return bool({L_REQ: idx.requests, L_TRAJ: {**idx.trajectories, **idx.requests_of_trajectory},
+                 L_GROUP: {**idx.groups, **idx.requests_of_group},
+                 L_BATCH: {**idx.batches, **idx.requests_of_batch}}.get(level, {1: 1}))
 
 
 def _note_cross_engine(idx: WorkloadIndex, matching: Matching, report: vpb.ValidationReport) -> None:
