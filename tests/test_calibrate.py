@@ -199,6 +199,32 @@ def test_missing_reference_env_names_make_target(tmp_path, monkeypatch):
     assert main(["calibrate", "--like", str(d), "--out", str(tmp_path / "p.npz")]) == 2
 
 
+def test_model_option_serves_a_local_model_directory(tmp_path, monkeypatch):
+    """calibrate --model DIR (like capture --model): the driver is told to serve DIR instead of the tiny model."""
+    from unirl_replay.cli.main import cli
+
+    d = grpo_trace(prompts=1, samples=2).write(tmp_path / "t")
+    raw = tmp_path / "synthetic.json"
+    raw.write_text(json.dumps(synthetic_raw()))
+    fake = tmp_path / "python"  # stands in for the reference driver: argv = -m MODULE --spec S --out O
+    fake.write_text(f"#!/bin/sh\ncp \"$4\" {tmp_path / 'spec.json'}\ncp {raw} \"$6\"\n")
+    fake.chmod(0o755)
+    monkeypatch.setenv("UNIRL_REPLAY_REF_PYTHON", str(fake))
+    model = tmp_path / "my-model"
+    model.mkdir()
+    res = CliRunner().invoke(cli, ["calibrate", "--like", str(d), "--out", str(tmp_path / "p.npz"),
+                                   "--model", str(model)])
+    assert res.exit_code != 0 and "not a Hugging Face model directory" in str(res.exception)
+    (model / "config.json").write_text("{}")
+    res = CliRunner().invoke(cli, ["calibrate", "--like", str(d), "--out", str(tmp_path / "p.npz"),
+                                   "--model", str(model)])
+    assert res.exit_code == 0, res.output
+    assert json.loads((tmp_path / "spec.json").read_text())["model"] == str(model.resolve())
+    res = CliRunner().invoke(cli, ["calibrate", "--like", str(d), "--out", str(tmp_path / "q.npz"),
+                                   "--model", str(tmp_path / "absent")])
+    assert res.exit_code != 0 and "does not exist" in res.output
+
+
 def test_cli_help_lists_options():
     from unirl_replay.cli.main import cli
 

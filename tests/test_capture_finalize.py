@@ -138,6 +138,59 @@ def test_grpo_two_engines_join_every_request_once(tmp_path):
     assert r.group_id == "r1:prompt:3:sample:0" and r.rollout_batch_id == "rollout-1"
 
 
+def _driver_generates(raw: Path, *, error_in: int | None = None) -> None:
+    """The driver's rollout.generate per rollout (Handle.generate hook): enters 0.1 s before the engine calls it
+    scatters, returns 0.3 s after the last one (gather + rebind in the driver)."""
+    recs = []
+    for b in range(2):
+        t = 1.0 + b
+        recs.append({"kind": "rollout_generate", "dispatch_id": f"d{b}", "role": "VLLMRolloutEngine_0",
+                     "role_class": "VLLMRolloutEngine", "groups": [f"r{b}:prompt:{p}:sample:0" for p in range(4)],
+                     "rollout_ids": [b], "samples": 8, "dp_size": 2, "enter": _t(t - .1), "exit": _t(t + .5),
+                     "error": "RayActorError" if error_in == b else None})
+    _write(raw, f"driver-{HOST}-10.jsonl", [_proc("driver", 10), *recs])
+
+
+def test_grpo_batch_ready_is_the_driver_generate_return_and_distinct_from_group_completion(tmp_path):
+    _grpo_raw(tmp_path / "raw")
+    _driver_generates(tmp_path / "raw")
+    rep = finalize(tmp_path / "raw", tmp_path / "trace")
+    _valid(tmp_path / "trace")
+    man, wl, oc = _load(tmp_path / "trace")
+    assert rep.complete, rep.lines()
+    # the window starts at the first driver rollout.generate (0.9 s): ns offsets from there
+    ready = {b.rollout_batch_id: b.ready_ns for b in oc["rollout_batch"]}
+    assert ready == {"rollout-0": 600_000_000, "rollout-1": 1_600_000_000}  # driver returns at 1.5 s and 2.5 s
+    groups = {g.group_id: g.completed_ns for g in oc["group"]}
+    # a group completes at its last sample's vLLM last token (t + .1), well before the driver returns (t + .5)
+    assert groups["r0:prompt:0:sample:0"] == 200_000_000 and groups["r1:prompt:3:sample:0"] == 1_200_000_000
+    assert "driver's rollout.generate return (2 of 2 batches" in man.labels["rollout_batch"]
+    assert "median 100.00" in man.labels["rollout_generate_path_ms"]  # 1.0 - 0.9 s
+    assert man.window.duration_ns == 1_600_000_000
+
+
+def test_grpo_batch_ready_without_a_driver_record_falls_back_to_the_last_engine_call(tmp_path):
+    _grpo_raw(tmp_path / "raw")  # no driver shard: older captures, or the driver hooks not installed
+    finalize(tmp_path / "raw", tmp_path / "trace")
+    man, _, oc = _load(tmp_path / "trace")
+    # the window starts at the first engine call (1.0 s); the last call of rollout 0 returns at 1.2 s
+    assert {b.rollout_batch_id: b.ready_ns for b in oc["rollout_batch"]} == {"rollout-0": 200_000_000,
+                                                                             "rollout-1": 1_200_000_000}
+    assert "last engine call of the rollout to return" in man.labels["rollout_batch"]
+    assert "rollout_generate_path_ms" not in man.labels
+
+
+def test_grpo_batch_whose_driver_generate_raised_has_no_ready_time_and_is_reported(tmp_path):
+    _grpo_raw(tmp_path / "raw")
+    _driver_generates(tmp_path / "raw", error_in=1)
+    rep = finalize(tmp_path / "raw", tmp_path / "trace")
+    man, _, oc = _load(tmp_path / "trace")
+    b1 = next(b for b in oc["rollout_batch"] if b.rollout_batch_id == "rollout-1")
+    assert not b1.HasField("ready_ns") and not man.completeness.complete
+    lost = {x.kind: x for x in man.completeness.lost}
+    assert "raised RayActorError" in lost["rollout_batch"].cause and not rep.complete
+
+
 def test_rollout_window_keeps_only_the_named_rollouts(tmp_path):
     _grpo_raw(tmp_path / "raw")
     finalize(tmp_path / "raw", tmp_path / "trace", rollouts="1")
@@ -321,3 +374,81 @@ def test_runtime_env_carries_the_switch_and_chains_a_user_hook(monkeypatch, tmp_
                                "UNIRL_REPLAY_RUN_ID": "run1", switch.USER_SETUP_HOOK_ENV: "my_pkg.setup"}
     with pytest.raises(TypeError):
         switch.runtime_env({"worker_process_setup_hook": lambda: None})
+
+
+def test_cpu_bridges_runtime_env_is_kept_and_chained_by_the_capture_switch(monkeypatch, tmp_path):
+    """The README's CPU recipe: ray.init(runtime_env=cpu_bridges.runtime_env()) after capture.install(): the
+    capture's wrapper keeps the bridges' env vars and calls their setup hook first in every Ray worker."""
+    from unirl_replay.capture import switch
+    from unirl_replay.reference import cpu_bridges
+
+    monkeypatch.setenv("UNIRL_REPLAY_TRACE_DIR", str(tmp_path))
+    env = cpu_bridges.runtime_env({"env_vars": {"VLLM_CPU_KVCACHE_SPACE": "2"}})
+    assert env["env_vars"]["UNIRL_REPLAY_CPU_BRIDGES"] == "1" and env["env_vars"]["VLLM_CPU_KVCACHE_SPACE"] == "2"
+    assert env["worker_process_setup_hook"] == "unirl_replay.reference.cpu_bridges.ray_worker_setup"
+    merged = switch.runtime_env(env)
+    assert merged["worker_process_setup_hook"] == switch.SETUP_HOOK
+    assert merged["env_vars"][switch.USER_SETUP_HOOK_ENV] == "unirl_replay.reference.cpu_bridges.ray_worker_setup"
+    assert merged["env_vars"]["UNIRL_REPLAY_CPU_BRIDGES"] == "1"
+    assert merged["env_vars"]["UNIRL_REPLAY_TRACE_DIR"] == str(tmp_path)
+
+
+def test_overhead_pair_stats_by_hand():
+    from unirl_replay.reference.rollout_driver import pair_stats
+
+    st = pair_stats([1.02, 1.00, 0.99, 1.03, 1.01], [1.0, 1.0, 1.0, 1.0, 1.0])
+    # per-pair ratios sorted: -0.01, 0, +0.01, +0.02, +0.03
+    assert st["pairs"] == 5 and st["median_pair_ratio"] == pytest.approx(0.01)
+    assert (st["pair_ratio_q1"], st["pair_ratio_q3"]) == pytest.approx((0.0, 0.02))
+    assert st["slower_instrumented"] == 3 and st["sum_ratio"] == pytest.approx(0.01)
+    lo, hi = st["median_ci95"]
+    assert -0.0101 <= lo <= 0.01 <= hi <= 0.0301
+
+
+def test_max_output_tokens_come_from_the_engine_and_the_summary_counts_samples(tmp_path):
+    raw = tmp_path / "raw"
+    ids = [f"r0:prompt:0:sample:0/{j}" for j in range(2)]
+    _write(raw, f"worker-{HOST}-11.jsonl", [_proc("worker", 11), _call(_eng(21), 1, ids, 1.0)])
+    _engine_shard(raw, 21, [_gen(_eng(21), 1, [dict(_ereq(0, 2, 20, 1.05), max_tokens=48)])])
+    rep = finalize(raw, tmp_path / "trace")
+    _, wl, _ = _load(tmp_path / "trace")
+    assert wl["request"][0].max_output_tokens == 48  # SamplingParams.max_tokens, recorded by the vLLM plugin
+    assert "requests: 1 (2 samples: one request is one vLLM request" in rep.lines()[0]
+    finalize(raw, tmp_path / "other", max_output_tokens=64)  # the flag still wins
+    assert _load(tmp_path / "other")[1]["request"][0].max_output_tokens == 64
+
+
+def test_install_says_in_the_driver_that_the_capture_is_on(tmp_path):
+    import os
+    import subprocess
+    import sys
+
+    env = {**os.environ, "UNIRL_REPLAY_TRACE_DIR": str(tmp_path)}
+    proc = subprocess.run([sys.executable, "-c", "import unirl_replay.capture as c; print(c.install())"], env=env,
+                          capture_output=True, text=True, timeout=120)
+    assert proc.stdout.strip() == "True"
+    assert "unirl-replay capture on (run " in proc.stderr and f"{tmp_path}/raw" in proc.stderr
+    env.pop("UNIRL_REPLAY_TRACE_DIR")
+    proc = subprocess.run([sys.executable, "-c", "import unirl_replay.capture as c; print(c.install())"], env=env,
+                          capture_output=True, text=True, timeout=120)
+    assert proc.stdout.strip() == "False" and proc.stderr == ""
+
+
+def test_a_cold_first_batch_is_flagged_with_how_to_leave_it_out(tmp_path):
+    raw = tmp_path / "raw"
+    calls, gens = [], []
+    for b, (t, took) in enumerate(((1.0, 8.0), (10.0, 0.5), (12.0, 0.6))):  # rollout 0: the engine's warm-up
+        ids = [f"r{b}:prompt:{b}:sample:0/0"]
+        call = _call(_eng(21), b + 1, ids, t, rollout=b)
+        call["exit"] = _t(t + took)
+        calls.append(call)
+        gens.append(_gen(_eng(21), b + 1, [_ereq(b, 1, 20, t + .05)]))
+    _write(raw, f"worker-{HOST}-11.jsonl", [_proc("worker", 11), *calls])
+    _engine_shard(raw, 21, gens)
+    rep = finalize(raw, tmp_path / "trace")
+    man, _, _ = _load(tmp_path / "trace")
+    (w,) = rep.warnings
+    assert "first batch rollout-0 took 8.00 s" in w and "--rollouts" in w and man.labels["warning.cold_first_batch"] == w
+    assert any(line.startswith("warning: ") for line in rep.lines())
+    rep = finalize(raw, tmp_path / "steady", rollouts="1:2")
+    assert rep.warnings == []

@@ -56,6 +56,23 @@ def test_capture_passes_workload_knobs_to_the_driver(tmp_path, monkeypatch):
     assert bad.exit_code != 0 and "MIN:MAX" in bad.output
 
 
+def _tiny_model(tmp_path):
+    from unirl_replay.cli.main import cli
+
+    res = CliRunner().invoke(cli, ["capture", "tiny-model", "--out", str(tmp_path / "m")])
+    assert res.exit_code == 0, res.output
+    assert res.output.splitlines()[0] == str(tmp_path / "m") and (tmp_path / "m" / "config.json").exists()
+    assert "VLLMEngineConfig(pretrained_model_ckpt_path" in res.output
+
+
+def test_tiny_model_command_runs_the_reference_env_and_prints_the_directory(tmp_path, monkeypatch):
+    fake = tmp_path / "python"  # stands in for the reference interpreter: argv = -c CODE OUT SEED
+    fake.write_text("#!/bin/sh\nmkdir -p \"$3\" && echo '{}' > \"$3/config.json\" && echo \"$3\"\n")
+    fake.chmod(0o755)
+    monkeypatch.setenv("UNIRL_REPLAY_REF_PYTHON", str(fake))
+    _tiny_model(tmp_path)
+
+
 SMALL = {
     "grpo": ["--prompts", "4", "--samples", "2", "--max-new-tokens", "16"],
     "agentic": ["--prompts", "2", "--group-size", "2", "--per-worker-inflight", "2", "--max-turns", "3",
@@ -81,6 +98,14 @@ def small_capture(mode: str, tmp_path_factory) -> tuple[Path, Path]:
         assert rc == 0, "unirl-replay capture failed"
         _CAPTURES[mode] = (out, dump)
     return _CAPTURES[mode]
+
+
+@pytest.mark.reference
+@needs_ref
+def test_tiny_model_command_builds_a_real_model(tmp_path, monkeypatch):
+    monkeypatch.setenv("UNIRL_REPLAY_REF_PYTHON", str(REF))
+    _tiny_model(tmp_path)
+    assert (tmp_path / "m" / "model.safetensors").exists() and (tmp_path / "m" / "tokenizer.json").exists()
 
 
 @pytest.mark.reference
@@ -150,6 +175,16 @@ def test_real_multiprocess_capture_joins_every_engine_request_exactly_once(tmp_p
             assert r.trajectory_id == call["trajectory_id"] and r.request_id in trajs[r.trajectory_id].request_ids
             assert trajs[r.trajectory_id].group_id == r.group_id
             assert r.request_id in json.dumps(list(trajs[r.trajectory_id].request_ids))
+    if mode == "grpo":
+        # the batch is ready when the driver's rollout.generate returns (Handle.generate hook, driver shard)
+        gens = [r for s in shards if s.role == "driver" for r in s.records if r["kind"] == "rollout_generate"
+                and all(x < 1000 for x in r["rollout_ids"])]
+        assert gens and all(g["role_class"] == "VLLMRolloutEngine" and not g["error"] for g in gens)
+        assert "driver's rollout.generate return" in m.labels["rollout_batch"], m.labels["rollout_batch"]
+        ready = {b.rollout_batch.rollout_batch_id: b.rollout_batch.ready_ns for _, b in iter_outcomes(t)
+                 if b.WhichOneof("record") == "rollout_batch"}
+        done = [o.request.completion_ns for _, o in iter_outcomes(t) if o.WhichOneof("record") == "request"]
+        assert ready and all(v >= max(done) for v in ready.values())  # one batch: ready after every completion
     if mode == "agentic":
         # every trajectory the driver collected carried its id back from the actor that ran it
         collected = [t for s in shards for r in s.records if r["kind"] == "collect" for g in r["groups"]

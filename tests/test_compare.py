@@ -166,15 +166,30 @@ def test_missing_prediction_and_out_of_order_boundaries():
     assert _metric(rep, C.L_REQ, "e2e").pairs == 3
 
 
-def test_group_spanning_engines_is_not_compared():
+def test_group_spanning_open_loop_engines_is_compared_on_the_shared_clock():
     wl = fx.workload()
-    wl[1].request.engine_id = "e1"  # r2 (group G1) on another engine
+    wl[1].request.engine_id = "e1"  # r2 (group G1) on another engine; open loop: roots at observed arrivals
+    rep = C.compare(fx.manifest(), wl, fx.outcomes(), fx.replay())
+    assert not _nc(rep, "group_completion", "G1") and not _nc(rep, "batch_readiness", "B1")
+    assert _metric(rep, C.L_GROUP, "group_completion").pairs == 3
+    # B1 from its first submit over both engines: measured 240 - 100 = 140, predicted 150 - 0 = 150
+    b = _metric(rep, C.L_BATCH, "batch_readiness")
+    assert b.pairs == 1 and b.measured_mean_ms == pytest.approx(140) and b.predicted_mean_ms == pytest.approx(150)
+    assert any("1 groups and 1 batches span engines" in n for n in rep.notes)
+
+
+def test_group_spanning_engines_in_lanes_mode_after_another_batch_is_not_compared():
+    wl = fx.workload()
+    wl[1].request.engine_id = "e1"  # r2 (group G1) on e1, where an earlier batch B0 ran first, in lanes mode
+    wl.append(fx._req("r0", "G0", traj="T0", turn=0, engine="e1", batch="B0", arrival_ms=0))
+    wl.append(wpb.WorkloadRecord(trajectory=wpb.Trajectory(trajectory_id="T0", group_id="G0", rollout_batch_id="B0",
+                                                           engine_id="e1", request_ids=["r0"], slot_pool_id="p1",
+                                                           start_order=0)))
     rep = C.compare(fx.manifest(), wl, fx.outcomes(), fx.replay())
     (n,) = _nc(rep, "group_completion", "G1")
-    assert "spans engines e0, e1" in n.reason
+    assert "spans engines e0, e1" in n.reason and "ran after 'B0'" in n.reason
     (n,) = _nc(rep, "batch_readiness", "B1")
-    assert "spans engines" in n.reason
-    assert _metric(rep, C.L_GROUP, "group_completion").pairs == 2
+    assert "dependency across engines" in n.reason
 
 
 def test_fanout_boundaries_from_complete_sample_set_only():

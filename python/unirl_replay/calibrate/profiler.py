@@ -179,9 +179,13 @@ def build_provenance(*, raw: Dict[str, Any], fit: Fit, eng: Dict[str, Any], mani
 def calibrate(like: str, out: str, *, workload_name: Optional[str] = None, repeats: int = 5, osl: int = 64,
               decode_repeats: int = 1, max_kv: int = 32768, batches: Optional[Sequence[int]] = None,
               lengths: Optional[Sequence[int]] = None, model_dir: Optional[str] = None,
+              model: Optional[str] = None,
               raw_in: Optional[str] = None, raw_out: Optional[str] = None, log=None,
               timeout_s: float = 3600) -> Tuple[Path, Dict[str, Any]]:
     """The whole ``calibrate`` command: plan, measure (or reuse ``raw_in``), fit, write.
+
+    ``model``: a local Hugging Face model directory to serve instead of the tiny model (``model_dir``
+    is where the tiny model is built); it must be the trace's model when the manifest has its digest.
 
     Raises:
         MissingEnvironmentError: no reference environment. CalibrationError: bad trace / failed run.
@@ -196,6 +200,10 @@ def calibrate(like: str, out: str, *, workload_name: Optional[str] = None, repea
     seed_label = man.labels.get("knob.model_seed")
     spec.update(model_dir=model_dir, model_seed=int(seed_label) if seed_label else 0,
                 weights_sha256=man.model.weights_sha256 or None)
+    if model:
+        if not (Path(model) / "config.json").exists():
+            raise CalibrationError(f"--model {model}: not a Hugging Face model directory (no config.json)")
+        spec["model"] = str(Path(model).resolve())
     conditions = None
     if raw_in:
         raw = json.loads(Path(raw_in).read_text())

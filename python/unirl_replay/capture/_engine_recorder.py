@@ -147,7 +147,7 @@ def install(trace_dir: str, llm_cls: Any, runtime_module: Any) -> None:
 
                 emit({"kind": "engine_config", "engine_id": engine_id, "config": engine_config(self),
                       "model": model_report(self), "vllm_version": str(getattr(vllm, "__version__", ""))})
-            _record_generate(self, emit, salt, outputs, (mono0, mono1), engine_id)
+            _record_generate(self, emit, salt, outputs, (mono0, mono1), engine_id, sampling_params)
             emit({"kind": "engine_capture_cost", "engine_id": engine_id,
                   "pipe_request_id": _state.get("last_pipe_request_id"), "self_s": time.monotonic() - mono1})
         except Exception as exc:  # noqa: BLE001 - a capture must never break a rollout
@@ -191,7 +191,17 @@ def _install_child_stats_hook() -> None:
     state_cls.make_request_output = make_request_output
 
 
-def _record_generate(llm: Any, emit, salt: bytes, outputs: Sequence[Any], times, engine_id: str) -> None:
+def _max_tokens(sampling_params: Any, position: int) -> Optional[int]:
+    """The request's ``SamplingParams.max_tokens`` (one for all prompts, or one per prompt), when known."""
+    sp = sampling_params
+    if isinstance(sp, (list, tuple)):
+        sp = sp[position] if position < len(sp) else None
+    value = getattr(sp, "max_tokens", None)
+    return int(value) if isinstance(value, int) else None
+
+
+def _record_generate(llm: Any, emit, salt: bytes, outputs: Sequence[Any], times, engine_id: str,
+                     sampling_params: Any = None) -> None:
     mono0, mono1 = times
     block_size = _get(llm, "llm_engine.vllm_config.cache_config.block_size")
     requests: List[Dict[str, Any]] = []
@@ -209,6 +219,7 @@ def _record_generate(llm: Any, emit, salt: bytes, outputs: Sequence[Any], times,
                 "output_tokens": [len(c.token_ids) for c in completions],
                 "finish_reasons": [str(c.finish_reason) if c.finish_reason is not None else None for c in completions],
                 "num_cached_tokens": getattr(out, "num_cached_tokens", None),
+                "max_tokens": _max_tokens(sampling_params, position),
                 "metrics": _metrics_dict(getattr(out, "metrics", None)),
                 "per_sample_metrics": [children.get(int(c.index)) for c in completions] if len(completions) > 1 else None,
                 "prefix_hashes": prefix_block_hashes(prompt_ids, int(block_size), salt) if block_size else None,

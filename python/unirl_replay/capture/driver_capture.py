@@ -23,6 +23,13 @@ in a Ray worker):
   enter/exit) and the engine's ``env.step`` durations are recorded.
 * ``RolloutManager.submit`` / ``collect`` (driver): rollout batch boundaries; each collect lists,
   per returned group, the trajectory ids read from the returned Samples (never object identity).
+* ``Handle.generate`` (driver; the controller-side method UniRL binds for a role's
+  ``@distributed generate``, e.g. ``rollout.generate(sample)`` of a GRPO trainer, which scatters
+  the batch over the engines and returns once every engine's share is back): one
+  ``rollout_generate`` per call with a dispatch id (uuid), the frontier's root sample ids (the
+  GRPO groups) and rollout ids, the sample count and the call interval. Its return is the rollout
+  batch's ready time (the trainer gets the batch then); finalize joins it with the engine calls
+  by rollout id and root sample ids on the host clock, never by object identity.
 
 No text, token ids or tool arguments are written. Times are ``time.monotonic()`` (host-wide
 CLOCK_MONOTONIC) plus one ``(wall, monotonic)`` pair per shard.
@@ -138,12 +145,15 @@ def _stamp(result: Any, trajectory_id: str) -> None:
 
 
 def install(trace_dir: str, *, window: Dict[str, Any] | None = None) -> shard.ShardWriter:
-    """Install the hooks on all three UniRL classes in this process (idempotent). Returns the shard."""
+    """Install the hooks on the UniRL classes in this process (idempotent). Returns the shard."""
     from unirl.rollout.engine.agentic.engine import AgenticRolloutEngine
     from unirl.rollout.engine.vllm.engine import VLLMRolloutEngine
     from unirl.rollout.manager.rollout import RolloutManager
 
+    from unirl.distributed.group.handle import Handle
+
     sink = _sink(trace_dir, window)
+    _hook_handle(Handle, trace_dir)
     _hook_vllm(VLLMRolloutEngine, trace_dir)
     _hook_agentic(AgenticRolloutEngine, trace_dir)
     _hook_manager(RolloutManager, trace_dir)
@@ -156,6 +166,7 @@ HOOKS = {
     "unirl.rollout.engine.agentic.engine": ("AgenticRolloutEngine", "_hook_agentic"),
     "unirl.rollout.manager.rollout": ("RolloutManager", "_hook_manager"),
     "unirl.distributed.group.worker": ("Worker", "_hook_worker"),
+    "unirl.distributed.group.handle": ("Handle", "_hook_handle"),
 }
 
 
@@ -410,6 +421,55 @@ def _hook_worker(Worker: Any, trace_dir: str) -> None:
             shard.close_all()
 
     Worker.teardown = teardown
+
+
+def _hook_handle(Handle: Any, trace_dir: str) -> None:
+    """``Handle._make_handle_fn`` (UniRL binds one controller-side function per ``@distributed`` method of a
+    role when the Handle is built): the bound ``generate`` is wrapped so its return in the driver is
+    recorded (``rollout_generate``): the rollout batch's ready time, distinct from any group's completion."""
+    if not _once("handle"):
+        return
+    active = _active_fn(trace_dir)
+    original_make = Handle._make_handle_fn
+
+    @functools.wraps(original_make)
+    def _make_handle_fn(self, method_name, *args, **kwargs):
+        fn = original_make(self, method_name, *args, **kwargs)
+        if method_name != "generate":
+            return fn
+        role_cls = getattr(self, "role_cls", None)
+        role_class = getattr(getattr(role_cls, "__self__", None), "__name__", None) or getattr(role_cls, "__name__", "")
+
+        @functools.wraps(fn)
+        def generate(*call_args, **call_kwargs):
+            if not active():
+                return fn(*call_args, **call_kwargs)
+            sample = call_args[0] if call_args else call_kwargs.get("sample")
+            try:
+                ids = [str(s) for s in sample.parts[-1].sample_ids]
+            except Exception:  # noqa: BLE001 - not a Sample: record the interval only
+                ids = []
+            t0 = _now()
+            error = None
+            try:
+                return fn(*call_args, **call_kwargs)
+            except BaseException as exc:
+                error = type(exc).__name__
+                raise
+            finally:
+                t1 = _now()
+                sink = _sink(trace_dir)
+                sink.emit({"kind": "rollout_generate", "dispatch_id": shard.new_id(),
+                           "role": getattr(self, "role_name", None), "role_class": role_class,
+                           "groups": sorted({_root(s) for s in ids}),
+                           "rollout_ids": sorted({r for r in map(rollout_id_of, ids) if r is not None}),
+                           "samples": len(ids), "dp_size": getattr(self, "dp_size", None),
+                           "enter": t0, "exit": t1, "error": error})
+                sink.flush()  # a batch boundary: make it durable now
+
+        return generate
+
+    Handle._make_handle_fn = _make_handle_fn
 
 
 def close() -> None:

@@ -15,6 +15,11 @@ Joins, all on ids that survive process boundaries:
   a collect and its trajectories: the same id, carried back in the returned Samples.
 * group = root sample id (``r<rollout>:prompt:<p>:sample:0``); rollout batch = one collect
   (agentic) or one rollout id (GRPO: every engine's share of ``rollout.generate``).
+* GRPO batch ready: the driver's ``rollout.generate`` return (``rollout_generate``, the
+  ``Handle.generate`` hook), joined with the engine calls it scattered by rollout id, root sample
+  ids and enclosing interval on the host clock (:func:`dispatch_of`); shards without it (older
+  captures, single-process runs) fall back to the last engine call's return. A group's completion
+  (its last request's vLLM completion) is a separate event.
 
 Window: everything captured, or the rollout ids the user names (``--rollouts A:B``), optionally
 only the work at one policy version (``--policy-version V``: ``Part.output_version`` of the engine
@@ -87,17 +92,23 @@ class FinalizeReport:
     requests: int
     missing: Dict[str, Tuple[int, str]]  # kind -> (count, cause)
     shards: Dict[str, int]  # role -> count
+    samples: Optional[int] = None  # sequences: a request with n > 1 (vLLM fan-out) holds n samples
+    warnings: List[str] = field(default_factory=list)  # what the trace holds that a user may want to leave out
 
     @property
     def complete(self) -> bool:
         return not self.missing
 
     def lines(self) -> List[str]:
-        out = [f"shards: {', '.join(f'{k} {v}' for k, v in sorted(self.shards.items()))}; requests: {self.requests}"]
+        samples = "" if self.samples is None or self.samples == self.requests else (
+            f" ({self.samples} samples: one request is one vLLM request, with n samples when UniRL fans a prompt out)")
+        out = [f"shards: {', '.join(f'{k} {v}' for k, v in sorted(self.shards.items()))}; requests: {self.requests}"
+               f"{samples}"]
         for kind, (count, cause) in sorted(self.missing.items()):
             out.append(f"missing {kind}: {count} ({cause})")
         if not self.missing:
             out.append("nothing missing")
+        out.extend(f"warning: {x}" for x in self.warnings)
         return out
 
 
@@ -185,8 +196,10 @@ def finalize(raw_dir: Path | str, out_dir: Path | str, *, rollouts: Optional[str
             lose("shard_line", len(s.bad_lines), f"{s.name}: unreadable lines {s.bad_lines[:5]}")
         if not s.clean_exit:
             eid = (s.process or {}).get("engine_id")
+            hint = ("; a Ray actor's shard also ends so when the recipe exits without DevicePool.shutdown() (which "
+                    "closes it: call it at the end of the run)") if s.role == "worker" else ""
             lose("process_exit", 1, f"{s.name} ({s.role}{f' {eid}' if eid else ''} pid {(s.process or {}).get('pid')}) "
-                 "ended without process_end: killed, or still running; records after its last flush are lost")
+                 f"ended without process_end: killed, or still running; records after its last flush are lost{hint}")
 
     recs = defaultdict(list)
     for s in shards:
@@ -219,6 +232,7 @@ def finalize(raw_dir: Path | str, out_dir: Path | str, *, rollouts: Optional[str
                        and at_version(col.get("current_version"))),
                       key=lambda col: col["enter"]["monotonic"])
     submits = [s for s in recs.get("submit", []) if in_window(s.get("rollout_ids") or [])]
+    dispatches = driver_generates(recs, in_window)
     agentic = bool(trajs or collects or any(d.get("trajectory_id") for d in calls))
 
     # --- join engine calls with the engine's requests --------------------------------------------
@@ -260,6 +274,8 @@ def finalize(raw_dir: Path | str, out_dir: Path | str, *, rollouts: Optional[str
         starts.append((d["enter"]["monotonic"], d))
     for s in submits:
         starts.append((s["at"]["monotonic"], s))
+    if starts:  # the driver's rollout.generate enters before the engine calls it scatters
+        starts.extend((g["enter"]["monotonic"], g) for g in dispatches)
     if not starts:
         raise TraceFormatError(_zero_message(missing), file=str(raw_dir), rule="capture.no_requests")
     # a recipe may mark where its window starts (driver_capture.mark("window_start")): the clock's zero
@@ -311,6 +327,8 @@ def finalize(raw_dir: Path | str, out_dir: Path | str, *, rollouts: Optional[str
                 req.policy_version = int(d["output_version"])
             if max_output_tokens:
                 req.max_output_tokens = int(max_output_tokens)
+            elif er.get("max_tokens"):  # the engine's own SamplingParams.max_tokens
+                req.max_output_tokens = int(er["max_tokens"])
             if er.get("prefix_hashes") is not None and block:
                 req.prefix.block_size_tokens = block
                 req.prefix.block_hashes.extend(int(h) for h in er["prefix_hashes"])
@@ -341,10 +359,14 @@ def finalize(raw_dir: Path | str, out_dir: Path | str, *, rollouts: Optional[str
         end_mono = _agentic(trajs, collects, submits, recs, joined, call_reqs, requests, outcomes, completion,
                             enter, clk, workload, outs, lab, lose, bad_traj, worker_of_engine, end_mono)
     else:
-        _grpo(joined, call_reqs, requests, outcomes, completion, enter, clk, workload, outs, lab, engines_used)
+        end_mono = _grpo(joined, call_reqs, requests, outcomes, completion, enter, clk, workload, outs, lab,
+                         engines_used, dispatches=dispatches, lose=lose, end_mono=end_mono)
     if ends:
         end_mono = max(end_mono, max(ends))
     n_requests = sum(1 for r in workload if r.WhichOneof("record") == "request")
+    cold = cold_first_batch(workload, outs)
+    if cold:
+        lab["warning.cold_first_batch"] = cold
     if n_requests == 0:
         raise TraceFormatError(_zero_message(missing), file=str(raw_dir), rule="capture.no_requests")
 
@@ -404,7 +426,40 @@ def finalize(raw_dir: Path | str, out_dir: Path | str, *, rollouts: Optional[str
         for rec in outs:
             wr.write_outcome(rec)
         man = wr.finalize(man)
-    return FinalizeReport(man, n_requests, report_missing, _role_counts(shards))
+    n_samples = sum(max(r.request.num_samples, 1) for r in workload if r.WhichOneof("record") == "request")
+    return FinalizeReport(man, n_requests, report_missing, _role_counts(shards), n_samples, [cold] if cold else [])
+
+
+def cold_first_batch(workload: Sequence[w.WorkloadRecord], outs: Sequence[o.OutcomeRecord], *,
+                     factor: float = 3.0) -> Optional[str]:
+    """Why the window's first rollout batch looks like an engine warm-up, or None.
+
+    Its duration (first submit -> ready) is more than ``factor`` times the median of the other
+    batches': the first calls after an engine start carry one-off stalls (first forward passes,
+    allocator and kernel warm-up) that are no part of the steady state a simulator models.
+    """
+    submit: Dict[str, int] = {}
+    batch_of = {r.request.request_id: r.request.rollout_batch_id for r in workload if r.WhichOneof("record") == "request"}
+    ready: Dict[str, int] = {}
+    for rec in outs:
+        kind = rec.WhichOneof("record")
+        if kind == "request" and rec.request.HasField("submit_ns"):
+            b = batch_of.get(rec.request.request_id)
+            if b:
+                submit[b] = min(submit.get(b, rec.request.submit_ns), rec.request.submit_ns)
+        elif kind == "rollout_batch" and rec.rollout_batch.HasField("ready_ns"):
+            ready[rec.rollout_batch.rollout_batch_id] = rec.rollout_batch.ready_ns
+    spans = sorted((submit[b], ready[b] - submit[b], b) for b in ready if b in submit)
+    if len(spans) < 2:
+        return None
+    first, others = spans[0], sorted(d for _, d, _ in spans[1:])
+    median = others[len(others) // 2] if len(others) % 2 else (others[len(others) // 2 - 1] + others[len(others) // 2]) / 2
+    if median <= 0 or first[1] <= factor * median:
+        return None
+    return (f"the window's first batch {first[2]} took {first[1] / 1e9:.2f} s, {first[1] / median:.1f}x the other "
+            f"batches' median {median / 1e9:.2f} s: likely the engines' warm-up after start (one-off first-call "
+            "stalls, not the steady state a simulator models); run one rollout first and leave it out of the "
+            "window (capture finalize --rollouts)")
 
 
 def _zero_message(missing: Dict[str, List[Any]]) -> str:
@@ -428,18 +483,54 @@ def _worker_id(sh: Shard) -> str:
     return f"{base}:rank{rank}" if rank not in (None, "") else base
 
 
+def driver_generates(recs: Dict[str, List[Dict[str, Any]]], in_window) -> List[Dict[str, Any]]:
+    """The driver's ``rollout.generate`` calls (``rollout_generate`` records) of the window, by enter time."""
+    return sorted((g for g in recs.get("rollout_generate", []) if in_window(g.get("rollout_ids") or [])),
+                  key=lambda g: g["enter"]["monotonic"])
+
+
+def dispatch_of(call: Dict[str, Any], dispatches: Sequence[Dict[str, Any]]) -> Optional[Dict[str, Any]]:
+    """The driver ``rollout.generate`` that scattered this engine call: the latest one that entered before the
+    call entered and returned after it returned (one host clock), whose rollout ids and root sample ids (GRPO
+    groups) cover the call's. Cross-process ids and times only, never object identity."""
+    roots = {str(x).split("/", 1)[0] for x in call.get("sample_ids") or []}
+    rids = set(call.get("rollout_ids") or [])
+    lo, hi = call["enter"]["monotonic"], call["exit"]["monotonic"]
+    found = [g for g in dispatches if g["enter"]["monotonic"] <= lo and g["exit"]["monotonic"] >= hi
+             and rids <= set(g.get("rollout_ids") or []) and roots <= set(g.get("groups") or [])]
+    return max(found, key=lambda g: g["enter"]["monotonic"]) if found else None
+
+
 def _grpo(joined, call_reqs, requests, outcomes, completion, enter, clk: _Clock, workload, outs, lab,
-          engines_used) -> None:
+          engines_used, *, dispatches: Sequence[Dict[str, Any]] = (), lose=None, end_mono: float = 0.0) -> float:
     lab["engine_client"] = GRPO_CLIENT_NOTE
-    lab["rollout_batch"] = ("one rollout id (UniRL's r<id>: sample id prefix) = one rollout.generate barrier; "
-                            "ready = the last engine call of that rollout to return (in the process hosting it)")
     for eid in engines_used:
         workload.append(w.WorkloadRecord(engine_client=w.EngineClient(engine_id=eid)))
     by_batch: Dict[str, List[Tuple[Dict[str, Any], Dict[str, Any]]]] = defaultdict(list)
+    dispatch_of_batch: Dict[str, Dict[str, Any]] = {}
+    per_rollout: Dict[int, List[str]] = defaultdict(list)  # rollout id -> dispatch ids, in order
+    for g in dispatches:
+        if len(g.get("rollout_ids") or []) == 1:
+            per_rollout[g["rollout_ids"][0]].append(g["dispatch_id"])
     for d, e in joined:
         rids = d.get("rollout_ids") or []
         bid = f"rollout-{rids[0]}" if len(rids) == 1 else f"call-{d['call_id']}"
+        g = dispatch_of(d, dispatches)
+        if g is not None and len(rids) == 1:
+            mine = per_rollout[rids[0]]
+            if len(mine) > 1:  # several rollout.generate barriers with one rollout id (e.g. evaluation batches)
+                bid = f"rollout-{rids[0]}.{mine.index(g['dispatch_id'])}"
+            dispatch_of_batch[bid] = g
         by_batch[bid].append((d, e))
+    from_driver = sum(1 for b in by_batch if b in dispatch_of_batch)
+    lab["rollout_batch"] = (
+        "one rollout id (UniRL's r<id>: sample id prefix) = one rollout.generate barrier; group completion = its "
+        "last request's vLLM completion (engine side), batch ready = "
+        + (f"the driver's rollout.generate return ({from_driver} of {len(by_batch)} batches; "
+           "Handle.generate hook)" if from_driver else "")
+        + ("; " if from_driver and from_driver < len(by_batch) else "")
+        + (f"the last engine call of the rollout to return, in the process hosting it ({len(by_batch) - from_driver} "
+           f"of {len(by_batch)} batches: no driver-side rollout.generate record)" if from_driver < len(by_batch) else ""))
     for bid, items in sorted(by_batch.items(), key=lambda kv: min(d["enter"]["monotonic"] for d, _ in kv[1])):
         groups: Dict[str, List[str]] = {}
         for d, _ in items:
@@ -463,8 +554,34 @@ def _grpo(joined, call_reqs, requests, outcomes, completion, enter, clk: _Clock,
         workload.append(w.WorkloadRecord(rollout_batch=w.RolloutBatch(
             rollout_batch_id=bid, group_ids=list(groups), readiness_rule=w.BATCH_READINESS_RULE_ALL_GROUPS,
             engine_ids=sorted({d["engine_id"] for d, _ in items}))))
-        outs.append(o.OutcomeRecord(rollout_batch=o.BatchOutcome(
-            rollout_batch_id=bid, ready_ns=clk.ns(max(d["exit"]["monotonic"] for d, _ in items)))))
+        outs.append(o.OutcomeRecord(rollout_batch=_grpo_batch_outcome(bid, items, dispatch_of_batch.get(bid), clk,
+                                                                      lose)))
+        if bid in dispatch_of_batch:
+            end_mono = max(end_mono, dispatch_of_batch[bid]["exit"]["monotonic"])
+    paths = [(min(d["enter"]["monotonic"] for d, _ in items) - dispatch_of_batch[b]["enter"]["monotonic"],
+              dispatch_of_batch[b]["exit"]["monotonic"] - max(d["exit"]["monotonic"] for d, _ in items))
+             for b, items in by_batch.items() if b in dispatch_of_batch]
+    if paths:
+        fwd, back = sorted(p[0] for p in paths), sorted(p[1] for p in paths)
+        lab["rollout_generate_path_ms"] = (
+            f"driver rollout.generate enter -> first engine call: median {1e3 * fwd[len(fwd) // 2]:.2f}; last engine "
+            f"call return -> driver return (gather + rebind): median {1e3 * back[len(back) // 2]:.2f}, max "
+            f"{1e3 * back[-1]:.2f} (in batch ready, not in any request or group)")
+    return end_mono
+
+
+def _grpo_batch_outcome(bid: str, items, dispatch: Optional[Dict[str, Any]], clk: _Clock, lose) -> o.BatchOutcome:
+    """Ready = the driver's ``rollout.generate`` return when it was recorded, else the last engine call's return."""
+    out = o.BatchOutcome(rollout_batch_id=bid)
+    if dispatch is None:
+        out.ready_ns = clk.ns(max(d["exit"]["monotonic"] for d, _ in items))
+    elif dispatch.get("error"):
+        if lose is not None:
+            lose("rollout_batch", 1, f"batch {bid}: the driver's rollout.generate raised {dispatch['error']}: "
+                 "the batch never became ready (no ready time)")
+    else:
+        out.ready_ns = clk.ns(dispatch["exit"]["monotonic"])
+    return out
 
 
 def _agentic(trajs, collects, submits, recs, joined, call_reqs, requests, outcomes, completion, enter,
@@ -710,4 +827,4 @@ def _overhead(ov: Optional[Dict[str, Any]]) -> m.CaptureOverhead:
     return out
 
 
-__all__ = ["finalize", "read_shards", "FinalizeReport", "Shard"]
+__all__ = ["finalize", "read_shards", "FinalizeReport", "Shard", "driver_generates", "dispatch_of"]

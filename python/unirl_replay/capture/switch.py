@@ -19,7 +19,8 @@ What reaches which process (UniRL 0.2.0 on Ray, read from its code):
 * In every process :func:`install` registers post-import hooks: the UniRL hooks
   (:mod:`driver_capture`) go on when ``unirl.rollout.engine.vllm.engine`` /
   ``unirl.rollout.engine.agentic.engine`` / ``unirl.rollout.manager.rollout`` /
-  ``unirl.distributed.group.worker`` are imported (at once if they already are), so a Ray worker
+  ``unirl.distributed.group.worker`` / ``unirl.distributed.group.handle`` (the driver-side
+  ``rollout.generate``: a GRPO batch's ready time) are imported (at once if they already are), so a Ray worker
   that never imports UniRL pays nothing. ``Worker.teardown`` closes the shard, because
   ``DevicePool.shutdown`` ``ray.kill``s its actors right after (no atexit runs there).
 * Inside vLLM's processes the capture is the ``vllm.general_plugins`` entry point
@@ -51,7 +52,8 @@ RUN_ID_ENV = shard.RUN_ID_ENV
 USER_SETUP_HOOK_ENV = "UNIRL_REPLAY_USER_SETUP_HOOK"
 SETUP_HOOK = "unirl_replay.capture.switch.ray_worker_setup"
 UNIRL_MODULES = ("unirl.rollout.engine.vllm.engine", "unirl.rollout.engine.agentic.engine",
-                 "unirl.rollout.manager.rollout", "unirl.distributed.group.worker")
+                 "unirl.rollout.manager.rollout", "unirl.distributed.group.worker",
+                 "unirl.distributed.group.handle")
 
 _state: Dict[str, Any] = {"installed": False, "ray_wrapped": False}
 _lock = threading.RLock()
@@ -97,6 +99,12 @@ def install() -> bool:
         load_salt(trace_dir)  # the run's salt, shared through the environment from here on
         _wrap_ray_init()
         _register_import_hooks(trace_dir)
+        from unirl_replay.capture.driver_capture import process_role
+
+        if process_role() == "driver":  # one line where the user looks; Ray workers and vLLM stay quiet
+            print(f"unirl-replay capture on (run {os.environ[RUN_ID_ENV]}): every process of the run writes its "
+                  f"shard to {os.path.join(trace_dir, 'raw')}; afterwards: unirl-replay capture finalize "
+                  f"{os.path.join(trace_dir, 'raw')} --out TRACE_DIR", file=sys.stderr, flush=True)
     return True
 
 

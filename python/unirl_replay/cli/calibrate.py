@@ -42,15 +42,18 @@ def _ints(text: str | None) -> list[int] | None:
 @click.option("--lengths", default=None, help="Decode prompt lengths, e.g. 32,128,512,1536.")
 @click.option("--max-kv", default=32768, show_default=True, type=click.IntRange(64),
               help="Largest B*(L+OSL) measured (the grid still covers the engine's whole KV capacity).")
+@click.option("--model", "model", default=None, type=click.Path(file_okay=False, exists=True),
+              help="A local Hugging Face model directory to measure, like `capture --model` (default: the tiny "
+                   "scripted model). Must be the --like trace's model when its manifest records the weights' sha256.")
 @click.option("--model-dir", default=None, type=click.Path(file_okay=False),
-              help="Tiny model directory (default: the capture's cache, built when missing).")
+              help="Where the tiny model is built when missing (default: the capture's cache).")
 @click.option("--max-load", default=None, type=float,
               help="Refuse to measure when the 1-minute load average is above this.")
 @click.option("--raw-out", default=None, type=click.Path(dir_okay=False), help="Also keep the raw driver JSON here.")
 @click.option("--from-raw", "raw_in", default=None, type=click.Path(exists=True, dir_okay=False),
               help="Refit an earlier --raw-out instead of measuring (the provenance says measured: the data were).")
 def command(like, probe_trace, base, out, workload_name, repeats, decode_repeats, osl, batches, lengths, max_kv,
-            model_dir, max_load, raw_out, raw_in) -> None:
+            model, model_dir, max_load, raw_out, raw_in) -> None:
     """Measure the real engine configured like the --like trace (reference environment) and write a dynamo_profile NPZ."""
     from unirl_replay.calibrate.profiler import CalibrationError, calibrate
 
@@ -81,7 +84,7 @@ def command(like, probe_trace, base, out, workload_name, repeats, decode_repeats
                        err=True)
     path, prov = calibrate(like, out, workload_name=workload_name, repeats=repeats, osl=osl,
                            decode_repeats=decode_repeats, max_kv=max_kv, batches=_ints(batches),
-                           lengths=_ints(lengths), model_dir=model_dir, raw_in=raw_in, raw_out=raw_out)
+                           lengths=_ints(lengths), model_dir=model_dir, model=model, raw_in=raw_in, raw_out=raw_out)
     f = prov["fit"]
     click.echo(f"{path}: calibration workload {prov['calibration_workloads'][0]} (measured)")
     click.echo(f"  prefill {f['prefill']['form']}: {f['prefill']['coefficients']}, "

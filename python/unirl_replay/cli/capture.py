@@ -3,6 +3,8 @@
 * ``capture finalize RAW_DIR --out TRACE_DIR``: merge the shards a capture wrote
   (``$UNIRL_REPLAY_TRACE_DIR/raw``) into a v1 trace; prints what is missing by kind and count.
   Needs only this package (no UniRL, no vLLM).
+* ``capture tiny-model [--out DIR]``: build (or find) the harness's tiny CPU model for a user's own
+  recipe and print its directory.
 * ``capture grpo|agentic --out DIR [...]``: the project's harness: a real UniRL rollout on UniRL's
   Ray wiring (local Ray cluster, 2 engines as Ray actors) in the reference environment
   (``.venv-ref/bin/python -m unirl_replay.reference.rollout_driver ...``), captured through the
@@ -41,14 +43,15 @@ def _range(ctx, param, value):
 
 @click.group("capture")
 def command() -> None:
-    """Capture a UniRL run: `finalize` a run's shards into a trace, or run the harness (`grpo` / `agentic`)."""
+    """Capture a UniRL run: `finalize` a run's shards into a trace, get the `tiny-model` for your own recipe, or run the harness (`grpo` / `agentic`)."""
 
 
 @command.command("finalize")
 @click.argument("raw_dir", type=click.Path(file_okay=False))
 @click.option("--out", "out_dir", required=True, type=click.Path(file_okay=False), help="Trace directory to write.")
 @click.option("--rollouts", default=None, metavar="A:B[,C:D]",
-              help="Window: only these UniRL rollout ids (the r<id>: prefix of sample ids). Default: everything.")
+              help="Window: only these UniRL rollout ids (the r<id>: prefix of sample ids), ranges inclusive: 1:1 is "
+                   "rollout 1 alone, 1:3 is 1, 2 and 3. Default: everything.")
 @click.option("--policy-version", type=int, default=None,
               help="Window: only work at this policy version (Part.output_version / collect current_version).")
 @click.option("--role", type=click.Choice(["calibration", "holdout", "unlabelled"]), default="unlabelled",
@@ -203,6 +206,36 @@ def run_command(mode: str, out_dir: str, role: str, workload_name: str | None, s
     if no_validate:
         return
     _validate(str(out))
+
+
+TINY_MODEL_CODE = ("import sys\n"
+                   "from unirl_replay.reference.tiny_model import ensure_model\n"
+                   "print(ensure_model(sys.argv[1] or None, int(sys.argv[2])))\n")
+
+
+@command.command("tiny-model")
+@click.option("--out", "out_dir", default=None, type=click.Path(file_okay=False),
+              help="Directory to build it in (default: the cache the harness uses; an existing model there is reused).")
+@click.option("--seed", type=int, default=0, show_default=True, help="Weights seed (the bundled traces use 0).")
+def tiny_model_command(out_dir: str | None, seed: int) -> None:
+    """Build (or find) the harness's tiny CPU model for your own recipe and print its directory.
+
+    A Qwen2-architecture Hugging Face model directory (random, scripted weights that emit tool calls;
+    byte-level BPE tokenizer, chat template; about 5 MB), built in the reference environment in
+    seconds. Serve it with UniRL's VLLMEngineConfig(pretrained_model_ckpt_path=DIR, ...).
+    """
+    py = reference_python()
+    target = str(Path(out_dir).resolve()) if out_dir else ""
+    proc = subprocess.run([str(py), "-c", TINY_MODEL_CODE, target, str(seed)], stdout=subprocess.PIPE,
+                          stderr=subprocess.PIPE, text=True, cwd=str(environments.REPO_ROOT))
+    if proc.returncode != 0 or not proc.stdout.strip():
+        raise click.ClickException(f"building the tiny model failed (exit {proc.returncode}): "
+                                   f"{proc.stderr.strip().splitlines()[-1] if proc.stderr.strip() else ''}")
+    path = proc.stdout.strip().splitlines()[-1]
+    click.echo(path)
+    click.echo("serve it from UniRL: VLLMEngineConfig(pretrained_model_ckpt_path=<that directory>, "
+               "engine_kwargs={'disable_log_stats': False, ...}); on CPU its qwen2 type needs the CPU bridges "
+               "(README, 'Capturing inside a UniRL run': 'Running your recipe on CPU')", err=True)
 
 
 for _mode in ("grpo", "agentic"):

@@ -209,11 +209,13 @@ def decode_point(llm, prompts: _Prompts, batch: int, length: int, osl: int, tag:
 def run(spec: Dict[str, Any]) -> Dict[str, Any]:
     os.environ.setdefault("TORCHDYNAMO_DISABLE", "1")
     result: Dict[str, Any] = {"loadavg": {"start": loadavg()}, "started_unix": time.time()}
-    model = ensure_model(spec.get("model_dir"), int(spec.get("model_seed", 0)))
+    model = Path(spec["model"]) if spec.get("model") else ensure_model(spec.get("model_dir"),
+                                                                       int(spec.get("model_seed", 0)))
     digest = weights_sha256(model)
     want = spec.get("weights_sha256")
     if want and want != digest:
-        raise SystemExit(f"model weights sha256 {digest} != the trace's {want}: not the same model")
+        raise SystemExit(f"error: model weights sha256 {digest[:16]}... ({model}) != the trace's {want[:16]}...: not "
+                         "the model the trace was captured with; pass calibrate --model DIR with that model")
     result["model"] = {"dir": str(model), "weights_sha256": digest,
                        "config": json.loads((model / "config.json").read_text())}
     t0 = time.monotonic()

@@ -19,6 +19,10 @@ What is bridged (all from outside; no UniRL or vLLM file is edited):
 3. ``VLLMRolloutEngine._validate_runtime_manifest`` accepts only ``model_type == "qwen3_moe"``.
    Bridge: in the driver, accept the tiny local CPU model's type (``qwen2``) and run every other
    check unchanged. (Driver process.)
+5. ``DevicePool.setup()`` with more than one device asks every ``Worker`` for a global NCCL process
+   group (``Worker.setup_global_pg``), which fails with no GPU. Bridge: skip it in the Worker
+   (:func:`install_worker_bridges`): the colocate store's CPU tensors travel through Ray's object
+   store; only GPU tensors would use that group. (Ray worker process.)
 4. Getting 1-2 into UniRL's freshly spawned interpreter: vLLM calls every ``vllm.general_plugins``
    entry point in each vLLM process (``EngineArgs.__post_init__`` in the runtime before
    ``ModelConfig`` is built, ``EngineCore`` init, ``WorkerWrapperBase.init_worker``); this
@@ -48,6 +52,25 @@ def enable_for_this_process_tree() -> None:
     """Switch the bridges on for this process and every process it spawns; driver bridges too."""
     os.environ[ENV_SWITCH] = "1"
     install_driver_bridges()
+
+
+#: what a CPU run of UniRL's vLLM engine needs in every Ray worker (the harness's values)
+CPU_ENV_VARS = {ENV_SWITCH: "1", "TORCHDYNAMO_DISABLE": "1", "VLLM_CPU_KVCACHE_SPACE": "1",
+                "TOKENIZERS_PARALLELISM": "false"}
+SETUP_HOOK = "unirl_replay.reference.cpu_bridges.ray_worker_setup"
+
+
+def runtime_env(base: Dict[str, Any] | None = None) -> Dict[str, Any]:
+    """A Ray ``runtime_env`` for a CPU run of a user's own UniRL recipe: ``base`` plus :data:`CPU_ENV_VARS`
+    (values already in ``base`` win) and this module's worker setup hook (bridges 3 and 5, one CPU per engine).
+
+    Pass it to ``ray.init(address="local", num_gpus=N, runtime_env=cpu_bridges.runtime_env())`` after
+    :func:`enable_for_this_process_tree`; ``unirl_replay.capture.install()`` keeps this hook and adds its own.
+    """
+    env = dict(base or {})
+    env["env_vars"] = {**CPU_ENV_VARS, **dict(env.get("env_vars") or {})}
+    env.setdefault("worker_process_setup_hook", SETUP_HOOK)
+    return env
 
 
 def install_vllm_process_bridges() -> None:
@@ -115,7 +138,9 @@ __all__ = [
     "enabled",
     "install_driver_bridges",
     "install_vllm_process_bridges",
+    "install_worker_bridges",
     "ray_worker_setup",
+    "runtime_env",
 ]
 
 
@@ -132,3 +157,29 @@ def ray_worker_setup() -> None:
     if rank is not None and rank.isdigit() and "VLLM_CPU_OMP_THREADS_BIND" not in os.environ:
         os.environ["VLLM_CPU_OMP_THREADS_BIND"] = str(int(rank) % (os.cpu_count() or 1))
     install_driver_bridges()
+    install_worker_bridges()
+
+
+_worker_bridges_installed = False
+
+
+def install_worker_bridges() -> None:
+    """Bridge 5, in a Ray worker that hosts a UniRL ``Worker`` actor: ``Worker.setup_global_pg`` (the NCCL group
+    ``DevicePool.setup()`` creates for more than one device) is skipped on a machine without CUDA. Idempotent."""
+    global _worker_bridges_installed
+    if _worker_bridges_installed or not enabled():
+        return
+    _worker_bridges_installed = True
+    import torch
+    from unirl.distributed.group.worker import Worker
+
+    if torch.cuda.is_available():
+        return
+    original = Worker.setup_global_pg
+
+    def setup_global_pg(self) -> None:
+        logger.info("unirl-replay CPU bridge: no NCCL group on a CPU machine (CPU tensors go through Ray's "
+                    "object store)")
+
+    setup_global_pg.__wrapped__ = original  # type: ignore[attr-defined]
+    Worker.setup_global_pg = setup_global_pg

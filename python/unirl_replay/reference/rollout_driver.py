@@ -27,9 +27,9 @@ overhead record (``driver_capture.mark``). The rollout ids of the window are ``0
 the overhead pairs after it use rollout ids from 1000 on, outside the window.
 
 CPU-only differences (``UNIRL_REPLAY_CPU_BRIDGES=1``, :mod:`cpu_bridges`, Ray worker setup hook
-``cpu_bridges.ray_worker_setup``): the four vLLM / UniRL CUDA bridges, one CPU per engine, and
-``DevicePool.setup`` without its NCCL step (the colocate store sends CPU tensors through Ray's
-object store; only GPU tensors would use NCCL).
+``cpu_bridges.ray_worker_setup``): the vLLM / UniRL CUDA bridges, one CPU per engine, and
+``DevicePool.setup`` with the Workers' NCCL group skipped (bridge 5: the colocate store sends CPU
+tensors through Ray's object store; only GPU tensors would use NCCL).
 
 Progress goes to stderr; Ray worker and vLLM engine logs stay in Ray's session directory, which
 is named at the start.
@@ -167,25 +167,26 @@ class Harness:
             from unirl_replay import capture
 
             capture.install()  # THE switch: reads UNIRL_REPLAY_TRACE_DIR, reaches every Ray worker
-        env_vars = {"UNIRL_REPLAY_CPU_BRIDGES": "1", "TORCHDYNAMO_DISABLE": "1",
-                    "VLLM_CPU_KVCACHE_SPACE": str(KV_CACHE_GIB), "TOKENIZERS_PARALLELISM": "false"}
+        from unirl_replay.reference import cpu_bridges
+
         # address="local": always a fresh cluster of this run's own (never another user's on the same host);
         # ray.shutdown() at the end stops exactly it.
         kwargs = dict(address="local", num_cpus=max(4, 2 * self.args.engines), num_gpus=self.args.engines,
                       include_dashboard=False, log_to_driver=False, configure_logging=True, logging_level="WARNING",
-                      runtime_env={"env_vars": env_vars,
-                                   "worker_process_setup_hook": "unirl_replay.reference.cpu_bridges.ray_worker_setup"})
-        for attempt in (1, 2):
+                      # the CPU bridges' runtime env, as a user's CPU recipe passes it (README)
+                      runtime_env=cpu_bridges.runtime_env({"env_vars": {"VLLM_CPU_KVCACHE_SPACE": str(KV_CACHE_GIB)}}))
+        for attempt in (1, 2, 3):
             try:
                 ray.init(**kwargs)
                 break
             except Exception as exc:  # noqa: BLE001 - a local node that failed to start on a loaded host
                 ray.shutdown()
-                if attempt == 2:
+                if attempt == 3:
                     raise
                 # seen on the shared 2-core machine with other users' Ray clusters running: "node timed out
                 # during startup" and a raylet check failure (node_manager.cc) at start
-                progress(f"the local Ray node failed to start ({type(exc).__name__}: {str(exc)[:120]}); retrying once")
+                progress(f"the local Ray node failed to start ({type(exc).__name__}: {str(exc)[:120]}); retrying "
+                         f"({attempt} of 3; on a loaded host the raylet's ~30 s wait for Ray's metrics agent can run out)")
                 time.sleep(5)
         try:
             session = ray._private.worker._global_node.get_session_dir_path()
@@ -200,9 +201,9 @@ class Harness:
         n = self.args.engines
         pool = DevicePool(num_devices=n, devices_per_node=n, workers_per_device=1, transport_kind="colocate_store",
                           worker_max_concurrency=required_worker_concurrency(slots))
-        # DevicePool.setup() minus its NCCL step (CPU bridge: CPU tensors go through Ray's object store)
-        pool._create_placement_groups()
-        pool._create_workers()
+        # UniRL's own setup; its NCCL step is skipped in each Worker by the CPU bridge (cpu_bridges bridge 5:
+        # CPU tensors go through Ray's object store), as a user's CPU recipe does it
+        pool.setup()
         self.pool = pool
         return pool
 
@@ -251,6 +252,25 @@ def kill_engine_later(raw: Path, delay_s: float) -> None:
     threading.Thread(target=kill, daemon=True).start()
 
 
+def pair_stats(inst: List[float], plain: List[float], *, resamples: int = 2000, seed: int = 0) -> Dict[str, Any]:
+    """Spread of paired overhead ratios (instrumented / plain - 1 per adjacent pair, the same engine processes).
+
+    ``median_pair_ratio`` with its quartiles, a 95 % bootstrap interval of that median (seeded
+    resampling of the pairs), how many pairs were slower instrumented, and the ratio of the sums
+    (total instrumented / total plain - 1: what the capture added to the pairs' wall time).
+    """
+    ratios = sorted(a / b - 1 for a, b in zip(inst, plain))
+    n = len(ratios)
+    rng = random.Random(seed)
+    meds = sorted(statistics.median(rng.choices(ratios, k=n)) for _ in range(resamples)) if n else []
+    q = statistics.quantiles(ratios, n=4, method="inclusive") if n >= 2 else [ratios[0]] * 3 if n else [0.0] * 3
+    return {"pairs": n, "median_pair_ratio": statistics.median(ratios) if n else None,
+            "pair_ratio_q1": q[0], "pair_ratio_q3": q[2],
+            "median_ci95": [meds[int(0.025 * resamples)], meds[int(0.975 * resamples) - 1]] if meds else None,
+            "slower_instrumented": sum(1 for a, b in zip(inst, plain) if a > b),
+            "sum_ratio": sum(inst) / sum(plain) - 1 if plain and sum(plain) > 0 else None}
+
+
 def measure_pairs(h: Harness, pairs: int, run_once, unit: str) -> Optional[Dict[str, Any]]:
     """``pairs`` paired runs of ``run_once(i)`` (instrumented vs plain, order alternating, same processes)."""
     if not h.capture or pairs <= 0:
@@ -272,10 +292,11 @@ def measure_pairs(h: Harness, pairs: int, run_once, unit: str) -> Optional[Dict[
     load1 = os.getloadavg()
     mi, mp = statistics.median(inst), statistics.median(plain)
     per_pair = [a / b - 1 for a, b in zip(inst, plain)]
+    stats = pair_stats(inst, plain)
     return {
         "pairs": pairs, "overhead_ratio": mi / mp - 1, "instrumented_wall_ns": int(mi * 1e9),
         "plain_wall_ns": int(mp * 1e9), "per_pair_ratio": per_pair, "instrumented_s": inst, "plain_s": plain,
-        "loadavg_before": list(load0), "loadavg_after": list(load1),
+        "loadavg_before": list(load0), "loadavg_after": list(load1), "pair_stats": stats,
         "method": (
             f"{pairs} pairs of one {unit}, same engine processes (Ray actors), after the window (rollout ids >= "
             f"{PAIR_ROLLOUT_BASE}), order alternating, one plain warm-up; plain = every capture hook in pass-through "
@@ -433,6 +454,13 @@ def harness_labels(args, h: Harness, timings: Dict[str, Any]) -> Dict[str, str]:
     ov = timings.get("overhead")
     if ov:
         labels["overhead.per_pair_ratio"] = ",".join(f"{r:+.4f}" for r in ov["per_pair_ratio"])
+        st = ov.get("pair_stats") or {}
+        if st.get("median_pair_ratio") is not None:
+            labels["overhead.pair_stats"] = (
+                f"median per-pair {st['median_pair_ratio']:+.4f} (quartiles {st['pair_ratio_q1']:+.4f} .. "
+                f"{st['pair_ratio_q3']:+.4f}; 95% bootstrap interval of the median {st['median_ci95'][0]:+.4f} .. "
+                f"{st['median_ci95'][1]:+.4f}); sum ratio {st['sum_ratio']:+.4f}; instrumented slower in "
+                f"{st['slower_instrumented']} of {st['pairs']} pairs")
         labels["overhead.loadavg"] = "before %s, after %s" % tuple(
             "/".join(f"{x:.2f}" for x in ov[k]) for k in ("loadavg_before", "loadavg_after"))
     labels["capture"] = ("UNIRL_REPLAY_TRACE_DIR + unirl_replay.capture.install() in the driver (ray.init runtime_env "
@@ -441,7 +469,7 @@ def harness_labels(args, h: Harness, timings: Dict[str, Any]) -> Dict[str, str]:
     labels["wiring"] = (f"UniRL DevicePool ({args.engines} Worker actors on a local Ray cluster with {args.engines} "
                         "logical GPUs) + placement/remote rollout role, one vLLM-CPU engine per actor")
     labels["cpu_bridges"] = ("UNIRL_REPLAY_CPU_BRIDGES=1 (sleep-mode, weight-sync capability, qwen2 manifest check, "
-                             "one CPU per engine, DevicePool without NCCL)")
+                             "one CPU per engine, DevicePool.setup with the Workers' NCCL group skipped)")
     for k, v in DEFAULT_ENGINE_KWARGS.items():
         labels[f"engine_kwargs.{k}"] = str(v)
     labels["engine_env.VLLM_CPU_KVCACHE_SPACE"] = f"{KV_CACHE_GIB} GiB"

@@ -30,10 +30,17 @@ group_completion        GroupOutcome.completed_ns - O_m(batch, engine)      Pred
 batch_readiness         BatchOutcome.ready_ns - O_m(batch, engine)          PredictedBatch.ready_ns - O_p(batch, engine)
 ======================  ==================================================  =====================================================
 
-``O_m(b, e)`` = min measured ``submit_ns`` over the workload requests of batch ``b`` on engine
-``e``; ``O_p(b, e)`` = min predicted ``arrival_ns`` over the same requests (both: the batch's first
-submit on that engine). A group or batch whose requests span several engines is not compared
-(separate simulated engines have separate clock origins).
+``O_m(b, e)`` = min measured ``submit_ns`` over the workload requests of batch ``b`` on engine(s)
+``e`` (the group's or batch's engines); ``O_p(b, e)`` = min predicted ``arrival_ns`` over the same
+requests (both: the batch's first submit on those engines). Groups and batches that span engines:
+each engine is replayed alone with its simulated 0 at its first observed arrival's offset, so all
+engines' predictions share the trace's clock, and no dependency crosses engines in a replayable
+workload; they are compared (a group's completion is the max over its members on every engine),
+given the captured assignment of work to engines. Except in lanes mode (trajectory slots, or the
+client limit as lanes), where upstream ignores root arrivals: a batch that is not an engine's
+first starts there when that engine's own lanes free, while in the run it waited for the batch
+boundary all engines share, a dependency across engines the separate replays do not carry; such a
+spanning group or batch is not compared, with that reason (:class:`~.matching.CrossEngine`).
 
 Request boundaries of a fanned-out request (n > 1) come from the parent's own fields when present;
 otherwise from its ``samples`` when there is one ``SampleTiming`` per sample (first token = the
@@ -224,7 +231,7 @@ def compare(manifest: mpb.TraceManifest, workload: Iterable[wpb.WorkloadRecord],
                          else measured_values(idx, outcomes))
     report.requests_unavailable = len(unavailable)
     report.notes.append("durations only; groups and batches measured from the batch's first submit on "
-                        "their engine (see docs/comparison.md)")
+                        "their engine(s) (see docs/comparison.md)")
     if manifest.role == cpb.WORKLOAD_ROLE_CALIBRATION and replay.timing_model.calibration in (
             rpb.CALIBRATION_STATUS_CALIBRATED, rpb.CALIBRATION_STATUS_CALIBRATED_PROBE):
         report.notes.append("calibration workload with a calibrated profile: in-sample prediction")
@@ -244,13 +251,22 @@ def compare(manifest: mpb.TraceManifest, workload: Iterable[wpb.WorkloadRecord],
         report.metrics.extend(mcs)
         report.not_compared.extend(nc)
     else:
+        with_reason = {(n.level, n.metric) for n in matching.not_compared}
+        empty: list[str] = []
         for key in METRIC_KEYS:
             if len(matching.pairs[key].ids):
                 report.metrics.append(metric_comparison(key[0], key[1], matching.pairs[key]))
-            else:
+            elif not _level_has_records(idx, key[0]):
+                if LEVEL_NAMES[key[0]] not in empty:
+                    empty.append(LEVEL_NAMES[key[0]])
+            elif key not in with_reason:  # every record of the level has its own reason below otherwise
                 report.not_compared.append(vpb.NotCompared(level=key[0], metric=key[1],
                                                            reason="no matched pair at this level"))
+        if empty:
+            report.notes.append(f"no {' / '.join(empty)} records in this workload: nothing to compare at that level "
+                                "(e.g. a GRPO rollout has no trajectories)")
         report.not_compared.extend(matching.not_compared)
+        _note_cross_engine(idx, matching, report)
         explain(idx, outcomes, manifest, replay, matching.pairs, timing, report)
         _bracket(idx, outcomes, manifest, replay, matching, bounds, report)
     report.workload_requests = len(idx.requests)
@@ -258,6 +274,27 @@ def compare(manifest: mpb.TraceManifest, workload: Iterable[wpb.WorkloadRecord],
 
     report.repeat_spread.extend(spread_over_repeats(manifest, meas, repeats))
     return report
+
+
+def _level_has_records(idx: WorkloadIndex, level: int) -> bool:
+    return bool({L_REQ: idx.requests, L_TRAJ: {**idx.trajectories, **idx.requests_of_trajectory},
+                 L_GROUP: {**idx.groups, **idx.requests_of_group},
+                 L_BATCH: {**idx.batches, **idx.requests_of_batch}}.get(level, {1: 1}))
+
+
+def _note_cross_engine(idx: WorkloadIndex, matching: Matching, report: vpb.ValidationReport) -> None:
+    """Say so in the report when groups / batches spanning engines were compared on the shared clock."""
+    spans = {L_GROUP: idx.requests_of_group, L_BATCH: idx.requests_of_batch}
+    counts = {}
+    for level, metric in ((L_GROUP, "group_completion"), (L_BATCH, "batch_readiness")):
+        ids = matching.pairs[(level, metric)].ids
+        counts[level] = sum(1 for rid in ids if len(_engines(idx, spans[level].get(rid, []))) > 1)
+    if counts[L_GROUP] or counts[L_BATCH]:
+        report.notes.append(
+            f"{counts[L_GROUP]} groups and {counts[L_BATCH]} batches span engines and are compared on the trace's "
+            "shared clock: each engine was replayed alone with its simulated 0 at its first observed arrival, no "
+            "dependency crosses engines in the replayed work, and a group completes at the max over its members on "
+            "every engine (given the captured assignment of work to engines)")
 
 
 def _bracket(idx: WorkloadIndex, outcomes: list[opb.OutcomeRecord], manifest: mpb.TraceManifest,

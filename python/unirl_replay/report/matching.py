@@ -144,12 +144,13 @@ def _span(b: dict[str, int], start: str, end: str, measured: bool) -> int | str:
 # One side's values
 
 
-def _origin(idx: WorkloadIndex, bounds: dict[str, dict[str, int] | str], batch_id: str, engine: str,
+def _origin(idx: WorkloadIndex, bounds: dict[str, dict[str, int] | str], batch_id: str, engines: Sequence[str],
             side: str) -> int | str:
-    """Batch ``batch_id``'s first submit on ``engine`` from per-request boundaries, or a reason."""
-    rids = [r for r in idx.requests_of_batch.get(batch_id, []) if idx.requests[r].engine_id == engine]
+    """Batch ``batch_id``'s first submit on ``engines`` from per-request boundaries, or a reason."""
+    on = set(engines)
+    rids = [r for r in idx.requests_of_batch.get(batch_id, []) if idx.requests[r].engine_id in on]
     if not rids:
-        return f"batch {batch_id!r} has no requests on engine {engine!r} in the workload"
+        return f"batch {batch_id!r} has no requests on engine {', '.join(sorted(on))!r} in the workload"
     submits = []
     for r in rids:
         b = bounds.get(r)
@@ -160,27 +161,76 @@ def _origin(idx: WorkloadIndex, bounds: dict[str, dict[str, int] | str], batch_i
     return min(submits)
 
 
-def _engine_of(idx: WorkloadIndex, rids: Sequence[str], what: str) -> str | None | tuple[str]:
+class CrossEngine(NamedTuple):
+    """What decides whether a group or batch spanning engines is compared (workload + replay only).
+
+    Each engine is replayed alone and its simulated 0 is placed at its first observed arrival's offset
+    (``replay.runner``), so every engine's predictions sit on the trace's one clock. Work whose start on
+    an engine is anchored to that clock (a root at its observed arrival, or the engine's first plays)
+    can be combined across engines exactly: no dependency crosses engines in a replayable workload
+    (``trajectory.cross_engine`` and ``dependency.cross_trajectory`` are rejected), so a group's
+    completion is the max over its members on every engine. In lanes mode (trajectory slots, or the
+    client limit replayed as lanes) root arrivals are not used: a later batch starts on each engine
+    when that engine's lanes free, while in the run it waited for the driver's batch boundary that all
+    engines share. That is a dependency across engines the separate replays do not carry: such a
+    batch (and its groups) stays not compared when it spans engines.
+    """
+
+    lanes: frozenset[str]  # engines replayed in lanes mode
+    first_batch: dict[str, str]  # lanes engine -> the batch of its first play (lanes are granted in start order)
+
+
+def cross_engine_plan(idx: WorkloadIndex, replay: rpb.ReplayResult | None = None) -> CrossEngine:
+    """The :class:`CrossEngine` facts of a workload (and of the replay's lanes opt-in, when given)."""
+    lanes: set[str] = set()
+    order: dict[str, tuple[int, int, str]] = {}  # engine -> (start order, workload position, batch) of its first play
+    position = {rid: i for i, rid in enumerate(idx.requests)}
+    traj_of = {rid: tid for tid, rids in idx.requests_of_trajectory.items() for rid in rids}
+    for rid, r in idx.requests.items():
+        t = idx.trajectories.get(traj_of.get(rid, ""))
+        if t is not None and t.slot_pool_id:
+            lanes.add(r.engine_id)
+        key = (t.start_order if t is not None and t.HasField("start_order") else len(position), position[rid],
+               r.rollout_batch_id)
+        if r.engine_id not in order or key < order[r.engine_id]:
+            order[r.engine_id] = key
+    if replay is not None:
+        for c in replay.unmodelled_constraints:
+            if "lanes = the client limit" in c.reason:  # engine_client.inflight_limit.as_lanes
+                lanes.update(c.record_ids)
+    return CrossEngine(frozenset(lanes), {e: order[e][2] for e in lanes if e in order})
+
+
+def _engines_of(idx: WorkloadIndex, rids: Sequence[str], what: str, batch: str, cross: CrossEngine
+                ) -> list[str] | str:
+    """The engines of a group's / batch's requests, or why it is not compared."""
     engines = _engines(idx, rids)
-    if len(engines) == 1:
-        return engines[0]
     if not engines:
-        return (f"{what} has no requests in the workload",)
-    return (f"{what} spans engines {', '.join(engines)}: separate simulated engines have separate "
-            f"clock origins",)
+        return f"{what} has no requests in the workload"
+    if len(engines) == 1:
+        return engines
+    late = [e for e in engines if e in cross.lanes and cross.first_batch.get(e) != batch]
+    if late:
+        return (f"{what} spans engines {', '.join(engines)} and on {', '.join(late)} it ran after "
+                f"{', '.join(sorted({repr(cross.first_batch[e]) for e in late}))}: replayed in lanes mode, it starts "
+                "there when that engine's own lanes free, while in the run it waited for the batch boundary all "
+                "engines share (a dependency across engines the separate per-engine replays do not carry)")
+    return engines
 
 
 def _group_batch_values(idx: WorkloadIndex, bounds: dict, events: dict[str, dict[str, int]],
-                        side: str) -> tuple[SideValues, SideValues]:
-    """group_completion and batch_readiness for one side, relative to O(batch, engine)."""
+                        side: str, cross: CrossEngine | None = None) -> tuple[SideValues, SideValues]:
+    """group_completion and batch_readiness for one side, relative to O(batch, engines)."""
+    cross = cross if cross is not None else cross_engine_plan(idx)
     groups: SideValues = {}
     for gid in _ids_at(idx, L_GROUP):
         rids = idx.requests_of_group.get(gid, [])
-        eng = _engine_of(idx, rids, f"group {gid!r}")
-        if isinstance(eng, tuple):
-            groups[gid] = eng[0]
+        batch = idx.groups[gid].rollout_batch_id if gid in idx.groups else (
+            idx.requests[rids[0]].rollout_batch_id if rids else "")
+        eng = _engines_of(idx, rids, f"group {gid!r}", batch, cross)
+        if isinstance(eng, str):
+            groups[gid] = eng
             continue
-        batch = idx.groups[gid].rollout_batch_id if gid in idx.groups else idx.requests[rids[0]].rollout_batch_id
         if gid not in events["group"]:
             groups[gid] = f"no {side} group completion"
             continue
@@ -189,9 +239,9 @@ def _group_batch_values(idx: WorkloadIndex, bounds: dict, events: dict[str, dict
     batches: SideValues = {}
     for bid in _ids_at(idx, L_BATCH):
         rids = idx.requests_of_batch.get(bid, [])
-        eng = _engine_of(idx, rids, f"batch {bid!r}")
-        if isinstance(eng, tuple):
-            batches[bid] = eng[0]
+        eng = _engines_of(idx, rids, f"batch {bid!r}", bid, cross)
+        if isinstance(eng, str):
+            batches[bid] = eng
             continue
         if bid not in events["batch"]:
             batches[bid] = f"no {side} batch ready time"
@@ -207,7 +257,7 @@ def _rel(t: int, origin: int, what: str) -> int | str:
     return t - origin
 
 
-def measured_values(idx: WorkloadIndex, outcomes: Iterable[opb.OutcomeRecord]
+def measured_values(idx: WorkloadIndex, outcomes: Iterable[opb.OutcomeRecord], cross: CrossEngine | None = None
                     ) -> tuple[dict[tuple[int, str], SideValues], list[str]]:
     """Measured durations (ns) per (level, metric) and record id, or the reason there is none.
 
@@ -266,7 +316,7 @@ def measured_values(idx: WorkloadIndex, outcomes: Iterable[opb.OutcomeRecord]
         else:
             values[(L_TRAJ, "slot_hold")][tid] = t.slot_released_ns - t.slot_acquired_ns
 
-    g, bt = _group_batch_values(idx, bounds, events, "measured")
+    g, bt = _group_batch_values(idx, bounds, events, "measured", cross)
     values[(L_GROUP, "group_completion")] = g
     values[(L_BATCH, "batch_readiness")] = bt
     return values, unavailable
@@ -288,7 +338,8 @@ def _traj_e2e(idx: WorkloadIndex, bounds: dict, tid: str, side: str) -> int | st
     return max(ends) - min(starts)
 
 
-def predicted_values(idx: WorkloadIndex, replay: rpb.ReplayResult) -> dict[tuple[int, str], SideValues]:
+def predicted_values(idx: WorkloadIndex, replay: rpb.ReplayResult, cross: CrossEngine | None = None
+                     ) -> dict[tuple[int, str], SideValues]:
     """Predicted durations (ns) per (level, metric) and record id, or the reason there is none."""
     rows = {r.request_id: r for r in replay.requests}
     values: dict[tuple[int, str], SideValues] = {k: {} for k in METRIC_KEYS}
@@ -319,7 +370,8 @@ def predicted_values(idx: WorkloadIndex, replay: rpb.ReplayResult) -> dict[tuple
             values[(L_TRAJ, "slot_hold")][tid] = t.end_ns - t.start_ns
     events = {"group": {g.group_id: g.completed_ns for g in replay.groups if g.HasField("completed_ns")},
               "batch": {b.rollout_batch_id: b.ready_ns for b in replay.rollout_batches if b.HasField("ready_ns")}}
-    g, bt = _group_batch_values(idx, bounds, events, "predicted")
+    g, bt = _group_batch_values(idx, bounds, events, "predicted",
+                                cross if cross is not None else cross_engine_plan(idx, replay))
     values[(L_GROUP, "group_completion")] = g
     values[(L_BATCH, "batch_readiness")] = bt
     return values
@@ -343,10 +395,13 @@ def pair_values(idx: WorkloadIndex, measured: dict[tuple[int, str], SideValues],
                 ps.append(p)
                 continue
             reasons = []
-            if isinstance(m, str):
-                reasons.append(f"measured: {m}")
-            if isinstance(p, str):
-                reasons.append(f"predicted: {p}")
+            if isinstance(m, str) and m == p:  # a reason of the workload itself (e.g. spans engines): once
+                reasons.append(f"both sides: {m}")
+            else:
+                if isinstance(m, str):
+                    reasons.append(f"measured: {m}")
+                if isinstance(p, str):
+                    reasons.append(f"predicted: {p}")
             nc.append(vpb.NotCompared(level=level, metric=metric, record_id=rid, reason="; ".join(reasons)))
         pairs[key] = Pairs(tuple(ids), np.asarray(ms, dtype=np.int64), np.asarray(ps, dtype=np.int64))
     return pairs, nc
@@ -379,6 +434,7 @@ def match(workload: Iterable[wpb.WorkloadRecord], outcomes: Iterable[opb.Outcome
 
 def match_indexed(idx: WorkloadIndex, outcomes: Iterable[opb.OutcomeRecord], replay: rpb.ReplayResult) -> Matching:
     """:func:`match` over an already indexed workload."""
-    meas, unavailable = measured_values(idx, outcomes)
-    pairs, nc = pair_values(idx, meas, predicted_values(idx, replay))
+    cross = cross_engine_plan(idx, replay)
+    meas, unavailable = measured_values(idx, outcomes, cross)
+    pairs, nc = pair_values(idx, meas, predicted_values(idx, replay, cross))
     return Matching(pairs, nc, unavailable, meas)
