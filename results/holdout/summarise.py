@@ -1,8 +1,10 @@
 """Summarise the holdout validation (results/holdout/run_holdout.sh report): markdown to stdout,
 ``summary.json`` next to it.
 
-Reads every ``<mode>/r<k>/<model>/validation_report.json`` and, for the effect breakdown, the
-holdout traces themselves (workload + outcomes, main environment only).
+Reads every ``<mode>/r<k>/<model>/validation_report.json`` (models: the calibrated base profile, the
+probe-levelled profile, the default polynomial), ``<mode>/r<k>/levels.json`` (the probe levels), and,
+for conditions and the effect breakdown, the holdout traces themselves (manifest ``conditions`` /
+``probes``, workload + outcomes; main environment only).
 """
 
 from __future__ import annotations
@@ -17,7 +19,10 @@ from unirl_replay.contract.outcomes_io import iter_outcomes
 from unirl_replay.contract.trace_io import open_trace
 
 MODES = ("grpo", "agentic")
-MODELS = ("calibrated", "default")
+MODELS = ("calibrated", "probe", "default")
+MODEL_WORDS = {"calibrated": "calibrated (base profile)", "probe": "CALIBRATED+PROBE (probe-levelled)",
+               "default": "default polynomial (UNCALIBRATED)"}
+TARGETS = {"ready_mape": 5.0, "e2e_mape": 8.0}  # GRPO, with the probe-levelled profile
 KEYS = (("COMPARISON_LEVEL_REQUEST", "e2e"), ("COMPARISON_LEVEL_REQUEST", "ttft"),
         ("COMPARISON_LEVEL_REQUEST", "queueing_delay"), ("COMPARISON_LEVEL_TRAJECTORY", "trajectory_e2e"),
         ("COMPARISON_LEVEL_GROUP", "group_completion"), ("COMPARISON_LEVEL_ROLLOUT_BATCH", "batch_readiness"))
@@ -135,10 +140,53 @@ def fmt(x, nd=1):
     return "-" if x is None else f"{x:.{nd}f}"
 
 
+def conditions(trace_dir: Path) -> dict:
+    """The window's RunConditions and probe points from the manifest."""
+    from unirl_replay.contract.json_profile import to_dict
+
+    m = open_trace(trace_dir).manifest
+    c = m.conditions
+    win_s = m.window.duration_ns / 1e9
+    cpu = {e: int(v) / 1e9 for e, v in c.engine_process_cpu_ns.items()}
+    probes = []
+    for p in m.probes:
+        probes.append({"engine_id": p.engine_id, "when": p.when,
+                       "points": {(f"decode B={pt.batch_size}" if pt.phase == "decode" else f"prefill {pt.prefill_tokens}"):
+                                  [pt.p25_ms, pt.median_ms, pt.p75_ms] for pt in p.points}})
+    return {"loadavg_1m_start": c.loadavg_1m_start if c.HasField("loadavg_1m_start") else None,
+            "loadavg_1m_end": c.loadavg_1m_end if c.HasField("loadavg_1m_end") else None,
+            "host_busy_pct": c.host_busy_pct if c.HasField("host_busy_pct") else None,
+            "steal_pct": c.steal_pct if c.HasField("steal_pct") else None,
+            "engine_cpu_s": cpu, "engine_cpu_share_pct": {e: 100 * v / win_s for e, v in cpu.items()} if win_s else {},
+            "engine_uptime_s": c.engine_uptime_ns / 1e9 if c.HasField("engine_uptime_ns") else None,
+            "duration_s": c.duration_ns / 1e9 if c.HasField("duration_ns") else None, "window_s": win_s,
+            "worker_threads": dict(c.worker_threads), "probes": probes,
+            "conditions": to_dict(c)}
+
+
+def bracket(rep, level, name):
+    for b in rep.get("brackets", []):
+        if b["level"] == level and b["metric"] == name:
+            return b
+    return None
+
+
+def decomposition(rep, record="all rollout batches"):
+    for d in rep.get("decompositions", []):
+        if d["record_id"] == record:
+            return {t["name"]: t.get("pct_of_measured", 0.0) for t in d["terms"]} | {
+                "total": 100 * int(d["total_ns"]) / int(d["measured_ns"]) if int(d["measured_ns"]) else None}
+    return None
+
+
+TERMS = ("client_path", "first_pass", "prefill_level", "decode_level", "simulator_scheduling")
+
+
 def main(root: str) -> int:
     root = Path(root)
     reps = load_reports(root)
-    summary = {"runs": {}, "effects": {}}
+    summary = {"runs": {}, "effects": {}, "conditions": {}, "levels": {}, "decomposition": {}, "brackets": {},
+               "targets": {}}
     lines = []
     for mode in MODES:
         runs = sorted({r for (mo, _), d in reps.items() if mo == mode for r in d})
@@ -146,7 +194,7 @@ def main(root: str) -> int:
             continue
         lines += [f"### {mode}", "",
                   "| run | model | req E2E MAPE % | E2E bias % | TTFT MAPE % | traj E2E MAPE % | batch readiness err % "
-                  "(per batch) | real spread E2E CV % (max dev) | real spread readiness CV % (max dev) | "
+                  "(bias) | real spread E2E CV % (max dev) | real spread readiness CV % (max dev) | "
                   "engine_e2e (vLLM queued -> done) MAPE % (bias) | engine_ttft MAPE % | real spread engine_e2e CV % |",
                   "|---|---|---|---|---|---|---|---|---|---|---|---|"]
         for model in MODELS:
@@ -174,6 +222,15 @@ def main(root: str) -> int:
                 row["engine_ttft_mape"] = et.get("mape_pct")
                 row["spread_engine_e2e_cv"] = s_ee.get("cv_pct")
                 summary["runs"][f"{mode}/{run}/{model}"] = row
+                dec = decomposition(rep)
+                if dec:
+                    summary["decomposition"][f"{mode}/{run}/{model}"] = dec
+                bk = bracket(rep, "COMPARISON_LEVEL_ROLLOUT_BATCH", "batch_readiness")
+                if bk:
+                    summary["brackets"][f"{mode}/{run}/{model}"] = {
+                        "bounds_bias_pct": [b.get("signed_bias_pct") for b in bk["bounds"]],
+                        "records": bk.get("records"), "records_inside": bk.get("records_inside", 0),
+                        "reading": bk.get("reading")}
                 for k, v in row.items():
                     if isinstance(v, float):
                         agg[k].append(v)
@@ -195,16 +252,91 @@ def main(root: str) -> int:
                              f"{fmt(mean.get('engine_mape'))} ({fmt(mean.get('engine_bias'))}) | "
                              f"{fmt(mean.get('engine_ttft_mape'))} | {fmt(mean.get('spread_engine_e2e_cv'))} |")
         lines.append("")
-        lab = next((r.get("label") for (mo, mdl), d in reps.items() if mo == mode for r in d.values()), "")
-        lines += [f"Labels, e.g.: `{summary['runs'].get(f'{mode}/r1/calibrated', {}).get('label', lab)}` and "
-                  f"`{summary['runs'].get(f'{mode}/r1/default', {}).get('label', lab)}`", ""]
+        labs = [summary["runs"].get(f"{mode}/{runs[0]}/{mdl}", {}).get("label") for mdl in MODELS]
+        lines += ["Labels (run " + runs[0] + "): " + "; ".join(f"`{x}`" for x in labs if x), ""]
+
+        # targets (GRPO: probe-levelled profile; agentic: measured readiness inside the bracket)
+        if mode == "grpo":
+            lines += ["Targets with the probe-levelled profile (each run next to the real runs' own spread):", ""]
+            for run in runs:
+                row = summary["runs"].get(f"{mode}/{run}/probe")
+                if not row:
+                    continue
+                ok = {k: row.get(k) is not None and row[k] <= v for k, v in TARGETS.items()}
+                summary["targets"][f"{mode}/{run}"] = ok
+                lines.append(f"- {run}: batch readiness error {fmt(row['ready_mape'])} % (target <= 5: "
+                             f"{'met' if ok['ready_mape'] else 'NOT met'}; real spread CV {fmt(row['spread_ready_cv'])} %, "
+                             f"max dev {fmt(row['spread_ready_max'])} %), request E2E MAPE {fmt(row['e2e_mape'])} % "
+                             f"(target <= 8: {'met' if ok['e2e_mape'] else 'NOT met'}; real spread CV "
+                             f"{fmt(row['spread_e2e_cv'])} %, max dev {fmt(row['spread_e2e_max'])} %)")
+            lines.append("")
+        else:
+            lines += ["Bracket of batch readiness (lanes = slots with the client limit dropped .. lanes = the limit; "
+                      "both UNMODELLED), per run and model:", "",
+                      "| run | model | lower bound bias % | upper bound bias % | batches inside | reading |",
+                      "|---|---|---|---|---|---|"]
+            for run in runs:
+                inside_all = True
+                for model in MODELS:
+                    bk = summary["brackets"].get(f"{mode}/{run}/{model}")
+                    if not bk:
+                        continue
+                    lo, hi = bk["bounds_bias_pct"][0], bk["bounds_bias_pct"][-1]
+                    inside = bk["records_inside"] == bk["records"]
+                    if model == "probe":
+                        inside_all = inside
+                    lines.append(f"| {run} | {model} | {fmt(lo)} | {fmt(hi)} | {bk['records_inside']}/{bk['records']} | "
+                                 f"{bk['reading']} |")
+                summary["targets"][f"{mode}/{run}"] = {"readiness_inside_bracket_probe": inside_all}
+            lines.append("")
+
+        # decomposition of batch readiness (all rollout batches), % of measured
+        lines += ["Decomposition of batch readiness error, all rollout batches of the run (report/decompose.py, "
+                  "% of measured; terms sum to the total):", "",
+                  "| run | model | total | " + " | ".join(TERMS) + " |", "|---|---|---|" + "---|" * len(TERMS)]
+        for run in runs:
+            for model in MODELS:
+                d = summary["decomposition"].get(f"{mode}/{run}/{model}")
+                if d:
+                    lines.append(f"| {run} | {model} | {fmt(d.get('total'))} | "
+                                 + " | ".join(fmt(d.get(t)) for t in TERMS) + " |")
+        lines.append("")
+
+        # conditions and probe levels
+        lines += [f"Conditions of each {mode} window (TraceManifest.conditions) and its probe levels (levels.json: "
+                  "probe median / the base profile's fitted model):", "",
+                  "| run | load 1m start -> end | host busy % | steal % | engine CPU s in window (share of wall %) | "
+                  "engine uptime s | probe decode B=1 / B=32 / prefill 512 median ms (per engine, before -> after) | "
+                  "decode level | prefill level |", "|---|---|---|---|---|---|---|---|---|"]
+        for run in runs:
+            tdir = root / "traces" / f"{mode}-{run}"
+            if not (tdir / "manifest.json").exists():
+                continue
+            cd = conditions(tdir)
+            summary["conditions"][f"{mode}/{run}"] = cd
+            lvp = root / mode / run / "levels.json"
+            lv = json.loads(lvp.read_text()) if lvp.exists() else {}
+            summary["levels"][f"{mode}/{run}"] = {k: lv.get(k) for k in ("decode_level", "prefill_level")}
+            cpu = ", ".join(f"{v:.2f} ({cd['engine_cpu_share_pct'].get(e, 0):.0f})" for e, v in sorted(cd["engine_cpu_s"].items()))
+            per_eng = defaultdict(dict)
+            for p in cd["probes"]:
+                per_eng[p["engine_id"]][p["when"]] = p["points"]
+
+            def pts(x):
+                return "/".join(fmt(x.get(k, [None, None])[1]) for k in ("decode B=1", "decode B=32", "prefill 512"))
+            probes = "; ".join(f"{pts(w.get('before', {}))} -> {pts(w.get('after', {}))}" for _, w in sorted(per_eng.items()))
+            lines.append(f"| {run} | {fmt(cd['loadavg_1m_start'], 2)} -> {fmt(cd['loadavg_1m_end'], 2)} | "
+                         f"{fmt(cd['host_busy_pct'])} | {fmt(cd['steal_pct'])} | {cpu or '-'} | {fmt(cd['engine_uptime_s'], 0)} | "
+                         f"{probes or '-'} | {fmt(lv.get('decode_level'), 3)} | {fmt(lv.get('prefill_level'), 3)} |")
+        lines.append("")
+
         # effects measured in the traces
         lines += [f"Measured in the {mode} holdout traces (ms; median / p90 / max over requests):", "",
                   "| run | requests | window s | submit -> vLLM queued (client lock + pipe + runtime) | "
                   "queued -> scheduled | scheduled -> first token (engine) | submit -> first token | "
                   "external delay between turns | last completion -> batch ready (GRPO) / slot release (agentic) | "
-                  "vLLM peak concurrent requests (queued->done) | engine busy % of span | capture overhead | load (window) |",
-                  "|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
+                  "vLLM peak concurrent requests (queued->done) | engine busy % of span |",
+                  "|---|---|---|---|---|---|---|---|---|---|---|"]
         for run in runs:
             tdir = root / "traces" / f"{mode}-{run}"
             if not (tdir / "manifest.json").exists():
@@ -215,13 +347,11 @@ def main(root: str) -> int:
             def trio(s):
                 return "-" if not s else f"{s['median']:.1f} / {s['p90']:.1f} / {s['max']:.1f}"
 
-            ov = ef["overhead_ratio"]
             lines.append(f"| {run} | {ef['requests']} | {ef['window_s']:.2f} | {trio(ef['submit_to_queued_ms'])} | "
                          f"{trio(ef['queued_to_scheduled_ms'])} | {trio(ef['scheduled_to_first_token_ms'])} | "
                          f"{trio(ef['submit_to_first_token_ms'])} | {trio(ef['external_delay_ms'])} | "
                          f"{trio(ef['batch_return_path_ms'] or ef['slot_release_after_last_completion_ms'])} | "
-                         f"{ef['engine_peak_concurrent_requests']} | {fmt(100 * (ef['engine_busy_fraction'] or 0))} | "
-                         f"{'-' if ov is None else f'{100 * ov:+.1f}%'} | {ef['load']} |")
+                         f"{ef['engine_peak_concurrent_requests']} | {fmt(100 * (ef['engine_busy_fraction'] or 0))} |")
         lines.append("")
         for run in runs:
             ef = summary["effects"].get(f"{mode}/{run}")
