@@ -144,7 +144,7 @@ def write_artifacts(out_dir: Path, artifacts: Dict[str, Dict[str, Any]]) -> None
     for rel, body in artifacts.items():
         path = Path(out_dir) / rel
         path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_text(json.dumps(body, indent=1, sort_keys=True) + "\n")
+        path.write_text(json.dumps(body, sort_keys=True, separators=(",", ":")) + "\n")
 
 
 __all__ = ["attach", "window_conditions", "window_probes", "write_artifacts", "ARTIFACT_SCHEMA"]
