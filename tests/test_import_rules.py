@@ -150,6 +150,13 @@ RULES: dict[str, tuple[str, ...]] = {
     "grid": _stages("capture", "calibrate", "cli") + REFERENCE_DRIVERS + tuple(h for h in HEAVY if h != "ray")
     + tuple(SIMULATOR_PACKAGES.values()),
 }
+# Narrow exceptions to a stage's prohibitions: exact modules it may import although a prefix above
+# forbids them (each stated in that stage's docstring). calibrate measures the engine as the capture
+# does: it reads /proc through capture.procfs and the probe's point definitions from capture.probe
+# (both stdlib-only; importing them runs capture/__init__, which imports nothing at module level).
+ALLOWED: dict[str, tuple[str, ...]] = {
+    "calibrate": (U + "capture", U + "capture.procfs", U + "capture.probe"),
+}
 TOP_LEVEL_MODULES = {"__init__", "__main__"}
 
 
@@ -180,6 +187,8 @@ def rule_violations(roots=ROOTS) -> list[str]:
             continue
         deps = runtime_imports(name, path, roots, external=True)
         for dep in sorted(deps):
+            if dep in ALLOWED.get(stage, ()):
+                continue
             for bad in RULES[stage]:
                 if dep == bad or dep.startswith(bad + "."):
                     out.append(f"{name} imports {dep}: stage '{stage}' must never import {bad}")

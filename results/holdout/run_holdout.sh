@@ -1,55 +1,95 @@
 #!/usr/bin/env bash
-# Holdout validation of a calibrated profile (issue 6). Reproduce from the repository root:
-#   results/holdout/run_holdout.sh capture   # 3 GRPO + 3 agentic real UniRL windows (.venv-ref), ~12 min
-#   results/holdout/run_holdout.sh report    # replay (calibrated + default), compare, summarise (.venv)
-# PROFILE=profiles/<name>.npz selects the profile (default: the newest in profiles/).
+# Holdout validation of the calibrated CPU profile with the multi-process capture (issues 6, 12, 14).
+# Reproduce from the repository root:
+#   results/holdout/run_holdout.sh capture   # 2 engine sessions (GRPO, agentic) of 3 windows each, on UniRL's
+#                                            # Ray wiring with 2 engines, reference probe before/after every window
+#   results/holdout/run_holdout.sh report    # per window: probe-levelled profile, replays (calibrated,
+#                                            # calibrated+probe, default; agentic also the lanes = limit bound),
+#                                            # compares, summary.md / summary.json
+# BASE=profiles/<name>.npz selects the base profile. LOCK=/path/to/lockfile runs each engine session under
+# `flock LOCK` (a shared machine). The single-process holdout of 2026-11-30 is in single-process/.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 H=results/holdout
 TRACES=${TRACES:-$H/traces}
-PROFILE=${PROFILE:-$(ls profiles/*.npz | sort | tail -1)}
+RAW=${RAW:-/tmp/unirl-replay-holdout-raw}   # the sessions' shards (not committed)
+BASE=${BASE:-profiles/vllm-cpu-tiny-qwen2-20261130b.npz}
 CLI=.venv/bin/unirl-replay
-REPEATS=${REPEATS:-3}
+WINDOWS=3
+BATCHES=2
 
-# Holdout knobs: other seeds and prompt-length ranges than the bundled traces (seed 0, grpo 4:300
-# words, agentic 6:80 words) and than anything the calibration sweep sends (random token ids).
-GRPO_ARGS=(--role holdout --workload-name holdout-grpo-b --seed 11 --prompt-words 30:200 --prompts 6
-           --samples 4 --max-new-tokens 96 --batches 2 --overhead-pairs 2)
-AGENTIC_ARGS=(--role holdout --workload-name holdout-agentic-b --seed 21 --prompt-words 20:120 --prompts 4
-              --group-size 4 --per-worker-inflight 4 --max-turns 4 --max-new-tokens 40 --batches 2
-              --overhead-pairs 2)
+# Holdout knobs: the issue-6 holdout's (other seeds and prompt-length ranges than the bundled traces and than
+# anything the calibration sweep sends), run as 3 windows of the same prompts in one engine session per mode.
+GRPO_ARGS=(--role holdout --seed 11 --prompt-words 30:200 --prompts 6 --samples 4 --max-new-tokens 96)
+AGENTIC_ARGS=(--role holdout --seed 21 --prompt-words 20:120 --prompts 4 --group-size 4 --per-worker-inflight 4
+              --max-turns 4 --max-new-tokens 40)
+declare -A NAME=([grpo]=holdout-grpo-mp [agentic]=holdout-agentic-mp)
+declare -A TOKENS=([grpo]=96 [agentic]=40)
 
 load() { cut -d' ' -f1-3 /proc/loadavg; }
 
 capture() {
-  mkdir -p "$TRACES"
-  for r in $(seq 1 "$REPEATS"); do
-    for mode in grpo agentic; do
+  mkdir -p "$TRACES" "$RAW"
+  for mode in ${MODES:-grpo agentic}; do
+    s="$RAW/$mode"
+    if [ ! -d "$s/raw" ]; then
+      if [ "$mode" = grpo ]; then args=("${GRPO_ARGS[@]}"); else args=("${AGENTIC_ARGS[@]}"); fi
+      echo "$(date -u +%FT%TZ) session $mode load before: $(load)" | tee -a "$H/loadavg.log"
+      ${LOCK:+flock "$LOCK"} "$CLI" capture "$mode" --out "$s" "${args[@]}" --workload-name "${NAME[$mode]}" \
+        --batches $BATCHES --windows $WINDOWS --probe --overhead-pairs 0 > "$TRACES/$mode-session.log" 2>&1
+      echo "$(date -u +%FT%TZ) session $mode load after:  $(load)" | tee -a "$H/loadavg.log"
+    fi
+    for r in $(seq 1 $WINDOWS); do
       out="$TRACES/$mode-r$r"
       [ -f "$out/manifest.json" ] && { echo "keep $out"; continue; }
-      rm -rf "$out"
-      if [ "$mode" = grpo ]; then args=("${GRPO_ARGS[@]}"); else args=("${AGENTIC_ARGS[@]}"); fi
-      echo "$(date -u +%FT%TZ) capture $out load before: $(load)" | tee -a "$H/loadavg.log"
-      "$CLI" capture "$mode" --out "$out" "${args[@]}" > "$TRACES/$mode-r$r.log" 2>&1
-      echo "$(date -u +%FT%TZ) capture $out load after:  $(load)" | tee -a "$H/loadavg.log"
+      a=$(( (r - 1) * BATCHES )); b=$(( a + BATCHES - 1 ))
+      "$CLI" capture finalize "$s/raw" --out "$out" --rollouts "$a:$b" --role holdout \
+        --workload-name "${NAME[$mode]}" --trace-id "${NAME[$mode]}-r$r" --max-new-tokens "${TOKENS[$mode]}" \
+        --label "holdout.window=$r of $WINDOWS (rollouts $a:$b, one engine session)"
     done
   done
 }
 
 report() {
-  for mode in grpo agentic; do
-    extra=()
-    [ "$mode" = agentic ] && extra=(--allow-unmodelled engine_client.inflight_limit)
-    for r in $(seq 1 "$REPEATS"); do
+  mkdir -p "$H/profiles"
+  for mode in ${MODES:-grpo agentic}; do
+    for r in $(seq 1 $WINDOWS); do
+      t="$TRACES/$mode-r$r"
       others=()
-      for o in $(seq 1 "$REPEATS"); do [ "$o" != "$r" ] && others+=(--repeat "$TRACES/$mode-r$o"); done
-      for model in calibrated default; do
-        if [ $model = calibrated ]; then tm="profile:$PROFILE"; else tm=polynomial; fi
+      for o in $(seq 1 $WINDOWS); do [ "$o" != "$r" ] && others+=(--repeat "$TRACES/$mode-r$o"); done
+      # the probe-levelled profile of this window (deterministic from the trace's probes and the base profile;
+      # not committed: levels.json keeps the levels and the points they rest on)
+      lv="$H/profiles/$mode-r$r+probe.npz"
+      [ -f "$lv" ] || "$CLI" calibrate --level-to-probe "$t" --base "$BASE" --out "$lv" > /dev/null
+      .venv/bin/python - "$lv" "$H/$mode/r$r/levels.json" <<'EOF'
+import json, sys
+from pathlib import Path
+prov = json.loads(Path(sys.argv[1] + ".provenance.json").read_text())["probe_levelled"]
+keep = {k: prov[k] for k in ("label", "base_profile", "base_sha256", "trace_id", "decode_level", "prefill_level",
+                             "points", "method")}
+Path(sys.argv[2]).parent.mkdir(parents=True, exist_ok=True)
+Path(sys.argv[2]).write_text(json.dumps(keep, indent=1) + "\n")
+EOF
+      for model in calibrated probe default; do
+        case $model in
+          calibrated) tm="profile:$BASE" ;;
+          probe) tm="profile:$lv" ;;
+          default) tm=polynomial ;;
+        esac
         d="$H/$mode/r$r/$model"
-        "$CLI" replay "$TRACES/$mode-r$r" --timing-model "$tm" --out "$d" "${extra[@]}"
-        plots=(--no-plots); [ "$r" = 1 ] && plots=()
-        "$CLI" compare "$TRACES/$mode-r$r" "$d/replay_result.json" --out "$d" "${others[@]}" "${plots[@]}" \
-          > "$d/table.txt"
+        plots=(--no-plots); [ "$r" = 1 ] && [ "$model" = probe ] && plots=()   # plots: run 1, probe-levelled
+        if [ "$mode" = agentic ]; then
+          # the bracket: lanes = slots with the client's in-flight limit dropped (main), lanes = the limit (bound)
+          "$CLI" replay "$t" --timing-model "$tm" --out "$d" --allow-unmodelled engine_client.inflight_limit
+          "$CLI" replay "$t" --timing-model "$tm" --out "$d/bound-lanes" \
+            --allow-unmodelled engine_client.inflight_limit.as_lanes
+          "$CLI" compare "$t" "$d/replay_result.json" --out "$d" "${others[@]}" "${plots[@]}" \
+            --bound "$d/bound-lanes/replay_result.json" > /dev/null
+          rm -rf "$d/bound-lanes/upstream"
+        else
+          "$CLI" replay "$t" --timing-model "$tm" --out "$d"
+          "$CLI" compare "$t" "$d/replay_result.json" --out "$d" "${others[@]}" "${plots[@]}" > /dev/null
+        fi
         rm -rf "$d/upstream"
       done
     done

@@ -1,8 +1,10 @@
 """Summarise the holdout validation (results/holdout/run_holdout.sh report): markdown to stdout,
 ``summary.json`` next to it.
 
-Reads every ``<mode>/r<k>/<model>/validation_report.json`` and, for the effect breakdown, the
-holdout traces themselves (workload + outcomes, main environment only).
+Reads every ``<mode>/r<k>/<model>/validation_report.json`` (models: the calibrated base profile, the
+probe-levelled profile, the default polynomial), ``<mode>/r<k>/levels.json`` (the probe levels), and,
+for conditions and the effect breakdown, the holdout traces themselves (manifest ``conditions`` /
+``probes``, workload + outcomes; main environment only).
 """
 
 from __future__ import annotations
@@ -17,7 +19,10 @@ from unirl_replay.contract.outcomes_io import iter_outcomes
 from unirl_replay.contract.trace_io import open_trace
 
 MODES = ("grpo", "agentic")
-MODELS = ("calibrated", "default")
+MODELS = ("calibrated", "probe", "default")
+MODEL_WORDS = {"calibrated": "calibrated (base profile)", "probe": "CALIBRATED+PROBE (probe-levelled)",
+               "default": "default polynomial (UNCALIBRATED)"}
+TARGETS = {"ready_mape": 5.0, "e2e_mape": 8.0}  # GRPO, with the probe-levelled profile
 KEYS = (("COMPARISON_LEVEL_REQUEST", "e2e"), ("COMPARISON_LEVEL_REQUEST", "ttft"),
         ("COMPARISON_LEVEL_REQUEST", "queueing_delay"), ("COMPARISON_LEVEL_TRAJECTORY", "trajectory_e2e"),
         ("COMPARISON_LEVEL_GROUP", "group_completion"), ("COMPARISON_LEVEL_ROLLOUT_BATCH", "batch_readiness"))
@@ -135,18 +140,159 @@ def fmt(x, nd=1):
     return "-" if x is None else f"{x:.{nd}f}"
 
 
+def conditions(trace_dir: Path) -> dict:
+    """The window's RunConditions and probe points from the manifest."""
+    from unirl_replay.contract.json_profile import to_dict
+
+    m = open_trace(trace_dir).manifest
+    c = m.conditions
+    win_s = m.window.duration_ns / 1e9
+    cpu = {e: int(v) / 1e9 for e, v in c.engine_process_cpu_ns.items()}
+    probes = []
+    for p in m.probes:
+        probes.append({"engine_id": p.engine_id, "when": p.when,
+                       "points": {(f"decode B={pt.batch_size}" if pt.phase == "decode" else f"prefill {pt.prefill_tokens}"):
+                                  [pt.p25_ms, pt.median_ms, pt.p75_ms] for pt in p.points}})
+    return {"loadavg_1m_start": c.loadavg_1m_start if c.HasField("loadavg_1m_start") else None,
+            "loadavg_1m_end": c.loadavg_1m_end if c.HasField("loadavg_1m_end") else None,
+            "host_busy_pct": c.host_busy_pct if c.HasField("host_busy_pct") else None,
+            "steal_pct": c.steal_pct if c.HasField("steal_pct") else None,
+            "engine_cpu_s": cpu, "engine_cpu_share_pct": {e: 100 * v / win_s for e, v in cpu.items()} if win_s else {},
+            "engine_uptime_s": c.engine_uptime_ns / 1e9 if c.HasField("engine_uptime_ns") else None,
+            "duration_s": c.duration_ns / 1e9 if c.HasField("duration_ns") else None, "window_s": win_s,
+            "worker_threads": dict(c.worker_threads), "probes": probes,
+            "conditions": to_dict(c)}
+
+
+def bracket(rep, level, name):
+    for b in rep.get("brackets", []):
+        if b["level"] == level and b["metric"] == name:
+            return b
+    return None
+
+
+def decomposition(rep, record="all rollout batches"):
+    for d in rep.get("decompositions", []):
+        if d["record_id"] == record:
+            return {t["name"]: t.get("pct_of_measured", 0.0) for t in d["terms"]} | {
+                "total": 100 * int(d["total_ns"]) / int(d["measured_ns"]) if int(d["measured_ns"]) else None}
+    return None
+
+
+TERMS = ("client_path", "first_pass", "prefill_level", "decode_level", "simulator_scheduling")
+SPLIT = ("client_path", "engine_first_token", "after_first_token")
+
+
+def _measured(trace_dir: Path):
+    tr = open_trace(trace_dir)
+    reqs = {rec.request.request_id: rec.request for _, rec in tr.iter_workload() if rec.WhichOneof("record") == "request"}
+    outs, ready = {}, {}
+    for _, rec in iter_outcomes(tr):
+        k = rec.WhichOneof("record")
+        if k == "request":
+            outs[rec.request.request_id] = rec.request
+        elif k == "rollout_batch" and rec.rollout_batch.HasField("ready_ns"):
+            ready[rec.rollout_batch.rollout_batch_id] = int(rec.rollout_batch.ready_ns)
+    return reqs, outs, ready
+
+
+def common_clock(reqs, pred) -> bool:
+    """Whether the replay's engines share one clock: every request with an observed arrival offset arrives at
+    that offset minus the trace's first one (within 1 us), on every engine."""
+    offs = {r: int(q.arrival.observed_offset_ns) for r, q in reqs.items() if q.arrival.HasField("observed_offset_ns")}
+    if not offs:
+        return False
+    zero = min(offs.values())
+    return all(r in pred and abs(int(pred[r]["arrival_ns"]) - (o - zero)) <= 1000 for r, o in offs.items())
+
+
+def readiness_across_engines(trace_dir: Path, replay_paths, *, check_arrivals: bool = True) -> dict | None:
+    """Batch readiness (ready - the batch's first submit) of batches whose requests span engines, which compare
+    leaves uncompared: measured from the trace, predicted from each replay result's rollout_batches (origin = the
+    earliest predicted arrival of the batch's requests, compare's O_p over both engines), on the replay's one
+    clock. ``check_arrivals``: require every request with an observed arrival offset to arrive at it (GRPO; else
+    None). Agentic slot pools re-time first turns, so there only the replay's one clock is relied on (one
+    simulation of both engines: one ReplayResult, one makespan). Per replay: per-batch signed error %, MAPE, bias."""
+    reqs, outs, ready = _measured(trace_dir)
+    out = {"measured_ms": {}, "replays": [], "arrivals_checked": check_arrivals}
+    for b, r in ready.items():
+        ids = [i for i, q in reqs.items() if q.rollout_batch_id == b and i in outs]
+        if ids:
+            out["measured_ms"][b] = (r - min(int(outs[i].submit_ns) for i in ids)) / 1e6
+    for path in replay_paths:
+        rr = json.loads(Path(path).read_text())
+        pred = {x["request_id"]: x for x in rr.get("requests", [])}
+        if check_arrivals and not common_clock(reqs, pred):
+            return None
+        pb = {b["rollout_batch_id"]: int(b["ready_ns"]) for b in rr.get("rollout_batches", []) if "ready_ns" in b}
+        errs = {}
+        for b, m in out["measured_ms"].items():
+            ids = [i for i, q in reqs.items() if q.rollout_batch_id == b and i in pred]
+            if b in pb and ids and m > 0:
+                p = (pb[b] - min(int(pred[i]["arrival_ns"]) for i in ids)) / 1e6
+                errs[b] = {"predicted_ms": p, "error_pct": 100 * (p - m) / m}
+        e = [v["error_pct"] for v in errs.values()]
+        out["replays"].append({"replay": str(path), "batches": errs,
+                               "mape_pct": statistics.fmean(abs(x) for x in e) if e else None,
+                               "bias_pct": statistics.fmean(e) if e else None})
+    return out
+
+
+def e2e_split(trace_dir: Path, replay_path) -> dict | None:
+    """Exact split of the summed request E2E error (predicted - measured, % of the summed measured E2E):
+    client_path = -(submit -> vLLM queued) (the simulator has no client stage), engine_first_token =
+    predicted TTFT - measured (queued -> first token), after_first_token = predicted (first token -> completion)
+    - measured. Over requests with all boundaries on both sides; the three terms sum to the total."""
+    reqs, outs, _ = _measured(trace_dir)
+    pred = {x["request_id"]: x for x in json.loads(Path(replay_path).read_text()).get("requests", [])}
+    terms = dict.fromkeys(SPLIT, 0)
+    meas_total = 0
+    n = 0
+    for r, o in outs.items():
+        p = pred.get(r)
+        if not p or not all(o.HasField(f) for f in ("submit_ns", "queued_ns", "first_token_ns", "completion_ns")) or \
+                not all(k in p for k in ("arrival_ns", "first_token_ns", "completion_ns")):
+            continue
+        a, f, c = (int(p[k]) for k in ("arrival_ns", "first_token_ns", "completion_ns"))
+        terms["client_path"] -= int(o.queued_ns) - int(o.submit_ns)
+        terms["engine_first_token"] += (f - a) - (int(o.first_token_ns) - int(o.queued_ns))
+        terms["after_first_token"] += (c - f) - (int(o.completion_ns) - int(o.first_token_ns))
+        meas_total += int(o.completion_ns) - int(o.submit_ns)
+        n += 1
+    if not meas_total:
+        return None
+    out = {k: 100 * v / meas_total for k, v in terms.items()}
+    out["total"] = 100 * sum(terms.values()) / meas_total
+    out["requests"] = n
+    return out
+
+
 def main(root: str) -> int:
     root = Path(root)
     reps = load_reports(root)
-    summary = {"runs": {}, "effects": {}}
+    summary = {"runs": {}, "effects": {}, "conditions": {}, "levels": {}, "decomposition": {}, "brackets": {},
+               "targets": {}}
     lines = []
     for mode in MODES:
         runs = sorted({r for (mo, _), d in reps.items() if mo == mode for r in d})
         if not runs:
             continue
+        # the real runs' own spread of batch readiness across engines (compare has none when batches span engines)
+        from unirl_replay.report.metrics import repeat_spread
+
+        means = []
+        for run in runs:
+            tdir = root / "traces" / f"{mode}-{run}"
+            if (tdir / "manifest.json").exists():
+                _, outs, ready = _measured(tdir)
+                xr = readiness_across_engines(tdir, [], check_arrivals=False)
+                if xr and xr["measured_ms"]:
+                    means.append(statistics.fmean(xr["measured_ms"].values()))
+        derived_spread = repeat_spread(means) if len(means) >= 2 else (None, None)
+        summary.setdefault("readiness_spread_across_engines", {})[mode] = derived_spread
         lines += [f"### {mode}", "",
                   "| run | model | req E2E MAPE % | E2E bias % | TTFT MAPE % | traj E2E MAPE % | batch readiness err % "
-                  "(per batch) | real spread E2E CV % (max dev) | real spread readiness CV % (max dev) | "
+                  "(bias) | real spread E2E CV % (max dev) | real spread readiness CV % (max dev) | "
                   "engine_e2e (vLLM queued -> done) MAPE % (bias) | engine_ttft MAPE % | real spread engine_e2e CV % |",
                   "|---|---|---|---|---|---|---|---|---|---|---|---|"]
         for model in MODELS:
@@ -174,12 +320,39 @@ def main(root: str) -> int:
                 row["engine_ttft_mape"] = et.get("mape_pct")
                 row["spread_engine_e2e_cv"] = s_ee.get("cv_pct")
                 summary["runs"][f"{mode}/{run}/{model}"] = row
+                dec = decomposition(rep)
+                if dec:
+                    summary["decomposition"][f"{mode}/{run}/{model}"] = dec
+                tdir = root / "traces" / f"{mode}-{run}"
+                rdir = root / mode / run / model
+                if (tdir / "manifest.json").exists() and (rdir / "replay_result.json").exists():
+                    paths = [rdir / "replay_result.json"] + ([rdir / "bound-lanes" / "replay_result.json"]
+                                                             if (rdir / "bound-lanes" / "replay_result.json").exists() else [])
+                    xr = readiness_across_engines(tdir, paths, check_arrivals=mode == "grpo")
+                    if xr is not None:
+                        summary.setdefault("readiness_across_engines", {})[f"{mode}/{run}/{model}"] = xr
+                        if not br:
+                            row["ready_mape"] = xr["replays"][0]["mape_pct"]
+                            row["ready_bias"] = xr["replays"][0]["bias_pct"]
+                            row["ready_derived"] = True
+                            if row["spread_ready_cv"] is None:
+                                row["spread_ready_cv"], row["spread_ready_max"] = derived_spread
+                    sp = e2e_split(tdir, rdir / "replay_result.json")
+                    if sp:
+                        summary.setdefault("e2e_split", {})[f"{mode}/{run}/{model}"] = sp
+                bk = bracket(rep, "COMPARISON_LEVEL_ROLLOUT_BATCH", "batch_readiness")
+                if bk:
+                    summary["brackets"][f"{mode}/{run}/{model}"] = {
+                        "bounds_bias_pct": [b.get("signed_bias_pct") for b in bk["bounds"]],
+                        "records": bk.get("records"), "records_inside": bk.get("records_inside", 0),
+                        "reading": bk.get("reading")}
                 for k, v in row.items():
                     if isinstance(v, float):
                         agg[k].append(v)
                 lines.append(f"| {run} | {model} | {fmt(row['e2e_mape'])} | {fmt(row['e2e_bias'], 1)} | "
                              f"{fmt(row['ttft_mape'])} | {fmt(row['traj_mape'])} | "
-                             f"{fmt(row['ready_mape'])} (bias {fmt(row['ready_bias'])}) | "
+                             f"{fmt(row['ready_mape'])}{'*' if row.get('ready_derived') else ''} "
+                             f"(bias {fmt(row['ready_bias'])}) | "
                              f"{fmt(row['spread_e2e_cv'])} ({fmt(row['spread_e2e_max'])}) | "
                              f"{fmt(row['spread_ready_cv'])} ({fmt(row['spread_ready_max'])}) | "
                              f"{fmt(row['engine_mape'])} ({fmt(row['engine_bias'])}) | {fmt(row['engine_ttft_mape'])} | "
@@ -195,16 +368,162 @@ def main(root: str) -> int:
                              f"{fmt(mean.get('engine_mape'))} ({fmt(mean.get('engine_bias'))}) | "
                              f"{fmt(mean.get('engine_ttft_mape'))} | {fmt(mean.get('spread_engine_e2e_cv'))} |")
         lines.append("")
-        lab = next((r.get("label") for (mo, mdl), d in reps.items() if mo == mode for r in d.values()), "")
-        lines += [f"Labels, e.g.: `{summary['runs'].get(f'{mode}/r1/calibrated', {}).get('label', lab)}` and "
-                  f"`{summary['runs'].get(f'{mode}/r1/default', {}).get('label', lab)}`", ""]
+        if any(v.get("ready_derived") for k, v in summary["runs"].items() if k.startswith(mode + "/")):
+            clock = ("checked per request: every predicted arrival = its measured arrival offset minus the window's "
+                     "first" if mode == "grpo" else "one simulation of both engines, one ReplayResult; the slot pools "
+                     "re-time first turns, so arrivals cannot be checked against the trace")
+            lines += ["\\* batch readiness of rollout batches whose requests span both engines, derived here "
+                      "(summarise.py readiness_across_engines): compare leaves them uncompared (\"separate simulated "
+                      f"engines have separate clock origins\"); the replay's engines share one clock ({clock}), so "
+                      "readiness = ready - the batch's first submit (predicted: earliest predicted arrival of its "
+                      "requests, compare's O_p over both engines) on both sides; the real spread is over the three "
+                      "runs' measured means (report.metrics.repeat_spread).", ""]
+        labs = [summary["runs"].get(f"{mode}/{runs[0]}/{mdl}", {}).get("label") for mdl in MODELS]
+        lines += ["Labels (run " + runs[0] + "): " + "; ".join(f"`{x}`" for x in labs if x), ""]
+
+        # targets (GRPO: probe-levelled profile; agentic: measured readiness inside the bracket)
+        if mode == "grpo":
+            lines += ["Targets with the probe-levelled profile (each run next to the real runs' own spread):", ""]
+            for run in runs:
+                row = summary["runs"].get(f"{mode}/{run}/probe")
+                if not row:
+                    continue
+                ok = {k: row.get(k) is not None and row[k] <= v for k, v in TARGETS.items()}
+                summary["targets"][f"{mode}/{run}"] = ok
+                lines.append(f"- {run}: batch readiness error {fmt(row['ready_mape'])} % (target <= 5: "
+                             f"{'met' if ok['ready_mape'] else 'NOT met'}; real spread CV {fmt(row['spread_ready_cv'])} %, "
+                             f"max dev {fmt(row['spread_ready_max'])} %), request E2E MAPE {fmt(row['e2e_mape'])} % "
+                             f"(target <= 8: {'met' if ok['e2e_mape'] else 'NOT met'}; real spread CV "
+                             f"{fmt(row['spread_e2e_cv'])} %, max dev {fmt(row['spread_e2e_max'])} %)")
+            lines.append("")
+        else:
+            lines += ["Bracket of batch readiness (lanes = slots with the client limit dropped .. lanes = the limit; "
+                      "both UNMODELLED), per run and model:", "",
+                      "| run | model | lower bound bias % | upper bound bias % | batches inside | reading |",
+                      "|---|---|---|---|---|---|"]
+            for run in runs:
+                inside_all = True
+                for model in MODELS:
+                    bk = summary["brackets"].get(f"{mode}/{run}/{model}")
+                    xr = summary.get("readiness_across_engines", {}).get(f"{mode}/{run}/{model}")
+                    if not bk and xr and len(xr["replays"]) == 2:
+                        lo_r, hi_r = xr["replays"]
+                        inside_n = sum(1 for b, m in xr["measured_ms"].items() if b in lo_r["batches"] and
+                                       b in hi_r["batches"] and min(lo_r["batches"][b]["predicted_ms"],
+                                                                    hi_r["batches"][b]["predicted_ms"]) <= m <=
+                                       max(lo_r["batches"][b]["predicted_ms"], hi_r["batches"][b]["predicted_ms"]))
+                        where = []
+                        for b, m in sorted(xr["measured_ms"].items()):
+                            if b in lo_r["batches"] and b in hi_r["batches"]:
+                                a, z = lo_r["batches"][b]["predicted_ms"], hi_r["batches"][b]["predicted_ms"]
+                                where.append(f"{b}: {m:.0f} ms in {a:.0f} .. {z:.0f}"
+                                             + (f" ({100 * (m - a) / (z - a):.0f} %)" if z != a else ""))
+                        bk = {"bounds_bias_pct": [lo_r["bias_pct"], hi_r["bias_pct"]], "records": len(xr["measured_ms"]),
+                              "records_inside": inside_n, "reading": "derived*: " + "; ".join(where)}
+                        summary["brackets"][f"{mode}/{run}/{model}"] = bk
+                    if not bk:
+                        continue
+                    lo, hi = bk["bounds_bias_pct"][0], bk["bounds_bias_pct"][-1]
+                    inside = bk["records_inside"] == bk["records"]
+                    if model == "probe":
+                        inside_all = inside
+                    lines.append(f"| {run} | {model} | {fmt(lo)} | {fmt(hi)} | {bk['records_inside']}/{bk['records']} | "
+                                 f"{bk['reading']} |")
+                summary["targets"][f"{mode}/{run}"] = {"readiness_inside_bracket_probe": inside_all}
+            lines.append("")
+            lines += ["Target (measured readiness inside the bracket in every run, probe-levelled profile): "
+                      + ", ".join(f"{run} {'met' if summary['targets'][f'{mode}/{run}']['readiness_inside_bracket_probe'] else 'NOT met'}"
+                                  for run in runs), ""]
+
+        # decomposition of batch readiness (all rollout batches), % of measured
+        lines += ["Decomposition of batch readiness error, all rollout batches of the run (report/decompose.py, "
+                  "% of measured; terms sum to the total):", "",
+                  "| run | model | total | " + " | ".join(TERMS) + " |", "|---|---|---|" + "---|" * len(TERMS)]
+        missing = []
+        for run in runs:
+            for model in MODELS:
+                d = summary["decomposition"].get(f"{mode}/{run}/{model}")
+                if d:
+                    lines.append(f"| {run} | {model} | {fmt(d.get('total'))} | "
+                                 + " | ".join(fmt(d.get(t)) for t in TERMS) + " |")
+                else:
+                    missing.append(f"{run}/{model}")
+            if mode == "agentic":
+                for model in MODELS:
+                    rep = reps[(mode, model)].get(run)
+                    d = decomposition(rep, "all trajectories") if rep else None
+                    if d:
+                        summary["decomposition"][f"{mode}/{run}/{model}/trajectories"] = d
+                        lines.append(f"| {run} (all trajectories, trajectory E2E) | {model} | {fmt(d.get('total'))} | "
+                                     + " | ".join(fmt(d.get(t)) for t in TERMS) + " |")
+        lines.append("")
+        if missing:
+            rep = reps[(mode, "probe")].get(runs[0]) or {}
+            why = (rep.get("profile_check") or {}).get("unavailable_reason") or \
+                "the rollout batches span both engines (compare does not compare them, so it does not decompose them)"
+            lines += [f"No batch decomposition from the report for {', '.join(missing)}: {why}", ""]
+        lines += ["Exact split of the summed request E2E error (summarise.py e2e_split, % of the summed measured E2E; "
+                  "client_path = the measured submit -> vLLM queued the simulator does not have, engine_first_token = "
+                  "predicted TTFT - measured queued -> first token, after_first_token = the decode part):", "",
+                  "| run | model | total | " + " | ".join(SPLIT) + " | requests |", "|---|---|---|" + "---|" * (len(SPLIT) + 1)]
+        for run in runs:
+            for model in MODELS:
+                sp = summary.get("e2e_split", {}).get(f"{mode}/{run}/{model}")
+                if sp:
+                    lines.append(f"| {run} | {model} | {fmt(sp['total'])} | " + " | ".join(fmt(sp[t]) for t in SPLIT)
+                                 + f" | {sp['requests']} |")
+        lines.append("")
+
+        # profile check: real / model per phase on the rebuilt steps (report/profile_check.py)
+        lines += ["Profile check (report/profile_check.py: real / model step time per phase on the rebuilt engine steps, "
+                  "median (IQR)):", ""]
+        for run in runs:
+            for model in MODELS:
+                pc = (reps[(mode, model)].get(run) or {}).get("profile_check") or {}
+                if pc.get("phases"):
+                    summary.setdefault("profile_check", {})[f"{mode}/{run}/{model}"] = pc["phases"]
+                    ph = "; ".join(f"{x['phase']} {x['median_ratio']:.2f}x ({x['p25_ratio']:.2f}-{x['p75_ratio']:.2f}, "
+                                   f"{x['intervals']} intervals)" for x in pc["phases"])
+                    lines.append(f"- {run} {model}: {ph}. {pc.get('reading', '')}")
+                elif model == "probe":
+                    lines.append(f"- {run}: not available: {pc.get('unavailable_reason', '?')[:160]}...")
+        lines.append("")
+
+        # conditions and probe levels
+        lines += [f"Conditions of each {mode} window (TraceManifest.conditions) and its probe levels (levels.json: "
+                  "probe median / the base profile's fitted model):", "",
+                  "| run | load 1m start -> end | host busy % | steal % | engine CPU s in window (share of wall %) | "
+                  "engine uptime s | probe decode B=1 / B=32 / prefill 512 median ms (per engine, before -> after) | "
+                  "decode level | prefill level |", "|---|---|---|---|---|---|---|---|---|"]
+        for run in runs:
+            tdir = root / "traces" / f"{mode}-{run}"
+            if not (tdir / "manifest.json").exists():
+                continue
+            cd = conditions(tdir)
+            summary["conditions"][f"{mode}/{run}"] = cd
+            lvp = root / mode / run / "levels.json"
+            lv = json.loads(lvp.read_text()) if lvp.exists() else {}
+            summary["levels"][f"{mode}/{run}"] = {k: lv.get(k) for k in ("decode_level", "prefill_level")}
+            cpu = ", ".join(f"{v:.2f} ({cd['engine_cpu_share_pct'].get(e, 0):.0f})" for e, v in sorted(cd["engine_cpu_s"].items()))
+            per_eng = defaultdict(dict)
+            for p in cd["probes"]:
+                per_eng[p["engine_id"]][p["when"]] = p["points"]
+
+            def pts(x):
+                return "/".join(fmt(x.get(k, [None, None])[1]) for k in ("decode B=1", "decode B=32", "prefill 512"))
+            probes = "; ".join(f"{pts(w.get('before', {}))} -> {pts(w.get('after', {}))}" for _, w in sorted(per_eng.items()))
+            lines.append(f"| {run} | {fmt(cd['loadavg_1m_start'], 2)} -> {fmt(cd['loadavg_1m_end'], 2)} | "
+                         f"{fmt(cd['host_busy_pct'])} | {fmt(cd['steal_pct'])} | {cpu or '-'} | {fmt(cd['engine_uptime_s'], 0)} | "
+                         f"{probes or '-'} | {fmt(lv.get('decode_level'), 3)} | {fmt(lv.get('prefill_level'), 3)} |")
+        lines.append("")
+
         # effects measured in the traces
         lines += [f"Measured in the {mode} holdout traces (ms; median / p90 / max over requests):", "",
                   "| run | requests | window s | submit -> vLLM queued (client lock + pipe + runtime) | "
                   "queued -> scheduled | scheduled -> first token (engine) | submit -> first token | "
                   "external delay between turns | last completion -> batch ready (GRPO) / slot release (agentic) | "
-                  "vLLM peak concurrent requests (queued->done) | engine busy % of span | capture overhead | load (window) |",
-                  "|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
+                  "vLLM peak concurrent requests (queued->done) | engine busy % of span |",
+                  "|---|---|---|---|---|---|---|---|---|---|---|"]
         for run in runs:
             tdir = root / "traces" / f"{mode}-{run}"
             if not (tdir / "manifest.json").exists():
@@ -215,13 +534,11 @@ def main(root: str) -> int:
             def trio(s):
                 return "-" if not s else f"{s['median']:.1f} / {s['p90']:.1f} / {s['max']:.1f}"
 
-            ov = ef["overhead_ratio"]
             lines.append(f"| {run} | {ef['requests']} | {ef['window_s']:.2f} | {trio(ef['submit_to_queued_ms'])} | "
                          f"{trio(ef['queued_to_scheduled_ms'])} | {trio(ef['scheduled_to_first_token_ms'])} | "
                          f"{trio(ef['submit_to_first_token_ms'])} | {trio(ef['external_delay_ms'])} | "
                          f"{trio(ef['batch_return_path_ms'] or ef['slot_release_after_last_completion_ms'])} | "
-                         f"{ef['engine_peak_concurrent_requests']} | {fmt(100 * (ef['engine_busy_fraction'] or 0))} | "
-                         f"{'-' if ov is None else f'{100 * ov:+.1f}%'} | {ef['load']} |")
+                         f"{ef['engine_peak_concurrent_requests']} | {fmt(100 * (ef['engine_busy_fraction'] or 0))} |")
         lines.append("")
         for run in runs:
             ef = summary["effects"].get(f"{mode}/{run}")

@@ -7,7 +7,12 @@ probe points and the probe-levelled profile (``probe``); the sweep itself runs i
 environment (``reference.calibration_driver``), started as a process.
 
 May import: ``unirl_replay.contract``, ``unirl_replay.v1``, ``unirl_replay.reference.environments``
-(to find the reference interpreter), itself, numpy.
-Never imports: a reference driver in process, replay, report, capture, conformance, cli, demo, or
-a simulator.
+(to find the reference interpreter), itself, numpy, and exactly two stdlib-only modules of capture:
+``capture.procfs`` (the ``/proc`` counters of ``RunConditions``) and ``capture.probe`` (the reference
+probe's point definitions). Why: a sweep's conditions and a capture window's must be measured by the
+same code, and the probe's points are defined where the probe runs (inside the capture's engines);
+capture ships into users' processes and may import nothing of calibrate, so the shared code lives
+on capture's side.
+Never imports: a reference driver in process, replay, report, any other part of capture (the
+hooks, finalize), conformance, cli, demo, or a simulator.
 """

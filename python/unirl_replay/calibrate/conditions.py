@@ -8,7 +8,8 @@ whether the two ran the engine under the same conditions (report/conditions.py).
 What is measured between :func:`snapshot` calls: the 1-minute load at both ends, host-wide CPU
 busy and steal from ``/proc/stat`` (% of all CPU time), and the CPU time (user + system) of the
 child processes that finished in between (``RUSAGE_CHILDREN``: the calibration driver and the
-vLLM engine processes it started and reaped).
+vLLM engine processes it started and reaped). The ``/proc`` reading is the capture's own
+(:mod:`unirl_replay.capture.procfs`), so a sweep and a capture window measure the same way.
 """
 
 from __future__ import annotations
@@ -16,22 +17,12 @@ from __future__ import annotations
 import os
 import resource
 import time
-from pathlib import Path
 from typing import Any
 
+from unirl_replay.capture import procfs
 from unirl_replay.contract.json_profile import to_dict
 from unirl_replay.v1 import common_pb2 as cpb
 from unirl_replay.v1 import manifest_pb2 as mpb
-
-
-def _proc_stat() -> list[int] | None:
-    try:
-        first = Path("/proc/stat").read_text().splitlines()[0].split()
-    except (OSError, IndexError):
-        return None
-    if first[0] != "cpu":
-        return None
-    return [int(x) for x in first[1:]]
 
 
 def snapshot() -> dict[str, Any]:
@@ -41,7 +32,7 @@ def snapshot() -> dict[str, Any]:
         load = os.getloadavg()[0]
     except OSError:
         load = None
-    return {"t": time.monotonic(), "load": load, "stat": _proc_stat(), "children_cpu_s": ru.ru_utime + ru.ru_stime}
+    return {"t": time.monotonic(), "load": load, "stat": procfs.proc_stat_cpu(), "children_cpu_s": ru.ru_utime + ru.ru_stime}
 
 
 def run_conditions(start: dict[str, Any], end: dict[str, Any], *, hardware: dict[str, Any] | None = None,
@@ -56,15 +47,8 @@ def run_conditions(start: dict[str, Any], end: dict[str, Any], *, hardware: dict
         c.loadavg_1m_start = float(start["load"])
     if end.get("load") is not None:
         c.loadavg_1m_end = float(end["load"])
-    a, b = start.get("stat"), end.get("stat")
-    if a and b and len(a) == len(b):
-        d = [y - x for x, y in zip(a, b)]
-        total = sum(d[:8]) if len(d) >= 8 else sum(d)  # user nice system idle iowait irq softirq steal
-        if total > 0:
-            idle = d[3] + (d[4] if len(d) > 4 else 0)
-            c.host_busy_pct = 100.0 * (total - idle) / total
-            if len(d) > 7:
-                c.steal_pct = 100.0 * d[7] / total
+    for k, v in procfs.busy_steal_pct(start.get("stat"), end.get("stat")).items():
+        setattr(c, k, v)
     cpu = end["children_cpu_s"] - start["children_cpu_s"]
     if cpu > 0:
         c.engine_process_cpu_ns[process_label] = int(cpu * 1e9)

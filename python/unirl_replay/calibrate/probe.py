@@ -23,14 +23,13 @@ from typing import Any
 
 import numpy as np
 
+# the fixed reference probe's points (phase, batch size, context tokens, prefill tokens), repeats and
+# decode steps are defined once, where the probe runs: capture.probe, inside the capture's engines
+from unirl_replay.capture.probe import PROBE_DECODE_STEPS, PROBE_POINTS, PROBE_REPEATS
 from unirl_replay.contract.json_profile import to_dict
 from unirl_replay.v1 import manifest_pb2 as mpb
 
-#: (phase, batch size, context tokens, prefill tokens) of the fixed reference probe; 5 repeats each.
-PROBE_POINTS: tuple[tuple[str, int, int, int], ...] = (
-    ("decode", 1, 128, 0), ("decode", 32, 128, 0), ("prefill", 0, 0, 512))
-PROBE_REPEATS = 5
-PROBE_DECODE_STEPS = 32
+__all__ = ["PROBE_POINTS", "PROBE_REPEATS", "PROBE_DECODE_STEPS", "ProbeError", "levels", "level_profile"]
 
 
 class ProbeError(ValueError):

@@ -20,6 +20,10 @@ driver's ``time.monotonic()``: the trace builder only subtracts the window start
 is wall clock (``time.time()`` in this process); it is kept raw for reference and never used for
 a trace offset.
 
+Reference probe (:mod:`probe`): a pipe message tagged ``unirl_replay_probe`` is recorded as a
+``probe_generate`` record (counts and vLLM's timestamps, no prefix hashes), never as
+``engine_generate``: probe requests never join a window.
+
 Plain mode (for paired overhead runs in the same engine process): while the file
 ``raw/PLAIN`` exists, ``LLM.generate`` calls straight through (one ``stat`` per call) and the
 per-child hook does nothing.
@@ -36,6 +40,7 @@ from typing import Any, Dict, List, Optional, Sequence
 
 from unirl_replay.capture import shard
 from unirl_replay.capture.hashing import load_salt, prefix_block_hashes
+from unirl_replay.capture.probe import TAG_KEY as PROBE_TAG_KEY
 
 PLAIN_SWITCH_FILE = "PLAIN"
 
@@ -124,6 +129,7 @@ def install(trace_dir: str, llm_cls: Any, runtime_module: Any) -> None:
             message = original_recv(connection, last_request_id=last_request_id)
             _state["last_pipe_request_id"] = message.get("request_id")
             _state["last_pipe_recv_mono"] = time.monotonic()
+            _state["probe"] = message.get(PROBE_TAG_KEY) if isinstance(message, dict) else None
             return message
 
         runtime_module._recv_request = _recv_request
@@ -147,6 +153,15 @@ def install(trace_dir: str, llm_cls: Any, runtime_module: Any) -> None:
 
                 emit({"kind": "engine_config", "engine_id": engine_id, "config": engine_config(self),
                       "model": model_report(self), "vllm_version": str(getattr(vllm, "__version__", ""))})
+            probe = _state.get("probe")
+            if probe:  # the reference probe (capture.probe): its own record kind, never a window request
+                _state["probe"] = None
+                emit({"kind": "probe_generate", "engine_id": engine_id, "probe": probe,
+                      "pipe_request_id": _state.get("last_pipe_request_id"), "call_monotonic": [mono0, mono1],
+                      "requests": [{"prompt_tokens": len(getattr(o, "prompt_token_ids", None) or []),
+                                    "output_tokens": [len(c.token_ids) for c in o.outputs],
+                                    "metrics": _metrics_dict(getattr(o, "metrics", None))} for o in outputs]})
+                return outputs
             _record_generate(self, emit, salt, outputs, (mono0, mono1), engine_id, sampling_params)
             emit({"kind": "engine_capture_cost", "engine_id": engine_id,
                   "pipe_request_id": _state.get("last_pipe_request_id"), "self_s": time.monotonic() - mono1})

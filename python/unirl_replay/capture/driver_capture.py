@@ -483,7 +483,10 @@ def mark(kind: str, **fields: Any) -> None:
     """Emit a record into this process's shard while the capture is on (``UNIRL_REPLAY_TRACE_DIR``).
 
     Recipes use it for what the hooks cannot see: ``window_start`` / ``window_end`` (the window's
-    clock zero and end), ``labels`` (``labels={...}``: manifest labels), ``overhead_pairs``.
+    clock zero and end; ``rollout_ids=[...]`` names the window when a run holds several),
+    ``labels`` (``labels={...}``: manifest labels), ``overhead_pairs``. Window and probe marks
+    carry a snapshot of the host and of the run's engine processes (:mod:`procfs`), from which
+    finalize fills the manifest's ``RunConditions``.
     """
     sink: Optional[shard.ShardWriter] = _installed.get("sink")
     if sink is None:
@@ -491,7 +494,22 @@ def mark(kind: str, **fields: Any) -> None:
         if not trace_dir:
             return
         sink = _sink(trace_dir)
+    if kind in CONDITION_MARKS and "conditions" not in fields:
+        fields["conditions"] = _conditions_snapshot()
     sink.emit({"kind": kind, "at": _now(), **fields})
+
+
+#: marks that carry a host + engine-process snapshot (:mod:`procfs`): finalize's RunConditions come from them
+CONDITION_MARKS = ("window_start", "window_end", "probe_start", "probe_end")
+
+
+def _conditions_snapshot() -> Dict[str, Any]:
+    from unirl_replay.capture import procfs
+
+    try:
+        return procfs.snapshot(Path(os.environ.get(shard.TRACE_DIR_ENV, ".")) / "raw")
+    except Exception as exc:  # noqa: BLE001 - a capture must never break a run
+        return {"error": f"{type(exc).__name__}: {exc}"}
 
 
 __all__ = ["current_context", "close", "install", "mark", "set_active", "rollout_id_of", "trajectory_ids_of",

@@ -32,6 +32,11 @@ record (the UniRL hooks were not active in the process hosting that engine), tra
 collected, collected trajectories with no trajectory record, batches cut by the window end. A
 trace with 0 requests is never written.
 
+Conditions and probes (:mod:`window_conditions`): ``TraceManifest.conditions`` from the snapshots
+on the window's ``window_start`` / ``window_end`` marks, ``TraceManifest.probes`` from the reference
+probes that bracket the window (:mod:`probe`), each with a calibration-role artifact
+``probes/<engine>-<when>.json`` in the trace directory; probe requests are never window requests.
+
 Clock: every offset is ``time.monotonic()`` minus the window start (host-wide CLOCK_MONOTONIC;
 all shards must come from one boot of one host, checked through the shards' boot ids).
 """
@@ -48,6 +53,8 @@ from pathlib import Path
 from typing import Any, Dict, List, Optional, Sequence, Set, Tuple
 
 from unirl_replay.capture.hashing import HASH_ALGORITHM, SALT_FILE, salt_id
+from unirl_replay.capture.window_conditions import attach as attach_conditions
+from unirl_replay.capture.window_conditions import write_artifacts as write_probe_artifacts
 from unirl_replay.capture.trace_builder import (
     AGENTIC_CLIENT_NOTE,
     CLOCK_NOTE,
@@ -414,12 +421,18 @@ def finalize(raw_dir: Path | str, out_dir: Path | str, *, rollouts: Optional[str
                     workload_name=workload_name, trace_id=trace_id, model_name=model_name, raw_dir=raw_dir,
                     weights_digest=weights_digest, overhead=(recs.get("overhead_pairs") or [None])[-1],
                     hardware=_hardware(shards, used_engines))
+    # run conditions and reference probes of the window (capture.window_conditions)
+    end_marks = [r for r in recs.get("window_end", []) if not r.get("rollout_ids") or in_window(r["rollout_ids"])]
+    probe_artifacts = attach_conditions(
+        man, recs, first if first.get("kind") == "window_start" else None,
+        max(end_marks, key=lambda r: r["at"]["monotonic"]) if end_marks else None, start_mono, end_mono, engines_used)
     report_missing = {k: (v[0], "; ".join(v[1][:4]) + (f"; and {len(v[1]) - 4} more" if len(v[1]) > 4 else ""))
                       for k, v in missing.items()}
     man.completeness.complete = not report_missing
     for kind, (count, cause) in sorted(report_missing.items()):
         man.completeness.lost.append(m.LostRecords(kind=kind, count=count, cause=cause))
     out_dir.mkdir(parents=True, exist_ok=True)
+    write_probe_artifacts(out_dir, probe_artifacts)
     with TraceWriter(out_dir, encoding="jsonl") as wr:
         for rec in workload:
             wr.write_workload(rec)

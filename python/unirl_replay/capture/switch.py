@@ -23,6 +23,9 @@ What reaches which process (UniRL 0.2.0 on Ray, read from its code):
   ``rollout.generate``: a GRPO batch's ready time) are imported (at once if they already are), so a Ray worker
   that never imports UniRL pays nothing. ``Worker.teardown`` closes the shard, because
   ``DevicePool.shutdown`` ``ray.kill``s its actors right after (no atexit runs there).
+* The same post-import hooks give ``VLLMRolloutEngine`` / ``AgenticRolloutEngine`` the reference
+  probe's role method (:mod:`probe`, ``unirl_replay_probe``): it runs only when a recipe calls
+  :func:`unirl_replay.capture.probe.run`.
 * Inside vLLM's processes the capture is the ``vllm.general_plugins`` entry point
   (:mod:`vllm_plugin`), which needs only the environment variable.
 
@@ -215,6 +218,14 @@ def _register_import_hooks(trace_dir: str) -> None:
 
     for name in UNIRL_MODULES:
         _after_import(name, on_import)
+
+    def add_probe(module) -> None:  # the reference probe's role method (capture.probe; runs only when called)
+        from unirl_replay.capture import probe
+
+        probe.add_role_method_for_module(module)
+
+    for name in UNIRL_MODULES[:2]:
+        _after_import(name, add_probe)
 
 
 __all__ = ["install", "ray_worker_setup", "runtime_env", "enabled", "TRACE_DIR_ENV"]

@@ -132,6 +132,11 @@ def _validate(out_dir: str) -> None:
               help="Agentic lookup-tool wait range in ms [20:150].")
 @click.option("--overhead-pairs", type=int, default=5, show_default=True,
               help="Paired instrumented/plain runs for the manifest's capture overhead (0 = not measured).")
+@click.option("--windows", type=int, default=1, show_default=True,
+              help="Windows of the same prompts in the same engines (window k: rollout ids k*batches..); with more "
+                   "than one, the shards are kept and one finalize command per window is printed.")
+@click.option("--probe", is_flag=True, help="Run the reference probe (unirl_replay.capture.probe) in every engine "
+                                           "before the first window and after each one.")
 @click.option("--engines", type=int, default=2, show_default=True,
               help="Engines: Ray actors (UniRL DevicePool workers), each with its own vLLM-CPU engine.")
 @click.option("--model", "model", default=None, type=click.Path(file_okay=False, exists=True),
@@ -148,7 +153,7 @@ def _validate(out_dir: str) -> None:
 def run_command(mode: str, out_dir: str, role: str, workload_name: str | None, seed: int, batches: int,
                 prompts: int | None, samples: int, prompt_words: str | None, max_new_tokens: int | None,
                 group_size: int, per_worker_inflight: int, max_turns: int, tool_wait_ms: str | None,
-                overhead_pairs: int, engines: int, model: str | None, model_dir: str | None, keep_raw: bool,
+                overhead_pairs: int, windows: int, probe: bool, engines: int, model: str | None, model_dir: str | None, keep_raw: bool,
                 no_finalize: bool, no_validate: bool, dump_prompts: str | None,
                 kill_engine_at_rollout: int | None) -> None:
     """Run a real UniRL rollout (MODE grpo or agentic) on UniRL's Ray wiring, capture it, finalize the trace."""
@@ -164,7 +169,8 @@ def run_command(mode: str, out_dir: str, role: str, workload_name: str | None, s
     argv = [str(py), "-m", "unirl_replay.reference.rollout_driver", mode, "--out", str(out),
             "--seed", str(seed), "--batches", str(batches), "--samples", str(samples),
             "--group-size", str(group_size), "--per-worker-inflight", str(per_worker_inflight),
-            "--max-turns", str(max_turns), "--overhead-pairs", str(overhead_pairs), "--engines", str(engines)]
+            "--max-turns", str(max_turns), "--overhead-pairs", str(overhead_pairs), "--engines", str(engines),
+            "--windows", str(windows)] + (["--probe"] if probe else [])
     for flag, value in (("--prompts", prompts), ("--prompt-words", prompt_words),
                         ("--max-new-tokens", max_new_tokens), ("--tool-wait-ms", tool_wait_ms),
                         ("--model", str(Path(model).resolve()) if model else None), ("--model-dir", model_dir),
@@ -184,6 +190,11 @@ def run_command(mode: str, out_dir: str, role: str, workload_name: str | None, s
         summary = {}
     raw = out / "raw"
     name = workload_name or f"{mode}-s{seed}"
+    if windows > 1:
+        for k, spec in enumerate(summary.get("windows") or []):
+            click.echo(f"window {k}: unirl-replay capture finalize {raw} --out {out}-w{k} --rollouts {spec} "
+                       f"--workload-name {name} --role {role}")
+        return
     if no_finalize:
         click.echo(f"shards in {raw}; finalize with: unirl-replay capture finalize {raw} --out {out} "
                    f"--rollouts {rollouts} --workload-name {name} --role {role}")

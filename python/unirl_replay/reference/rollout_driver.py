@@ -24,7 +24,11 @@ runtime), and
 Capture: only the switch. ``UNIRL_REPLAY_TRACE_DIR=DIR`` plus ``unirl_replay.capture.install()``
 before Ray starts; nothing else of the capture is called here except two window marks and the
 overhead record (``driver_capture.mark``). The rollout ids of the window are ``0..batches-1``;
-the overhead pairs after it use rollout ids from 1000 on, outside the window.
+the overhead pairs after it use rollout ids from 1000 on, outside the window. ``--windows K``
+repeats the window K times with the same prompts in the same engines (window k: rollout ids
+``k*batches..``, its own marks); ``--probe`` runs the reference probe
+(``unirl_replay.capture.probe.run``, what a user's recipe would call) in every engine before the
+first window and after each one.
 
 CPU-only differences (``UNIRL_REPLAY_CPU_BRIDGES=1``, :mod:`cpu_bridges`, Ray worker setup hook
 ``cpu_bridges.ray_worker_setup``): the vLLM / UniRL CUDA bridges, one CPU per engine, and
@@ -213,6 +217,20 @@ class Harness:
 
             driver_capture.mark(kind, **fields)
 
+    def probe(self, rollout, when: str, window: int) -> None:
+        """The reference probe (``--probe``) in every engine at once, outside the window (capture.probe)."""
+        if not (self.capture and self.args.probe):
+            return
+        from unirl_replay.capture import probe as reference_probe
+
+        t = time.monotonic()
+        reference_probe.run(rollout, when, seed=self.args.seed)
+        progress(f"reference probe {when} window {window} in {self.args.engines} engines: {time.monotonic() - t:.1f} s")
+
+    def window_rollouts(self, k: int) -> List[int]:
+        """Rollout ids of window ``k`` (``--windows``: the same prompts each window, new rollout ids)."""
+        return list(range(k * self.args.batches, (k + 1) * self.args.batches))
+
     def instrumented(self, on: bool) -> None:
         switch = self.raw / "PLAIN"
         if on:
@@ -324,18 +342,24 @@ def run_grpo(args, h: Harness, model: str) -> Dict[str, Any]:
     sampling = ARSamplingParams(samples_per_prompt=args.samples, temperature=1.0, top_p=1.0,
                                 max_new_tokens=args.max_new_tokens)
     batches = []
-    requests = [_request(PROMPTS.add(texts[b]), b, b * args.prompts).fork(args.samples, sampling_params=sampling)
-                for b in range(args.batches)]
-    h.load["start"] = list(os.getloadavg())
-    h.mark("window_start")
-    for b, request in enumerate(requests):
-        t = time.monotonic()
-        result = rollout.generate(request)
-        dt = time.monotonic() - t
-        batches.append({"rollout_batch": b, "seconds": dt, "samples": len(result.parts[-1].sample_ids)})
-        progress(f"rollout {b}: {len(result.parts[-1].sample_ids)} samples in {dt:.2f} s")
-    h.mark("window_end")
-    h.load["end"] = list(os.getloadavg())
+    for k in range(args.windows):
+        rids = h.window_rollouts(k)
+        requests = [_request(PROMPTS.add(texts[b]), r, r * args.prompts).fork(args.samples, sampling_params=sampling)
+                    for b, r in enumerate(rids)]
+        if k == 0:
+            h.probe(rollout, "before", k)
+        h.load.setdefault("start", list(os.getloadavg()))
+        h.mark("window_start", rollout_ids=rids, window=k)
+        for r, request in zip(rids, requests):
+            t = time.monotonic()
+            result = rollout.generate(request)
+            dt = time.monotonic() - t
+            batches.append({"rollout_batch": r, "window": k, "seconds": dt,
+                            "samples": len(result.parts[-1].sample_ids)})
+            progress(f"rollout {r}: {len(result.parts[-1].sample_ids)} samples in {dt:.2f} s")
+        h.mark("window_end", rollout_ids=rids, window=k)
+        h.load["end"] = list(os.getloadavg())
+        h.probe(rollout, "after", k)
     # overhead pairs: one generate of fixed prompts with seeded sampling (both runs generate the same tokens)
     pair_sampling = ARSamplingParams(samples_per_prompt=args.samples, temperature=1.0, top_p=1.0,
                                      max_new_tokens=args.max_new_tokens, seed=args.seed + 1)
@@ -394,26 +418,32 @@ def run_agentic(args, h: Harness, model: str) -> Dict[str, Any]:
 
     batches = []
     try:
-        requests = [_request(PROMPTS.add(texts[b]), b, b * args.prompts, control=control) for b in range(args.batches)]
-        h.load["start"] = list(os.getloadavg())
-        h.mark("window_start")
-        for b, request in enumerate(requests):
-            t = time.monotonic()
-            if args.kill_engine_at_rollout == b:
-                kill_engine_later(h.raw, args.kill_delay_s)
-            manager.submit(tasks_for(request))
-            groups = manager.collect(args.prompts, current_version=0)
-            dt = time.monotonic() - t
-            statuses: Dict[str, int] = {}
-            for group in groups:
-                for trajectory in group:
-                    status = str(trajectory.parts[-1].harness_status)
-                    statuses[status] = statuses.get(status, 0) + 1
-            batches.append({"rollout_batch": b, "seconds": dt, "groups": len(groups),
-                            "trajectories": sum(len(g) for g in groups), "harness_status": statuses})
-            progress(f"rollout {b}: {len(groups)} groups, {sum(len(g) for g in groups)} trajectories in {dt:.2f} s")
-        h.mark("window_end")
-        h.load["end"] = list(os.getloadavg())
+        for k in range(args.windows):
+            rids = h.window_rollouts(k)
+            requests = [_request(PROMPTS.add(texts[b]), r, r * args.prompts, control=control)
+                        for b, r in enumerate(rids)]
+            if k == 0:
+                h.probe(rollout, "before", k)
+            h.load.setdefault("start", list(os.getloadavg()))
+            h.mark("window_start", rollout_ids=rids, window=k)
+            for b, request in zip(rids, requests):
+                t = time.monotonic()
+                if args.kill_engine_at_rollout == b:
+                    kill_engine_later(h.raw, args.kill_delay_s)
+                manager.submit(tasks_for(request))
+                groups = manager.collect(args.prompts, current_version=0)
+                dt = time.monotonic() - t
+                statuses: Dict[str, int] = {}
+                for group in groups:
+                    for trajectory in group:
+                        status = str(trajectory.parts[-1].harness_status)
+                        statuses[status] = statuses.get(status, 0) + 1
+                batches.append({"rollout_batch": b, "window": k, "seconds": dt, "groups": len(groups),
+                                "trajectories": sum(len(g) for g in groups), "harness_status": statuses})
+                progress(f"rollout {b}: {len(groups)} groups, {sum(len(g) for g in groups)} trajectories in {dt:.2f} s")
+            h.mark("window_end", rollout_ids=rids, window=k)
+            h.load["end"] = list(os.getloadavg())
+            h.probe(rollout, "after", k)
         pair_texts = texts[-1]
 
         def once(i: int) -> None:
@@ -447,6 +477,14 @@ def harness_labels(args, h: Harness, timings: Dict[str, Any]) -> Dict[str, str]:
         knobs.update(group_size=args.group_size, per_worker_inflight=args.per_worker_inflight,
                      max_turns=args.max_turns, tool_wait_ms="%d:%d" % args.tool_wait_ms)
     labels = {f"knob.{k}": str(v) for k, v in knobs.items()}
+    if args.windows > 1:
+        labels["knob.windows"] = str(args.windows)
+        labels["windows"] = (f"{args.windows} windows of the same prompts in the same engine processes, rollout ids "
+                             f"k*{args.batches}..k*{args.batches}+{args.batches - 1} (window k); loadavg.window "
+                             "spans all of them (RunConditions has the window's own)")
+    if args.probe:
+        labels["reference_probe"] = ("unirl_replay.capture.probe.run before the first window and after each window, "
+                                     "every engine at once")
     if "start" in h.load and "end" in h.load:
         labels["loadavg.window"] = "start %s, end %s" % tuple(
             "/".join(f"{x:.2f}" for x in h.load[k]) for k in ("start", "end"))
@@ -496,11 +534,18 @@ def main(argv: List[str] | None = None) -> int:
     parser.add_argument("--tool-wait-ms", type=_range, default=(20, 150), help="lookup tool wait MIN:MAX ms")
     parser.add_argument("--max-new-tokens", type=int, default=None)
     parser.add_argument("--overhead-pairs", type=int, default=5)
+    parser.add_argument("--windows", type=int, default=1,
+                        help="windows of the same prompts (rollout ids k*batches.. for window k), in the same engines")
+    parser.add_argument("--probe", action="store_true",
+                        help="run the reference probe (unirl_replay.capture.probe) in every engine before the first "
+                             "window and after each")
     parser.add_argument("--dump-prompts", default=None, help="tests only: write the prompts (text, token ids) here")
     parser.add_argument("--kill-engine-at-rollout", type=int, default=None,
                         help="tests only (agentic): kill -9 the rank-0 engine's vLLM runtime during this rollout")
     parser.add_argument("--kill-delay-s", type=float, default=1.5, help="tests only: seconds into that rollout")
     args = parser.parse_args(argv)
+    if args.windows < 1:
+        parser.error("--windows must be at least 1")
     if args.prompts is None:
         args.prompts = 8 if args.mode == "grpo" else 4
     if args.max_new_tokens is None:
@@ -540,7 +585,9 @@ def main(argv: List[str] | None = None) -> int:
     if args.dump_prompts:
         PROMPTS.write(args.dump_prompts, model)
     summary: Dict[str, Any] = {"mode": args.mode, "timings": timings, "model": model,
-                               "rollouts": f"0:{args.batches - 1}", "raw": str(out / "raw") if capture else None}
+                               "rollouts": f"0:{args.batches - 1}",
+                               "windows": [f"{h.window_rollouts(k)[0]}:{h.window_rollouts(k)[-1]}"
+                                           for k in range(args.windows)], "raw": str(out / "raw") if capture else None}
     print(json.dumps(summary, indent=1))
     return 0
 

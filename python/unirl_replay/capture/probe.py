@@ -1,0 +1,209 @@
+"""The reference probe: a few fixed points run in the capture's own engines right before and after a window.
+
+Standard library only (it runs inside a user's processes); nothing runs unless called.
+
+Points (:data:`PROBE_POINTS`, :data:`PROBE_REPEATS` repeats each, in this order, per repeat):
+
+* decode, batch 1 and batch 32: B requests of :data:`DECODE_PROMPT_TOKENS` unique random token ids
+  (prefix caching can never hit), :data:`PROBE_DECODE_STEPS` output tokens each (``ignore_eos``),
+  so the mean context over the decode is 112 + 32/2 = 128 tokens (the calibration sweep's
+  ``ctx = L + OSL/2``). One repeat's step time = the median over its requests of
+  ``(last_token_ts - first_token_ts) / (output tokens - 1)`` (vLLM's EngineCore timestamps);
+* prefill: one request of 512 unique random token ids, 1 output token, alone in the engine; the step
+  time is ``first_token_ts - scheduled_ts`` (the calibration sweep's prefill measure).
+
+Every request does the rollout's sampling work (temperature 1, top_p 1, the sampled tokens'
+logprobs), as the calibration sweep's do. Point value = median and quartiles over the repeats.
+
+How it runs: :func:`run` (driver side, with UniRL's rollout ``Handle``) launches the role method
+:data:`ROLE_METHOD` on every engine slot at once (the engines then run their probes concurrently,
+as they run a window) and waits. The method (added to UniRL's ``VLLMRolloutEngine`` and
+``AgenticRolloutEngine`` by the capture switch, :func:`add_role_method`, only when the capture is
+on) calls :func:`run_in_engine`, which sends the probe straight to the engine's vLLM runtime
+through UniRL's own pipe (``VLLMRolloutEngine._request("generate", ...)``), each message tagged
+``unirl_replay_probe`` (:data:`TAG_KEY`; UniRL's runtime ignores unknown keys). The engine
+recorder sees the tag and writes those requests as ``probe_generate`` records, never as
+``engine_generate``: probe requests never enter a window's requests or outcomes. The driver
+marks ``probe_start`` / ``probe_end`` with host and engine-process counters (:mod:`procfs`).
+``capture finalize`` turns them into the trace's ``ReferenceProbe`` entries (:func:`probe_points`)
+and their calibration-role artifacts.
+"""
+
+from __future__ import annotations
+
+import json
+import random
+import statistics
+import time
+from pathlib import Path
+from typing import Any, Dict, List, Optional, Sequence
+
+#: (phase, batch size, context tokens, prefill tokens) of the fixed reference probe
+PROBE_POINTS = (("decode", 1, 128, 0), ("decode", 32, 128, 0), ("prefill", 0, 0, 512))
+PROBE_REPEATS = 5
+PROBE_DECODE_STEPS = 32
+#: decode prompts: 112 tokens + 32 output tokens = a mean context of 128 tokens over the decode
+DECODE_PROMPT_TOKENS = 128 - PROBE_DECODE_STEPS // 2
+TAG_KEY = "unirl_replay_probe"
+ROLE_METHOD = "unirl_replay_probe"
+SAMPLING = {"temperature": 1.0, "top_p": 1.0, "ignore_eos": True}
+
+
+def point_key(point: Sequence[Any]) -> str:
+    phase, b, ctx, pre = point
+    return f"decode:b{b}:ctx{ctx}" if phase == "decode" else f"prefill:{pre}"
+
+
+def _vocab(engine: Any) -> int:
+    path = getattr(getattr(engine, "cfg", None), "pretrained_model_ckpt_path", None)
+    try:
+        return int(json.loads((Path(str(path)) / "config.json").read_text())["vocab_size"])
+    except (OSError, ValueError, KeyError, TypeError):
+        return 1000
+
+
+def payloads(point: Sequence[Any], rng: random.Random, vocab: int) -> List[Dict[str, Any]]:
+    """UniRL runtime ``generate`` payloads of one repeat of ``point`` (unique random prompts)."""
+    phase, b, _ctx, pre = point
+    n, length, out = (b, DECODE_PROMPT_TOKENS, PROBE_DECODE_STEPS) if phase == "decode" else (1, pre, 1)
+    return [{"input_ids": [rng.randrange(vocab) for _ in range(length)], "return_logprob": True,
+             "sampling_params": {**SAMPLING, "max_new_tokens": out, "n": 1}} for _ in range(n)]
+
+
+def _vllm_engine(engine: Any) -> Any:
+    seen = 0
+    while not hasattr(engine, "_request") and hasattr(engine, "_inner") and seen < 4:
+        engine, seen = engine._inner, seen + 1  # AgenticRolloutEngine -> its VLLMRolloutEngine
+    if not hasattr(engine, "_request"):
+        raise TypeError(f"{type(engine).__name__} is not a UniRL vLLM engine (no _request): the reference probe "
+                        "runs on VLLMRolloutEngine / AgenticRolloutEngine")
+    return engine
+
+
+def run_in_engine(engine: Any, when: str, *, probe_id: str = "", seed: int = 0,
+                  points: Sequence[Sequence[Any]] = PROBE_POINTS, repeats: int = PROBE_REPEATS) -> Dict[str, Any]:
+    """Run the probe in this process's engine (a UniRL ``VLLMRolloutEngine`` or a wrapper of one).
+
+    Returns a small summary (wall time per point); the measurement itself is what the engine
+    recorder writes (``probe_generate`` records, vLLM's own timestamps).
+    """
+    eng = _vllm_engine(engine)
+    rng = random.Random(f"{seed}:{when}:{probe_id}:{id(eng)}:{time.monotonic_ns()}")
+    vocab = _vocab(eng)
+    wall: Dict[str, List[float]] = {}
+    for rep in range(int(repeats)):
+        for point in points:
+            tag = {"probe_id": probe_id, "when": when, "point": point_key(point), "repeat": rep,
+                   "phase": point[0], "batch_size": int(point[1]), "context_tokens": int(point[2]),
+                   "prefill_tokens": int(point[3])}
+            t = time.monotonic()
+            eng._request("generate", payloads=payloads(point, rng, vocab), record_id="batch", **{TAG_KEY: tag})
+            wall.setdefault(point_key(point), []).append(time.monotonic() - t)
+    return {"when": when, "probe_id": probe_id, "repeats": int(repeats), "wall_s": wall}
+
+
+def add_role_method(cls: Any) -> None:
+    """Give UniRL's engine role class the probe method (so ``Slot.launch(ROLE_METHOD, when)`` reaches it)."""
+    if getattr(cls, ROLE_METHOD, None) is not None:
+        return
+
+    def unirl_replay_probe(self, when: str, probe_id: str = "", seed: int = 0) -> Dict[str, Any]:
+        return run_in_engine(self, when, probe_id=probe_id, seed=seed)
+
+    unirl_replay_probe.__doc__ = "unirl-replay reference probe (added by the capture switch; see unirl_replay.capture.probe)"
+    setattr(cls, ROLE_METHOD, unirl_replay_probe)
+
+
+def add_role_method_for_module(module: Any) -> None:
+    for name in ("VLLMRolloutEngine", "AgenticRolloutEngine"):
+        cls = getattr(module, name, None)
+        if cls is not None:
+            add_role_method(cls)
+
+
+def run(rollout: Any, when: str, *, probe_id: str = "", seed: int = 0) -> List[Dict[str, Any]]:
+    """Driver side: run the probe in every engine of UniRL's rollout ``Handle`` at once, and wait.
+
+    ``when`` is ``"before"`` or ``"after"`` (the window it brackets). Marks ``probe_start`` /
+    ``probe_end`` (with host and engine-process counters) in the driver's shard. Call it outside
+    a window, with no rollout in flight. Needs the capture on (:func:`unirl_replay.capture.install`).
+    """
+    import os
+
+    from unirl_replay.capture import driver_capture, shard
+
+    if not os.environ.get(shard.TRACE_DIR_ENV):
+        raise RuntimeError("the reference probe records through the capture: set UNIRL_REPLAY_TRACE_DIR and call "
+                           "unirl_replay.capture.install() before Ray starts")
+    probe_id = probe_id or shard.new_id()
+    slots = list(rollout.engine_slots)
+    driver_capture.mark("probe_start", when=when, probe_id=probe_id, engines=len(slots))
+    pending = [slot.launch(ROLE_METHOD, when, probe_id, seed) for slot in slots]
+    results = [p.result() for p in pending]
+    driver_capture.mark("probe_end", when=when, probe_id=probe_id, engines=len(slots))
+    return results
+
+
+# --- finalize side (pure) ------------------------------------------------------------------------
+
+def _quartiles(xs: List[float]) -> tuple[float, float, float]:
+    xs = sorted(xs)
+    if len(xs) == 1:
+        return xs[0], xs[0], xs[0]
+    q = statistics.quantiles(xs, n=4, method="inclusive")
+    return q[0], statistics.median(xs), q[2]
+
+
+def repeat_step_ms(tag: Dict[str, Any], requests: List[Dict[str, Any]]) -> Optional[float]:
+    """One repeat's step time (ms) from the engine recorder's per-request records, or None."""
+    if tag.get("phase") == "prefill":
+        m = (requests[0].get("metrics") or {}) if requests else {}
+        a, b = m.get("scheduled_ts"), m.get("first_token_ts")
+        return 1e3 * (b - a) if isinstance(a, (int, float)) and isinstance(b, (int, float)) and b > a else None
+    per = []
+    for r in requests:
+        m = r.get("metrics") or {}
+        a, b = m.get("first_token_ts"), m.get("last_token_ts")
+        n = (r.get("output_tokens") or [0])[0]
+        if isinstance(a, (int, float)) and isinstance(b, (int, float)) and n > 1 and b > a:
+            per.append(1e3 * (b - a) / (n - 1))
+    if len(per) != len(requests) or not per:
+        return None
+    return statistics.median(per)
+
+
+def probe_points(records: List[Dict[str, Any]]) -> List[Dict[str, Any]]:
+    """``ProbePoint`` fields per point from one engine's ``probe_generate`` records of one probe."""
+    by: Dict[str, Dict[str, Any]] = {}
+    for r in records:
+        tag = r.get("probe") or {}
+        ms = repeat_step_ms(tag, r.get("requests") or [])
+        entry = by.setdefault(tag.get("point", "?"), {"tag": tag, "ms": [], "bad": 0})
+        if ms is None:
+            entry["bad"] += 1
+        else:
+            entry["ms"].append(ms)
+    out = []
+    for key, e in by.items():
+        tag = e["tag"]
+        pt = {"phase": tag.get("phase", ""), "batch_size": int(tag.get("batch_size") or 0),
+              "context_tokens": int(tag.get("context_tokens") or 0), "prefill_tokens": int(tag.get("prefill_tokens") or 0),
+              "repeats": len(e["ms"]), "unusable_repeats": e["bad"], "step_ms": [round(x, 4) for x in e["ms"]]}
+        if e["ms"]:
+            pt["p25_ms"], pt["median_ms"], pt["p75_ms"] = _quartiles(e["ms"])
+        out.append(pt)
+    order = {point_key(p): i for i, p in enumerate(PROBE_POINTS)}
+    out.sort(key=lambda p: order.get(point_key((p["phase"], p["batch_size"], p["context_tokens"],
+                                                p["prefill_tokens"])), 99))
+    return out
+
+
+METHOD = (f"{PROBE_REPEATS} repeats of: decode B=1 and B=32 ({DECODE_PROMPT_TOKENS}-token unique random prompts, "
+          f"{PROBE_DECODE_STEPS} output tokens, ignore_eos: mean context 128), step = median over the requests of "
+          "(last_token_ts - first_token_ts) / (tokens - 1); prefill of 512 unique random tokens alone, step = "
+          "first_token_ts - scheduled_ts (vLLM EngineCore timestamps); sampling temperature 1, top_p 1, logprobs; "
+          "point = median and quartiles over the repeats; every engine of the run at once, through UniRL's runtime "
+          "pipe (unirl_replay.capture.probe)")
+
+__all__ = ["PROBE_POINTS", "PROBE_REPEATS", "PROBE_DECODE_STEPS", "run", "run_in_engine", "add_role_method",
+           "probe_points", "ROLE_METHOD", "TAG_KEY", "METHOD"]

@@ -1,0 +1,150 @@
+"""A window's ``RunConditions`` and ``ReferenceProbe`` entries from what the processes recorded (finalize).
+
+Inputs (records of the shards, :mod:`finalize` groups them by kind):
+
+* ``window_start`` / ``window_end`` marks of the driver, each with a ``conditions`` snapshot
+  (:func:`procfs.snapshot`: load, ``/proc/stat``, every engine's process tree);
+* ``probe_start`` / ``probe_end`` marks (:func:`probe.run`) with the same snapshots, and the
+  engines' ``probe_generate`` records tagged with the probe's id.
+
+Which probe belongs to the window: the last one that ended at or before the window's start is its
+``before`` probe, the first one that started at or after the window's end its ``after`` probe (in
+a run of several windows the probe between two windows is the ``after`` of one and the ``before``
+of the next). Per engine of the window, each becomes one ``ReferenceProbe`` with its points, its
+own conditions (over the probe) and a calibration-role artifact ``probes/<engine>-<when>.json``
+(the raw probe records and the per-repeat step times) in the trace directory. Probe requests are
+never a window's requests: they are recorded as another kind (``probe_generate``).
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any, Dict, List, Optional, Sequence, Tuple
+
+from unirl_replay.capture import probe as P
+from unirl_replay.capture.procfs import conditions_fields
+from unirl_replay.v1 import common_pb2 as c
+from unirl_replay.v1 import manifest_pb2 as m
+
+ARTIFACT_SCHEMA = "unirl-replay.reference-probe/1"
+
+
+def _message(fields: Dict[str, Any], engines: Optional[Sequence[str]] = None) -> m.RunConditions:
+    out = m.RunConditions(cache_state=c.CACHE_STATE_KIND_COLD)
+    for k, v in fields.items():
+        if k in ("engine_process_cpu_ns", "worker_threads"):
+            getattr(out, k).update({e: x for e, x in v.items() if engines is None or e in engines})
+        else:
+            setattr(out, k, v)
+    return out
+
+
+def _snap(rec: Dict[str, Any]) -> Optional[Dict[str, Any]]:
+    s = rec.get("conditions")
+    return s if isinstance(s, dict) and "error" not in s else None
+
+
+def window_conditions(start_mark: Optional[Dict[str, Any]], end_mark: Optional[Dict[str, Any]],
+                      hardware: m.Hardware, engines: Sequence[str]) -> Optional[m.RunConditions]:
+    """RunConditions between the window's marks (None when either mark has no snapshot)."""
+    a = _snap(start_mark) if start_mark else None
+    b = _snap(end_mark) if end_mark else None
+    if a is None or b is None:
+        return None
+    hw = {"cpu_model": hardware.cpu_model, "cpu_count": hardware.cpu_count}
+    return _message(conditions_fields(a, b, hardware=hw), engines)
+
+
+def _probes(recs: Dict[str, List[Dict[str, Any]]]) -> List[Dict[str, Any]]:
+    starts = {r.get("probe_id"): r for r in recs.get("probe_start", []) if r.get("probe_id")}
+    ends = {r.get("probe_id"): r for r in recs.get("probe_end", []) if r.get("probe_id")}
+    out = []
+    for pid, s in starts.items():
+        e = ends.get(pid)
+        if e is None:
+            continue
+        out.append({"probe_id": pid, "start": s, "end": e, "t0": s["at"]["monotonic"], "t1": e["at"]["monotonic"]})
+    return sorted(out, key=lambda p: p["t0"])
+
+
+def _safe(text: str) -> str:
+    return "".join(ch if ch.isalnum() or ch in "._-" else "_" for ch in text)
+
+
+def window_probes(recs: Dict[str, List[Dict[str, Any]]], start_mono: float, end_mono: float, hardware: m.Hardware,
+                  engines: Sequence[str]) -> Tuple[List[m.ReferenceProbe], Dict[str, Dict[str, Any]]]:
+    """The window's ReferenceProbe entries and their artifacts (relative path -> JSON content)."""
+    probes = _probes(recs)
+    before = [p for p in probes if p["t1"] <= start_mono]
+    after = [p for p in probes if p["t0"] >= end_mono]
+    chosen = ([("before", before[-1])] if before else []) + ([("after", after[0])] if after else [])
+    gens: Dict[Tuple[str, str], List[Dict[str, Any]]] = {}
+    for r in recs.get("probe_generate", []):
+        tag = r.get("probe") or {}
+        gens.setdefault((str(tag.get("probe_id")), str(r.get("engine_id"))), []).append(r)
+    hw = {"cpu_model": hardware.cpu_model, "cpu_count": hardware.cpu_count}
+    entries: List[m.ReferenceProbe] = []
+    artifacts: Dict[str, Dict[str, Any]] = {}
+    for when, p in chosen:
+        a, b = _snap(p["start"]), _snap(p["end"])
+        cond = conditions_fields(a, b, hardware=hw) if a and b else {}
+        for eid in engines:
+            rows = sorted(gens.get((p["probe_id"], eid), []), key=lambda r: r["call_monotonic"][0])
+            if not rows:
+                continue
+            points = P.probe_points(rows)
+            path = f"probes/{_safe(eid)}-{when}.json"
+            rp = m.ReferenceProbe(engine_id=eid, when=when, artifact_path=path)
+            for pt in points:
+                if "median_ms" not in pt:
+                    continue
+                rp.points.append(m.ProbePoint(phase=pt["phase"], batch_size=pt["batch_size"],
+                                              context_tokens=pt["context_tokens"], prefill_tokens=pt["prefill_tokens"],
+                                              repeats=pt["repeats"], median_ms=pt["median_ms"], p25_ms=pt["p25_ms"],
+                                              p75_ms=pt["p75_ms"]))
+            if cond:
+                rp.conditions.CopyFrom(_message(cond, [eid]))
+            entries.append(rp)
+            artifacts[path] = {
+                "schema": ARTIFACT_SCHEMA, "role": "calibration", "engine_id": eid, "when": when,
+                "probe_id": p["probe_id"], "method": P.METHOD,
+                "window_offset_s": (p["t1"] - start_mono) if when == "before" else (p["t0"] - end_mono),
+                "probe_wall_s": p["t1"] - p["t0"], "points": points,
+                "requests": [_compact(r) for r in rows],
+            }
+    return entries, artifacts
+
+
+def _compact(r: Dict[str, Any]) -> Dict[str, Any]:
+    """One probe generate call, compact: its tag and per request [scheduled, first token, last token] (monotonic s)
+    and output tokens."""
+    def ts(x: Any) -> Any:
+        return round(x, 6) if isinstance(x, float) else x
+
+    return {"point": (r.get("probe") or {}).get("point"), "repeat": (r.get("probe") or {}).get("repeat"),
+            "call_monotonic": [ts(x) for x in r.get("call_monotonic") or []],
+            "requests": [[ts((q.get("metrics") or {}).get(k)) for k in ("scheduled_ts", "first_token_ts", "last_token_ts")]
+                         + [(q.get("output_tokens") or [None])[0]] for q in r.get("requests") or []]}
+
+
+def attach(man: m.TraceManifest, recs: Dict[str, List[Dict[str, Any]]], start_mark: Optional[Dict[str, Any]],
+           end_mark: Optional[Dict[str, Any]], start_mono: float, end_mono: float, engines: Sequence[str]
+           ) -> Dict[str, Dict[str, Any]]:
+    """Fill ``man.conditions`` and ``man.probes``; return the probe artifacts to write next to the trace."""
+    cond = window_conditions(start_mark, end_mark, man.hardware, engines)
+    if cond is not None:
+        man.conditions.CopyFrom(cond)
+    entries, artifacts = window_probes(recs, start_mono, end_mono, man.hardware, engines)
+    man.probes.extend(entries)
+    return artifacts
+
+
+def write_artifacts(out_dir: Path, artifacts: Dict[str, Dict[str, Any]]) -> None:
+    for rel, body in artifacts.items():
+        path = Path(out_dir) / rel
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(json.dumps(body, sort_keys=True, separators=(",", ":")) + "\n")
+
+
+__all__ = ["attach", "window_conditions", "window_probes", "write_artifacts", "ARTIFACT_SCHEMA"]

@@ -1,0 +1,231 @@
+"""Run conditions and the reference probe of a capture (light env).
+
+* ``capture.procfs`` on this host's real ``/proc``: a child process that burns CPU is found as an
+  engine from a shard header, its CPU time, threads and affinity are read, and the
+  ``RunConditions`` fields between two snapshots hold them;
+* ``capture.probe``: the probe's payloads and the per-point median / quartiles from
+  ``probe_generate`` records;
+* ``capture finalize`` on hand-built shards (the layout of tests/test_capture_finalize.py) with
+  window and probe marks: ``TraceManifest.conditions``, ``TraceManifest.probes`` with their
+  calibration-role artifacts, the probe between two windows is the ``after`` of one and the
+  ``before`` of the next, and no probe request is ever a window request.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import random
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+from test_capture_finalize import HOST, _eng, _grpo_raw, _load, _t, _valid, _write
+
+from unirl_replay.capture import procfs
+from unirl_replay.capture import probe as P
+from unirl_replay.capture.finalize import finalize
+from unirl_replay.v1 import common_pb2 as c
+
+BURN = "import time\nt=time.process_time()\nwhile time.process_time()-t<0.4: pass\ntime.sleep(30)\n"
+
+
+@pytest.fixture
+def burner():
+    proc = subprocess.Popen([sys.executable, "-c", BURN])
+    yield proc
+    proc.kill()
+    proc.wait()
+
+
+@pytest.mark.skipif(not Path("/proc/stat").exists(), reason="needs Linux /proc")
+def test_procfs_reads_an_engine_process_tree_from_its_shard_header(tmp_path, burner):
+    raw = tmp_path / "raw"
+    raw.mkdir()
+    eid = f"vllm:{socket.gethostname()}:{os.getpid()}"
+    (raw / f"engine-x-{os.getpid()}.jsonl").write_text(json.dumps(
+        {"kind": "process", "role": "engine", "host": socket.gethostname(), "pid": os.getpid(), "engine_id": eid}) + "\n")
+    # another host's engine is never read from this host's /proc
+    (raw / "engine-y-1.jsonl").write_text(json.dumps(
+        {"kind": "process", "role": "engine", "host": "elsewhere", "pid": 1, "engine_id": "vllm:elsewhere:1"}) + "\n")
+    assert procfs.engine_pids(raw) == {eid: os.getpid()}
+    a = procfs.snapshot(raw)
+    deadline = time.monotonic() + 10
+    while time.monotonic() < deadline:  # the child burns 0.4 s of CPU, then sleeps
+        tree = procfs.process_tree(burner.pid)
+        if tree and tree["cpu_ns"] >= 0.35e9:
+            break
+        time.sleep(0.05)
+    b = procfs.snapshot(raw)
+    tree_b = b["engines"][eid]
+    pids = [p["pid"] for p in tree_b["processes"]]
+    assert pids[0] == os.getpid() and burner.pid in pids  # this process and its descendant
+    child = next(p for p in tree_b["processes"] if p["pid"] == burner.pid)
+    assert child["threads"] >= 1 and child["affinity"] and child["age_s"] >= 0
+    f = procfs.conditions_fields(a, b, hardware={"cpu_model": "m", "cpu_count": 2})
+    assert f["engine_process_cpu_ns"][eid] >= 0.3e9  # the child's burn is counted in the engine's tree
+    assert f"pid {burner.pid}" in f["worker_threads"][eid] and "threads, affinity" in f["worker_threads"][eid]
+    assert f["loadavg_1m_start"] >= 0 and f["loadavg_1m_end"] >= 0
+    assert 0 <= f["host_busy_pct"] <= 100 and 0 <= f.get("steal_pct", 0) <= 100
+    assert f["duration_ns"] > 0 and f["engine_uptime_ns"] > 0
+    assert procfs.process_tree(2**22 + 12345) is None  # a process that is not there: None, not a guess
+
+
+def test_busy_and_steal_from_two_stat_lines():
+    a = [100, 0, 100, 700, 100, 0, 0, 0, 0, 0]
+    b = [200, 0, 150, 800, 100, 0, 0, 50, 0, 0]  # +300 ticks: 150 user+system, 100 idle, 50 steal
+    assert procfs.busy_steal_pct(a, b) == {"host_busy_pct": pytest.approx(200 / 3), "steal_pct": pytest.approx(50 / 3)}
+    assert procfs.busy_steal_pct(a, None) == {} and procfs.busy_steal_pct(a, a) == {}
+
+
+def test_probe_payloads_are_unique_prompts_of_the_fixed_points():
+    rng = random.Random(1)
+    dec = P.payloads(("decode", 32, 128, 0), rng, 1000)
+    assert len(dec) == 32 and {len(p["input_ids"]) for p in dec} == {112}
+    assert len({tuple(p["input_ids"]) for p in dec}) == 32
+    assert all(p["sampling_params"]["max_new_tokens"] == 32 and p["sampling_params"]["ignore_eos"] for p in dec)
+    pre = P.payloads(("prefill", 0, 0, 512), rng, 1000)
+    assert len(pre) == 1 and len(pre[0]["input_ids"]) == 512 and pre[0]["sampling_params"]["max_new_tokens"] == 1
+    assert P.DECODE_PROMPT_TOKENS + P.PROBE_DECODE_STEPS / 2 == 128
+    from unirl_replay.calibrate import probe as calibrate_probe
+
+    assert calibrate_probe.PROBE_POINTS is P.PROBE_POINTS  # one definition for both stages
+
+
+def _tag(probe_id, point, rep):
+    phase, b, ctx, pre = point
+    return {"probe_id": probe_id, "when": "before", "point": P.point_key(point), "repeat": rep, "phase": phase,
+            "batch_size": b, "context_tokens": ctx, "prefill_tokens": pre}
+
+
+def _probe_records(eid, probe_id, t0, level=1.0):
+    """probe_generate records: decode step (2 + rep) * level ms at B=1, (10 + rep) * level at B=32; prefill
+    (20 + rep) * level ms."""
+    out, t = [], t0
+    for rep in range(P.PROBE_REPEATS):
+        for point in P.PROBE_POINTS:
+            phase, b = point[0], point[1]
+            reqs = []
+            if phase == "decode":
+                step = ((2 if b == 1 else 10) + rep) * level / 1e3
+                for _ in range(b):
+                    reqs.append({"prompt_tokens": 112, "output_tokens": [32],
+                                 "metrics": {"scheduled_ts": t, "first_token_ts": t + .01,
+                                             "last_token_ts": t + .01 + 31 * step}})
+            else:
+                reqs.append({"prompt_tokens": 512, "output_tokens": [1],
+                             "metrics": {"scheduled_ts": t, "first_token_ts": t + (20 + rep) * level / 1e3,
+                                         "last_token_ts": t + (20 + rep) * level / 1e3}})
+            out.append({"kind": "probe_generate", "engine_id": eid, "probe": _tag(probe_id, point, rep),
+                        "pipe_request_id": 1000 + len(out), "call_monotonic": [t, t + .5], "requests": reqs})
+            t += 0.5
+    return out
+
+
+def test_probe_points_are_median_and_quartiles_of_the_repeats():
+    pts = P.probe_points(_probe_records("e", "p", 0.0))
+    assert [(p["phase"], p["batch_size"], p["prefill_tokens"]) for p in pts] == [
+        ("decode", 1, 0), ("decode", 32, 0), ("prefill", 0, 512)]
+    b1, b32, pre = pts
+    assert b1["repeats"] == 5 and b1["median_ms"] == pytest.approx(4.0) and b1["p25_ms"] == pytest.approx(3.0)
+    assert b1["p75_ms"] == pytest.approx(5.0) and b32["median_ms"] == pytest.approx(12.0)
+    assert pre["median_ms"] == pytest.approx(22.0) and pre["context_tokens"] == 0
+    bad = _probe_records("e", "p", 0.0)
+    bad[0]["requests"][0]["metrics"]["last_token_ts"] = None  # one unusable repeat: counted, never guessed
+    b1 = P.probe_points(bad)[0]
+    assert b1["repeats"] == 4 and b1["unusable_repeats"] == 1
+
+
+def _snap(t, load, stat, cpu):
+    return {"monotonic": t, "wall": 1.7e9 + t, "loadavg": [load, 1.0, 1.0], "stat": stat, "host": HOST,
+            "engines": {_eng(p): {"pid": p, "cpu_ns": cpu[i], "age_s": 300.0 + t,
+                                  "processes": [{"pid": p, "comm": "python", "cpu_ns": cpu[i], "threads": 4,
+                                                 "affinity": {str(i): 4}, "env": {"VLLM_CPU_OMP_THREADS_BIND": str(i)}}]}
+                        for i, p in enumerate((21, 22))}}
+
+
+def _mark(kind, t, snap, **kw):
+    return {"kind": kind, "at": _t(t), "conditions": snap, **kw}
+
+
+def _raw_with_probes(raw: Path) -> None:
+    """grpo_raw (rollout 0 at t=1.0-1.3, rollout 1 at t=2.0-2.3) as two windows; probes at 0.2-0.6
+    (before window 0), 1.5-1.9 (between) and 2.6-2.9 (after window 1); engine 22 ran 1.5x slower."""
+    _grpo_raw(raw)
+    stat0 = [0, 0, 0, 1000, 0, 0, 0, 0, 0, 0]
+    drv = [{"kind": "process", "role": "driver", "host": HOST, "pid": 5, "ppid": 1, "boot_id": "boot-1",
+            "clock_pair": _t(0.0), "versions": {}, "hardware": {"cpu_count": 2}}]
+    for pid, (t0, t1) in (("pa", (0.2, 0.6)), ("pb", (1.5, 1.9)), ("pc", (2.6, 2.9))):
+        drv.append(_mark("probe_start", t0, _snap(t0, 1.0, stat0, [0, 0]), when="x", probe_id=pid))
+        drv.append(_mark("probe_end", t1, _snap(t1, 1.1, stat0, [10**8, 10**8]), when="x", probe_id=pid))
+    for k, (t0, t1) in enumerate(((0.9, 1.4), (1.95, 2.4))):
+        drv.append(_mark("window_start", t0, _snap(t0, 1.5 + k, [0, 0, 0, 1000, 0, 0, 0, 0, 0, 0], [0, 5 * 10**8]),
+                         rollout_ids=[k], window=k))
+        drv.append(_mark("window_end", t1, _snap(t1, 2.5 + k, [300, 0, 100, 1500, 0, 0, 0, 100, 0, 0],
+                                                  [4 * 10**8, 8 * 10**8]), rollout_ids=[k], window=k))
+    _write(raw, f"driver-{HOST}-5.jsonl", drv)
+    for e_pid, level in ((21, 1.0), (22, 1.5)):
+        path = raw / f"engine-{HOST}-{e_pid}.jsonl"
+        extra = [r for pid, t in (("pa", 0.2), ("pb", 1.5), ("pc", 2.6))
+                 for r in _probe_records(_eng(e_pid), pid, t, level)]
+        with open(path, "a") as fh:
+            fh.write("".join(json.dumps(r) + "\n" for r in extra))
+
+
+def test_finalize_fills_conditions_and_probes_and_never_mixes_probe_requests(tmp_path):
+    raw = tmp_path / "raw"
+    _raw_with_probes(raw)
+    out0, out1 = tmp_path / "w0", tmp_path / "w1"
+    rep0 = finalize(raw, out0, rollouts="0:0", workload_name="grpo-unit")
+    rep1 = finalize(raw, out1, rollouts="1:1", workload_name="grpo-unit")
+    for out, rep in ((out0, rep0), (out1, rep1)):
+        _valid(out)
+        man, wl, oc = _load(out)
+        assert rep.complete and man.completeness.complete  # probe requests are not "engine requests with no driver"
+        # the window's requests: exactly its rollout's 4 vLLM requests, none of the 2 x 3 x 5 x 34 probe requests
+        assert len(wl["request"]) == 4 and all(int(r.request_id.split("#")[1]) < 4 for r in wl["request"])
+        assert len(oc["request"]) == 4
+        c0 = man.conditions
+        assert c0.cache_state == c.CACHE_STATE_KIND_COLD and c0.cpu_count == 2
+        assert sorted(c0.engine_process_cpu_ns) == [_eng(21), _eng(22)]
+        assert "VLLM_CPU_OMP_THREADS_BIND=" in c0.worker_threads[_eng(21)]
+        assert c0.engine_uptime_ns > 0 and c0.duration_ns > 0
+        assert c0.host_busy_pct == pytest.approx(50.0) and c0.steal_pct == pytest.approx(10.0)
+        assert sorted((p.engine_id, p.when) for p in man.probes) == [
+            (_eng(21), "after"), (_eng(21), "before"), (_eng(22), "after"), (_eng(22), "before")]
+        for p in man.probes:
+            art = json.loads((out / p.artifact_path).read_text())
+            assert art["role"] == "calibration" and art["engine_id"] == p.engine_id and art["when"] == p.when
+            assert [pt.phase for pt in p.points] == ["decode", "decode", "prefill"]
+            level = 1.5 if p.engine_id == _eng(22) else 1.0
+            assert p.points[0].median_ms == pytest.approx(4.0 * level) and p.points[0].repeats == 5
+            assert p.points[2].median_ms == pytest.approx(22.0 * level) and p.points[2].prefill_tokens == 512
+            assert p.conditions.engine_process_cpu_ns[p.engine_id] == 10**8 and len(p.conditions.engine_process_cpu_ns) == 1
+    m0, m1 = _load(out0)[0], _load(out1)[0]
+    assert m0.conditions.loadavg_1m_start == 1.5 and m1.conditions.loadavg_1m_start == 2.5  # each window its own marks
+    assert m0.conditions.engine_process_cpu_ns[_eng(22)] == 3 * 10**8
+    ids = {(json.loads((d / p.artifact_path).read_text())["probe_id"], p.when, d.name)
+           for d, m in ((out0, m0), (out1, m1)) for p in m.probes}
+    assert {(i, w) for i, w, d in ids if d == "w0"} == {("pa", "before"), ("pb", "after")}
+    assert {(i, w) for i, w, d in ids if d == "w1"} == {("pb", "before"), ("pc", "after")}
+
+
+def test_levelling_a_profile_to_a_finalized_probe(tmp_path):
+    """calibrate --level-to-probe accepts what finalize wrote (the decode level comes out of the probe)."""
+    from unirl_replay.calibrate.probe import ProbeError, levels
+
+    raw = tmp_path / "raw"
+    _raw_with_probes(raw)
+    finalize(raw, tmp_path / "w0", rollouts="0:0", workload_name="grpo-unit")
+    man = _load(tmp_path / "w0")[0]
+    prov = {"fit": {"prefill": {"coefficients": {"p0": 22.0, "p1": 0.0, "p2": 0.0}},
+                    "decode": {"coefficients": {"d0": 0.0, "d1": 0.0, "d2": 1.0}}}}
+    lv = levels(list(man.probes), prov)
+    # engine 21 at 1x and engine 22 at 1.5x of a prefill of 22 ms: median level of the 4 entries = 1.25
+    assert lv["prefill_level"] == pytest.approx(1.25)
+    assert len(lv["points"]) == 12
+    with pytest.raises(ProbeError):
+        levels([], prov)

@@ -1,0 +1,100 @@
+"""The reference probe and run conditions in a real capture (reference env for the engine run).
+
+* light: ``capture grpo|agentic --windows K --probe`` passes both to the harness, and with K > 1
+  prints one ``capture finalize --rollouts`` per window;
+* reference (marked ``reference``; ~5-8 min on 2 shared cores, mostly the two engines' start): a
+  real 2-engine GRPO run of two windows with the probe before, between and after; each finalized
+  window has exactly its own requests (none of the probe's), both engines' probes before and after
+  it (the middle probe shared), probe points with 5 repeats measured by vLLM's timestamps, the
+  window's conditions with every engine's CPU time, threads and affinity, and a profile can be
+  levelled to it.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+from test_capture_real import needs_ref
+
+from unirl_replay.contract.outcomes_io import iter_outcomes
+from unirl_replay.contract.trace_io import open_trace
+from unirl_replay.contract.validate import check_trace, format_violation
+from unirl_replay.v1.report_pb2 import TraceCheck
+
+ROOT = Path(__file__).resolve().parents[1]
+BASE = ROOT / "profiles" / "vllm-cpu-tiny-qwen2-20261130b.npz"
+
+
+def test_windows_and_probe_reach_the_harness_and_each_window_gets_a_finalize_command(tmp_path, monkeypatch):
+    fake = tmp_path / "python"
+    log = tmp_path / "argv"
+    fake.write_text(f"#!/bin/sh\necho \"$@\" > {log}\n"
+                    "echo '{\"windows\": [\"0:1\", \"2:3\"], \"rollouts\": \"0:1\"}'\n")
+    fake.chmod(0o755)
+    monkeypatch.setenv("UNIRL_REPLAY_REF_PYTHON", str(fake))
+    from unirl_replay.cli.main import cli
+
+    res = CliRunner().invoke(cli, ["capture", "grpo", "--out", str(tmp_path / "t"), "--windows", "2", "--probe",
+                                   "--workload-name", "w", "--role", "holdout"])
+    assert res.exit_code == 0, res.output
+    argv = log.read_text().split()
+    assert argv[argv.index("--windows") + 1] == "2" and "--probe" in argv
+    assert re.search(r"window 0: .*capture finalize \S+/raw --out \S+-w0 --rollouts 0:1 --workload-name w", res.output)
+    assert re.search(r"window 1: .*--rollouts 2:3", res.output)
+
+
+@needs_ref
+@pytest.mark.reference
+def test_a_real_two_window_capture_records_probes_and_conditions_and_keeps_probe_requests_out(tmp_path):
+    from unirl_replay.calibrate.probe import level_profile
+    from unirl_replay.capture.finalize import finalize
+    from unirl_replay.cli.main import main
+
+    out = tmp_path / "run"
+    rc = main(["capture", "grpo", "--out", str(out), "--batches", "1", "--windows", "2", "--probe",
+               "--overhead-pairs", "0", "--prompts", "2", "--samples", "2", "--max-new-tokens", "8",
+               "--role", "holdout", "--workload-name", "probe-ci"])
+    assert rc == 0
+    raw = out / "raw"
+    probe_gens = [json.loads(line) for f in raw.glob("engine-*.jsonl") for line in f.read_text().splitlines()
+                  if '"probe_generate"' in line]
+    assert len(probe_gens) == 2 * 3 * 5 * 3  # 2 engines x 3 probes x 5 repeats x 3 points
+    ids = {}
+    for k in (0, 1):
+        d = tmp_path / f"w{k}"
+        rep = finalize(raw, d, rollouts=f"{k}:{k}", role="holdout", workload_name="probe-ci", max_output_tokens=8)
+        res = check_trace(d)
+        assert res.status == TraceCheck.STATUS_VALID, [format_violation(v) for v in res.violations]
+        assert rep.complete, rep.lines()
+        t = open_trace(d)
+        m = t.manifest
+        reqs = [r.request for _, r in t.iter_workload() if r.WhichOneof("record") == "request"]
+        # 2 prompts, scattered over the 2 engines: one vLLM request (n=2) each, none of the probe's 34 per repeat
+        assert len(reqs) == 2 and all(r.num_samples == 2 and r.sample_ids[0].startswith(f"r{k}:") for r in reqs)
+        assert sum(1 for _, o in iter_outcomes(t) if o.WhichOneof("record") == "request") == 2
+        engines = sorted(e.engine_id for e in m.engines)
+        assert sorted((p.engine_id, p.when) for p in m.probes) == sorted(
+            (e, w) for e in engines for w in ("before", "after"))
+        for p in m.probes:
+            assert [(pt.phase, pt.batch_size, pt.prefill_tokens) for pt in p.points] == [
+                ("decode", 1, 0), ("decode", 32, 0), ("prefill", 0, 512)]
+            assert all(pt.repeats == 5 and 0 < pt.p25_ms <= pt.median_ms <= pt.p75_ms for pt in p.points)
+            art = json.loads((d / p.artifact_path).read_text())
+            assert art["role"] == "calibration" and len(art["requests"]) == 15
+            ids[(k, p.engine_id, p.when)] = art["probe_id"]
+            assert p.conditions.engine_process_cpu_ns[p.engine_id] > 0
+        c = m.conditions
+        assert sorted(c.engine_process_cpu_ns) == engines and all(v > 0 for v in c.engine_process_cpu_ns.values())
+        assert all("VLLM_CPU_OMP_THREADS_BIND=" in c.worker_threads[e] and "threads, affinity" in c.worker_threads[e]
+                   for e in engines)
+        assert c.HasField("loadavg_1m_start") and c.HasField("host_busy_pct") and c.engine_uptime_ns > 0
+        if k == 0 and BASE.exists():
+            _, prov = level_profile(BASE, m, tmp_path / "levelled.npz")
+            assert prov["probe_levelled"]["decode_level"] > 0 and prov["probe_levelled"]["prefill_level"] > 0
+    for e in {key[1] for key in ids}:
+        assert ids[(0, e, "after")] == ids[(1, e, "before")]  # the probe between the windows serves both
+        assert ids[(0, e, "before")] != ids[(1, e, "after")]
