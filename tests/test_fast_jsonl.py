@@ -113,6 +113,8 @@ EDGE_LINES = [
     b'{"request": {"arrival": {"observed_offset_ns": "1", "after_dependencies": {}}}}',
     b'{"request": {"request_id": "a"}, "trajectory": {"trajectory_id": "t"}}',
     b'{"request": {"request_id": "a", "request_id": "b"}}',
+    b'{"request" :{"request_id":"a","request_id":"b"}}',
+    b'{"request":{"request_id" :"a","request_id":"b"}}',
     b'{"request": {"arrival": {"after_dependencies": {}}}}',
     b'{"request": {"dependencies": [{"external_delay_ns": "0"}, {}]}}',
     b'{"request": {"turn_index": 0}}',

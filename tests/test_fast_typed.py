@@ -228,12 +228,22 @@ EDGE += [
     EDGE[0] + b" ", b" " + EDGE[0], EDGE[0] + b"\r\n", EDGE[0] + b"\n", EDGE[0] + b"\n\n",
     b"\xef\xbb\xbf" + EDGE[0], EDGE[0].replace(b'"r"', b'"\xff"'), EDGE[0][:-1],
     b"{}", b"[]", b"null", b"", b'{"request":{}}', b'{"request":null}',
+    # whitespace before a colon must not hide a duplicate key from the generic tier's count
+    # (found by test_byte_mutations_of_compact_lines: the generic tier took it, last one winning)
+    b'{"request" :{"request_id":"a","request_id":"b"}}', b'{"request"\t:{"request_id":"a","request_id":"a"}}',
+    b'{"request":{"request_id" :"a","request_id":"b"}}',
 ]
 
 
 @pytest.mark.parametrize("raw", EDGE)
 def test_edge_lines(raw):
     check(raw, w.WorkloadRecord)
+
+
+def test_outcome_duplicate_key_behind_a_spaced_colon():
+    raw = b'{"rollout_batch" :{"ready_ns":"0","ready_ns":"0"}}'
+    assert reference(raw, outcomes_pb2.OutcomeRecord)[1][0] == "json.duplicate_key"
+    check(raw, outcomes_pb2.OutcomeRecord)
 
 
 def test_off_profile_forms_never_take_the_typed_tier():

@@ -41,6 +41,9 @@ __all__ = ["parse_json_line", "try_parse", "convert_dict"]
 
 _decode = msgspec.json.decode
 _LEADING_ZERO = re.compile(r",0[0-9]")
+#: whitespace between a quote and a colon (see _try_generic: it would hide a duplicate key)
+_SPACED_COLON = re.compile(r'"[ \t\r\n]+:')
+_SPACED_COLON_B = re.compile(rb'"[ \t\r\n]+:')
 #: keys of the objects converted by the current call (duplicate-key detection, see try_parse)
 _KEYS = [0]
 _T = FieldDescriptor
@@ -240,9 +243,12 @@ def _try_generic(raw: bytes | str, cls: type[M]) -> M | None:
 
     A message comes back only when every key is a field name, every value has the profile's form
     (so the line has none of json_profile.OFF_PROFILE_FORMS) and no object has a key twice: the
-    number of ``":`` in the line must equal the number of keys decoded (a duplicate key, which
-    msgspec would keep silently, makes them differ; so do ``":`` inside strings or whitespace
-    before a colon, which only costs the reference path).
+    line must have no whitespace between a closing quote and a colon, and then the number of
+    ``":`` in it must equal the number of keys decoded. With no such whitespace every key of the
+    text adds one ``":`` (an escaped quote inside a string may add more), and a duplicate key,
+    which msgspec keeps silently, adds a key to the text but not to the decoded count, so any
+    duplicate makes the numbers differ. (Whitespace before a colon would remove a ``":`` and
+    could hide a duplicate: ``{"a" :{"k":"0","k":"0"}}``; such lines go to the reference.)
     """
     try:
         data = _decode(raw)
@@ -254,7 +260,14 @@ def _try_generic(raw: bytes | str, cls: type[M]) -> M | None:
     msg = convert_dict(data, cls)
     if msg is None:
         return None
-    colons = raw.count(b'":') if isinstance(raw, (bytes, bytearray)) else raw.count('":')
+    if isinstance(raw, (bytes, bytearray)):
+        if _SPACED_COLON_B.search(raw):
+            return None
+        colons = raw.count(b'":')
+    else:
+        if _SPACED_COLON.search(raw):
+            return None
+        colons = raw.count('":')
     return msg if colons == _KEYS[0] else None
 
 
