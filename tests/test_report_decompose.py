@@ -22,6 +22,7 @@ from unirl_replay.report.text import format_report
 from unirl_replay.report.timing_eval import StepModel
 from unirl_replay.v1 import common_pb2 as cpb
 from unirl_replay.v1 import manifest_pb2 as mpb
+from unirl_replay.v1 import outcomes_pb2 as opb
 from unirl_replay.v1 import replay_pb2 as rpb
 from unirl_replay.v1 import report_pb2 as vpb
 
@@ -133,3 +134,53 @@ def test_grpo_a_reproduces_the_hand_analysis(bundled_reports):
     assert t["decode_level"] < 0 and t["prefill_level"] < 0
     assert "uniform" in rep.profile_check.reading and "LEVEL" in rep.profile_check.reading
     assert any("ran with the trace's engine settings" in n for n in rep.notes)
+
+
+def test_a_batch_over_two_engines_is_decomposed_along_its_last_engine():
+    # B1 scattered over two data-parallel engines: A on e0 (done at 40 ms), B on e1 (done at 50 ms): the batch
+    # is ready when e1 is done, so its error is decomposed along e1, and the terms still sum exactly
+    wl = [record(x) for x in hand_workload()]
+    wl[1].request.engine_id = "e1"
+    m = hand_manifest()
+    e1 = m.engines.add()
+    e1.CopyFrom(m.engines[0])
+    e1.engine_id = "e1"
+    o = hand_outcomes()
+    o[1].request.completion_ns = 50 * MS
+    o[3].rollout_batch.ready_ns = 55 * MS
+    r = hand_replay()
+    r.requests[1].engine_id = "e1"
+    rep = C.compare(m, wl, o, r)
+    assert [es.engine_id for es in rep.engine_steps if not es.unavailable_reason] == ["e0", "e1"]
+    (d,) = [d for d in rep.decompositions if d.record_id == "B1"]
+    assert d.unavailable_reason == "" and d.total_ns == d.predicted_ns - d.measured_ns
+    assert sum(t.delta_ns for t in d.terms) == d.total_ns
+    assert any("decomposed along e1" in n for n in d.notes)
+    # e1 ran only B: its first pass (21 -> 30 ms) and one decode step (30 -> 50 ms) are the real steps
+    assert _terms(d)["first_pass"] == round(4.0 * MS) - 9 * MS and _terms(d)["decode_level"] == 1 * MS - 20 * MS
+
+
+def test_a_batch_in_a_left_out_span_is_not_decomposed_the_other_is():
+    from replay_build import batch, req
+    from test_report_steps import out
+
+    wl = [record(x) for x in (req("A", inp=10, out=(10,), at_ms=0, batch="B1"),
+                              req("B", inp=10, out=(2,), at_ms=0, batch="B1"),
+                              req("C", inp=10, out=(3,), at_ms=150, batch="B2"), batch("B1", []), batch("B2", []))]
+    o = [out("A", 0, 1, 1, first=20, compl=80), out("B", 0, 1, 25, first=30, compl=40),
+         out("C", 150, 151, 190, first=200, compl=220),
+         opb.OutcomeRecord(rollout_batch=opb.BatchOutcome(rollout_batch_id="B1", ready_ns=85 * MS)),
+         opb.OutcomeRecord(rollout_batch=opb.BatchOutcome(rollout_batch_id="B2", ready_ns=225 * MS))]
+    r = hand_replay()
+    del r.requests[:]
+    del r.groups[:]
+    del r.rollout_batches[:]
+    for rid, a, f, c in (("A", 0, 4, 13), ("B", 0, 4, 5), ("C", 150, 154, 156)):
+        r.requests.add(request_id=rid, engine_id="e0", arrival_ns=a * MS, scheduled_ns=a * MS, first_token_ns=f * MS,
+                       completion_ns=c * MS)
+    r.rollout_batches.add(rollout_batch_id="B1", ready_ns=13 * MS)
+    r.rollout_batches.add(rollout_batch_id="B2", ready_ns=156 * MS)
+    rep = C.compare(hand_manifest(), wl, o, r)
+    dec = {d.record_id: d for d in rep.decompositions}
+    assert "whose steps were not rebuilt" in dec["B1"].unavailable_reason and not dec["B1"].terms
+    assert dec["B2"].unavailable_reason == "" and sum(t.delta_ns for t in dec["B2"].terms) == dec["B2"].total_ns

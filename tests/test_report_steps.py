@@ -96,6 +96,25 @@ def test_ambiguous_overlap_is_reported_not_guessed():
     assert "ambiguous" in rb.engines[0].unavailable_reason and not rb.engines[0].steps
 
 
+def test_ambiguous_overlap_leaves_out_only_its_span():
+    # the ambiguous pair A/B (20-80 ms) as above, then C alone at 200-220 ms after an idle engine: C's span is
+    # rebuilt, A and B are left out and named, never guessed
+    w = [req("A", inp=10, out=(10,), at_ms=0, batch="B1"), req("B", inp=10, out=(2,), at_ms=0, batch="B1"),
+         req("C", inp=10, out=(3,), at_ms=0, batch="B2")]
+    o = [out("A", 0, 1, 1, first=20, compl=80), out("B", 0, 1, 25, first=30, compl=40),
+         out("C", 150, 151, 190, first=200, compl=220)]
+    _, rb = rebuild(w, o)
+    (es,) = rb.engines
+    assert es.unavailable_reason == "" and es.samples == 1
+    assert [(s.segment, s.index, s.end_ns) for s in es.steps if s.HasField("end_ns")] == [(0, 0, 200 * MS),
+                                                                                         (0, 2, 220 * MS)]
+    (bad,) = [c for c in es.checks if not c.passed]
+    assert "1 spans left out (2 of 3 samples, requests 'A', 'B')" in bad.detail and "ambiguous" in bad.detail
+    assert any("not rebuilt" in n for n in es.notes)
+    assert set(rb.placement["e0"]) == {"C"}
+    assert es.intervals[0].start_ns == 190 * MS  # the left-out span ended at 80 ms, before C's pass
+
+
 def test_unique_shift_joins_overlapping_requests():
     # A: 4 tokens 20 -> 50 (steps 0..3), B: 3 tokens 30 -> 60; time order forces B to start on A's step 2
     w = [req("A", inp=10, out=(4,), at_ms=0, batch="B1"), req("B", inp=10, out=(3,), at_ms=0, batch="B1")]

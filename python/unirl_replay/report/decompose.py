@@ -21,9 +21,11 @@ quantities from the measured value to the predicted one, each term one step of t
 
 The real time of an interval whose steps are of several phases is split over them in proportion
 to the model's cost of each (said in the notes, with how many such intervals there were).
-A record is not decomposed (``unavailable_reason``) when its engine's steps could not be rebuilt,
-the model could not be evaluated, a step it ran also holds another record's sequences, or a pass
-start was not measured.
+A record on several engines (a GRPO batch scattered over data-parallel engines) is decomposed
+along the engine whose measured last completion sets its readiness (said in its notes). A record
+is not decomposed (``unavailable_reason``) when its engine's steps could not be rebuilt (or not in
+the span holding one of its requests), the model could not be evaluated, a step it ran also holds
+another record's sequences, or a pass start was not measured.
 """
 
 from __future__ import annotations
@@ -173,26 +175,45 @@ def decompose(idx: WorkloadIndex, outcomes: Sequence[opb.OutcomeRecord], rebuild
         if p is None:
             continue
         for rid, m, pr in zip(p.ids, p.measured_ns.tolist(), p.predicted_ns.tolist()):
-            rids = members.get(rid, [])
-            eng = idx.requests[rids[0]].engine_id
+            all_rids = members.get(rid, [])
+            b_all = [bounds.get(r, {}) for r in all_rids]
+            if any("submit" not in x or "queued" not in x or "completion" not in x for x in b_all):
+                out.append(_decompose(level, metric, rid, m, pr, steps_of.get(idx.requests[all_rids[0]].engine_id),
+                                      set(), "a request lacks a measured submit, queued or completion", (0, 0), [], None))
+                continue
+            engines = sorted({idx.requests[r].engine_id for r in all_rids})
+            # a record on several engines (a GRPO batch scattered over data-parallel engines) is ready when
+            # its last engine is done: its error is decomposed along that engine, the one whose measured last
+            # completion sets the readiness; the other engines' requests only set the window's start
+            eng = max(all_rids, key=lambda r: bounds[r]["completion"])
+            eng = idx.requests[eng].engine_id
+            rids = [r for r in all_rids if idx.requests[r].engine_id == eng]
             es = steps_of.get(eng)
             pl = rebuild.placement.get(eng, {})
             segs = {x.segment for r in rids for x in pl.get(r, [])}
             owners = _seg_requests(pl)
             mine = set(rids)
             shared = sorted({o for k in segs for o in owners.get(k, set()) - mine})
+            unplaced = [r for r in rids if pl and r not in pl]
             why = (f"its engine steps also hold other requests' sequences (e.g. {shared[0]!r}): the steps are shared, "
                    "the terms would not be its own") if shared else ""
-            b = [bounds.get(r, {}) for r in rids]
-            if any("submit" not in x or "queued" not in x or "completion" not in x for x in b):
-                why = why or "a request lacks a measured submit, queued or completion"
+            if unplaced and not why:
+                why = (f"request {unplaced[0]!r} lies in a span of {eng} whose steps were not rebuilt (ambiguous "
+                       "step numbering): the terms would leave its steps out")
+            b = [bounds[r] for r in rids]
             if why:
                 out.append(_decompose(level, metric, rid, m, pr, es, segs, why, (0, 0), [], None))
                 continue
-            origin = min(x["submit"] for x in b)
+            origin = min(x["submit"] for x in b_all)
             end = origin + m
             client = [(x["submit"], x["queued"]) for x in b]
             last = max(x["completion"] for x in b)
             tail = (last, end) if level == L_BATCH and end > last else None
-            out.append(_decompose(level, metric, rid, m, pr, es, segs, "", (origin, end), client, tail))
+            d = _decompose(level, metric, rid, m, pr, es, segs, "", (origin, end), client, tail)
+            if len(engines) > 1:
+                d.notes.append(f"spans engines {', '.join(engines)}: decomposed along {eng}, whose measured last "
+                               "completion sets the readiness (the others' requests only set the window's start; if "
+                               "the simulator finished another engine last, that difference is in "
+                               "simulator_scheduling)")
+            out.append(d)
     return out

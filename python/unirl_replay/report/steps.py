@@ -13,7 +13,10 @@ The rebuild (per engine):
    unavailable;
 2. within each tied component, step order must follow time order (strictly);
 3. components overlapping in time are joined only when the time order leaves exactly one possible
-   relative offset; an overlap that stays ambiguous makes the engine unavailable (never guessed);
+   relative offset; an overlap that stays ambiguous is never guessed: the span of time it covers
+   (every component overlapping it, transitively) is left out, its samples are not placed, and
+   the engine's other spans are still rebuilt (a check and a note name what was left out); only
+   when nothing is left is the engine unavailable;
 4. each resulting *segment* (a run of steps without idle) has, at every step, the sequences that
    prefill on it (first token there), the sequences decoding on it (first token before, completion
    on or after it), their context tokens (prompt + tokens generated so far) and the rollout batches
@@ -188,6 +191,34 @@ def _span(c: dict[int, int]) -> tuple[int, int]:
     return min(c), max(c)
 
 
+def _clusters(comps: list[dict[int, int]]) -> list[list[dict[int, int]]]:
+    """Components grouped by time overlap (transitively), in time order: joining never crosses a cluster."""
+    out: list[list[dict[int, int]]] = []
+    end = None
+    for c in sorted(comps, key=_span):
+        a, b = _span(c)
+        if out and end is not None and a <= end:
+            out[-1].append(c)
+            end = max(end, b)
+        else:
+            out.append([c])
+            end = b
+    return out
+
+
+def _join_clusters(comps: list[dict[int, int]]) -> tuple[list[dict[int, int]], list[tuple[int, int, str]]]:
+    """(joined segments, left-out spans): each overlap cluster joined by :func:`_join`, or left out
+    as ``(start_ns, end_ns, reason)`` when its step numbering is ambiguous or impossible."""
+    segs: list[dict[int, int]] = []
+    left_out: list[tuple[int, int, str]] = []
+    for cl in _clusters(comps):
+        try:
+            segs.extend(_join(cl))
+        except _Unavailable as e:
+            left_out.append((min(_span(c)[0] for c in cl), max(_span(c)[1] for c in cl), str(e)))
+    return sorted(segs, key=_span), left_out
+
+
 def _join(comps: list[dict[int, int]]) -> list[dict[int, int]]:
     """Join time-overlapping components whose relative offset the time order fixes uniquely."""
     changed = True
@@ -251,12 +282,25 @@ def rebuild_engine(idx: WorkloadIndex, req_out: Mapping[str, opb.RequestOutcome]
         if bad:
             es.checks.append(vpb.StepCheck(name="step times increase", passed=False, detail=bad[0]))
             raise _Unavailable(bad[0])
-        segs = _join(comps)
+        segs, left_out = _join_clusters(comps)
+        if not segs:
+            raise _Unavailable(left_out[0][2])
         es.checks.append(vpb.StepCheck(name="step times increase", passed=True,
                                        detail=f"{len(segs)} segments, {len(ties.parent)} observed step ends"))
     except _Unavailable as e:
         es.unavailable_reason = str(e)
         return es, {}
+    if left_out:
+        inside = [s for s in samples if any(a <= s.first_ns <= b for a, b, _ in left_out)]
+        rids = sorted({s.request_id for s in inside})
+        es.checks.append(vpb.StepCheck(
+            name="overlapping sequences numbered unambiguously", passed=False,
+            detail=f"{len(left_out)} spans left out ({len(inside)} of {len(samples)} samples, requests "
+                   f"{', '.join(repr(r) for r in rids[:3])}{', ...' if len(rids) > 3 else ''}): {left_out[0][2]}"))
+        es.notes.append(f"{len(left_out)} spans of this engine are not rebuilt (ambiguous step numbering, never "
+                        f"guessed): {len(rids)} requests there have no steps, so no profile check or decomposition "
+                        "covers them; the rest of the engine is rebuilt")
+        samples = [s for s in samples if not any(a <= s.first_ns <= b for a, b, _ in left_out)]
 
     seg_of = {}
     for k, comp in enumerate(segs):
@@ -274,7 +318,11 @@ def rebuild_engine(idx: WorkloadIndex, req_out: Mapping[str, opb.RequestOutcome]
     max_seqs = engine.max_num_seqs if engine is not None and engine.max_num_seqs else None
     problems: list[str] = []
     prev_end: int | None = None
+    left_ends = sorted((a, b) for a, b, _ in left_out)
     for k, comp in enumerate(segs):
+        for a, b in left_ends:  # a left-out span before this segment ends where the engine's steps did
+            if b < min(comp):
+                prev_end = b if prev_end is None else max(prev_end, b)
         ends = {o: t for t, o in comp.items()}
         n_steps = max(ends) + 1
         pre: list[list[_Sample]] = [[] for _ in range(n_steps)]
