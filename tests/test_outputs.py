@@ -94,3 +94,65 @@ def test_a_second_trace_writer_on_one_directory_is_refused(tmp_path):
         TraceWriter(tmp_path / "t")
     from unirl_replay.contract.validate import check_trace
     assert check_trace(tmp_path / "t").status == check_trace(tmp_path / "t").STATUS_VALID
+
+
+def _listing(d):
+    return sorted(p.name for p in d.iterdir())
+
+
+def test_a_failed_replay_leaves_nothing_it_created(tmp_path, capsys):
+    pytest.importorskip("dynamo.replay")
+    d = grpo_trace().write(tmp_path / "t")
+    out = tmp_path / "new" / "r"
+    bad = ["--timing-model", f"profile:{tmp_path / 'missing.npz'}"]
+    assert main(["replay", str(d), *bad, "--out", str(out)]) == 2
+    assert "missing.npz" in capsys.readouterr().err
+    assert not (tmp_path / "new").exists()  # created by the failed run (parents too): removed again
+    mine = tmp_path / "mine"
+    mine.mkdir()
+    (mine / "notes.txt").write_text("keep\n")
+    assert main(["replay", str(d), *bad, "--out", str(mine)]) == 2
+    assert _listing(mine) == ["notes.txt"] and (mine / "notes.txt").read_text() == "keep\n"
+    # an earlier good result survives a failed re-run into the same directory
+    assert main(["replay", str(d), "--timing-model", "fixed:10,1", "--out", str(mine)]) == 0
+    before = (mine / "replay_result.json").read_bytes()
+    assert main(["replay", str(d), *bad, "--out", str(mine)]) == 2
+    assert (mine / "replay_result.json").read_bytes() == before and (mine / "upstream").is_dir()
+
+
+def test_compare_into_a_reused_out_drops_the_earlier_runs_plots(tmp_path):
+    # a report directory never shows a plot of another trace: what an earlier compare wrote and this one
+    # did not is removed; a user's own file there is kept
+    pytest.importorskip("dynamo.replay")
+    from pathlib import Path
+
+    repo = Path(__file__).resolve().parents[1]
+    out = tmp_path / "report"
+    out.mkdir()
+    (out / "notes.txt").write_text("keep\n")
+    runs = {}
+    for name, extra in (("agentic-a", ["--allow-unmodelled", "engine_client.inflight_limit"]), ("grpo-a", [])):
+        r = tmp_path / f"r-{name}"
+        assert main(["replay", str(repo / "traces" / name), "--timing-model", "polynomial", "--out", str(r),
+                     *extra]) == 0
+        assert main(["compare", str(repo / "traces" / name), str(r), "--out", str(out)]) == 0
+        doc = json.loads((out / "validation_report.json").read_text())
+        runs[name] = set(doc["artifacts"])
+        assert set(_listing(out)) == runs[name] | {"validation_report.json", "notes.txt", out_dir.MARKER}
+    assert runs["agentic-a"] - runs["grpo-a"]  # the test would not show anything otherwise
+    assert (out / "notes.txt").read_text() == "keep\n"
+    marker = json.loads((out / out_dir.MARKER).read_text())["entries"]
+    assert set(marker) == runs["grpo-a"] | {"validation_report.json"}
+
+
+def test_prune_removes_only_listed_plain_files_of_that_command(tmp_path):
+    d = tmp_path / "o"
+    d.mkdir()
+    for n in ("a.png", "b.png", "c.json"):
+        (d / n).write_text(n)
+    (d / "sub").mkdir()
+    out_dir.record(d, ["a.png", "b.png", "sub"], "compare")
+    out_dir.record(d, ["c.json"], "replay")
+    assert out_dir.prune(d, ["a.png"], "compare") == ["b.png"]
+    assert _listing(d) == sorted(["a.png", "c.json", "sub", out_dir.MARKER])  # a directory is never removed
+    assert out_dir.owned(d) == {"a.png", "c.json", "sub"}

@@ -135,3 +135,27 @@ def test_as_lanes_opt_in_replays_the_limit_as_lanes():
     (c,) = plans["e0"].unmodelled
     assert c.rule == RULE and "lanes = the client limit (1)" in c.reason and "pessimistic" in c.reason
     assert plans["e0"].lanes == 1
+
+
+def test_cli_convert_records_the_dropped_constraint_in_the_sidecar(tmp_path, capsys):
+    # a converted file WITHOUT a constraint must never pass for an exact conversion: its sidecar names
+    # what it lacks, the command says so, and an exact conversion has no such entry
+    import json
+
+    trace = _write_trace(tmp_path / "trace", locked_two_slots())
+    out = tmp_path / "conv" / "in.jsonl"
+    args = ["convert", str(trace), "--out", str(out)]
+    assert main(args) == 2  # rejected by default, nothing written
+    assert not out.exists()
+    capsys.readouterr()
+    assert main([*args, "--allow-unmodelled", RULE]) == 0
+    err = capsys.readouterr().err
+    assert f"UNMODELLED [{RULE}]" in err and "in.jsonl.unirl-replay.json" in err
+    side = json.loads((tmp_path / "conv" / "in.jsonl.unirl-replay.json").read_text())
+    (c,) = side["unmodelled"]
+    assert c["rule"] == RULE and c["record_ids"] == ["e0"] and "WITHOUT the client limit" in c["reason"]
+
+    exact = _write_trace(tmp_path / "exact", index(req("a0", traj="A", turn=0), traj("A", ["a0"], pool="p", order=0),
+                                                   pool("p", 1), client("e0", 1)))
+    assert main(["convert", str(exact), "--out", str(tmp_path / "x.jsonl")]) == 0
+    assert "unmodelled" not in json.loads((tmp_path / "x.jsonl.unirl-replay.json").read_text())

@@ -22,6 +22,10 @@ def command(trace_dir: str, trace_format: str, out_file: str, engine_id: str | N
     from unirl_replay.replay.runner import convert_trace
 
     gate(trace_dir, "convert")  # nothing validate rejects reaches the converter
+    from unirl_replay.replay.convert.sidecar import read_sidecar
+
     for p in convert_trace(trace_dir, out_file, trace_format=trace_format, engine_id=engine_id,
                            unmodelled=unmodelled):
         click.echo(str(p))
+        for c in read_sidecar(p).get("unmodelled", ()):  # what the file lacks, as replay says it
+            click.echo(f"UNMODELLED [{c['rule']}]: {c['reason']} (recorded in {p.name}.unirl-replay.json)", err=True)

@@ -37,11 +37,12 @@ def command(trace_dir: str, timing_model: str, out_dir: str, trace_format: str,
 
     gate(trace_dir, "replay")  # nothing validate rejects reaches upstream
     entries = [RESULT_FILE, "upstream"]
-    outputs.claim(out_dir, entries, "replay")  # never replaces what unirl-replay did not write
-    res = replay_trace(trace_dir, timing_model, trace_format=trace_format,
-                       work_dir=Path(out_dir) / "upstream", unmodelled=unmodelled, simulator=simulator)
-    path = write_result(out_dir, res)
-    outputs.record(out_dir, entries, "replay")
+    with outputs.removed_on_failure(out_dir, entries):  # a failed replay leaves nothing it created
+        outputs.claim(out_dir, entries, "replay")  # never replaces what unirl-replay did not write
+        res = replay_trace(trace_dir, timing_model, trace_format=trace_format,
+                           work_dir=Path(out_dir) / "upstream", unmodelled=unmodelled, simulator=simulator)
+        path = write_result(out_dir, res)
+        outputs.record(out_dir, entries, "replay")
     click.echo(f"{path}: {len(res.requests)} requests, makespan "
                f"{res.makespan_ns / 1e6 if res.HasField('makespan_ns') else float('nan'):.3f} ms "
                f"({res.simulator.name} {res.simulator.version})")

@@ -8,6 +8,10 @@ what makes an entry "ours", never a file name a user could also have (``summary.
   :class:`~unirl_replay.contract.errors.OutputExistsError`, when an entry about to be written
   exists and the marker does not list it (a user's file, or an older tool's output without marker);
 - :func:`record` (after writing): adds the entries to the marker (atomic replace);
+- :func:`prune` (after writing): removes what an earlier run of the same command wrote there and
+  this run did not (a re-used ``compare --out`` never shows a plot of another trace);
+- :func:`removed_on_failure` (around the work): a directory, or entry, the command created and
+  then failed in is removed again, so a failed command leaves nothing behind;
 - :func:`replaceable` says whether a whole directory may be replaced (``demo --out``): it does
   not exist, is empty, or every entry in it is listed by our marker.
 """
@@ -25,7 +29,7 @@ from unirl_replay.contract.errors import OutputExistsError
 MARKER = ".unirl-replay-output.json"
 _TOOL = "unirl-replay"
 
-__all__ = ["MARKER", "claim", "record", "owned", "replaceable"]
+__all__ = ["MARKER", "claim", "record", "prune", "removed_on_failure", "owned", "replaceable"]
 
 
 def owned(d: str | os.PathLike) -> set[str]:
@@ -65,14 +69,13 @@ def claim(d: str | os.PathLike, names: Iterable[str], command: str) -> Path:
 def record(d: str | os.PathLike, names: Iterable[str], command: str) -> None:
     """List ``names`` in ``d``'s marker as written by ``command`` (atomic replace of the marker)."""
     d = Path(d)
-    p = d / MARKER
-    entries: dict[str, str] = {}
-    if owned(d):
-        try:
-            entries = dict(json.loads(p.read_text(encoding="utf-8"))["entries"])
-        except (OSError, ValueError, KeyError, TypeError):
-            entries = {}
+    entries = _entries(d)
     entries.update({n: command for n in names})
+    _write_marker(d, entries)
+
+
+def _write_marker(d: Path, entries: dict[str, str]) -> None:
+    p = d / MARKER
     data = json.dumps({"written_by": _TOOL, "entries": dict(sorted(entries.items()))}, indent=2) + "\n"
     fd, tmp = tempfile.mkstemp(prefix=f".{MARKER}.", suffix=".tmp", dir=d)
     try:
@@ -82,6 +85,84 @@ def record(d: str | os.PathLike, names: Iterable[str], command: str) -> None:
     except BaseException:
         Path(tmp).unlink(missing_ok=True)
         raise
+
+
+def _entries(d: Path) -> dict[str, str]:
+    """name -> command of the valid entries our marker lists (those :func:`owned` accepts)."""
+    names = owned(d)
+    if not names:
+        return {}
+    try:
+        raw = json.loads((d / MARKER).read_text(encoding="utf-8"))["entries"]
+    except (OSError, ValueError, KeyError, TypeError):
+        return {}
+    return {n: c for n, c in raw.items() if n in names and isinstance(c, str)}
+
+
+def prune(d: str | os.PathLike, keep: Iterable[str], command: str) -> list[str]:
+    """Remove the entries of ``d`` our marker lists as written by ``command`` that are not in ``keep``
+    (what an earlier run of ``command`` wrote and this one did not), and drop them from the marker.
+
+    Only plain files are removed (never a directory, a link or anything the marker does not list).
+    Returns the removed names, sorted.
+    """
+    d = Path(d)
+    entries = _entries(d)
+    keep = set(keep)
+    stale = sorted(n for n, c in entries.items() if c == command and n not in keep)
+    removed = []
+    for n in stale:
+        p = d / n
+        if p.is_symlink() or not p.exists():
+            entries.pop(n, None)
+            continue
+        if p.is_file():
+            p.unlink()
+            entries.pop(n, None)
+            removed.append(n)
+    if stale:
+        _write_marker(d, entries)
+    return removed
+
+
+class removed_on_failure:
+    """Context manager: when the block raises, remove ``d`` (and the parents made for it) if this
+    block created it, else remove the ``entries`` of ``d`` that did not exist before the block
+    (everything in them is then ours).
+
+    Entries that existed before are never touched: a failed re-run leaves an earlier result as it was.
+    """
+
+    def __init__(self, d: str | os.PathLike, entries: Iterable[str] = ()) -> None:
+        self.d = Path(d)
+        self.names = list(entries)
+
+    def __enter__(self) -> "removed_on_failure":
+        self.existed = os.path.lexists(self.d)
+        self.before = {n for n in self.names if os.path.lexists(self.d / n)} if self.existed else set()
+        top = self.d.absolute()  # the highest missing ancestor: what a `mkdir -p` of d would create
+        while not os.path.lexists(top.parent) and top.parent != top:
+            top = top.parent
+        self.top = top
+        return self
+
+    def __exit__(self, exc_type, exc, tb) -> bool:
+        import shutil
+
+        if exc_type is None:
+            return False
+        if not self.existed:
+            shutil.rmtree(self.top, ignore_errors=True)
+        else:
+            for n in self.names:
+                p = self.d / n
+                if n in self.before or not os.path.lexists(p):
+                    continue
+                if p.is_dir() and not p.is_symlink():
+                    shutil.rmtree(p, ignore_errors=True)
+                else:
+                    p.unlink(missing_ok=True)
+        return False
 
 
 def replaceable(d: str | os.PathLike) -> bool:

@@ -284,6 +284,7 @@ def convert_trace(trace_dir: str | Path, out_file: str | Path, *, trace_format: 
     paths = []
     for eid, plan in plans.items():
         conv = CONVERTERS[trace_format](plan, index, digest=trace.artifact(ARTIFACT_KIND_WORKLOAD).sha256)
+        conv.unmodelled = tuple(plan.unmodelled)  # the sidecar says what this input lacks
         p = out if len(plans) == 1 else out.with_name(f"{out.stem}.{_safe(eid)}{out.suffix}")
         paths.append(conv.write(p))
     return paths

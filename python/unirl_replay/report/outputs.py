@@ -103,21 +103,24 @@ def compare_to_dir(trace_dir: str | Path, replay_result: str | Path, out_dir: st
     if out.is_dir():  # plot names depend on the data: every existing one of ours must be listed
         ours += [p.name for pat in ("scatter_*.png", "cdf_*.png", "timeline_*.png", "waterfall_*.png")
                  for p in out.glob(pat)]
-    outputs.claim(out, ours, "compare")
-    if plots_too:
-        if per_request:
-            report.artifacts.extend(plots.write_plots(out, matching.pairs, workload, outcomes, replay, report.label,
-                                                      batch_id=batch_id))
-            report.artifacts.extend(plots.write_waterfalls(out, report))
-            perfetto.write_chrome_trace(out / PERFETTO_FILE,
-                                        perfetto.chrome_trace(workload, outcomes, replay, report.label))
-            report.artifacts.append(PERFETTO_FILE)
-        else:
-            report.notes.append("aggregate-only result: no per-record plots or timelines")
-    report.artifacts.append(TABLE_FILE)
-    (out / TABLE_FILE).write_text(strip_ansi(format_report(report)) + "\n")
-    write_message_json(out / REPORT_FILE, report)
-    outputs.record(out, [REPORT_FILE, *report.artifacts], "compare")
+    with outputs.removed_on_failure(out, ours):  # a failed compare leaves nothing it created
+        outputs.claim(out, ours, "compare")
+        if plots_too:
+            if per_request:
+                report.artifacts.extend(plots.write_plots(out, matching.pairs, workload, outcomes, replay, report.label,
+                                                          batch_id=batch_id))
+                report.artifacts.extend(plots.write_waterfalls(out, report))
+                perfetto.write_chrome_trace(out / PERFETTO_FILE,
+                                            perfetto.chrome_trace(workload, outcomes, replay, report.label))
+                report.artifacts.append(PERFETTO_FILE)
+            else:
+                report.notes.append("aggregate-only result: no per-record plots or timelines")
+        report.artifacts.append(TABLE_FILE)
+        (out / TABLE_FILE).write_text(strip_ansi(format_report(report)) + "\n")
+        write_message_json(out / REPORT_FILE, report)
+        outputs.record(out, [REPORT_FILE, *report.artifacts], "compare")
+        # what an earlier compare into this directory wrote and this one did not (another trace's plots)
+        outputs.prune(out, [REPORT_FILE, *report.artifacts], "compare")
     return report
 
 

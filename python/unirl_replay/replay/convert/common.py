@@ -121,6 +121,9 @@ class Conversion:
         lines: optional fast path of :meth:`write`: callable returning a fresh iterator over
             the file's text after the header, byte-identical to JSON-encoding ``produce``'s rows
             (one per line; chunks of whole lines).
+        unmodelled: the constraints this input lacks (``EnginePlan.unmodelled``, explicit
+            ``--allow-unmodelled`` opt-in); written to the sidecar so the file never passes for an
+            exact conversion.
     """
 
     trace_format: str
@@ -137,6 +140,7 @@ class Conversion:
     signatures: Callable[[], Iterator[tuple]] | None = field(default=None, repr=False)
     lines: Callable[[], Iterator[str]] | None = field(default=None, repr=False)
     _rows: list[dict] | None = field(default=None, repr=False)
+    unmodelled: tuple = ()
 
     @property
     def rows(self) -> list[dict]:
@@ -179,7 +183,7 @@ class Conversion:
                     w(dumps(r))
                     w("\n")
         sidecar.write_sidecar(path, trace_format=self.trace_format, engine_id=self.engine_id,
-                              block_size=self.block_size)
+                              block_size=self.block_size, unmodelled=self.unmodelled)
         return path
 
 

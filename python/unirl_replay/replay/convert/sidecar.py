@@ -8,7 +8,11 @@ it back from there (``trace_block_size``). It also marks the file as written by 
 Content (JSON)::
 
     {"written_by": "unirl-replay", "file": "<name>", "format": "mooncake", "engine_id": "e0",
-     "block_size": 16}
+     "block_size": 16,
+     "unmodelled": [{"rule": "engine_client.inflight_limit", "reason": "...", "record_ids": ["e0"]}]}
+
+``unmodelled`` is present only when the file was converted WITHOUT a constraint of the trace
+(``convert --allow-unmodelled RULE``): the file is then an UNMODELLED input, not an exact one.
 """
 
 from __future__ import annotations
@@ -31,10 +35,16 @@ def sidecar_path(path: str | os.PathLike) -> Path:
     return p.with_name(p.name + SUFFIX)
 
 
-def write_sidecar(path: str | os.PathLike, *, trace_format: str, engine_id: str, block_size: int) -> Path:
+def write_sidecar(path: str | os.PathLike, *, trace_format: str, engine_id: str, block_size: int,
+                  unmodelled=()) -> Path:
+    """Write ``path``'s sidecar (atomic). ``unmodelled``: ``replay_pb2.UnmodelledConstraint``
+    messages the converted file lacks (listed under ``unmodelled``; omitted when empty)."""
     sp = sidecar_path(path)
     doc = {"written_by": _TOOL, "file": Path(path).name, "format": trace_format, "engine_id": engine_id,
            "block_size": int(block_size)}
+    if unmodelled:
+        doc["unmodelled"] = [{"rule": c.rule, "reason": c.reason, "record_ids": list(c.record_ids)}
+                             for c in unmodelled]
     tmp = sp.with_name(f".{sp.name}.tmp")
     tmp.write_text(json.dumps(doc, indent=2) + "\n", encoding="utf-8")
     os.replace(tmp, sp)
