@@ -446,8 +446,22 @@ def main(root: str) -> int:
                 if d:
                     lines.append(f"| {run} | {model} | {fmt(d.get('total'))} | "
                                  + " | ".join(fmt(d.get(t)) for t in TERMS) + " |")
-                else:
-                    missing.append(f"{run}/{model}")
+                    continue
+                # no aggregate: the batches that are decomposed, one row each, and why the others are not
+                rep = reps[(mode, model)].get(run) or {}
+                why = []
+                for bd in rep.get("decompositions", []):
+                    if bd.get("metric") != "batch_readiness" or bd["record_id"] == "all rollout batches":
+                        continue
+                    if bd.get("terms"):
+                        one = decomposition(rep, bd["record_id"]) or {}
+                        summary["decomposition"][f"{mode}/{run}/{model}/{bd['record_id']}"] = one
+                        lines.append(f"| {run} ({bd['record_id']}) | {model} | {fmt(one.get('total'))} | "
+                                     + " | ".join(fmt(one.get(t)) for t in TERMS) + " |")
+                    elif bd.get("unavailable_reason"):
+                        why.append(f"{bd['record_id']}: {bd['unavailable_reason'][:220]}")
+                if why:
+                    missing.append(f"{run}/{model} ({'; '.join(why)})")
             if mode == "agentic":
                 for model in MODELS:
                     rep = reps[(mode, model)].get(run)
@@ -458,10 +472,7 @@ def main(root: str) -> int:
                                      + " | ".join(fmt(d.get(t)) for t in TERMS) + " |")
         lines.append("")
         if missing:
-            rep = reps[(mode, "probe")].get(runs[0]) or {}
-            why = (rep.get("profile_check") or {}).get("unavailable_reason") or \
-                "the rollout batches span both engines (compare does not compare them, so it does not decompose them)"
-            lines += [f"No batch decomposition from the report for {', '.join(missing)}: {why}", ""]
+            lines += ["Not decomposed as a whole window (the report's reasons per batch): " + "; ".join(missing), ""]
         lines += ["Exact split of the summed request E2E error (summarise.py e2e_split, % of the summed measured E2E; "
                   "client_path = the measured submit -> vLLM queued the simulator does not have, engine_first_token = "
                   "predicted TTFT - measured queued -> first token, after_first_token = the decode part):", "",
