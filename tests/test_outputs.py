@@ -156,3 +156,23 @@ def test_prune_removes_only_listed_plain_files_of_that_command(tmp_path):
     assert out_dir.prune(d, ["a.png"], "compare") == ["b.png"]
     assert _listing(d) == sorted(["a.png", "c.json", "sub", out_dir.MARKER])  # a directory is never removed
     assert out_dir.owned(d) == {"a.png", "c.json", "sub"}
+
+
+def test_upstream_info_logs_stay_off_the_terminal_unless_asked_for(tmp_path):
+    # the real upstream's Rust logger prints INFO lines per profile load; they are off by default (DYN_LOG=warn)
+    # and come back when the user sets DYN_LOG (a fresh process each: the logger reads DYN_LOG once)
+    pytest.importorskip("dynamo.replay")
+    import os
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    repo = Path(__file__).resolve().parents[1]
+    args = [sys.executable, "-m", "unirl_replay", "replay", str(repo / "traces" / "grpo-a"), "--timing-model",
+            f"profile:{repo / 'profiles' / 'vllm-cpu-tiny-qwen2-20261130b.npz'}"]
+    env = {k: v for k, v in os.environ.items() if k != "DYN_LOG"}
+    quiet = subprocess.run([*args, "--out", str(tmp_path / "a")], env=env, capture_output=True, text=True)
+    assert quiet.returncode == 0 and " INFO " not in quiet.stderr + quiet.stdout
+    loud = subprocess.run([*args, "--out", str(tmp_path / "b")], env={**env, "DYN_LOG": "info"}, capture_output=True,
+                          text=True)
+    assert loud.returncode == 0 and " INFO " in loud.stderr + loud.stdout

@@ -9,6 +9,7 @@ mapping back to the contract is :mod:`unirl_replay.replay.runner`'s job.
 from __future__ import annotations
 
 import importlib.metadata
+import os
 import time
 from pathlib import Path
 from typing import Any
@@ -23,6 +24,9 @@ UpstreamRun = SimulatorRun
 
 
 def _import_replay():
+    # upstream's Rust logger prints an INFO line per profile load to the terminal; it reads DYN_LOG once,
+    # when it starts: warnings and errors only unless the user chose a level
+    os.environ.setdefault("DYN_LOG", "warn")
     try:
         from dynamo.replay import run_trace_replay
     except ImportError as e:  # pragma: no cover - exercised only without the extra
