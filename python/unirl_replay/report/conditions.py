@@ -113,8 +113,9 @@ def condition_warnings(manifest: mpb.TraceManifest, replay: rpb.ReplayResult, pr
     recorded = (c.ByteSize() > 0 or len(manifest.probes) > 0 or "loadavg.window" in manifest.labels)
     if not recorded:
         out.append("the capture recorded no run conditions and no reference probe: nothing recorded says whether its "
-                   "engine ran at the calibration's speed")
+                   "engine ran at the calibration's speed (record them: README, Capturing inside a UniRL run, step 5: "
+                   "unirl_replay.capture.probe.run(rollout, 'before'/'after') around the window)")
     elif not manifest.probes:
         out.append("no reference probe in the capture's engine: its speed level is inferred from the rebuilt steps "
-                   "(profile check), not measured")
+                   "(profile check), not measured (README, Capturing step 5: unirl_replay.capture.probe.run)")
     return out
