@@ -62,7 +62,7 @@ def write_trace(d: Path, n: int, enc: str) -> None:
     with TraceWriter(d, enc) as wr:
         t = 0
         for rec in recs:
-            if rec.HasField("request"):
+            if rec.HasField("request") and not rec.request.finish_reasons:  # build() may already set them
                 rec.request.finish_reasons.extend([c.FINISH_REASON_STOP] * rec.request.num_samples)
             wr.write_workload(rec)
             if rec.HasField("request"):
@@ -142,6 +142,9 @@ def step(name: str, trace: Path, work: Path) -> dict:
         r = check_trace(trace)
         res["status"] = r.status
         res["violations"] = len(r.violations)
+        if r.status != r.STATUS_VALID:  # the figure would time the error path, not a user's valid trace
+            print(f"bench_pipeline: WARNING: the benchmark trace is not valid ({len(r.violations)} violations): "
+                  "the validate figure is not representative", file=sys.stderr)
     elif name == "read":
         from unirl_replay.contract.trace_io import open_trace
         res["records"] = sum(1 for _ in open_trace(trace).iter_workload())
