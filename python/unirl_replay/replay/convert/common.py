@@ -344,16 +344,13 @@ _GATHER_ROWS = 1 << 14  # requests per chunk of the columns gather (bounds its i
 def dense_prompt_ids_columns(warmups: Sequence, cols, request_ids: Sequence[str], input_tokens: Sequence[int],
                              block_size: int) -> tuple[np.ndarray, np.ndarray]:
     """:func:`dense_prompt_ids` of ``[*warmups, *requests]`` with the requests' hashes taken from
-    :class:`~unirl_replay.contract.workload_columns.WorkloadColumns` ``cols`` (their keys, a
-    bijection of the hash values, so the same equalities and the same ids) instead of messages.
+    :class:`~unirl_replay.contract.workload_columns.WorkloadColumns` ``cols`` instead of messages.
 
     ``input_tokens[i]`` is request i's prompt length (its fresh block count when it carries no
     hashes). When the requests are all of ``cols``' requests in column order, all carry hashes and
     there are no warm-ups, ``cols.keys`` itself becomes the id buffer (no copy): ``cols.keys`` is
     then set to None (used up).
     """
-    from unirl_replay.contract.workload_columns import value_keys
-
     off = cols.offsets
     row = cols.row
     nr = len(request_ids)
@@ -370,8 +367,7 @@ def dense_prompt_ids_columns(warmups: Sequence, cols, request_ids: Sequence[str]
         cols.keys = None
         dtype = np.uint32 if len(keys) < 2**32 else np.int64
         return _first_seen_ids(keys, None, dtype), off.copy()
-    wkeys = [value_keys(np.array(w.prefix.block_hashes, np.uint64)) if w.prefix.block_hashes else None
-             for w in warmups]
+    wkeys = [np.array(w.prefix.block_hashes, np.uint64) if w.prefix.block_hashes else None for w in warmups]
     counts = np.empty(len(warmups) + nr, np.int64)
     for k, (w, wk) in enumerate(zip(warmups, wkeys)):
         counts[k] = len(wk) if wk is not None else -(-w.input_tokens // block_size)
