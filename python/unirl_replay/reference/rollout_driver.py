@@ -227,6 +227,19 @@ class Harness:
         reference_probe.run(rollout, when, seed=self.args.seed)
         progress(f"reference probe {when} window {window} in {self.args.engines} engines: {time.monotonic() - t:.1f} s")
 
+    def begin_window(self, rollout, k: int, rids: List[int]) -> None:
+        """Window ``k`` starts: the probe before the first window, the load, the ``window_start`` mark."""
+        if k == 0:
+            self.probe(rollout, "before", k)
+        self.load.setdefault("start", list(os.getloadavg()))
+        self.mark("window_start", rollout_ids=rids, window=k)
+
+    def end_window(self, rollout, k: int, rids: List[int]) -> None:
+        """Window ``k`` ends: the ``window_end`` mark, the load, the probe after it (serves the next window too)."""
+        self.mark("window_end", rollout_ids=rids, window=k)
+        self.load["end"] = list(os.getloadavg())
+        self.probe(rollout, "after", k)
+
     def window_rollouts(self, k: int) -> List[int]:
         """Rollout ids of window ``k`` (``--windows``: the same prompts each window, new rollout ids)."""
         return list(range(k * self.args.batches, (k + 1) * self.args.batches))
@@ -346,10 +359,7 @@ def run_grpo(args, h: Harness, model: str) -> Dict[str, Any]:
         rids = h.window_rollouts(k)
         requests = [_request(PROMPTS.add(texts[b]), r, r * args.prompts).fork(args.samples, sampling_params=sampling)
                     for b, r in enumerate(rids)]
-        if k == 0:
-            h.probe(rollout, "before", k)
-        h.load.setdefault("start", list(os.getloadavg()))
-        h.mark("window_start", rollout_ids=rids, window=k)
+        h.begin_window(rollout, k, rids)
         for r, request in zip(rids, requests):
             t = time.monotonic()
             result = rollout.generate(request)
@@ -357,9 +367,7 @@ def run_grpo(args, h: Harness, model: str) -> Dict[str, Any]:
             batches.append({"rollout_batch": r, "window": k, "seconds": dt,
                             "samples": len(result.parts[-1].sample_ids)})
             progress(f"rollout {r}: {len(result.parts[-1].sample_ids)} samples in {dt:.2f} s")
-        h.mark("window_end", rollout_ids=rids, window=k)
-        h.load["end"] = list(os.getloadavg())
-        h.probe(rollout, "after", k)
+        h.end_window(rollout, k, rids)
     # overhead pairs: one generate of fixed prompts with seeded sampling (both runs generate the same tokens)
     pair_sampling = ARSamplingParams(samples_per_prompt=args.samples, temperature=1.0, top_p=1.0,
                                      max_new_tokens=args.max_new_tokens, seed=args.seed + 1)
@@ -422,10 +430,7 @@ def run_agentic(args, h: Harness, model: str) -> Dict[str, Any]:
             rids = h.window_rollouts(k)
             requests = [_request(PROMPTS.add(texts[b]), r, r * args.prompts, control=control)
                         for b, r in enumerate(rids)]
-            if k == 0:
-                h.probe(rollout, "before", k)
-            h.load.setdefault("start", list(os.getloadavg()))
-            h.mark("window_start", rollout_ids=rids, window=k)
+            h.begin_window(rollout, k, rids)
             for b, request in zip(rids, requests):
                 t = time.monotonic()
                 if args.kill_engine_at_rollout == b:
@@ -441,9 +446,7 @@ def run_agentic(args, h: Harness, model: str) -> Dict[str, Any]:
                 batches.append({"rollout_batch": b, "window": k, "seconds": dt, "groups": len(groups),
                                 "trajectories": sum(len(g) for g in groups), "harness_status": statuses})
                 progress(f"rollout {b}: {len(groups)} groups, {sum(len(g) for g in groups)} trajectories in {dt:.2f} s")
-            h.mark("window_end", rollout_ids=rids, window=k)
-            h.load["end"] = list(os.getloadavg())
-            h.probe(rollout, "after", k)
+            h.end_window(rollout, k, rids)
         pair_texts = texts[-1]
 
         def once(i: int) -> None:

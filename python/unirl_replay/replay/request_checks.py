@@ -163,24 +163,7 @@ def scan_requests(index: WorkloadIndex, engines: Mapping[str, manifest_pb2.Engin
             plan.plays[tid or rid] = [rid]
         else:
             play.append(rid)
-    if window_policy_version is not None:
-        versions.add(window_policy_version)
-    if len(versions) > 1:
-        return False
-    trajectories = index.trajectories
-    for tid, eid in traj_engine.items():
-        traj = trajectories.get(tid)
-        if traj is not None and traj.engine_id and traj.engine_id != eid:
-            return False
-    for ts in turns.values():
-        ts.sort()
-        if ts[0] != 0 or ts[-1] != len(ts) - 1 or ts != list(range(len(ts))):
-            return False
-    for eid, t in first.items():
-        plans[eid].first_arrival_ns = t
-    for eid, f in facts.items():
-        plans[eid].facts = f
-    return True
+    return _scan_tail(versions, window_policy_version, index.trajectories, traj_engine, turns, first, facts, plans)
 
 
 def check_requests(index: WorkloadIndex, engines: Mapping[str, manifest_pb2.EngineConfig],
@@ -355,11 +338,22 @@ def scan_columns(cols, engines: Mapping[str, manifest_pb2.EngineConfig], window_
             plan.plays[tid or rid] = [rid]
         else:
             play.append(rid)
+    if not _scan_tail(versions, window_policy_version, cols.trajectories, traj_engine, turns, first, facts, plans):
+        return False
+    for eid in facts:
+        plans[eid].request_ids = [reqs[i][0] for i in rows[eid]]
+    return True
+
+
+def _scan_tail(versions: set, window_policy_version: int | None, trajectories: Mapping, traj_engine: Mapping,
+               turns: Mapping, first: Mapping, facts: Mapping, plans: dict[str, EnginePlan]) -> bool:
+    """The window-wide end of a fast scan (messages or columns): one policy version, each trajectory on
+    its own engine, turns 0..n-1; then the plans get their first arrival and facts. False = doubt (the
+    caller runs the rule-by-rule checks, which word the violation)."""
     if window_policy_version is not None:
         versions.add(window_policy_version)
     if len(versions) > 1:
         return False
-    trajectories = cols.trajectories
     for tid, eid in traj_engine.items():
         traj = trajectories.get(tid)
         if traj is not None and traj.engine_id and traj.engine_id != eid:
@@ -372,5 +366,4 @@ def scan_columns(cols, engines: Mapping[str, manifest_pb2.EngineConfig], window_
         plans[eid].first_arrival_ns = t
     for eid, f in facts.items():
         plans[eid].facts = f
-        plans[eid].request_ids = [reqs[i][0] for i in rows[eid]]
     return True
