@@ -276,3 +276,34 @@ def test_driver_timeout_ends_the_whole_process_tree(tmp_path):
     child = int(pidfile.read_text())
     with pytest.raises(ProcessLookupError):
         os.kill(child, 0)
+
+
+def test_driver_process_tree_is_sampled_while_it_runs(tmp_path):
+    """run_driver(observed=...) records the driver's tree (threads, affinity, binding env) from /proc, and the
+    sweep's RunConditions carry it as worker_threads, in the capture's words."""
+    from unirl_replay.calibrate import conditions as cond
+
+    fake = tmp_path / "python"
+    # a stand-in driver: a child that lives a while, then the raw file the caller reads
+    fake.write_text("#!/bin/sh\nsleep 3 &\nsleep 3\nwhile [ \"$1\" != --out ]; do shift; done\n"
+                    "echo '{\"prefill\": []}' > \"$2\"\n")
+    fake.chmod(0o755)
+    observed: dict = {}
+    env_before = os.environ.get("VLLM_CPU_OMP_THREADS_BIND")
+    os.environ["VLLM_CPU_OMP_THREADS_BIND"] = "0"
+    try:
+        raw = cal.run_driver({"x": 1}, python=fake, timeout_s=60, observed=observed)
+    finally:
+        if env_before is None:
+            os.environ.pop("VLLM_CPU_OMP_THREADS_BIND")
+        else:
+            os.environ["VLLM_CPU_OMP_THREADS_BIND"] = env_before
+    assert raw == {"prefill": []}
+    tree = observed["process_tree"]
+    assert tree is not None and len(tree["processes"]) >= 2  # the shell and its sleeping child
+    assert all(p["threads"] >= 1 and p["affinity"] for p in tree["processes"])
+    c = cond.run_conditions(cond.snapshot(), cond.snapshot(), process_tree=tree)
+    text = c.worker_threads["calibration driver + engine"]
+    assert text.startswith("VLLM_CPU_OMP_THREADS_BIND=0;") and "threads, affinity" in text
+    # without observed nothing is sampled (and nothing changes for callers that do not ask)
+    assert cal.run_driver({"x": 1}, python=fake, timeout_s=60) == {"prefill": []}

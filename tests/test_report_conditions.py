@@ -61,3 +61,22 @@ def test_probe_level_beyond_its_spread_warns():
     ws = condition_warnings(m, _replay(), PROV, model)
     assert any("decode B=32 ctx 128) ran at 1.50x" in w for w in ws)
     assert not any("prefill 512" in w for w in ws)  # 1.04x: within tolerance
+
+
+def test_thread_binding_difference_is_named_and_equal_binding_is_quiet():
+    """A capture's Ray-actor engine bound to one core against an unbound calibration engine is named."""
+    m = _manifest()
+    m.conditions.loadavg_1m_start = 0.8
+    m.conditions.worker_threads["vllm:e0"] = ("OMP_NUM_THREADS=1; VLLM_CPU_OMP_THREADS_BIND=0; "
+                                              "pid 12 python: 5 threads, affinity 0 x5")
+    prov = {**PROV, "conditions": {"worker_threads": {
+        "calibration driver + engine": "VLLM_CPU_OMP_THREADS_BIND unset; pid 40 python: 9 threads, affinity 0-1 x9"}}}
+    ws = [w for w in condition_warnings(m, _replay(), prov, None) if "thread binding" in w]
+    assert len(ws) == 1
+    assert "vllm:e0" in ws[0] and "'OMP_NUM_THREADS=1; VLLM_CPU_OMP_THREADS_BIND=0'" in ws[0]
+    assert "'VLLM_CPU_OMP_THREADS_BIND unset'" in ws[0]
+    same = {**PROV, "conditions": {"worker_threads": {
+        "calibration driver + engine": "OMP_NUM_THREADS=1; VLLM_CPU_OMP_THREADS_BIND=0; pid 7 python: 3 threads"}}}
+    assert not [w for w in condition_warnings(m, _replay(), same, None) if "thread binding" in w]
+    # a calibration that recorded no threads (older provenance) says nothing about binding
+    assert not [w for w in condition_warnings(m, _replay(), PROV, None) if "thread binding" in w]

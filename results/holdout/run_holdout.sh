@@ -7,10 +7,13 @@
 #                                            # calibrated+probe, default; agentic also the lanes = limit bound),
 #                                            # compares, summary.md / summary.json
 # BASE=profiles/<name>.npz selects the base profile. LOCK=/path/to/lockfile runs each engine session under
-# `flock LOCK` (a shared machine). The single-process holdout of 2026-11-30 is in single-process/.
+# `flock LOCK` (a shared machine). SESSIONS=separate gives every window its own engine session (engine start,
+# probe before, window, probe after), so the windows' spread includes engine-start variation; the default
+# (SESSIONS=shared) runs the 3 windows of a mode in one engine session. H=DIR writes elsewhere than
+# results/holdout. The single-process holdout of 2026-11-30 is in single-process/.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
-H=results/holdout
+H=${H:-results/holdout}
 TRACES=${TRACES:-$H/traces}
 RAW=${RAW:-/tmp/unirl-replay-holdout-raw}   # the sessions' shards (not committed)
 BASE=${BASE:-profiles/vllm-cpu-tiny-qwen2-20261130b.npz}
@@ -31,9 +34,25 @@ load() { cut -d' ' -f1-3 /proc/loadavg; }
 capture() {
   mkdir -p "$TRACES" "$RAW"
   for mode in ${MODES:-grpo agentic}; do
+    if [ "$mode" = grpo ]; then args=("${GRPO_ARGS[@]}"); else args=("${AGENTIC_ARGS[@]}"); fi
+    if [ "${SESSIONS:-shared}" = separate ]; then
+      for r in $(seq 1 $WINDOWS); do
+        s="$RAW/$mode-r$r"; out="$TRACES/$mode-r$r"
+        [ -f "$out/manifest.json" ] && { echo "keep $out"; continue; }
+        if [ ! -d "$s/raw" ]; then
+          echo "$(date -u +%FT%TZ) session $mode-r$r load before: $(load)" | tee -a "$H/loadavg.log"
+          ${LOCK:+flock "$LOCK"} "$CLI" capture "$mode" --out "$s" "${args[@]}" --workload-name "${NAME[$mode]}" \
+            --batches $BATCHES --windows 1 --probe --overhead-pairs 0 --no-finalize > "$TRACES/$mode-r$r-session.log" 2>&1
+          echo "$(date -u +%FT%TZ) session $mode-r$r load after:  $(load)" | tee -a "$H/loadavg.log"
+        fi
+        "$CLI" capture finalize "$s/raw" --out "$out" --rollouts "0:$((BATCHES - 1))" --role holdout \
+          --workload-name "${NAME[$mode]}" --trace-id "${NAME[$mode]}-r$r" --max-new-tokens "${TOKENS[$mode]}" \
+          --label "holdout.window=$r of $WINDOWS (rollouts 0:$((BATCHES - 1)), its own engine session)"
+      done
+      continue
+    fi
     s="$RAW/$mode"
     if [ ! -d "$s/raw" ]; then
-      if [ "$mode" = grpo ]; then args=("${GRPO_ARGS[@]}"); else args=("${AGENTIC_ARGS[@]}"); fi
       echo "$(date -u +%FT%TZ) session $mode load before: $(load)" | tee -a "$H/loadavg.log"
       ${LOCK:+flock "$LOCK"} "$CLI" capture "$mode" --out "$s" "${args[@]}" --workload-name "${NAME[$mode]}" \
         --batches $BATCHES --windows $WINDOWS --probe --overhead-pairs 0 > "$TRACES/$mode-session.log" 2>&1

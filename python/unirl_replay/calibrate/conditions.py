@@ -8,7 +8,9 @@ whether the two ran the engine under the same conditions (report/conditions.py).
 What is measured between :func:`snapshot` calls: the 1-minute load at both ends, host-wide CPU
 busy and steal from ``/proc/stat`` (% of all CPU time), and the CPU time (user + system) of the
 child processes that finished in between (``RUSAGE_CHILDREN``: the calibration driver and the
-vLLM engine processes it started and reaped). The ``/proc`` reading is the capture's own
+vLLM engine processes it started and reaped), and the engine's threads and affinity as its processes
+held them while the sweep ran (``worker_threads``, from the driver's sampled process tree, in the
+capture's words: :func:`unirl_replay.capture.procfs.threads_text`). The ``/proc`` reading is the capture's own
 (:mod:`unirl_replay.capture.procfs`), so a sweep and a capture window measure the same way.
 """
 
@@ -36,9 +38,13 @@ def snapshot() -> dict[str, Any]:
 
 
 def run_conditions(start: dict[str, Any], end: dict[str, Any], *, hardware: dict[str, Any] | None = None,
-                   process_label: str = "calibration driver + engine", engine_uptime_s: float | None = None
-                   ) -> mpb.RunConditions:
-    """``RunConditions`` between two :func:`snapshot` s."""
+                   process_label: str = "calibration driver + engine", engine_uptime_s: float | None = None,
+                   process_tree: dict[str, Any] | None = None) -> mpb.RunConditions:
+    """``RunConditions`` between two :func:`snapshot` s.
+
+    ``process_tree``: the sweep's driver tree as sampled while it ran (``calibrate.driver.run_driver``'s
+    ``observed``); its threads and affinity go to ``worker_threads[process_label]``.
+    """
     c = mpb.RunConditions(cache_state=cpb.CACHE_STATE_KIND_COLD)
     hw = hardware or {}
     c.cpu_model = str(hw.get("cpu_model", ""))
@@ -52,6 +58,8 @@ def run_conditions(start: dict[str, Any], end: dict[str, Any], *, hardware: dict
     cpu = end["children_cpu_s"] - start["children_cpu_s"]
     if cpu > 0:
         c.engine_process_cpu_ns[process_label] = int(cpu * 1e9)
+    if process_tree:
+        c.worker_threads[process_label] = procfs.threads_text(process_tree)
     c.duration_ns = int((end["t"] - start["t"]) * 1e9)
     if engine_uptime_s is not None:
         c.engine_uptime_ns = int(engine_uptime_s * 1e9)

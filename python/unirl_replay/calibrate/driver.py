@@ -2,7 +2,10 @@
 
 The sweep runs in ``.venv-ref`` (:mod:`unirl_replay.reference.calibration_driver`, the only
 calibration module importing vLLM); this module starts it, feeds it the plan and collects the raw
-measurements, killing the whole process tree on timeout or exit.
+measurements, killing the whole process tree on timeout or exit. While the sweep runs, the driver's
+process tree (driver, vLLM EngineCore, worker) is sampled from ``/proc`` by the capture's own reader
+(:func:`unirl_replay.capture.procfs.process_tree`), so a sweep records its engine's threads and CPU
+affinity the way a capture window records its engines'.
 """
 
 from __future__ import annotations
@@ -11,11 +14,50 @@ import json
 import os
 import subprocess
 import tempfile
+import threading
 from pathlib import Path
 from typing import Any, Dict, Optional
 
 from unirl_replay.calibrate.common import DRIVER_MODULE, CalibrationError
+from unirl_replay.capture import procfs
 from unirl_replay.reference import environments
+
+#: Seconds between two samples of the driver's process tree.
+TREE_SAMPLE_PERIOD_S = 2.0
+
+
+class TreeWatch(threading.Thread):
+    """Samples ``procfs.process_tree(pid)`` every ``period_s`` seconds until :meth:`stop`.
+
+    ``best`` is the sample with the most threads over the whole tree (the engine fully up: EngineCore and
+    its worker with their OMP threads), the later one on ties; None when no sample was taken. A vanished
+    process simply ends the sampling.
+    """
+
+    def __init__(self, pid: int, period_s: float = TREE_SAMPLE_PERIOD_S):
+        super().__init__(name="unirl-replay-calibration-tree", daemon=True)
+        self.pid, self.period_s = pid, period_s
+        self.best: Optional[Dict[str, Any]] = None
+        self._done = threading.Event()
+
+    @staticmethod
+    def _threads(tree: Dict[str, Any]) -> int:
+        return sum(int(p.get("threads") or 0) for p in tree.get("processes", []))
+
+    def run(self) -> None:
+        while not self._done.is_set():
+            try:
+                tree = procfs.process_tree(self.pid)
+            except (OSError, ValueError, IndexError):  # a process ended between two /proc reads
+                tree = None
+            if tree is not None and (self.best is None or self._threads(tree) >= self._threads(self.best)):
+                self.best = tree
+            self._done.wait(self.period_s)
+
+    def stop(self) -> Optional[Dict[str, Any]]:
+        self._done.set()
+        self.join(timeout=5)
+        return self.best
 
 
 
@@ -48,8 +90,16 @@ def _kill_tree(proc: subprocess.Popen) -> None:
 
 
 def run_driver(spec: Dict[str, Any], *, python: Optional[Path] = None, timeout_s: float = 3600,
-               log=None) -> Dict[str, Any]:
-    """Run the calibration driver in the reference environment; returns its raw measurements."""
+               log=None, observed: Optional[Dict[str, Any]] = None) -> Dict[str, Any]:
+    """Run the calibration driver in the reference environment; returns its raw measurements.
+
+    ``observed``: when given, ``observed["process_tree"]`` is set to the driver's process tree as sampled
+    while it ran (:class:`TreeWatch`; ``procfs.process_tree``'s form: per process pid, comm, CPU ns,
+    threads, per-thread affinity, the OMP / vLLM binding environment), or None when nothing was sampled.
+
+    Raises:
+        CalibrationError: the driver failed, wrote nothing, or ran past ``timeout_s`` (its tree is ended).
+    """
     python = python or reference_python()
     with tempfile.TemporaryDirectory(prefix="unirl-calib-") as tmp:
         spec_path, out_path = Path(tmp) / "spec.json", Path(tmp) / "raw.json"
@@ -59,12 +109,17 @@ def run_driver(spec: Dict[str, Any], *, python: Optional[Path] = None, timeout_s
         # left behind holding the engine's memory.
         proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
                                 start_new_session=True, env={**os.environ, "TORCHDYNAMO_DISABLE": "1"})
+        watch = TreeWatch(proc.pid) if observed is not None else None
+        if watch is not None:
+            watch.start()
         try:
             stdout, _ = proc.communicate(timeout=timeout_s)
         except subprocess.TimeoutExpired:
             _kill_tree(proc)
             raise CalibrationError(f"calibration driver did not finish within {timeout_s:.0f} s; ended it") from None
         finally:
+            if watch is not None:
+                observed["process_tree"] = watch.stop()
             _kill_tree(proc)  # also any EngineCore / worker left in the session after the driver exited
         if log is not None:
             log(stdout)

@@ -212,8 +212,10 @@ def calibrate(like: str, out: str, *, workload_name: Optional[str] = None, repea
 
         reference_python()  # fail early with the clear message
         t0 = cond.snapshot()
-        raw = run_driver(spec, log=log, timeout_s=timeout_s)
-        conditions = cond.conditions_json(cond.run_conditions(t0, cond.snapshot(), hardware=environments.hardware()))
+        observed: Dict[str, Any] = {}
+        raw = run_driver(spec, log=log, timeout_s=timeout_s, observed=observed)
+        conditions = cond.conditions_json(cond.run_conditions(t0, cond.snapshot(), hardware=environments.hardware(),
+                                                              process_tree=observed.get("process_tree")))
     if raw_out:
         Path(raw_out).write_text(json.dumps(raw, indent=1) + "\n")
     fit = fit_profile(raw, eng)

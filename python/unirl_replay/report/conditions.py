@@ -13,6 +13,9 @@ them (the manifest's ``RunConditions`` / ``ReferenceProbe``; the profile provena
 - host CPU steal during the window above :data:`STEAL_PCT`;
 - the engine's time since start differs by more than a factor :data:`UPTIME_FACTOR` (or one side
   started less than :data:`WARM_S` seconds before);
+- the engine's thread binding differs (``RunConditions.worker_threads``: the OMP / vLLM binding
+  environment its processes ran with, e.g. ``OMP_NUM_THREADS=1; VLLM_CPU_OMP_THREADS_BIND=0`` in a
+  capture's Ray actor against an unbound calibration engine);
 - a reference probe point ran at a level (probe median / the profile's own value at that point)
   further from 1 than the probe's own spread (IQR / median) and :data:`PROBE_TOLERANCE`.
 
@@ -75,6 +78,19 @@ def probe_levels(manifest: mpb.TraceManifest, model: StepModel | None) -> list[t
     return out
 
 
+def _binding(threads_text: str) -> str:
+    """The binding part of a ``worker_threads`` value (``procfs.threads_text``): the items before the first
+    ``pid ...`` item, e.g. ``OMP_NUM_THREADS=1; VLLM_CPU_OMP_THREADS_BIND=0``."""
+    items = []
+    for item in threads_text.split(";"):
+        item = item.strip()
+        if item.startswith("pid "):
+            break
+        if item:
+            items.append(item)
+    return "; ".join(items)
+
+
 def condition_warnings(manifest: mpb.TraceManifest, replay: rpb.ReplayResult, prov: dict,
                        model: StepModel | None) -> list[str]:
     """Readable warnings (empty when the replay's model is not a measured profile)."""
@@ -103,6 +119,15 @@ def condition_warnings(manifest: mpb.TraceManifest, replay: rpb.ReplayResult, pr
         a, b = c.engine_uptime_ns / 1e9, float(cal_up) / 1e9
         if min(a, b) > 0 and (max(a, b) / min(a, b) > UPTIME_FACTOR or (min(a, b) < WARM_S <= max(a, b))):
             out.append(f"engine time since start differs: capture {a:.0f} s, calibration {b:.0f} s")
+    cal_threads = cal_cond.get("worker_threads", cal_cond.get("workerThreads")) or {}
+    cal_bind = sorted({_binding(v) for v in cal_threads.values() if _binding(str(v))})
+    if cal_bind:
+        for eid, text in sorted(c.worker_threads.items()):
+            cap_bind = _binding(text)
+            if cap_bind and cap_bind not in cal_bind:
+                out.append(f"engine thread binding differs: capture engine {eid} ran with {cap_bind!r}, the "
+                           f"calibration's engine with {' / '.join(repr(b) for b in cal_bind)}: the engine may have "
+                           "run at another speed (the probe measures by how much)")
     for pt, when, level in probe_levels(manifest, model):
         spread = (pt.p75_ms - pt.p25_ms) / pt.median_ms if pt.median_ms else 0.0
         if abs(level - 1) > max(spread, PROBE_TOLERANCE):
