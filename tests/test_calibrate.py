@@ -289,15 +289,8 @@ def test_driver_process_tree_is_sampled_while_it_runs(tmp_path):
                     "echo '{\"prefill\": []}' > \"$2\"\n")
     fake.chmod(0o755)
     observed: dict = {}
-    env_before = os.environ.get("VLLM_CPU_OMP_THREADS_BIND")
-    os.environ["VLLM_CPU_OMP_THREADS_BIND"] = "0"
-    try:
-        raw = cal.run_driver({"x": 1}, python=fake, timeout_s=60, observed=observed)
-    finally:
-        if env_before is None:
-            os.environ.pop("VLLM_CPU_OMP_THREADS_BIND")
-        else:
-            os.environ["VLLM_CPU_OMP_THREADS_BIND"] = env_before
+    raw = cal.run_driver({"x": 1}, python=fake, timeout_s=60, observed=observed,
+                         env={"VLLM_CPU_OMP_THREADS_BIND": "0"})
     assert raw == {"prefill": []}
     tree = observed["process_tree"]
     assert tree is not None and len(tree["processes"]) >= 2  # the shell and its sleeping child
@@ -307,3 +300,36 @@ def test_driver_process_tree_is_sampled_while_it_runs(tmp_path):
     assert text.startswith("VLLM_CPU_OMP_THREADS_BIND=0;") and "threads, affinity" in text
     # without observed nothing is sampled (and nothing changes for callers that do not ask)
     assert cal.run_driver({"x": 1}, python=fake, timeout_s=60) == {"prefill": []}
+
+
+def test_engine_env_must_be_name_value(tmp_path):
+    from unirl_replay.cli.main import cli
+
+    for bad in ("OMP_NUM_THREADS", "1X=2", "=3", "A B=1"):
+        r = CliRunner().invoke(cli, ["calibrate", "--like", str(tmp_path), "--out", str(tmp_path / "p.npz"),
+                                     "--engine-env", bad])
+        assert r.exit_code == 2 and f"--engine-env {bad!r}: expected NAME=VALUE" in r.output, r.output
+
+
+def test_engine_env_reaches_the_driver_and_the_provenance(tmp_path, monkeypatch):
+    """--engine-env is the driver's (and so its engine's) environment, kept in the provenance, and the binding
+    the driver's processes held is in conditions.worker_threads."""
+    from unirl_replay.cli.main import cli
+
+    d = grpo_trace(prompts=1, samples=2).write(tmp_path / "t")
+    raw = tmp_path / "synthetic.json"
+    raw.write_text(json.dumps(synthetic_raw()))
+    fake = tmp_path / "python"  # stands in for the reference driver: argv = -m MODULE --spec S --out O
+    fake.write_text(f"#!/bin/sh\necho \"$VLLM_CPU_OMP_THREADS_BIND $OMP_NUM_THREADS\" > {tmp_path / 'env.txt'}\n"
+                    f"sleep 3\ncp {raw} \"$6\"\n")
+    fake.chmod(0o755)
+    monkeypatch.setenv("UNIRL_REPLAY_REF_PYTHON", str(fake))
+    monkeypatch.delenv("VLLM_CPU_OMP_THREADS_BIND", raising=False)
+    res = CliRunner().invoke(cli, ["calibrate", "--like", str(d), "--out", str(tmp_path / "p.npz"),
+                                   "--engine-env", "OMP_NUM_THREADS=1", "--engine-env", "VLLM_CPU_OMP_THREADS_BIND=0"])
+    assert res.exit_code == 0, res.output
+    assert (tmp_path / "env.txt").read_text().split() == ["0", "1"]
+    prov = json.loads((tmp_path / "p.npz.provenance.json").read_text())
+    assert prov["engine_env"] == {"OMP_NUM_THREADS": "1", "VLLM_CPU_OMP_THREADS_BIND": "0"}
+    threads = prov["conditions"]["worker_threads"]["calibration driver + engine"]
+    assert threads.startswith("OMP_NUM_THREADS=1; VLLM_CPU_OMP_THREADS_BIND=0;"), threads

@@ -90,12 +90,14 @@ def _kill_tree(proc: subprocess.Popen) -> None:
 
 
 def run_driver(spec: Dict[str, Any], *, python: Optional[Path] = None, timeout_s: float = 3600,
-               log=None, observed: Optional[Dict[str, Any]] = None) -> Dict[str, Any]:
+               log=None, observed: Optional[Dict[str, Any]] = None,
+               env: Optional[Dict[str, str]] = None) -> Dict[str, Any]:
     """Run the calibration driver in the reference environment; returns its raw measurements.
 
     ``observed``: when given, ``observed["process_tree"]`` is set to the driver's process tree as sampled
     while it ran (:class:`TreeWatch`; ``procfs.process_tree``'s form: per process pid, comm, CPU ns,
     threads, per-thread affinity, the OMP / vLLM binding environment), or None when nothing was sampled.
+    ``env``: variables added to this process's environment for the driver (and so its engine).
 
     Raises:
         CalibrationError: the driver failed, wrote nothing, or ran past ``timeout_s`` (its tree is ended).
@@ -108,7 +110,7 @@ def run_driver(spec: Dict[str, Any], *, python: Optional[Path] = None, timeout_s
         # Own session: on timeout the whole tree (driver, vLLM EngineCore, worker) is ended, never
         # left behind holding the engine's memory.
         proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
-                                start_new_session=True, env={**os.environ, "TORCHDYNAMO_DISABLE": "1"})
+                                start_new_session=True, env={**os.environ, "TORCHDYNAMO_DISABLE": "1", **(env or {})})
         watch = TreeWatch(proc.pid) if observed is not None else None
         if watch is not None:
             watch.start()

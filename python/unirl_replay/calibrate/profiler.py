@@ -181,11 +181,14 @@ def calibrate(like: str, out: str, *, workload_name: Optional[str] = None, repea
               lengths: Optional[Sequence[int]] = None, model_dir: Optional[str] = None,
               model: Optional[str] = None,
               raw_in: Optional[str] = None, raw_out: Optional[str] = None, log=None,
-              timeout_s: float = 3600) -> Tuple[Path, Dict[str, Any]]:
+              timeout_s: float = 3600, engine_env: Optional[Dict[str, str]] = None) -> Tuple[Path, Dict[str, Any]]:
     """The whole ``calibrate`` command: plan, measure (or reuse ``raw_in``), fit, write.
 
     ``model``: a local Hugging Face model directory to serve instead of the tiny model (``model_dir``
     is where the tiny model is built); it must be the trace's model when the manifest has its digest.
+    ``engine_env``: environment variables the driver and its engine run with (e.g. the capture's thread
+    binding ``OMP_NUM_THREADS=1``, ``VLLM_CPU_OMP_THREADS_BIND=0``), recorded as ``engine_env`` in the
+    provenance; the binding the engine's processes actually held is in ``conditions.worker_threads``.
 
     Raises:
         MissingEnvironmentError: no reference environment. CalibrationError: bad trace / failed run.
@@ -213,7 +216,7 @@ def calibrate(like: str, out: str, *, workload_name: Optional[str] = None, repea
         reference_python()  # fail early with the clear message
         t0 = cond.snapshot()
         observed: Dict[str, Any] = {}
-        raw = run_driver(spec, log=log, timeout_s=timeout_s, observed=observed)
+        raw = run_driver(spec, log=log, timeout_s=timeout_s, observed=observed, env=engine_env)
         conditions = cond.conditions_json(cond.run_conditions(t0, cond.snapshot(), hardware=environments.hardware(),
                                                               process_tree=observed.get("process_tree")))
     if raw_out:
@@ -223,6 +226,7 @@ def calibrate(like: str, out: str, *, workload_name: Optional[str] = None, repea
     # RunConditions of the sweep (manifest.proto), the same message a capture records: compare warns when
     # they differ. A refit (--from-raw) has none: the raw data did not record them.
     prov["conditions"] = conditions or {"recorded": False}
+    prov["engine_env"] = dict(engine_env or {})
     return write_profile(out, fit.tables, prov), prov
 
 

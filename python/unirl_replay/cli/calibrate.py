@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import re
 
 import click
 
@@ -49,11 +50,16 @@ def _ints(text: str | None) -> list[int] | None:
               help="Where the tiny model is built when missing (default: the capture's cache).")
 @click.option("--max-load", default=None, type=float,
               help="Refuse to measure when the 1-minute load average is above this.")
+@click.option("--engine-env", "engine_env", multiple=True, metavar="NAME=VALUE",
+              help="Environment of the calibration engine (repeatable), recorded in the provenance, e.g. the thread "
+                   "binding a capture's engines ran with (its conditions' worker_threads): --engine-env "
+                   "OMP_NUM_THREADS=1 --engine-env VLLM_CPU_OMP_THREADS_BIND=0 measures the engine as UniRL's Ray "
+                   "actors run it, one OMP thread on one core.")
 @click.option("--raw-out", default=None, type=click.Path(dir_okay=False), help="Also keep the raw driver JSON here.")
 @click.option("--from-raw", "raw_in", default=None, type=click.Path(exists=True, dir_okay=False),
               help="Refit an earlier --raw-out instead of measuring (the provenance says measured: the data were).")
 def command(like, probe_trace, base, out, workload_name, repeats, decode_repeats, osl, batches, lengths, max_kv,
-            model, model_dir, max_load, raw_out, raw_in) -> None:
+            model, model_dir, max_load, engine_env, raw_out, raw_in) -> None:
     """Measure the real engine configured like the --like trace (reference environment) and write a dynamo_profile NPZ."""
     from unirl_replay.calibrate.profiler import CalibrationError, calibrate
 
@@ -74,6 +80,7 @@ def command(like, probe_trace, base, out, workload_name, repeats, decode_repeats
     if like is None:
         raise click.UsageError("--like TRACE_DIR is required (or --level-to-probe with --base)")
 
+    env = _engine_env(engine_env)
     load = os.getloadavg()[0]
     if raw_in is None:
         click.echo(f"load average (1 min) before measuring: {load:.2f}", err=True)
@@ -84,10 +91,25 @@ def command(like, probe_trace, base, out, workload_name, repeats, decode_repeats
                        err=True)
     path, prov = calibrate(like, out, workload_name=workload_name, repeats=repeats, osl=osl,
                            decode_repeats=decode_repeats, max_kv=max_kv, batches=_ints(batches),
-                           lengths=_ints(lengths), model_dir=model_dir, model=model, raw_in=raw_in, raw_out=raw_out)
+                           lengths=_ints(lengths), model_dir=model_dir, model=model, raw_in=raw_in, raw_out=raw_out,
+                           engine_env=env)
     f = prov["fit"]
     click.echo(f"{path}: calibration workload {prov['calibration_workloads'][0]} (measured)")
     click.echo(f"  prefill {f['prefill']['form']}: {f['prefill']['coefficients']}, "
                f"residual MAPE {f['prefill']['residuals']['mape_pct']:.1f}%")
     click.echo(f"  decode  {f['decode']['form']}: {f['decode']['coefficients']}, "
                f"residual MAPE {f['decode']['residuals']['mape_pct']:.1f}%")
+
+
+_ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*\Z")
+
+
+def _engine_env(items) -> dict:
+    """``--engine-env NAME=VALUE`` items as a dict; UsageError naming the item that is not NAME=VALUE."""
+    out = {}
+    for item in items:
+        name, sep, value = item.partition("=")
+        if not sep or not _ENV_NAME.match(name):
+            raise click.UsageError(f"--engine-env {item!r}: expected NAME=VALUE with NAME a shell variable name")
+        out[name] = value
+    return out
