@@ -333,3 +333,21 @@ def test_engine_env_reaches_the_driver_and_the_provenance(tmp_path, monkeypatch)
     assert prov["engine_env"] == {"OMP_NUM_THREADS": "1", "VLLM_CPU_OMP_THREADS_BIND": "0"}
     threads = prov["conditions"]["worker_threads"]["calibration driver + engine"]
     assert threads.startswith("OMP_NUM_THREADS=1; VLLM_CPU_OMP_THREADS_BIND=0;"), threads
+
+
+def test_a_multi_engine_trace_with_equal_settings_is_a_like_trace(tmp_path):
+    """UniRL's Ray wiring gives one engine per actor: the bundled agentic-ray-a has two with equal settings."""
+    import shutil
+
+    ray_a = Path(__file__).resolve().parents[1] / "traces" / "agentic-ray-a"
+    eng, man = cal.engine_from_manifest(ray_a)
+    assert len(man.engines) == 2 and eng["engine_ids"] == [e.engine_id for e in man.engines]
+    assert eng["engine_id"] == man.engines[0].engine_id and eng["num_kv_blocks"] == man.engines[0].num_kv_blocks
+    # engines whose settings differ: one profile cannot stand for both; the differing setting is named
+    d = tmp_path / "t"
+    shutil.copytree(ray_a, d)
+    m = json.loads((d / "manifest.json").read_text())
+    m["engines"][1]["max_num_seqs"] = 8
+    (d / "manifest.json").write_text(json.dumps(m, indent=1) + "\n")
+    with pytest.raises(cal.CalibrationError, match=r"differs from .* in max_num_seqs \(8 vs 256\)"):
+        cal.engine_from_manifest(d)

@@ -113,7 +113,7 @@ EOF
       done
     done
   done
-  .venv/bin/python "$H/summarise.py" "$H" > "$H/summary.md"
+  .venv/bin/python results/holdout/summarise.py "$H" "$TRACES" > "$H/summary.md"
 }
 
 "${1:-report}"

@@ -20,6 +20,7 @@ from unirl_replay.contract.trace_io import open_trace
 
 MODES = ("grpo", "agentic")
 MODELS = ("calibrated", "probe", "default")
+TRACES_ROOT: list = [None]  # the holdout traces: ROOT/traces unless a second argument names them
 MODEL_WORDS = {"calibrated": "calibrated (base profile)", "probe": "CALIBRATED+PROBE (probe-levelled)",
                "default": "default polynomial (UNCALIBRATED)"}
 TARGETS = {"ready_mape": 5.0, "e2e_mape": 8.0}  # GRPO, with the probe-levelled profile
@@ -269,6 +270,8 @@ def e2e_split(trace_dir: Path, replay_path) -> dict | None:
 
 def main(root: str) -> int:
     root = Path(root)
+    if TRACES_ROOT[0] is None:
+        TRACES_ROOT[0] = root / "traces"
     reps = load_reports(root)
     summary = {"runs": {}, "effects": {}, "conditions": {}, "levels": {}, "decomposition": {}, "brackets": {},
                "targets": {}}
@@ -282,7 +285,7 @@ def main(root: str) -> int:
 
         means = []
         for run in runs:
-            tdir = root / "traces" / f"{mode}-{run}"
+            tdir = TRACES_ROOT[0] / f"{mode}-{run}"
             if (tdir / "manifest.json").exists():
                 _, outs, ready = _measured(tdir)
                 xr = readiness_across_engines(tdir, [], check_arrivals=False)
@@ -323,7 +326,7 @@ def main(root: str) -> int:
                 dec = decomposition(rep)
                 if dec:
                     summary["decomposition"][f"{mode}/{run}/{model}"] = dec
-                tdir = root / "traces" / f"{mode}-{run}"
+                tdir = TRACES_ROOT[0] / f"{mode}-{run}"
                 rdir = root / mode / run / model
                 if (tdir / "manifest.json").exists() and (rdir / "replay_result.json").exists():
                     paths = [rdir / "replay_result.json"] + ([rdir / "bound-lanes" / "replay_result.json"]
@@ -507,7 +510,7 @@ def main(root: str) -> int:
                   "engine uptime s | probe decode B=1 / B=32 / prefill 512 median ms (per engine, before -> after) | "
                   "decode level | prefill level |", "|---|---|---|---|---|---|---|---|---|"]
         for run in runs:
-            tdir = root / "traces" / f"{mode}-{run}"
+            tdir = TRACES_ROOT[0] / f"{mode}-{run}"
             if not (tdir / "manifest.json").exists():
                 continue
             cd = conditions(tdir)
@@ -536,7 +539,7 @@ def main(root: str) -> int:
                   "vLLM peak concurrent requests (queued->done) | engine busy % of span |",
                   "|---|---|---|---|---|---|---|---|---|---|---|"]
         for run in runs:
-            tdir = root / "traces" / f"{mode}-{run}"
+            tdir = TRACES_ROOT[0] / f"{mode}-{run}"
             if not (tdir / "manifest.json").exists():
                 continue
             ef = effects(tdir)
@@ -562,4 +565,6 @@ def main(root: str) -> int:
 
 
 if __name__ == "__main__":
+    if len(sys.argv) > 2:
+        TRACES_ROOT[0] = Path(sys.argv[2])
     sys.exit(main(sys.argv[1] if len(sys.argv) > 1 else "results/holdout"))

@@ -60,26 +60,14 @@ ROLLOUT_SAMPLING: Dict[str, Any] = {
 # Engine settings and the sweep plan
 
 
-def engine_from_manifest(trace_dir: str | os.PathLike) -> Tuple[Dict[str, Any], Any]:
-    """The single engine's settings of a trace (manifest only) and the manifest.
-
-    Raises:
-        CalibrationError: the trace has no engine or several, or lacks the settings a profile needs.
-    """
-    from unirl_replay.contract.gate import gate
-
-    man = gate(trace_dir, "calibrate").manifest
-    if len(man.engines) != 1:
-        raise CalibrationError(f"{trace_dir}: calibrate --like needs a trace with exactly one engine, "
-                               f"found {len(man.engines)}")
-    e = man.engines[0]
+def _engine_settings(trace_dir, e) -> Dict[str, Any]:
+    """One engine's settings as the calibration engine is built from them (no engine id)."""
     missing = [n for n, v in (("block_size_tokens", e.block_size_tokens), ("num_kv_blocks", e.num_kv_blocks),
                               ("max_num_seqs", e.max_num_seqs), ("max_model_len", e.max_model_len)) if not v]
     if missing:
         raise CalibrationError(f"{trace_dir}: engine {e.engine_id!r} lacks {missing}; cannot build the same engine")
     extra = dict(e.extra)
     eng: Dict[str, Any] = {
-        "engine_id": e.engine_id,
         "block_size": int(e.block_size_tokens),
         "num_kv_blocks": int(e.num_kv_blocks),
         "max_num_seqs": int(e.max_num_seqs),
@@ -95,6 +83,37 @@ def engine_from_manifest(trace_dir: str | os.PathLike) -> Tuple[Dict[str, Any], 
     }
     if eng["tp_size"] != 1:
         raise CalibrationError(f"{trace_dir}: tp_size {eng['tp_size']} is not supported by the CPU reference engine")
+    return eng
+
+
+def engine_from_manifest(trace_dir: str | os.PathLike) -> Tuple[Dict[str, Any], Any]:
+    """The engine settings of a trace (manifest only) and the manifest.
+
+    A trace of several engines (UniRL's Ray wiring: one engine per actor) is accepted when every engine has
+    the same settings (the profile then stands for each of them; ``engine_ids`` lists them); ``engine_id``
+    is the first engine's.
+
+    Raises:
+        CalibrationError: the trace has no engine, its engines' settings differ (the differing settings
+        named), or an engine lacks the settings a profile needs.
+    """
+    from unirl_replay.contract.gate import gate
+
+    man = gate(trace_dir, "calibrate").manifest
+    if not man.engines:
+        raise CalibrationError(f"{trace_dir}: calibrate --like needs a trace with an engine, found none")
+    settings = [_engine_settings(trace_dir, e) for e in man.engines]
+    eng = settings[0]
+    for e, other in zip(man.engines[1:], settings[1:]):
+        diff = sorted(k for k in eng if eng[k] != other[k])
+        if diff:
+            raise CalibrationError(
+                f"{trace_dir}: calibrate --like needs engines with the same settings (one profile stands for all "
+                f"of them); engine {e.engine_id!r} differs from {man.engines[0].engine_id!r} in "
+                + ", ".join(f"{k} ({other[k]!r} vs {eng[k]!r})" for k in diff))
+    eng = {"engine_id": man.engines[0].engine_id, **eng}
+    if len(man.engines) > 1:
+        eng["engine_ids"] = [e.engine_id for e in man.engines]
     return eng, man
 
 
