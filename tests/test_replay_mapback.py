@@ -132,8 +132,20 @@ def test_paused_gc_restores_the_collector():
 _ODD = [None, 0, 7, -3, 2**62, 2**70, True, False, 1.5, -0.0, float("nan"), float("inf"), 1e300, "12", [1.0]]
 
 
-def _odd_row(rng, plain):
-    """An upstream-like row: plain finite numbers when ``plain``, else sometimes odd values."""
+_KEYS = ("arrival_time_ms", "first_admit_ms", "first_token_ms", "terminal_time_ms", "terminal_status",
+         "reused_input_tokens")
+
+
+def _odd_row(rng, plain, full=False):
+    """An upstream-like row: plain finite numbers when ``plain``, else sometimes odd values;
+    ``full``: every key present (None when unset), as upstream writes its rows."""
+    row = _odd_row_sparse(rng, plain)
+    if full:
+        row = {"request_id": "x", **{k: row.get(k) for k in _KEYS}, "output_length": 3}
+    return row
+
+
+def _odd_row_sparse(rng, plain):
     def num(lo, hi):
         if not plain and rng.random() < 0.05:
             return rng.choice(_ODD)
@@ -160,9 +172,9 @@ def _outcome(f, *a):
 
 
 @settings(max_examples=60, deadline=None)
-@given(seed=st.integers(0, 2**32 - 1), n=st.integers(0, 400), plain=st.booleans(),
+@given(seed=st.integers(0, 2**32 - 1), n=st.integers(0, 400), plain=st.booleans(), full=st.booleans(),
        shift=st.sampled_from([0.0, 12.5, 1e-3, 3.3e4]), offset=st.sampled_from([0, 7, 10**12, -5, 2**62, 2**63]))
-def test_bulk_predicted_values_equal_the_per_request_values(seed, n, plain, shift, offset):
+def test_bulk_predicted_values_equal_the_per_request_values(seed, n, plain, full, shift, offset):
     rng = random.Random(seed)
     ids = [f"r{i}" for i in range(n)]
     samples = {rid: rng.choice([1, 1, 1, 1, 2, 3]) for rid in ids}
@@ -170,7 +182,7 @@ def test_bulk_predicted_values_equal_the_per_request_values(seed, n, plain, shif
     for rid in ids:
         for s in range(samples[rid]):
             if rng.random() < 0.97:
-                rows[(rid, s)] = _odd_row(rng, plain)
+                rows[(rid, s)] = _odd_row(rng, plain, full)
     want = _outcome(mapback.predicted_values, rows, ids, samples, shift, offset)
     got = _outcome(mapback.predicted_values_bulk, rows, ids, samples, shift, offset)
     assert got[:2] == want[:2] and (got[0] == "ok" or got[2] == want[2])
@@ -185,11 +197,12 @@ def test_bulk_predicted_values_take_the_bulk_path():
     rng = random.Random(3)
     ids = [f"r{i}" for i in range(500)]
     samples = dict.fromkeys(ids, 1)
-    rows = {(rid, 0): _odd_row(rng, True) for rid in ids}
-    cols = mapback._bulk_columns([rows[(rid, 0)] for rid in ids], 2.5, 10**9)
-    assert cols is not None  # plain rows: numpy, not the fallback
-    assert mapback.predicted_values_bulk(rows, ids, samples, 2.5, 10**9) == \
-        mapback.predicted_values(rows, ids, samples, 2.5, 10**9)
+    for full in (False, True):
+        rows = {(rid, 0): _odd_row(rng, True, full) for rid in ids}
+        cols = mapback._bulk_columns([rows[(rid, 0)] for rid in ids], 2.5, 10**9)
+        assert cols is not None  # plain rows: numpy, not the fallback
+        assert mapback.predicted_values_bulk(rows, ids, samples, 2.5, 10**9) == \
+            mapback.predicted_values(rows, ids, samples, 2.5, 10**9)
 
 
 def test_map_rows_with_ids_that_are_not_strings_fail_as_the_reference():

@@ -19,6 +19,7 @@ Two functions with reference twins that define them:
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
+from operator import itemgetter
 
 import numpy as np
 
@@ -179,15 +180,31 @@ def _bulk_ns(col: list, shift_ms: float, offset_ns: int) -> list | None:
     return ns
 
 
+_ROW_FIELDS = itemgetter("arrival_time_ms", "first_admit_ms", "first_token_ms", "terminal_time_ms",
+                         "terminal_status", "reused_input_tokens")
+
+
 def _bulk_columns(present: list[dict], shift_ms: float, offset_ns: int) -> tuple | None:
-    arrival = _bulk_ns([s["arrival_time_ms"] for s in present], shift_ms, offset_ns)
-    admit = _bulk_ns([s.get("first_admit_ms") for s in present], shift_ms, offset_ns)
-    first = _bulk_ns([s.get("first_token_ms") for s in present], shift_ms, offset_ns)
-    end = _bulk_ns([s.get("terminal_time_ms") if s.get("terminal_status") == "completed" else None
-                    for s in present], shift_ms, offset_ns)
+    try:  # upstream rows carry every key (None when unset): one C-level read per row
+        cols = tuple(zip(*map(_ROW_FIELDS, present)))
+    except KeyError:
+        cols = None
+    if cols is not None:
+        arr, adm, ftk, term, status, reused = cols
+        ends = [t if st == "completed" else None for t, st in zip(term, status)]
+    else:  # a key is missing somewhere: the per-field reads (``get``: a missing key reads None)
+        arr = [s["arrival_time_ms"] for s in present]
+        adm = [s.get("first_admit_ms") for s in present]
+        ftk = [s.get("first_token_ms") for s in present]
+        ends = [s.get("terminal_time_ms") if s.get("terminal_status") == "completed" else None for s in present]
+        reused = [s.get("reused_input_tokens") for s in present]
+    arrival = _bulk_ns(arr, shift_ms, offset_ns)
+    admit = _bulk_ns(adm, shift_ms, offset_ns)
+    first = _bulk_ns(ftk, shift_ms, offset_ns)
+    end = _bulk_ns(ends, shift_ms, offset_ns)
     if arrival is None or admit is None or first is None or end is None:
         return None
-    cached = [int(s.get("reused_input_tokens") or 0) for s in present]
+    cached = [int(x or 0) for x in reused]
     return arrival, admit, first, end, cached
 
 
