@@ -100,7 +100,7 @@ def _field(fd: FieldDescriptor) -> Callable:
     if fd.is_repeated:
         if vc is None:
             return list
-        return lambda vs: [vc(x) for x in vs]
+        return lambda vs: list(map(vc, vs))
     return vc
 
 
