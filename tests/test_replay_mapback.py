@@ -222,3 +222,22 @@ def test_map_rows_with_ids_that_are_not_strings_fail_as_the_reference():
     with pytest.raises(KeyError):
         mapback.map_rows(seqs, [good, {"arrival_time_ms": 1.0}])
     assert mapback.map_rows(seqs, iter([good])) == {("a", 0): good}
+
+
+def test_bulk_predicted_values_one_odd_value_among_plain_rows():
+    """One odd value in otherwise plain rows (the random test usually meets several at once)."""
+    rng = random.Random(5)
+    ids = [f"r{i}" for i in range(200)]
+    samples = dict.fromkeys(ids, 1)
+    for full in (False, True):
+        for key in _KEYS:
+            for odd in _ODD:
+                rows = {(rid, 0): _odd_row(rng, True, full) for rid in ids}
+                rows[(ids[77], 0)][key] = odd
+                want = _outcome(mapback.predicted_values, rows, ids, samples, 1.5, 10**6)
+                got = _outcome(mapback.predicted_values_bulk, rows, ids, samples, 1.5, 10**6)
+                assert got[:2] == want[:2] and (got[0] == "ok" or got[2] == want[2]), (key, odd)
+                if want[0] == "ok":
+                    assert got[1] == want[1]
+                    assert all(type(a) is type(b) for k in want[1] if want[1][k] is not None
+                               for a, b in zip(got[1][k], want[1][k]))
