@@ -91,3 +91,50 @@ def test_workload_lines_are_byte_identical():
     parts = agentic_trace(trajectories=3, turns=3)
     for rec in [*parts.workload, *parts.outcomes]:
         assert json_write.to_json_line(rec) == json_profile.to_json_line(rec)
+
+
+def _walk(msg):
+    """msg and every message nested in it (singular, repeated and map values)."""
+    yield msg
+    for fd, v in msg.ListFields():
+        if fd.message_type is None or fd.message_type.full_name.startswith("google.protobuf."):
+            continue
+        if fd.message_type.GetOptions().map_entry:
+            vt = fd.message_type.fields_by_name["value"]
+            if vt.message_type is not None:
+                for x in v.values():
+                    yield from _walk(x)
+        elif fd.is_repeated:
+            for x in v:
+                yield from _walk(x)
+        else:
+            yield from _walk(v)
+
+
+def test_flat_converters_exist_for_the_result_rows():
+    for cls in (replay_pb2.PredictedRequest, replay_pb2.PredictedTrajectory, replay_pb2.PredictedGroup,
+                replay_pb2.PredictedBatch):
+        assert json_write._table(cls.DESCRIPTOR) is not json_write._general(cls.DESCRIPTOR)
+
+
+@settings(max_examples=200, suppress_health_check=[HealthCheck.too_slow], deadline=None)
+@given(data=st.data(), cls=st.sampled_from(TYPES))
+def test_flat_converters_equal_the_listfields_walk(data, cls):
+    msg = data.draw(messages(cls))
+    for m in _walk(msg):
+        flat = json_write._table(m.DESCRIPTOR)
+        ref = json_write._general(m.DESCRIPTOR)
+        a, b = flat(m), ref(m)
+        assert list(a.items()) == list(b.items())  # same keys, same order, same values
+        assert [type(x) for x in a.values()] == [type(x) for x in b.values()]
+
+
+def test_flat_converters_on_defaults_and_extremes():
+    r = replay_pb2.PredictedRequest(request_id="", engine_id="é", arrival_ns=0, scheduled_ns=-1,
+                                    first_token_ns=2**63 - 1, completion_ns=-(2**63), cached_tokens=0)
+    for m in (r, replay_pb2.PredictedRequest(), replay_pb2.PredictedRequest(cached_tokens=2**32 - 1),
+              replay_pb2.PredictedTrajectory(trajectory_id="t", start_ns=0), replay_pb2.PredictedGroup(completed_ns=0),
+              replay_pb2.PredictedBatch(rollout_batch_id="\x00\n\"")):
+        a, b = json_write._table(m.DESCRIPTOR)(m), json_write._general(m.DESCRIPTOR)(m)
+        assert list(a.items()) == list(b.items())
+        check(m)

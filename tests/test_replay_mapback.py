@@ -127,3 +127,117 @@ def test_paused_gc_restores_the_collector():
         assert not gc.isenabled()  # a collector that was off stays off
     finally:
         gc.enable()
+
+
+_ODD = [None, 0, 7, -3, 2**62, 2**70, True, False, 1.5, -0.0, float("nan"), float("inf"), 1e300, "12", [1.0]]
+
+
+_KEYS = ("arrival_time_ms", "first_admit_ms", "first_token_ms", "terminal_time_ms", "terminal_status",
+         "reused_input_tokens")
+
+
+def _odd_row(rng, plain, full=False):
+    """An upstream-like row: plain finite numbers when ``plain``, else sometimes odd values;
+    ``full``: every key present (None when unset), as upstream writes its rows."""
+    row = _odd_row_sparse(rng, plain)
+    if full:
+        row = {"request_id": "x", **{k: row.get(k) for k in _KEYS}, "output_length": 3}
+    return row
+
+
+def _odd_row_sparse(rng, plain):
+    def num(lo, hi):
+        if not plain and rng.random() < 0.05:
+            return rng.choice(_ODD)
+        return rng.choice([rng.uniform(lo, hi), float(rng.randrange(0, 10**6)), rng.randrange(0, 10**6),
+                           round(rng.uniform(lo, hi), 3)])
+    row = {}
+    if plain or rng.random() < 0.98:
+        row["arrival_time_ms"] = num(0, 1e5)
+    for key in ("first_admit_ms", "first_token_ms", "terminal_time_ms"):
+        if rng.random() < 0.85:
+            row[key] = num(0, 2e5)
+    if rng.random() < 0.9:
+        row["terminal_status"] = rng.choice(["completed", "completed", "completed", "cancelled"])
+    if rng.random() < 0.8:
+        row["reused_input_tokens"] = rng.choice([0, 16, None, 3.7] if plain else [0, 16, None, 3.7, "8", "x"])
+    return row
+
+
+def _outcome(f, *a):
+    try:
+        return "ok", f(*a)
+    except Exception as e:  # the bulk path must raise what the reference raises
+        return "raised", type(e), str(e)
+
+
+@settings(max_examples=60, deadline=None)
+@given(seed=st.integers(0, 2**32 - 1), n=st.integers(0, 400), plain=st.booleans(), full=st.booleans(),
+       shift=st.sampled_from([0.0, 12.5, 1e-3, 3.3e4]), offset=st.sampled_from([0, 7, 10**12, -5, 2**62, 2**63]))
+def test_bulk_predicted_values_equal_the_per_request_values(seed, n, plain, full, shift, offset):
+    rng = random.Random(seed)
+    ids = [f"r{i}" for i in range(n)]
+    samples = {rid: rng.choice([1, 1, 1, 1, 2, 3]) for rid in ids}
+    rows = {}
+    for rid in ids:
+        for s in range(samples[rid]):
+            if rng.random() < 0.97:
+                rows[(rid, s)] = _odd_row(rng, plain, full)
+    want = _outcome(mapback.predicted_values, rows, ids, samples, shift, offset)
+    got = _outcome(mapback.predicted_values_bulk, rows, ids, samples, shift, offset)
+    assert got[:2] == want[:2] and (got[0] == "ok" or got[2] == want[2])
+    if want[0] == "ok":
+        w, g = want[1], got[1]
+        assert list(g) == list(w)
+        assert all(type(a) is type(b) for k in w if w[k] is not None for a, b in zip(g[k], w[k]))
+        assert g == w
+
+
+def test_bulk_predicted_values_take_the_bulk_path():
+    rng = random.Random(3)
+    ids = [f"r{i}" for i in range(500)]
+    samples = dict.fromkeys(ids, 1)
+    for full in (False, True):
+        rows = {(rid, 0): _odd_row(rng, True, full) for rid in ids}
+        cols = mapback._bulk_columns([rows[(rid, 0)] for rid in ids], 2.5, 10**9)
+        assert cols is not None  # plain rows: numpy, not the fallback
+        assert mapback.predicted_values_bulk(rows, ids, samples, 2.5, 10**9) == \
+            mapback.predicted_values(rows, ids, samples, 2.5, 10**9)
+
+
+def test_map_rows_with_ids_that_are_not_strings_fail_as_the_reference():
+    import pytest
+
+    ix = index(req("a", inp=8, out=(2,), traj="t", turn=0, at_ms=0.0), traj("t", ["a"], pool="p", order=0),
+               pool("p", 1))
+    plans, _ = check_supported(ix, {"e0": engine()})
+    seqs = agentic_mooncake.convert_engine(plans["e0"], ix).sequences
+    good = {"request_id": next(iter(seqs)), "arrival_time_ms": 1.0}
+    for bad in (5, None, 1.5):
+        rows = [good, {"request_id": bad}]
+        with pytest.raises(TypeError):
+            {seqs[r["request_id"]]: r for r in rows if r["request_id"] in seqs}
+        with pytest.raises(TypeError):
+            mapback.map_rows(seqs, rows)
+    with pytest.raises(KeyError):
+        mapback.map_rows(seqs, [good, {"arrival_time_ms": 1.0}])
+    assert mapback.map_rows(seqs, iter([good])) == {("a", 0): good}
+
+
+def test_bulk_predicted_values_one_odd_value_among_plain_rows():
+    """One odd value in otherwise plain rows (the random test usually meets several at once)."""
+    rng = random.Random(5)
+    ids = [f"r{i}" for i in range(200)]
+    samples = dict.fromkeys(ids, 1)
+    for full in (False, True):
+        for key in _KEYS:
+            for odd in _ODD:
+                rows = {(rid, 0): _odd_row(rng, True, full) for rid in ids}
+                rows[(ids[77], 0)][key] = odd
+                want = _outcome(mapback.predicted_values, rows, ids, samples, 1.5, 10**6)
+                got = _outcome(mapback.predicted_values_bulk, rows, ids, samples, 1.5, 10**6)
+                assert got[:2] == want[:2] and (got[0] == "ok" or got[2] == want[2]), (key, odd)
+                if want[0] == "ok":
+                    assert got[1] == want[1]
+                    assert all(type(a) is type(b) for k in want[1] if want[1][k] is not None
+                               for a, b in zip(got[1][k], want[1][k]))

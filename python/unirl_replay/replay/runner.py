@@ -178,7 +178,9 @@ def replay_workload(index: WorkloadIndex, manifest: manifest_pb2.TraceManifest, 
             notes.append(f"engine {eid!r}: trajectory slots -> agentic_lanes={conv.lanes}; plays start in "
                          "Trajectory.start_order as lanes free up (observed root arrivals are not used)")
     samples = index.num_samples()
-    if any(samples[q] > 1 for q in index.request_ids()):
+    all_ids = index.request_ids()
+    counts = index.columns.num_samples if index.columns is not None else [samples[q] for q in all_ids]
+    if any(n > 1 for n in counts):
         notes.append("fan-out: a request with n samples ran as n upstream sequences with identical hash "
                      "ids arriving together (see docs/replay-mapping.md); its first token is the min and "
                      "its completion the max over its samples")
@@ -216,16 +218,20 @@ def replay_workload(index: WorkloadIndex, manifest: manifest_pb2.TraceManifest, 
     # the messages are added to the result once, in workload order
     values: dict[str, tuple | None] = {}
     engine_of: dict[str, str] = {}
+    sample_of = dict(zip(all_ids, counts))  # a plain dict: read once per request below
     for eid, (conv, rows, *_r) in done.items():
         ids = plans[eid].ids()
-        values.update(mapback.predicted_values(rows, ids, samples, conv.lead_ms, conv.origin_ns - global_origin))
+        values.update(mapback.predicted_values_bulk(rows, ids, sample_of, conv.lead_ms,
+                                                    conv.origin_ns - global_origin))
         engine_of.update(dict.fromkeys(ids, eid))
+    del sample_of
     add = res.requests
+    add_predicted = mapback.add_predicted
     incomplete = []
     makespan = None
-    for q in index.request_ids():
+    for q in all_ids:
         v = values[q]
-        mapback.add_predicted(add, q, engine_of[q], v)
+        add_predicted(add, q, engine_of[q], v)
         if v is None or v[3] is None:
             incomplete.append(q)
         elif makespan is None or v[3] > makespan:
@@ -238,7 +244,7 @@ def replay_workload(index: WorkloadIndex, manifest: manifest_pb2.TraceManifest, 
         res.makespan_ns = makespan
 
     by_traj: dict[str, list[str]] = {}
-    for q, tid in zip(index.request_ids(), index.trajectory_of()):
+    for q, tid in zip(all_ids, index.trajectory_of()):
         if tid:
             by_traj.setdefault(tid, []).append(q)
     traj_ends = derive_trajectories_values(values, index.trajectories.values(), by_traj, res.trajectories)
