@@ -4,9 +4,10 @@ Light env: every artifact of the bundled real traces is scanned (a) for the prom
 regenerated from the manifest's workload knobs with the driver's own prompt function, and (b)
 structurally: the only integer lists a trace may hold are per-sample output token counts, and the
 only 64-bit lists are salted prefix hashes and tool durations, so no token-id list can hide.
-Reference env (marked ``reference``): a small real capture with ``--keep-raw`` and the driver's
-prompt dump (texts and token ids); every file of the trace directory, raw records included, is
-scanned for 3-word phrases of the prompts and 4-token runs of their ids.
+Reference env (marked ``reference``): a small real capture with its raw records kept and the driver's
+prompt dump (texts and token ids); every file of the trace directory, raw records included (for GRPO
+also the reference probes' records and artifacts), is scanned for 3-word phrases of the prompts and
+4-token runs of their ids.
 """
 
 from __future__ import annotations
@@ -115,11 +116,10 @@ def test_prefix_hashes_count_chain_and_salt():
 @pytest.mark.reference
 @pytest.mark.skipif(not REF.exists(), reason="reference environment (.venv-ref) absent: run `make reference-env`")
 @pytest.mark.parametrize("mode", ["grpo", "agentic"])
-def test_real_capture_artifacts_hold_no_prompt_text_or_token_ids(tmp_path_factory, mode):
-    from test_capture_real import small_capture  # one capture per mode and session, shared
-
-    out, dump = small_capture(mode, tmp_path_factory)
-    prompts = json.loads(dump.read_text())
+def test_real_capture_artifacts_hold_no_prompt_text_or_token_ids(real_capture, mode):
+    cap = real_capture(mode)  # one capture per mode and session, shared (tests/conftest.py)
+    out = cap.trace
+    prompts = json.loads(cap.prompts.read_text())
     phrases, runs = _phrases(prompts["texts"]), _id_runs(prompts["token_ids"])
     assert phrases and runs
     files = _files(out)

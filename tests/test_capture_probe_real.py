@@ -2,8 +2,9 @@
 
 * light: ``capture grpo|agentic --windows K --probe`` passes both to the harness, and with K > 1
   prints one ``capture finalize --rollouts`` per window;
-* reference (marked ``reference``; ~5-8 min on 2 shared cores, mostly the two engines' start): a
-  real 2-engine GRPO run of two windows with the probe before, between and after; each finalized
+* reference (marked ``reference``): the session's real 2-engine GRPO capture (``real_capture`` in
+  tests/conftest.py, shared with test_capture_real and test_capture_privacy; the two engines' start
+  and the probes are most of its minutes): two windows with the probe before, between and after; each finalized
   window has exactly its own requests (none of the probe's), both engines' probes before and after
   it (the middle probe shared), probe points with 5 repeats measured by vLLM's timestamps, the
   window's conditions with every engine's CPU time, threads and affinity, and a profile can be
@@ -49,33 +50,36 @@ def test_windows_and_probe_reach_the_harness_and_each_window_gets_a_finalize_com
 
 @needs_ref
 @pytest.mark.reference
-def test_a_real_two_window_capture_records_probes_and_conditions_and_keeps_probe_requests_out(tmp_path):
+def test_a_real_two_window_capture_records_probes_and_conditions_and_keeps_probe_requests_out(tmp_path,
+                                                                                             real_capture):
     from unirl_replay.calibrate.probe import level_profile
     from unirl_replay.capture.finalize import finalize
-    from unirl_replay.cli.main import main
 
-    out = tmp_path / "run"
-    rc = main(["capture", "grpo", "--out", str(out), "--batches", "1", "--windows", "2", "--probe",
-               "--overhead-pairs", "0", "--prompts", "2", "--samples", "2", "--max-new-tokens", "8",
-               "--role", "holdout", "--workload-name", "probe-ci"])
-    assert rc == 0
-    raw = out / "raw"
+    # the session's GRPO capture (tests/conftest.py): `capture grpo --batches 1 --windows 2 --probe`, one
+    # overhead pair after the last probe; shared with test_capture_real and test_capture_privacy
+    cap = real_capture("grpo")
+    assert cap.windows == 2
+    raw = cap.raw
     probe_gens = [json.loads(line) for f in raw.glob("engine-*.jsonl") for line in f.read_text().splitlines()
                   if '"probe_generate"' in line]
     assert len(probe_gens) == 2 * 3 * 5 * 3  # 2 engines x 3 probes x 5 repeats x 3 points
     ids = {}
     for k in (0, 1):
         d = tmp_path / f"w{k}"
-        rep = finalize(raw, d, rollouts=f"{k}:{k}", role="holdout", workload_name="probe-ci", max_output_tokens=8)
+        rep = finalize(raw, d, rollouts=f"{k}:{k}", role="holdout", workload_name="probe-ci",
+                       max_output_tokens=cap.max_new_tokens)
         res = check_trace(d)
         assert res.status == TraceCheck.STATUS_VALID, [format_violation(v) for v in res.violations]
         assert rep.complete, rep.lines()
         t = open_trace(d)
         m = t.manifest
         reqs = [r.request for _, r in t.iter_workload() if r.WhichOneof("record") == "request"]
-        # 2 prompts, scattered over the 2 engines: one vLLM request (n=2) each, none of the probe's 34 per repeat
-        assert len(reqs) == 2 and all(r.num_samples == 2 and r.sample_ids[0].startswith(f"r{k}:") for r in reqs)
-        assert sum(1 for _, o in iter_outcomes(t) if o.WhichOneof("record") == "request") == 2
+        # the prompts (4), scattered over the 2 engines: one vLLM request (n=2) each, none of the probe's 34 per
+        # repeat, none of the overhead pair's
+        n = cap.prompts_per_batch
+        assert len(reqs) == n and all(r.num_samples == cap.samples and r.sample_ids[0].startswith(f"r{k}:")
+                                      for r in reqs)
+        assert sum(1 for _, o in iter_outcomes(t) if o.WhichOneof("record") == "request") == n
         engines = sorted(e.engine_id for e in m.engines)
         assert sorted((p.engine_id, p.when) for p in m.probes) == sorted(
             (e, w) for e in engines for w in ("before", "after"))

@@ -1,6 +1,8 @@
 """A small real capture end to end (reference env, marked ``reference``): ``unirl-replay capture``
 runs UniRL 0.2.0 on vLLM-CPU through the reference interpreter, writes a trace, and the trace
-validates. About 2 minutes per mode on 2 cores (mostly the three interpreter starts of the engine).
+validates. One capture per mode and test session, shared with test_capture_privacy and (GRPO)
+test_capture_probe_real (``real_capture`` in tests/conftest.py): about 2 minutes for agentic on 2
+cores (mostly the engines' start), more for the GRPO run's two windows and reference probes.
 Light-env tests of the command's wiring (missing environment, argument passing) run everywhere."""
 
 from __future__ import annotations
@@ -10,6 +12,7 @@ from pathlib import Path
 
 import pytest
 from click.testing import CliRunner
+from conftest import SMALL
 
 from unirl_replay.contract.errors import MissingEnvironmentError
 from unirl_replay.contract.outcomes_io import iter_outcomes
@@ -73,31 +76,8 @@ def test_tiny_model_command_runs_the_reference_env_and_prints_the_directory(tmp_
     _tiny_model(tmp_path)
 
 
-SMALL = {
-    "grpo": ["--prompts", "4", "--samples", "2", "--max-new-tokens", "16"],
-    "agentic": ["--prompts", "2", "--group-size", "2", "--per-worker-inflight", "2", "--max-turns", "3",
-                "--max-new-tokens", "16"],
-}
-_CAPTURES: dict[str, tuple[Path, Path]] = {}
 needs_ref = pytest.mark.skipif(not REF.exists(), reason="reference environment (.venv-ref) absent: "
                                "run `make reference-env` (envs/reference/install.sh)")
-
-
-def small_capture(mode: str, tmp_path_factory) -> tuple[Path, Path]:
-    """One small real capture per mode and test session, through the command (raw records kept and
-    the prompts dumped for the privacy scan): (trace dir, prompt dump). Shared with
-    test_capture_privacy so CI starts each engine once (~2 min each on 2 cores)."""
-    if mode not in _CAPTURES:
-        from unirl_replay.cli.main import main
-
-        root = tmp_path_factory.mktemp(f"capture-{mode}")
-        out, dump = root / "trace", root / "prompts.json"
-        rc = main(["capture", mode, "--out", str(out), "--batches", "1", "--overhead-pairs", "1",
-                   "--role", "calibration", "--workload-name", f"{mode}-ci", "--keep-raw",
-                   "--dump-prompts", str(dump), *SMALL[mode]])
-        assert rc == 0, "unirl-replay capture failed"
-        _CAPTURES[mode] = (out, dump)
-    return _CAPTURES[mode]
 
 
 @pytest.mark.reference
@@ -111,8 +91,8 @@ def test_tiny_model_command_builds_a_real_model(tmp_path, monkeypatch):
 @pytest.mark.reference
 @needs_ref
 @pytest.mark.parametrize("mode", ["grpo", "agentic"])
-def test_real_capture_end_to_end_validates(tmp_path_factory, mode):
-    out, _ = small_capture(mode, tmp_path_factory)
+def test_real_capture_end_to_end_validates(real_capture, mode):
+    out = real_capture(mode).trace  # the session's one small capture of this mode (tests/conftest.py)
     res = check_trace(out)
     assert res.status == TraceCheck.STATUS_VALID, [format_violation(v) for v in res.violations]
     t = open_trace(out)
@@ -130,21 +110,30 @@ def test_real_capture_end_to_end_validates(tmp_path_factory, mode):
 @pytest.mark.reference
 @needs_ref
 @pytest.mark.parametrize("mode", ["grpo", "agentic"])
-def test_real_multiprocess_capture_joins_every_engine_request_exactly_once(tmp_path_factory, mode):
+def test_real_multiprocess_capture_joins_every_engine_request_exactly_once(real_capture, mode):
     """UniRL's Ray wiring, 2 engines in 2 Ray actors: every vLLM request of the window (read from the
     engine processes' own shards) is exactly one trace request carrying its sample ids, group and
-    batch (and trajectory for agentic); nothing lost, nothing duplicated."""
+    batch (and trajectory for agentic); nothing lost, nothing duplicated. (The GRPO run has a
+    second window and reference probes in the same engines: none of them may join window 0.)"""
     import json
 
     from unirl_replay.capture.finalize import read_shards
 
-    out, _ = small_capture(mode, tmp_path_factory)
-    shards = read_shards(out / "raw")
+    cap = real_capture(mode)
+    out, window = cap.trace, cap.window_rollouts
+
+    def in_window(rollout_ids) -> bool:  # the overhead pairs (ids 1000+) and other windows are outside
+        return set(rollout_ids) <= window
+
+    shards = read_shards(cap.raw)
     roles = sorted(s.role for s in shards)
     assert roles.count("engine") == 2 and roles.count("worker") >= 2 and "driver" in roles, roles
     assert all(s.clean_exit and not s.truncated_last_line for s in shards)
     window_calls = {(r["engine_id"], r["pipe_request_id"]): r for s in shards for r in s.records
-                    if r["kind"] == "engine_call" and all(x < 1000 for x in r["rollout_ids"])}
+                    if r["kind"] == "engine_call" and in_window(r["rollout_ids"])}
+    if cap.windows > 1:  # the other windows' calls are in the shards too (not in this trace)
+        assert any(r["kind"] == "engine_call" and r["rollout_ids"] and not in_window(r["rollout_ids"])
+                   and max(r["rollout_ids"]) < 1000 for s in shards for r in s.records)
     engine_reqs = {}
     for s in shards:
         for r in s.records:
@@ -178,7 +167,7 @@ def test_real_multiprocess_capture_joins_every_engine_request_exactly_once(tmp_p
     if mode == "grpo":
         # the batch is ready when the driver's rollout.generate returns (Handle.generate hook, driver shard)
         gens = [r for s in shards if s.role == "driver" for r in s.records if r["kind"] == "rollout_generate"
-                and all(x < 1000 for x in r["rollout_ids"])]
+                and in_window(r["rollout_ids"])]
         assert gens and all(g["role_class"] == "VLLMRolloutEngine" and not g["error"] for g in gens)
         assert "driver's rollout.generate return" in m.labels["rollout_batch"], m.labels["rollout_batch"]
         ready = {b.rollout_batch.rollout_batch_id: b.rollout_batch.ready_ns for _, b in iter_outcomes(t)
@@ -188,7 +177,7 @@ def test_real_multiprocess_capture_joins_every_engine_request_exactly_once(tmp_p
     if mode == "agentic":
         # every trajectory the driver collected carried its id back from the actor that ran it
         collected = [t for s in shards for r in s.records if r["kind"] == "collect" for g in r["groups"]
-                     for t in g["trajectory_ids"] if all(x < 1000 for x in g["rollout_ids"])]
+                     for t in g["trajectory_ids"] if in_window(g["rollout_ids"])]
         assert collected and None not in collected and set(collected) == set(trajs)
 
 
