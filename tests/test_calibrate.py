@@ -347,6 +347,9 @@ def test_a_multi_engine_trace_with_equal_settings_is_a_like_trace(tmp_path):
     d = tmp_path / "t"
     shutil.copytree(ray_a, d)
     m = json.loads((d / "manifest.json").read_text())
+    m["engines"][1]["num_kv_blocks"] = 5000  # KV capacity may differ (free memory at start): the largest is built
+    (d / "manifest.json").write_text(json.dumps(m, indent=1) + "\n")
+    assert cal.engine_from_manifest(d)[0]["num_kv_blocks"] == 5000
     m["engines"][1]["max_num_seqs"] = 8
     (d / "manifest.json").write_text(json.dumps(m, indent=1) + "\n")
     with pytest.raises(cal.CalibrationError, match=r"differs from .* in max_num_seqs \(8 vs 256\)"):

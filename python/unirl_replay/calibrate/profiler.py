@@ -91,7 +91,8 @@ def engine_from_manifest(trace_dir: str | os.PathLike) -> Tuple[Dict[str, Any], 
 
     A trace of several engines (UniRL's Ray wiring: one engine per actor) is accepted when every engine has
     the same settings (the profile then stands for each of them; ``engine_ids`` lists them); ``engine_id``
-    is the first engine's.
+    is the first engine's. Their KV capacities may differ (vLLM sizes the cache from the memory free at
+    start): the calibration engine gets the largest, so the profile's decode grid covers every engine's.
 
     Raises:
         CalibrationError: the trace has no engine, its engines' settings differ (the differing settings
@@ -105,13 +106,14 @@ def engine_from_manifest(trace_dir: str | os.PathLike) -> Tuple[Dict[str, Any], 
     settings = [_engine_settings(trace_dir, e) for e in man.engines]
     eng = settings[0]
     for e, other in zip(man.engines[1:], settings[1:]):
-        diff = sorted(k for k in eng if eng[k] != other[k])
+        diff = sorted(k for k in eng if eng[k] != other[k] and k != "num_kv_blocks")
         if diff:
             raise CalibrationError(
                 f"{trace_dir}: calibrate --like needs engines with the same settings (one profile stands for all "
                 f"of them); engine {e.engine_id!r} differs from {man.engines[0].engine_id!r} in "
                 + ", ".join(f"{k} ({other[k]!r} vs {eng[k]!r})" for k in diff))
-    eng = {"engine_id": man.engines[0].engine_id, **eng}
+    eng = {"engine_id": man.engines[0].engine_id, **eng,
+           "num_kv_blocks": max(int(x["num_kv_blocks"]) for x in settings)}
     if len(man.engines) > 1:
         eng["engine_ids"] = [e.engine_id for e in man.engines]
     return eng, man
