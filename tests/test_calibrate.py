@@ -354,3 +354,20 @@ def test_a_multi_engine_trace_with_equal_settings_is_a_like_trace(tmp_path):
     (d / "manifest.json").write_text(json.dumps(m, indent=1) + "\n")
     with pytest.raises(cal.CalibrationError, match=r"differs from .* in max_num_seqs \(8 vs 256\)"):
         cal.engine_from_manifest(d)
+
+
+def test_an_existing_profile_is_never_overwritten(tmp_path):
+    """--out (or its sidecar) that exists is refused before anything is measured or refitted; the file is kept."""
+    d = grpo_trace(prompts=1, samples=2).write(tmp_path / "t")
+    raw_path = tmp_path / "raw.json"
+    raw_path.write_text(json.dumps(synthetic_raw()))
+    out = tmp_path / "p.npz"
+    out.write_bytes(b"a user's profile")
+    with pytest.raises(cal.CalibrationError, match="p.npz exists: calibrate never overwrites"):
+        cal.calibrate(str(d), str(out), raw_in=str(raw_path), workload_name="calibration-x")
+    assert out.read_bytes() == b"a user's profile"
+    side = tmp_path / "q.npz.provenance.json"
+    side.write_text("{}")
+    with pytest.raises(cal.CalibrationError, match="q.npz.provenance.json exists"):
+        cal.calibrate(str(d), str(tmp_path / "q.npz"), raw_in=str(raw_path), workload_name="calibration-x")
+    assert side.read_text() == "{}" and not (tmp_path / "q.npz").exists()

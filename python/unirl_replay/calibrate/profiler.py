@@ -212,8 +212,15 @@ def calibrate(like: str, out: str, *, workload_name: Optional[str] = None, repea
     provenance; the binding the engine's processes actually held is in ``conditions.worker_threads``.
 
     Raises:
-        MissingEnvironmentError: no reference environment. CalibrationError: bad trace / failed run.
+        MissingEnvironmentError: no reference environment. CalibrationError: bad trace / failed run, or
+        ``out`` (or its sidecar ``<out>.provenance.json``) exists: a profile is never overwritten, and this is
+        checked before anything is measured.
     """
+    side = Path(out).with_name(Path(out).name + ".provenance.json")
+    for existing in (Path(out), side):
+        if existing.exists() or existing.is_symlink():
+            raise CalibrationError(f"{existing} exists: calibrate never overwrites a profile (choose another --out, "
+                                   "or move the old one away)")
     eng, man = engine_from_manifest(like)
     name = workload_name or default_workload_name()
     if name == man.workload_name:
