@@ -78,5 +78,12 @@ def test_thread_binding_difference_is_named_and_equal_binding_is_quiet():
     same = {**PROV, "conditions": {"worker_threads": {
         "calibration driver + engine": "OMP_NUM_THREADS=1; VLLM_CPU_OMP_THREADS_BIND=0; pid 7 python: 3 threads"}}}
     assert not [w for w in condition_warnings(m, _replay(), same, None) if "thread binding" in w]
+    # another core of the same size is the same binding (capture engines on cores 0 and 1, a sweep on core 0)
+    m.conditions.worker_threads["vllm:e1"] = "OMP_NUM_THREADS=1; VLLM_CPU_OMP_THREADS_BIND=1; pid 13 python: 5 threads"
+    assert not [w for w in condition_warnings(m, _replay(), same, None) if "thread binding" in w]
+    # but two cores against one is not
+    m.conditions.worker_threads["vllm:e2"] = "OMP_NUM_THREADS=1; VLLM_CPU_OMP_THREADS_BIND=0-1; pid 14 python: 5 threads"
+    ws = [w for w in condition_warnings(m, _replay(), same, None) if "thread binding" in w]
+    assert len(ws) == 1 and "vllm:e2" in ws[0] and "BIND=0-1" in ws[0]
     # a calibration that recorded no threads (older provenance) says nothing about binding
     assert not [w for w in condition_warnings(m, _replay(), PROV, None) if "thread binding" in w]

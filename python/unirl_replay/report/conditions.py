@@ -15,7 +15,8 @@ them (the manifest's ``RunConditions`` / ``ReferenceProbe``; the profile provena
   started less than :data:`WARM_S` seconds before);
 - the engine's thread binding differs (``RunConditions.worker_threads``: the OMP / vLLM binding
   environment its processes ran with, e.g. ``OMP_NUM_THREADS=1; VLLM_CPU_OMP_THREADS_BIND=0`` in a
-  capture's Ray actor against an unbound calibration engine);
+  capture's Ray actor against an unbound calibration engine); CPU lists compare by their size, so an
+  engine bound to core 1 and a sweep bound to core 0 are bound alike;
 - a reference probe point ran at a level (probe median / the profile's own value at that point)
   further from 1 than the probe's own spread (IQR / median) and :data:`PROBE_TOLERANCE`.
 
@@ -78,6 +79,19 @@ def probe_levels(manifest: mpb.TraceManifest, model: StepModel | None) -> list[t
     return out
 
 
+_CPU_LIST = re.compile(r"\d+(-\d+)?(,\d+(-\d+)?)*\Z")
+_CPU_LIST_VARS = ("VLLM_CPU_OMP_THREADS_BIND", "GOMP_CPU_AFFINITY")
+
+
+def _cores(cpu_list: str) -> int:
+    """How many CPUs a Linux CPU list names (``0``, ``1``, ``0-3,6``)."""
+    n = 0
+    for part in cpu_list.split(","):
+        a, _, b = part.partition("-")
+        n += (int(b) - int(a) + 1) if b else 1
+    return n
+
+
 def _binding(threads_text: str) -> str:
     """The binding part of a ``worker_threads`` value (``procfs.threads_text``): the items before the first
     ``pid ...`` item, e.g. ``OMP_NUM_THREADS=1; VLLM_CPU_OMP_THREADS_BIND=0``."""
@@ -89,6 +103,19 @@ def _binding(threads_text: str) -> str:
         if item:
             items.append(item)
     return "; ".join(items)
+
+
+def _binding_shape(binding: str) -> str:
+    """A binding with its CPU lists replaced by their size (``VLLM_CPU_OMP_THREADS_BIND=1`` and ``=0`` are both
+    ``VLLM_CPU_OMP_THREADS_BIND=<1 CPU>``): two engines bound to different cores of one host are bound alike."""
+    out = []
+    for item in binding.split("; "):
+        name, sep, value = item.partition("=")
+        if sep and name in _CPU_LIST_VARS and _CPU_LIST.match(value):
+            n = _cores(value)
+            item = f"{name}=<{n} CPU{'s' if n != 1 else ''}>"
+        out.append(item)
+    return "; ".join(out)
 
 
 def condition_warnings(manifest: mpb.TraceManifest, replay: rpb.ReplayResult, prov: dict,
@@ -120,11 +147,12 @@ def condition_warnings(manifest: mpb.TraceManifest, replay: rpb.ReplayResult, pr
         if min(a, b) > 0 and (max(a, b) / min(a, b) > UPTIME_FACTOR or (min(a, b) < WARM_S <= max(a, b))):
             out.append(f"engine time since start differs: capture {a:.0f} s, calibration {b:.0f} s")
     cal_threads = cal_cond.get("worker_threads", cal_cond.get("workerThreads")) or {}
-    cal_bind = sorted({_binding(v) for v in cal_threads.values() if _binding(str(v))})
+    cal_bind = sorted({_binding(str(v)) for v in cal_threads.values() if _binding(str(v))})
+    cal_shapes = {_binding_shape(b) for b in cal_bind}
     if cal_bind:
         for eid, text in sorted(c.worker_threads.items()):
             cap_bind = _binding(text)
-            if cap_bind and cap_bind not in cal_bind:
+            if cap_bind and _binding_shape(cap_bind) not in cal_shapes:
                 out.append(f"engine thread binding differs: capture engine {eid} ran with {cap_bind!r}, the "
                            f"calibration's engine with {' / '.join(repr(b) for b in cal_bind)}: the engine may have "
                            "run at another speed (the probe measures by how much)")
