@@ -10,7 +10,7 @@
 # `flock LOCK` (a shared machine). SESSIONS=separate gives every window its own engine session (engine start,
 # probe before, window, probe after), so the windows' spread includes engine-start variation; the default
 # (SESSIONS=shared) runs the 3 windows of a mode in one engine session. H=DIR writes elsewhere than
-# results/holdout. The single-process holdout of 2026-11-30 is in single-process/.
+# results/holdout; RAW=DIR keeps the sessions' shards (default /tmp/unirl-replay-holdout-raw). The single-process holdout of 2026-11-30 is in single-process/.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 H=${H:-results/holdout}
