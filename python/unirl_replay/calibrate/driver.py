@@ -30,8 +30,8 @@ class TreeWatch(threading.Thread):
     """Samples ``procfs.process_tree(pid)`` every ``period_s`` seconds until :meth:`stop`.
 
     ``best`` is the sample with the most threads over the whole tree (the engine fully up: EngineCore and
-    its worker with their OMP threads), the later one on ties; None when no sample was taken. A vanished
-    process simply ends the sampling.
+    its worker with their OMP threads), the later one on ties; None when no sample was taken. Once the
+    driver has exited a sample is None and keeps ``best`` as it was.
     """
 
     def __init__(self, pid: int, period_s: float = TREE_SAMPLE_PERIOD_S):
