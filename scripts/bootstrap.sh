@@ -36,5 +36,5 @@ fi
 # ai-dynamo's Python from source (about 20 % of a 100k-request convert). The project's own
 # sources (an editable install) are compiled the same way; a stale .pyc is recompiled in memory
 # by Python's mtime check, so an edit never runs old code. `grid`: Ray for `grid --backend ray`.
-"$UV" sync --quiet --compile-bytecode --python "$PY" --extra replay --extra grid "$@"
+"$UV" sync --quiet --compile-bytecode --python "$PY" --extra replay --extra grid --extra columnar "$@"
 .venv/bin/python -m compileall -q -j 0 python gen/python >/dev/null || true

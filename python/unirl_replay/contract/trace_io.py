@@ -3,8 +3,8 @@
 A trace is a directory::
 
     manifest.json                      TraceManifest (JSON profile), written LAST, atomically
-    workload.jsonl | workload.binpb    WorkloadRecord stream
-    outcomes.jsonl | outcomes.binpb    OutcomeRecord stream (read only through outcomes_io)
+    workload.jsonl | .binpb | .arrow   WorkloadRecord stream
+    outcomes.jsonl | .binpb | .arrow   OutcomeRecord stream (read only through outcomes_io)
 
 Framing:
 
@@ -12,6 +12,8 @@ Framing:
 - ``binpb``: length-delimited binary protobuf, i.e. per record an unsigned base-128 varint byte
   length followed by the serialized message (what Java ``writeDelimitedTo`` / C++
   ``SerializeDelimitedToOstream`` write).
+- ``arrow``: one Apache Arrow IPC file, one row per record, the schema derived from the record
+  message's descriptor (:mod:`unirl_replay.contract.columnar`; needs the optional ``pyarrow``).
 
 While writing, the record streams are ``*.partial`` files. :meth:`TraceWriter.finalize` closes
 and fsyncs them, renames them to their final names and only then writes ``manifest.json``
@@ -20,8 +22,8 @@ directory without ``manifest.json``, with ``*.partial`` leftovers, or whose file
 manifest's digests / sizes / counts is incomplete (:class:`IncompleteTraceError`) and is never read
 as complete.
 
-Memory: reading and writing are streaming (one record at a time plus a 1 MiB buffer), whatever
-the trace size.
+Memory: reading and writing jsonl / binpb are streaming (one record at a time plus a 1 MiB
+buffer), whatever the trace size; ``arrow`` maps the file and writes batches of rows.
 """
 
 from __future__ import annotations
@@ -46,6 +48,7 @@ from unirl_replay.contract.errors import (IncompleteTraceError, SchemaVersionErr
 from unirl_replay.v1.manifest_pb2 import (
     ARTIFACT_KIND_OUTCOMES,
     ARTIFACT_KIND_WORKLOAD,
+    ENCODING_ARROW,
     ENCODING_BINPB,
     ENCODING_JSONL,
     ArtifactDigest,
@@ -59,11 +62,11 @@ if TYPE_CHECKING:  # trace_io never reads measured outcomes; only outcomes_io im
 M = TypeVar("M", bound=Message)
 
 MANIFEST_FILE = "manifest.json"
-WORKLOAD_FILES = {"jsonl": "workload.jsonl", "binpb": "workload.binpb"}
-OUTCOME_FILES = {"jsonl": "outcomes.jsonl", "binpb": "outcomes.binpb"}
+WORKLOAD_FILES = {"jsonl": "workload.jsonl", "binpb": "workload.binpb", "arrow": "workload.arrow"}
+OUTCOME_FILES = {"jsonl": "outcomes.jsonl", "binpb": "outcomes.binpb", "arrow": "outcomes.arrow"}
 PARTIAL_SUFFIX = ".partial"
-ENCODINGS = ("jsonl", "binpb")
-_ENCODING_ENUM = {"jsonl": ENCODING_JSONL, "binpb": ENCODING_BINPB}
+ENCODINGS = ("jsonl", "binpb", "arrow")
+_ENCODING_ENUM = {"jsonl": ENCODING_JSONL, "binpb": ENCODING_BINPB, "arrow": ENCODING_ARROW}
 _ENCODING_NAME = {v: k for k, v in _ENCODING_ENUM.items()}
 #: Largest binpb frame accepted (a corrupt length prefix must not allocate gigabytes).
 MAX_FRAME_BYTES = 64 << 20
@@ -223,6 +226,17 @@ def _iter_binpb(f: BinaryIO, cls: type[M], file: str, compat: CompatLog | None, 
         yield n, msg
 
 
+def _iter_arrow(f: BinaryIO, cls: type[M], file: str, compat: CompatLog | None, inspect: bool, on_error=None
+                ) -> Iterator[tuple[int, M]]:
+    # the schema is the reader's own (columnar.read_table): a file cannot carry unknown fields
+    from unirl_replay.contract import columnar
+
+    yield from columnar.iter_messages(f, cls, file, on_error=on_error)
+
+
+_READERS = {"jsonl": _iter_jsonl, "binpb": _iter_binpb, "arrow": _iter_arrow}
+
+
 def iter_records(path: Path, cls: type[M], encoding: str, *, expected_count: int | None = None,
                  display_name: str | None = None, compat: CompatLog | None = None,
                  inspect: bool = False, on_error=None) -> Iterator[tuple[int, M]]:
@@ -231,7 +245,7 @@ def iter_records(path: Path, cls: type[M], encoding: str, *, expected_count: int
     Args:
         path: the file.
         cls: message class of every record (WorkloadRecord / OutcomeRecord).
-        encoding: ``"jsonl"`` or ``"binpb"``.
+        encoding: ``"jsonl"``, ``"binpb"`` or ``"arrow"``.
         expected_count: when given, the number of records the manifest declares; a different
             count raises IncompleteTraceError (rule ``artifact.record_count``) at the end.
         display_name: file name used in errors (default ``path.name``).
@@ -246,7 +260,7 @@ def iter_records(path: Path, cls: type[M], encoding: str, *, expected_count: int
     name = display_name or path.name
     if encoding not in ENCODINGS:
         raise ValueError(f"unknown encoding {encoding!r}; expected one of {ENCODINGS}")
-    reader = _iter_jsonl if encoding == "jsonl" else _iter_binpb
+    reader = _READERS[encoding]
     n = last_bad = 0
 
     def skipped(e: TraceFormatError) -> None:
@@ -397,12 +411,41 @@ class _Stream:
     sha: "hashlib._Hash" = field(default_factory=hashlib.sha256)
     count: int = 0
     size: int = 0
+    records: object | None = None  # arrow: the columnar.ArrowRecordWriter writing through this stream
 
     def write(self, data: bytes) -> None:
         self.f.write(data)
         self.sha.update(data)
         self.count += 1
         self.size += len(data)
+
+    def add(self, msg: Message) -> None:  # arrow: one record (its bytes reach the file batch by batch)
+        self.records.write(msg)
+        self.count += 1
+
+
+class _ArrowSink:
+    """The file object an ArrowRecordWriter writes to: the partial file, hashed as written."""
+
+    def __init__(self, s: _Stream) -> None:
+        self._s = s
+        self.closed = False
+
+    def write(self, data) -> int:
+        s = self._s
+        s.f.write(data)
+        s.sha.update(data)
+        s.size += len(data)
+        return len(data)
+
+    def tell(self) -> int:
+        return self._s.size
+
+    def flush(self) -> None:
+        pass
+
+    def close(self) -> None:
+        self.closed = True
 
 
 class TraceWriter:
@@ -419,10 +462,11 @@ class TraceWriter:
 
     Args:
         trace_dir: directory to create (or an existing one with no manifest / record files).
-        encoding: ``"jsonl"`` or ``"binpb"``.
+        encoding: ``"jsonl"``, ``"binpb"`` or ``"arrow"`` (needs pyarrow).
 
     Raises:
         ValueError: unknown encoding.
+        MissingEnvironmentError: ``"arrow"`` without pyarrow (before anything is created).
         TraceWriterBusyError (a FileExistsError): ``trace_dir`` already holds a manifest or record
             files (final or partial), or another TraceWriter is writing it (:data:`WRITER_LOCK`).
     """
@@ -430,6 +474,10 @@ class TraceWriter:
     def __init__(self, trace_dir: str | os.PathLike, encoding: str = "jsonl"):
         if encoding not in ENCODINGS:
             raise ValueError(f"unknown encoding {encoding!r}; expected one of {ENCODINGS}")
+        if encoding == "arrow":
+            from unirl_replay.contract import columnar
+
+            columnar.require_pyarrow()
         self.dir = Path(trace_dir)
         self.encoding = encoding
         self.dir.mkdir(parents=True, exist_ok=True)
@@ -451,8 +499,18 @@ class TraceWriter:
                            (ARTIFACT_KIND_OUTCOMES, OUTCOME_FILES[encoding])):
             p = self.dir / (name + PARTIAL_SUFFIX)
             self._streams[kind] = _Stream(kind, name, p, open(p, "xb", buffering=_CHUNK))
+        if encoding == "arrow":  # the outcomes' writer is made at the first outcome (trace_io never imports them)
+            self._arrow_writer(ARTIFACT_KIND_WORKLOAD, WorkloadRecord.DESCRIPTOR)
         self._finalized: TraceManifest | None = None
         self._closed = False
+
+    def _arrow_writer(self, kind: int, descriptor) -> _Stream:
+        from unirl_replay.contract import columnar
+
+        s = self._streams[kind]
+        if s.records is None:
+            s.records = columnar.ArrowRecordWriter(_ArrowSink(s), descriptor)
+        return s
 
     def _encode(self, msg: Message) -> bytes:
         if self.encoding == "jsonl":
@@ -467,15 +525,24 @@ class TraceWriter:
     def write_workload(self, rec: WorkloadRecord) -> None:
         """Append one workload record (any of the WorkloadRecord oneof kinds)."""
         self._check_open()
-        self._streams[ARTIFACT_KIND_WORKLOAD].write(self._encode(rec))
+        s = self._streams[ARTIFACT_KIND_WORKLOAD]
+        if s.records is not None:
+            s.add(rec)
+        else:
+            s.write(self._encode(rec))
 
     def write_outcome(self, rec: "OutcomeRecord") -> None:
         """Append one measured-outcome record."""
         self._check_open()
-        self._streams[ARTIFACT_KIND_OUTCOMES].write(self._encode(rec))
+        if self.encoding == "arrow":
+            self._arrow_writer(ARTIFACT_KIND_OUTCOMES, rec.DESCRIPTOR).add(rec)
+        else:
+            self._streams[ARTIFACT_KIND_OUTCOMES].write(self._encode(rec))
 
-    def _close_files(self) -> None:
+    def _close_files(self, complete: bool = True) -> None:
         for s in self._streams.values():
+            if s.records is not None and complete and not s.f.closed:
+                s.records.close()  # the last batch and the footer
             if not s.f.closed:
                 s.f.flush()
                 os.fsync(s.f.fileno())
@@ -504,6 +571,8 @@ class TraceWriter:
         elif out.schema_version != SCHEMA_VERSION:
             raise SchemaVersionError(f"this writer writes {SCHEMA_VERSION!r}, the manifest says "
                                      f"{out.schema_version!r}", file=MANIFEST_FILE, rule="manifest.schema_version")
+        if self.encoding == "arrow" and self._streams[ARTIFACT_KIND_OUTCOMES].records is None:
+            self._arrow_writer(ARTIFACT_KIND_OUTCOMES, _outcome_descriptor())  # no outcome written: an empty file
         self._close_files()
         del out.artifacts[:]
         for s in self._streams.values():
@@ -520,7 +589,7 @@ class TraceWriter:
     def close(self) -> None:
         """Close the partial files without finalizing (the trace stays incomplete)."""
         if not self._closed:
-            self._close_files()
+            self._close_files(complete=False)
 
     def __enter__(self) -> "TraceWriter":
         return self
@@ -531,6 +600,18 @@ class TraceWriter:
         if exc_type is None and not finalized:
             raise IncompleteTraceError("TraceWriter left without finalize(manifest): the trace is incomplete",
                                        file=str(self.dir), rule="writer.not_finalized")
+
+
+def _outcome_descriptor():
+    """OutcomeRecord's descriptor from the default pool (loaded by whoever builds outcomes; trace_io
+    never imports the measured outcomes' messages)."""
+    from google.protobuf import descriptor_pool
+
+    try:
+        return descriptor_pool.Default().FindMessageTypeByName("unirl_replay.v1.OutcomeRecord")
+    except KeyError:
+        raise RuntimeError("an arrow trace without outcome records: import unirl_replay.v1.outcomes_pb2 "
+                           "before finalize (its schema is derived from the OutcomeRecord descriptor)") from None
 
 
 # ---------------------------------------------------------------------------------------------
@@ -544,7 +625,7 @@ class Trace:
     Attributes:
         dir: the trace directory.
         manifest: the parsed manifest (artifacts verified at open).
-        encoding: ``"jsonl"`` or ``"binpb"`` (of the workload artifact).
+        encoding: ``"jsonl"``, ``"binpb"`` or ``"arrow"`` (of the workload artifact).
         compat: writer / reader contract revisions and the unknown fields met so far.
         inspect: look for unknown binpb fields even from a writer that is not newer (``validate``).
     """
@@ -617,7 +698,8 @@ def _check_artifacts(m: TraceManifest) -> str:
                                    file=MANIFEST_FILE, rule="manifest.artifacts")
         a = found[0]
         if a.encoding not in _ENCODING_NAME:
-            raise TraceFormatError(f"{label} artifact has encoding {a.encoding}; expected ENCODING_JSONL or ENCODING_BINPB",
+            raise TraceFormatError(f"{label} artifact has encoding {a.encoding}; expected ENCODING_JSONL, ENCODING_BINPB or "
+                                   "ENCODING_ARROW",
                                    file=MANIFEST_FILE, rule="manifest.artifacts")
         enc = _ENCODING_NAME[a.encoding]
         expected_name = (WORKLOAD_FILES if kind == ARTIFACT_KIND_WORKLOAD else OUTCOME_FILES)[enc]

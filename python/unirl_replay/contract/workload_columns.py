@@ -16,6 +16,12 @@ revision or opened to inspect unknown fields, a JSONL workload), it returns None
 reads the trace the ordinary way, which raises the usual typed error or gives the messages. So
 errors and their wording are always the message path's.
 
+An ``arrow`` workload (:mod:`~unirl_replay.contract.columnar`) is read as columns directly, batch
+by batch: the request struct's children become the same tuples, its ``block_hashes`` values are
+copied once into the key array, and only the other records become messages. Anything the message
+path would read differently (a row with zero or several record kinds, a null where the schema has
+no nulls, a oneof with two members, values under an absent prefix / list) -> None, as above.
+
 (Measured and dropped: decoding the packed ``block_hashes`` varints from the binpb wire with numpy
 through a wire view of the message. On this machine the vectorised decode cost ~180 ns per hash,
 more than upb's per-element copy into numpy, ~125 ns.)
@@ -28,7 +34,8 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from unirl_replay.contract.errors import IncompleteTraceError, TraceFormatError
-from unirl_replay.v1.manifest_pb2 import ARTIFACT_KIND_WORKLOAD, ENCODING_BINPB
+from unirl_replay.v1.manifest_pb2 import ARTIFACT_KIND_WORKLOAD, ENCODING_ARROW, ENCODING_BINPB
+from unirl_replay.v1.workload_pb2 import WorkloadRecord
 
 __all__ = ["WorkloadColumns", "read_columns", "FIELDS"]
 
@@ -184,6 +191,157 @@ def read_columns(trace) -> WorkloadColumns | None:
     words every error."""
     if trace.compat.newer or trace.inspect:
         return None  # unknown fields are noted / refused by the message path
-    if trace.artifact(ARTIFACT_KIND_WORKLOAD).encoding != ENCODING_BINPB:
+    enc = trace.artifact(ARTIFACT_KIND_WORKLOAD).encoding
+    if enc == ENCODING_ARROW:
+        return _read_arrow(trace)
+    if enc != ENCODING_BINPB:
         return None  # JSONL: the JSON decode dominates; measured no faster as columns
     return _read_messages(trace)
+
+
+class _Declined(Exception):
+    """The arrow columns cannot decide (the message path reads the trace)."""
+
+
+def _read_arrow(trace) -> WorkloadColumns | None:
+    from unirl_replay.contract import columnar
+
+    a = trace.artifact(ARTIFACT_KIND_WORKLOAD)
+    try:
+        table = columnar.read_table(trace.dir / a.path, WorkloadRecord, a.path)
+    except TraceFormatError:
+        return None
+    if table.num_rows != a.record_count:
+        return None
+    cols = WorkloadColumns()
+    key_parts: list[np.ndarray] = []
+    count_parts: list[np.ndarray] = []
+    try:
+        for batch in table.to_batches():
+            _arrow_batch(batch, cols, key_parts, count_parts)
+    except _Declined:
+        return None
+    cols.keys = np.concatenate(key_parts) if key_parts else np.zeros(0, np.uint64)  # a writable copy
+    counts = np.concatenate(count_parts) if count_parts else np.zeros(0, np.int64)
+    cols.offsets = np.zeros(len(counts) + 1, np.int64)
+    np.cumsum(counts, out=cols.offsets[1:])
+    return cols
+
+
+def _valid(arr) -> np.ndarray:
+    """Validity of an Arrow array as a numpy bool array."""
+    if arr.null_count == 0:
+        return np.ones(len(arr), np.bool_)
+    return arr.is_valid().to_numpy(zero_copy_only=False)
+
+
+def _no_nulls(*arrs) -> None:
+    for x in arrs:
+        if x.null_count:
+            raise _Declined
+
+
+def _list_parts(lst, keep: np.ndarray) -> tuple[np.ndarray, object]:
+    """(per-row lengths of the rows in ``keep``, the list's values of those rows, contiguous).
+    Every row outside ``keep`` (and every null slot) must hold no values."""
+    offs = lst.offsets.to_numpy()
+    lens = np.diff(offs)
+    if lst.null_count:
+        keep = keep & _valid(lst)
+    if lens[~keep].any():
+        raise _Declined  # values the message path would not see (or a different list layout)
+    vals = lst.values.slice(int(offs[0]), int(offs[-1] - offs[0]))
+    return lens[keep], vals
+
+
+def _arrow_batch(batch, cols: WorkloadColumns, key_parts: list, count_parts: list) -> None:
+    import pyarrow as pa
+
+    names = batch.schema.names
+    valid = [_valid(batch.column(k)) for k in range(len(names))]
+    kinds = np.sum(valid, axis=0) if valid else np.zeros(batch.num_rows, np.int64)
+    if batch.num_rows and (kinds != 1).any():
+        raise _Declined  # an empty record or two kinds: the message path words it
+    rmask = valid[names.index("request")]
+    ridx = np.flatnonzero(rmask)
+    if len(ridx) < batch.num_rows:  # the other records, as messages (few)
+        other = batch.filter(pa.array(~rmask))
+        for _, rec in columnar_messages(other):
+            kind = rec.WhichOneof("record")
+            if kind is None or not _put_other(cols, kind, getattr(rec, kind)):
+                raise _Declined
+    if not len(ridx):
+        return
+    req = batch.column(names.index("request"))
+    take = pa.array(ridx)
+
+    def field(name, nullable=False):
+        x = req.field(name).take(take)
+        if not nullable:
+            _no_nulls(x)
+        return x.to_pylist()
+
+    rid = field("request_id")
+    ns, tid, eid, inp = field("num_samples"), field("trajectory_id"), field("engine_id"), field("input_tokens")
+    turn, pv = field("turn_index", True), field("policy_version", True)
+    # arrival: observed offset / after dependencies / none (a null arrival = unset)
+    arr = req.field("arrival").take(take)
+    av = _valid(arr)
+    obs, after = arr.field("observed_offset_ns"), arr.field("after_dependencies")
+    ov, adv = _valid(obs) & av, _valid(after) & av
+    if (ov & adv).any():
+        raise _Declined
+    kind = np.where(ov, ARRIVAL_OBSERVED, np.where(adv, ARRIVAL_AFTER_DEPENDENCIES, ARRIVAL_NONE)).tolist()
+    t = obs.to_pylist()
+    if not ov.all():
+        t = [x if k == ARRIVAL_OBSERVED else None for x, k in zip(t, kind)]
+    # prefix: block size and the hashes (an absent prefix: size 0, no hashes)
+    pre = req.field("prefix").take(take)
+    pvalid = _valid(pre)
+    bsz = pre.field("block_size_tokens")
+    if (pvalid & ~_valid(bsz)).any():
+        raise _Declined
+    bs = np.where(pvalid, bsz.fill_null(0).to_numpy(zero_copy_only=False), 0).tolist()
+    hcount, hvals = _list_parts(pre.field("block_hashes"), pvalid)
+    _no_nulls(hvals)
+    key_parts.append(np.array(hvals.to_numpy(zero_copy_only=False), np.uint64))
+    count_parts.append(hcount.astype(np.int64))
+    # output tokens
+    olens, ovals = _list_parts(req.field("output_tokens").take(take), np.ones(len(ridx), np.bool_))
+    _no_nulls(ovals)
+    ov_l = ovals.to_pylist()
+    if (olens == 1).all():
+        outs = [(x,) for x in ov_l]
+    else:
+        ends = np.cumsum(olens).tolist()
+        outs = [tuple(ov_l[e - c:e]) for e, c in zip(ends, olens.tolist())]
+    # dependencies
+    dlens, dvals = _list_parts(req.field("dependencies").take(take), np.ones(len(ridx), np.bool_))
+    if len(dvals):
+        _no_nulls(dvals)
+        dpred, dtrig, drel, dabs = (dvals.field(k) for k in ("predecessor_request_id", "trigger", "relation",
+                                                             "delay_absence"))
+        _no_nulls(dpred, dtrig, drel, dabs)
+        flat = list(zip(dpred.to_pylist(), dtrig.to_pylist(), drel.to_pylist(),
+                        dvals.field("external_delay_ns").to_pylist(), dabs.to_pylist()))
+        ends = np.cumsum(dlens).tolist()
+        deps = [tuple(flat[e - c:e]) if c else () for e, c in zip(ends, dlens.tolist())]
+    else:
+        deps = [()] * len(ridx)
+    row = cols.row
+    k = len(cols.requests)
+    for r in rid:
+        if r in row:
+            raise _Declined  # duplicate id: the message path raises it
+        row[r] = k
+        k += 1
+    cols.requests.extend(zip(rid, ns, tid, turn, eid, pv, inp, outs, kind, t, deps, bs))
+
+
+def columnar_messages(table):
+    from unirl_replay.contract import columnar
+
+    try:
+        yield from columnar.messages_of(table, WorkloadRecord, "")
+    except TraceFormatError:
+        raise _Declined from None

@@ -19,12 +19,14 @@ class Encoding(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
     ENCODING_UNSPECIFIED: _ClassVar[Encoding]
     ENCODING_JSONL: _ClassVar[Encoding]
     ENCODING_BINPB: _ClassVar[Encoding]
+    ENCODING_ARROW: _ClassVar[Encoding]
 ARTIFACT_KIND_UNSPECIFIED: ArtifactKind
 ARTIFACT_KIND_WORKLOAD: ArtifactKind
 ARTIFACT_KIND_OUTCOMES: ArtifactKind
 ENCODING_UNSPECIFIED: Encoding
 ENCODING_JSONL: Encoding
 ENCODING_BINPB: Encoding
+ENCODING_ARROW: Encoding
 
 class TraceManifest(_message.Message):
     __slots__ = ("schema_version", "trace_id", "producer", "provenance", "model", "engines", "hardware", "policy", "window", "privacy", "capture_overhead", "role", "workload_name", "artifacts", "cache_state", "created_at", "labels", "contract_revision", "conditions", "probes", "completeness")

@@ -32,6 +32,7 @@ from __future__ import annotations
 
 from json.encoder import encode_basestring_ascii
 
+from unirl_replay.replay.convert import arrow_rows
 from unirl_replay.replay.convert.common import (
     _DUMPS, WARMUP_PREFIX, Conversion, FactSamples, HashRemap, SequenceMap, check_unique, dense_prompt_ids,
     dense_prompt_ids_columns, joined_ids, json_float, ns_to_ms, ordinal_width, origin_of, prompt_ids, sequence_id,
@@ -179,6 +180,12 @@ def convert_engine(plan: EnginePlan, index: WorkloadIndex, *, lead_ms: float = 0
         if plan.warmups:
             yield "".join(_DUMPS(row) + "\n" for row in produce_warmups())
         if not include_real:
+            return
+        # the same bytes assembled from arrays by pyarrow when it is installed (arrow_rows)
+        fast = arrow_rows.rows_text(plan, facts, ids, offsets, len(plan.warmups), width, ordinal, lead_ms, origin,
+                                    MODEL, _TRIGGER, _RELATION)
+        if fast is not None:
+            yield from fast
             return
         chunk: list[tuple[str, object]] = []
         current_play[0] = None

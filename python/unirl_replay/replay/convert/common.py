@@ -120,7 +120,7 @@ class Conversion:
             output length) match signatures, aligned with ``sequences`` (no hash ids needed).
         lines: optional fast path of :meth:`write`: callable returning a fresh iterator over
             the file's text after the header, byte-identical to JSON-encoding ``produce``'s rows
-            (one per line; chunks of whole lines).
+            (one per line; chunks of whole lines, each ``str`` or UTF-8 bytes).
         unmodelled: the constraints this input lacks (``EnginePlan.unmodelled``, explicit
             ``--allow-unmodelled`` opt-in); written to the sidecar so the file never passes for an
             exact conversion.
@@ -171,17 +171,16 @@ class Conversion:
         path = Path(path)
         sidecar.guard_target(path)  # creates the directory; never replaces a file we did not write
         dumps = json.JSONEncoder(separators=(",", ":")).encode
-        with open(path, "w", encoding="utf-8", buffering=1 << 20) as f:
+        with open(path, "wb", buffering=1 << 20) as f:
             if self.header is not None:
-                f.write(dumps(self.header) + "\n")
+                f.write((dumps(self.header) + "\n").encode("utf-8"))
             w = f.write
             if self.lines is not None and self._rows is None:
                 for chunk in self.lines():
-                    w(chunk)
+                    w(chunk.encode("utf-8") if isinstance(chunk, str) else chunk)
             else:
                 for r in self.iter_rows():
-                    w(dumps(r))
-                    w("\n")
+                    w((dumps(r) + "\n").encode("utf-8"))
         sidecar.write_sidecar(path, trace_format=self.trace_format, engine_id=self.engine_id,
                               block_size=self.block_size, unmodelled=self.unmodelled)
         return path

@@ -1,0 +1,299 @@
+"""The ``arrow`` encoding (``ENCODING_ARROW``): a record stream as one Apache Arrow IPC file.
+
+A third encoding of the same contract, beside ``jsonl`` and ``binpb``: the same records, the same
+manifest (sha256 of the file's bytes, record count, byte size), the same typed errors. One Arrow
+row per record, in record order, in the IPC *file* format (Feather v2; uncompressed record
+batches of :data:`BATCH_ROWS` rows), so a reader maps the columns without decoding each record.
+
+The Arrow schema is derived from the record message's descriptor (:func:`arrow_schema`), never
+written by hand per field:
+
+* the record message (``WorkloadRecord`` / ``OutcomeRecord``) -> one column per field (its
+  ``record`` oneof members), each a nullable struct; exactly one is non-null in a row;
+* a message field -> a nullable ``struct`` of its fields (null = not set; an empty message is an
+  empty struct);
+* ``repeated T`` -> a non-nullable ``list<T>`` with non-nullable items;
+* scalars: ``string`` -> ``utf8``, ``bytes`` -> ``binary``, ``bool``, ``int32`` / ``sint32`` /
+  ``sfixed32`` -> ``int32``, ``uint32`` / ``fixed32`` -> ``uint32``, the 64-bit kinds likewise,
+  ``double`` -> ``float64``, ``float`` -> ``float32``; an enum -> ``int32`` (its number; an
+  unknown number is kept, as in binpb);
+* a field with presence (``optional``, a oneof member, a message) is nullable (null = absent);
+  a field without presence is not nullable (a null there reads as the default, like an omitted
+  JSON key).
+
+Each Arrow field carries its protobuf field number as metadata (``proto.number``); the schema
+names the message (``unirl_replay.message``). A reader accepts a file whose schema equals the
+derived one (names, types, nullability; metadata not compared), else rule ``arrow.schema``.
+
+Errors (all :class:`~unirl_replay.contract.errors.TraceFormatError`, naming the file): not an
+Arrow IPC file, truncated or corrupt (offsets, UTF-8: the file is validated in full before any
+value is read) -> ``arrow.corrupt``; another schema -> ``arrow.schema``; a row with two record
+kinds, or two members of a nested oneof -> ``arrow.oneof`` (line = the 1-based row); a value a
+message cannot hold -> ``arrow.decode``. Without ``pyarrow`` (the optional ``columnar`` extra)
+reading or writing this encoding raises :class:`~unirl_replay.contract.errors.MissingEnvironmentError`.
+
+Limits: the schema of a newer contract revision (more fields) is refused (``arrow.schema``), not
+read with its new fields skipped as binpb / jsonl are; unknown fields a binpb message carries are
+not written. Reading keeps the whole file mapped (the ``binpb`` / ``jsonl`` readers stream).
+"""
+
+from __future__ import annotations
+
+import functools
+from collections.abc import Iterator
+from pathlib import Path
+from typing import BinaryIO
+
+from google.protobuf.descriptor import Descriptor, FieldDescriptor
+
+from unirl_replay import SCHEMA_VERSION
+from unirl_replay.contract.errors import MissingEnvironmentError, TraceFormatError
+
+__all__ = ["BATCH_ROWS", "arrow_schema", "require_pyarrow", "ArrowRecordWriter", "read_table", "iter_messages",
+           "messages_of"]
+
+BATCH_ROWS = 1 << 14
+"""Rows per record batch the writer makes (bounds the writer's memory; readers take any batching)."""
+
+_F = FieldDescriptor
+_SCALAR = {  # FieldDescriptor.TYPE_* -> pyarrow type factory name
+    _F.TYPE_DOUBLE: "float64", _F.TYPE_FLOAT: "float32",
+    _F.TYPE_INT64: "int64", _F.TYPE_SINT64: "int64", _F.TYPE_SFIXED64: "int64",
+    _F.TYPE_UINT64: "uint64", _F.TYPE_FIXED64: "uint64",
+    _F.TYPE_INT32: "int32", _F.TYPE_SINT32: "int32", _F.TYPE_SFIXED32: "int32",
+    _F.TYPE_UINT32: "uint32", _F.TYPE_FIXED32: "uint32",
+    _F.TYPE_BOOL: "bool_", _F.TYPE_STRING: "string", _F.TYPE_BYTES: "binary", _F.TYPE_ENUM: "int32",
+}
+
+
+def require_pyarrow():
+    """The ``pyarrow`` module, or :class:`MissingEnvironmentError` saying how to install it."""
+    try:
+        import pyarrow
+        import pyarrow.ipc  # noqa: F401
+    except ImportError:
+        raise MissingEnvironmentError("the arrow trace encoding needs pyarrow, which is not installed: "
+                                      "pip install 'unirl-replay[columnar]' (or uv sync --extra columnar), "
+                                      "or use the jsonl / binpb encoding") from None
+    return pyarrow
+
+
+def _is_repeated(fd: FieldDescriptor) -> bool:
+    return fd.is_repeated
+
+
+def _arrow_type(pa, fd: FieldDescriptor, depth: int):
+    if fd.type == _F.TYPE_MESSAGE:
+        m = fd.message_type
+        if m.GetOptions().map_entry:
+            raise TypeError(f"{fd.full_name}: map fields have no arrow mapping yet")
+        if depth > 32:
+            raise TypeError(f"{fd.full_name}: messages nested deeper than 32 (recursive?) have no arrow mapping")
+        return pa.struct([_arrow_field(pa, c, depth + 1) for c in m.fields])
+    if fd.type not in _SCALAR:
+        raise TypeError(f"{fd.full_name}: field type {fd.type} has no arrow mapping")
+    return getattr(pa, _SCALAR[fd.type])()
+
+
+def _arrow_field(pa, fd: FieldDescriptor, depth: int = 0):
+    t = _arrow_type(pa, fd, depth)
+    meta = {"proto.number": str(fd.number)}
+    if _is_repeated(fd):
+        return pa.field(fd.name, pa.list_(pa.field("item", t, nullable=False)), nullable=False, metadata=meta)
+    return pa.field(fd.name, t, nullable=bool(fd.has_presence), metadata=meta)
+
+
+@functools.cache
+def arrow_schema(descriptor: Descriptor):
+    """The Arrow schema of a record stream of ``descriptor``'s messages (module doc: the rules)."""
+    pa = require_pyarrow()
+    return pa.schema([_arrow_field(pa, f) for f in descriptor.fields],
+                     metadata={"unirl_replay.message": descriptor.full_name,
+                               "unirl_replay.schema_version": SCHEMA_VERSION})
+
+
+# ---------------------------------------------------------------------------------------------
+# message <-> row (a dict of the Arrow struct's fields; None = absent)
+
+_SCALAR_K, _PRESENCE_K, _MESSAGE_K, _REP_SCALAR_K, _REP_MESSAGE_K = range(5)
+
+
+@functools.cache
+def _plan(descriptor: Descriptor) -> tuple:
+    out = []
+    for fd in descriptor.fields:
+        if _is_repeated(fd):
+            kind = _REP_MESSAGE_K if fd.type == _F.TYPE_MESSAGE else _REP_SCALAR_K
+        elif fd.type == _F.TYPE_MESSAGE:
+            kind = _MESSAGE_K
+        else:
+            kind = _PRESENCE_K if fd.has_presence else _SCALAR_K
+        out.append((fd.name, kind, fd.message_type if fd.type == _F.TYPE_MESSAGE else None))
+    return tuple(out)
+
+
+def to_row(msg) -> dict:
+    """``msg`` as an Arrow row (nested dicts and lists; None for an absent field)."""
+    row = {}
+    for name, kind, sub in _plan(msg.DESCRIPTOR):
+        if kind == _SCALAR_K:
+            row[name] = getattr(msg, name)
+        elif kind == _PRESENCE_K:
+            row[name] = getattr(msg, name) if msg.HasField(name) else None
+        elif kind == _MESSAGE_K:
+            row[name] = to_row(getattr(msg, name)) if msg.HasField(name) else None
+        elif kind == _REP_SCALAR_K:
+            row[name] = list(getattr(msg, name))
+        else:
+            row[name] = [to_row(m) for m in getattr(msg, name)]
+    return row
+
+
+def _real_oneofs(descriptor: Descriptor) -> tuple:
+    """Member names of each oneof that is not the synthetic one of a proto3 ``optional`` field."""
+    return tuple(tuple(f.name for f in o.fields) for o in descriptor.oneofs
+                 if not (len(o.fields) == 1 and o.name == "_" + o.fields[0].name))
+
+
+@functools.cache
+def _oneofs(descriptor: Descriptor) -> tuple:
+    """(this message's real oneofs, its message fields whose type (transitively) has one)."""
+    nested = tuple((f.name, f.message_type, _is_repeated(f)) for f in descriptor.fields
+                   if f.type == _F.TYPE_MESSAGE and _has_oneof(f.message_type))
+    return _real_oneofs(descriptor), nested
+
+
+@functools.cache
+def _has_oneof(descriptor: Descriptor, depth: int = 0) -> bool:
+    if _real_oneofs(descriptor):
+        return True
+    return depth < 32 and any(_has_oneof(f.message_type, depth + 1) for f in descriptor.fields
+                              if f.type == _F.TYPE_MESSAGE)
+
+
+def _two_set(descriptor: Descriptor, row: dict) -> str | None:
+    """The path of a oneof with two members set in ``row`` (and its nested rows), else None."""
+    real, nested = _oneofs(descriptor)
+    for members in real:
+        if sum(row.get(m) is not None for m in members) > 1:
+            return "/".join(m for m in members if row.get(m) is not None)
+    for name, sub, rep in nested:
+        v = row.get(name)
+        if v is None:
+            continue
+        for item in (v if rep else (v,)):
+            if item is not None and (bad := _two_set(sub, item)) is not None:
+                return f"{name}.{bad}"
+    return None
+
+
+def messages_of(table, cls, file: str, first_line: int = 1, on_error=None) -> Iterator[tuple[int, object]]:
+    """``(line, message)`` for every row of ``table`` (a validated table or record batch of ``cls``'s schema);
+    ``line`` counts rows from ``first_line``. A row no message can hold raises (or is passed to
+    ``on_error``, then skipped) :class:`TraceFormatError` ``arrow.oneof`` / ``arrow.decode``."""
+    desc = cls.DESCRIPTOR
+    n = first_line - 1
+    batches = table.to_batches(max_chunksize=BATCH_ROWS) if hasattr(table, "to_batches") else (table,)
+    for batch in batches:
+        for row in batch.to_pylist():
+            n += 1
+            bad = _two_set(desc, row)
+            if bad is not None:
+                err = TraceFormatError(f"row sets several members of one oneof ({bad}); a "
+                                       f"{desc.full_name} holds one", file=file, line=n, rule="arrow.oneof")
+            else:
+                try:
+                    yield n, cls(**row)
+                    continue
+                except (TypeError, ValueError, OverflowError) as e:
+                    err = TraceFormatError(f"not a valid {desc.full_name}: {e}", file=file, line=n,
+                                           rule="arrow.decode")
+            if on_error is None:
+                raise err
+            on_error(err)
+
+
+# ---------------------------------------------------------------------------------------------
+# reading
+
+
+def read_table(source: str | Path | BinaryIO, cls, file: str):
+    """The validated Arrow table of one record file (``source``: a path, memory-mapped, or an open
+    binary file). Raises :class:`TraceFormatError` ``arrow.corrupt`` / ``arrow.schema``."""
+    pa = require_pyarrow()
+    want = arrow_schema(cls.DESCRIPTOR)
+    try:
+        src = pa.memory_map(str(source)) if isinstance(source, (str, Path)) else source
+        reader = pa.ipc.open_file(src)
+        schema = reader.schema
+    except (pa.ArrowException, OSError, ValueError) as e:
+        raise TraceFormatError(f"not a readable Arrow IPC file ({_short(e)}); an arrow trace's record files are "
+                               "Arrow IPC files (Feather v2) written by TraceWriter(encoding='arrow')",
+                               file=file, rule="arrow.corrupt") from None
+    if not schema.equals(want):
+        raise TraceFormatError(f"Arrow schema differs from the {cls.DESCRIPTOR.full_name} schema this reader "
+                               f"derives from the contract ({_schema_diff(schema, want)}); a file of another "
+                               "message, another tool or a newer contract revision (arrow files are read "
+                               "only with the reader's own schema)", file=file, rule="arrow.schema")
+    try:
+        table = reader.read_all()
+        table.validate(full=True)  # offsets, lengths, UTF-8: before any value is read
+    except (pa.ArrowException, OSError, ValueError) as e:
+        raise TraceFormatError(f"corrupt Arrow IPC file ({_short(e)})", file=file, rule="arrow.corrupt") from None
+    return table
+
+
+def _short(e: Exception) -> str:
+    s = str(e).strip().splitlines()
+    return (s[0] if s else type(e).__name__)[:300]
+
+
+def _schema_diff(got, want) -> str:
+    gn, wn = got.names, want.names
+    if gn != wn:
+        return f"columns {gn[:8]} where {wn[:8]} are expected"
+    for g, w in zip(got, want):
+        if not g.equals(w):
+            return f"column {w.name!r} is {g.type}{'' if g.nullable == w.nullable else ' (nullability)'}, expected {w.type}"
+    return "metadata"
+
+
+def iter_messages(f: BinaryIO, cls, file: str, on_error=None) -> Iterator[tuple[int, object]]:
+    """``(1-based row, message)`` of one open record file (see :func:`read_table`)."""
+    yield from messages_of(read_table(f, cls, file), cls, file, on_error=on_error)
+
+
+# ---------------------------------------------------------------------------------------------
+# writing
+
+
+class ArrowRecordWriter:
+    """Writes messages of one type (``descriptor``'s) as an Arrow IPC file to ``sink`` (a path,
+    a pyarrow NativeFile or a Python file object).
+
+    Rows are buffered and written as record batches of :data:`BATCH_ROWS`; :meth:`close` writes
+    the last batch and the footer. The bytes depend only on the records (no timestamps).
+    """
+
+    def __init__(self, sink, descriptor: Descriptor) -> None:
+        pa = require_pyarrow()
+        self._pa = pa
+        self.schema = arrow_schema(descriptor)
+        self._w = pa.ipc.new_file(sink, self.schema)
+        self._rows: list[dict] = []
+        self.count = 0
+
+    def write(self, msg) -> None:
+        self._rows.append(to_row(msg))
+        self.count += 1
+        if len(self._rows) >= BATCH_ROWS:
+            self._flush()
+
+    def _flush(self) -> None:
+        if self._rows:
+            self._w.write_batch(self._pa.RecordBatch.from_pylist(self._rows, schema=self.schema))
+            self._rows = []
+
+    def close(self) -> None:
+        self._flush()
+        self._w.close()

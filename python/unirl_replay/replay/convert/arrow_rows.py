@@ -1,0 +1,218 @@
+"""The agentic_mooncake rows of real requests assembled from arrays by ``pyarrow.compute``.
+
+The same bytes as :func:`~unirl_replay.replay.convert.agentic_mooncake.convert_engine`'s
+Python writer (``_lines``: what ``json.JSONEncoder(separators=(",", ":"))`` makes of each row
+dict), made column-wise: the per-request facts (sequence ids, play ids, lengths, ``not_before_ms``,
+dependencies) are read once into arrays, the hash ids are formatted by Arrow's integer cast and
+joined per row by ``binary_join``, and each line is one ``binary_join_element_wise`` of the
+fixed key text and those columns; the file is the result's data buffer, chunk by chunk.
+
+Only what Python had to do per request stays in Python: the ``not_before_ms`` bound (max over
+dependencies of predecessor bound + measured delay, the converter's exact arithmetic) and the
+float text (``repr``). Used when ``pyarrow`` is installed (the ``columnar`` extra) and every
+string is one ``json`` writes unescaped; otherwise :func:`rows_text` returns None and the Python
+writer runs (identical bytes; tests/test_arrow_rows.py compares both on random workloads).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from json.encoder import encode_basestring_ascii as _q
+
+import numpy as np
+
+from unirl_replay.replay.convert.common import json_float, ns_to_ms
+
+CHUNK = 1 << 14  # requests per chunk (bounds the Arrow temporaries; their memory is reused)
+_PLAIN = r"^[ !#-\[\]-~]*$"  # the strings encode_basestring_ascii returns unchanged (quotes aside)
+ENABLED = True
+"""False: always the Python writer (tests compare the two)."""
+
+
+def _pyarrow():
+    try:
+        import pyarrow
+        import pyarrow.compute
+    except ImportError:
+        return None
+    return pyarrow
+
+
+def _plain(pa, pc, strings: list[str]) -> bool:
+    if not strings:
+        return True
+    return bool(pc.all(pc.match_substring_regex(pa.array(strings, pa.string()), _PLAIN)).as_py())
+
+
+def rows_text(plan, facts: dict, ids: np.ndarray, offsets: np.ndarray, first: int, width: int,
+              ordinal: dict, lead_ms: float, origin: int, model: str, triggers: dict, relations: dict
+              ) -> Iterator[bytes] | None:
+    """The file text of ``plan``'s real rows (after the warm-ups) as byte chunks, or None when
+    this writer does not take the plan (no pyarrow, a string ``json`` would escape, a trigger /
+    relation the converter has no name for, an id beyond int32 offsets).
+
+    ``ids[offsets[first + k]:offsets[first + k + 1]]`` are the dense hash ids of the k-th real
+    request in file order (plays in ``plan.play_order``); ``ordinal``, ``width``: its sequence-id
+    prefix; ``lead_ms`` / ``origin``: the root arrival shift; ``triggers`` / ``relations``: the
+    upstream names of the enum values.
+    """
+    pa = _pyarrow() if ENABLED else None
+    if pa is None:
+        return None
+    pc = pa.compute
+    order = [rid for play in plan.play_order for rid in plan.plays[play]]
+    nr = len(order)
+    if nr == 0:
+        return iter(())
+    if int(offsets[first + nr]) - int(offsets[first]) >= 2**31 - 1:
+        return None
+    lanes = plan.lanes is not None
+    fl = [facts[r] for r in order]
+    plays, nb = [], []
+    d_k, d_pid, d_pn, d_trig, d_rel, d_delay = [], [], [], [], [], []
+    d_cnt = [0] * nr
+    k = 0
+    for play in plan.play_order:
+        rids = plan.plays[play]
+        plays.append((play, len(rids)))
+        bounds: dict[str, float] = {}  # as the Python writer: deps never cross plays
+        for rid in rids:
+            n, _inp, _outs, t, deps, _h = fl[k]
+            if not deps:
+                v = lead_ms + ns_to_ms(t - origin)
+                bounds[rid] = 0.0 if lanes else v
+            else:
+                v = None
+                for prid, pn, trigger, relation, delay in deps:
+                    if prid not in bounds:
+                        _bound(prid, bounds, facts, lanes, lead_ms, origin)
+                    b = bounds[prid] + (ns_to_ms(delay) if delay is not None else 0.0)
+                    if v is None or b > v:
+                        v = b
+                    if trigger not in triggers or relation not in relations:
+                        return None  # the Python writer raises what it raises
+                    d_k.append(k)
+                    d_pid.append(prid)
+                    d_pn.append(pn)
+                    d_trig.append(trigger)
+                    d_rel.append(relation)
+                    d_delay.append(delay)
+                d_cnt[k] = len(deps)
+                bounds[rid] = v
+            nb.append(v)
+            k += 1
+    play_names = [p for p, _ in plays]
+    if not (_plain(pa, pc, order) and _plain(pa, pc, play_names) and _plain(pa, pc, d_pid)):
+        return None
+    return _chunks(pa, pc, order, fl, plays, nb, d_k, d_pid, d_pn, d_trig, d_rel, d_delay, d_cnt, ids, offsets,
+                   first, width, ordinal, model, triggers, relations)
+
+
+def _bound(rid: str, bounds: dict, facts: dict, lanes: bool, lead_ms: float, origin: int) -> None:
+    """``bounds[rid]`` for a predecessor not met yet in file order: the Python writer's
+    ``not_before`` (iterative, the same arithmetic)."""
+    stack = [rid]
+    while stack:
+        cur = stack[-1]
+        if cur in bounds:
+            stack.pop()
+            continue
+        t, deps = facts[cur][3], facts[cur][4]
+        if not deps:
+            bounds[cur] = 0.0 if lanes else lead_ms + ns_to_ms(t - origin)
+            stack.pop()
+            continue
+        todo = [d[0] for d in deps if d[0] not in bounds]
+        if todo:
+            stack.extend(todo)
+            continue
+        bounds[cur] = max(bounds[prid] + (ns_to_ms(delay) if delay is not None else 0.0)
+                          for prid, _pn, _trig, _rel, delay in deps)
+        stack.pop()
+
+
+def _chunks(pa, pc, order, fl, plays, nb, d_k, d_pid, d_pn, d_trig, d_rel, d_delay, d_cnt, ids, offsets, first,
+            width, ordinal, model, triggers, relations) -> Iterator[bytes]:
+    nr = len(order)
+    s = pa.string()
+    ns = np.fromiter((f[0] for f in fl), np.int64, nr)
+    multi = bool((ns != 1).any())
+    # per request
+    qplay = pa.array([_q(p) for p, c in plays for _ in range(c)], s)
+    inp = pa.array([f[1] for f in fl], pa.int64())
+    nb_s = pa.array([json_float(x) for x in nb], s)
+    rid_a = pa.array(order, s)
+    hid_all = pa.array(ids[int(offsets[first]):int(offsets[first + nr])])
+    hoff = offsets[first:first + nr + 1] - offsets[first]
+    # per dependency (one entry per predecessor sample)
+    nd = len(d_k)
+    if nd:
+        pn = np.asarray(d_pn, np.int64)
+        dmulti = bool((pn != 1).any())
+        rep = np.repeat(np.arange(nd), pn) if dmulti else None
+        tnames = sorted(triggers)
+        rnames = sorted(relations)
+        tail = pc.binary_join_element_wise(
+            pa.array([',"trigger":' + _q(triggers[x]) + ',"delay_ms":' for x in tnames], s).take(
+                pa.array([tnames.index(x) for x in d_trig], pa.int64())),
+            pa.array([json_float(ns_to_ms(d)) if d is not None else "0.0" for d in d_delay], s),
+            pa.array([',"relation":' + _q(relations[x]) + "}" for x in rnames], s).take(
+                pa.array([rnames.index(x) for x in d_rel], pa.int64())), "")
+        pk = pa.array([ordinal[p] for p in d_pid], pa.int64())
+        pid_a = pa.array(d_pid, s)
+        suffix = None
+        if dmulti:
+            tail, pk, pid_a = tail.take(pa.array(rep)), pk.take(pa.array(rep)), pid_a.take(pa.array(rep))
+            suffix = pa.array(["#s%d" % j if c > 1 else "" for c in d_pn for j in range(c)], s)
+        head = pc.utf8_lpad(pc.cast(pk, s), width=width, padding="0")
+        parts = ['{"request_id":"', head, "|", pid_a] + ([suffix] if suffix is not None else []) + ['"', tail, ""]
+        dep_s = pc.binary_join_element_wise(*parts)
+        per_req = np.zeros(nr, np.int64)  # dependency entries per request (predecessor samples)
+        np.add.at(per_req, np.asarray(d_k, np.int64), pn)
+        doff = np.zeros(nr + 1, np.int64)
+        np.cumsum(per_req, out=doff[1:])
+    has_dep = np.asarray(d_cnt, np.int64) > 0
+    # rows: one per sample (request index of each row, sample index)
+    if multi:
+        rrow = np.repeat(np.arange(nr), ns)
+        sample_suffix = ["#s%d" % j if n > 1 else "" for n in ns.tolist() for j in range(n)]
+        outs = [o for f in fl for o in f[2]]
+    else:
+        rrow = None
+        outs = [f[2][0] for f in fl]
+    out_a = pa.array(outs, pa.int64())
+    row_start = np.zeros(nr + 1, np.int64)
+    np.cumsum(ns, out=row_start[1:])
+    key_model = ',"model":' + _q(model) + ',"input_length":'
+    for a in range(0, nr, CHUNK):
+        b = min(a + CHUNK, nr)
+        h0, h1 = int(hoff[a]), int(hoff[b])
+        hs_txt = pc.cast(hid_all.slice(h0, h1 - h0), s)
+        hs = pc.binary_join(pa.ListArray.from_arrays(pa.array((hoff[a:b + 1] - h0).astype(np.int32)), hs_txt), ",")
+        ords = pc.utf8_lpad(pc.cast(pa.array(np.arange(a, b, dtype=np.int64)), s), width=width, padding="0")
+        if nd:
+            d0, d1 = int(doff[a]), int(doff[b])
+            dj = pc.binary_join(pa.ListArray.from_arrays(pa.array((doff[a:b + 1] - d0).astype(np.int32)),
+                                                         dep_s.slice(d0, d1 - d0)), ",")
+            dep_part = pc.if_else(pa.array(has_dep[a:b]),
+                                  pc.binary_join_element_wise(',"dependencies":[', dj, "]", ""), "")
+        else:
+            dep_part = ""
+        cols = [ords, rid_a.slice(a, b - a), qplay.slice(a, b - a), pc.cast(inp.slice(a, b - a), s), hs,
+                nb_s.slice(a, b - a)]
+        if nd:
+            cols.append(dep_part)
+        r0, r1 = int(row_start[a]), int(row_start[b])
+        if multi:
+            take = pa.array(rrow[r0:r1] - a)
+            cols = [c.take(take) if not isinstance(c, str) else c for c in cols]
+            suffix_a = pa.array(sample_suffix[r0:r1], s)
+        ords_c, rid_c, qplay_c, inp_c, hs_c, nb_c = cols[:6]
+        dep_c = cols[6] if nd else ""
+        pieces = ['{"request_id":"', ords_c, "|", rid_c] + ([suffix_a] if multi else []) + [
+            '","play_id":', qplay_c, ',"session_id":', qplay_c, key_model, inp_c, ',"output_length":',
+            pc.cast(out_a.slice(r0, r1 - r0), s), ',"hash_ids":[', hs_c, '],"not_before_ms":', nb_c, dep_c, "}\n", ""]
+        line = pc.binary_join_element_wise(*pieces)
+        bufs = line.buffers()
+        o = np.frombuffer(bufs[1], np.int32, len(line) + 1, line.offset * 4)
+        yield memoryview(bufs[2])[int(o[0]):int(o[-1])]
