@@ -171,7 +171,14 @@ def _has_oneof(descriptor: Descriptor, depth: int = 0) -> bool:
                               if f.type == _F.TYPE_MESSAGE)
 
 
-def _two_set(descriptor: Descriptor, row: dict) -> str | None:
+def message_class(descriptor: Descriptor):
+    """The generated message class of ``descriptor``."""
+    from google.protobuf import message_factory
+
+    return message_factory.GetMessageClass(descriptor)
+
+
+def two_set(descriptor: Descriptor, row: dict) -> str | None:
     """The path of a oneof with two members set in ``row`` (and its nested rows), else None."""
     real, nested = _oneofs(descriptor)
     for members in real:
@@ -182,7 +189,7 @@ def _two_set(descriptor: Descriptor, row: dict) -> str | None:
         if v is None:
             continue
         for item in (v if rep else (v,)):
-            if item is not None and (bad := _two_set(sub, item)) is not None:
+            if item is not None and (bad := two_set(sub, item)) is not None:
                 return f"{name}.{bad}"
     return None
 
@@ -197,7 +204,7 @@ def messages_of(table, cls, file: str, first_line: int = 1, on_error=None) -> It
     for batch in batches:
         for row in batch.to_pylist():
             n += 1
-            bad = _two_set(desc, row)
+            bad = two_set(desc, row)
             if bad is not None:
                 err = TraceFormatError(f"row sets several members of one oneof ({bad}); a "
                                        f"{desc.full_name} holds one", file=file, line=n, rule="arrow.oneof")

@@ -36,7 +36,8 @@ CONTRACT_REVISION = 2
 REVISIONS: dict[int, str] = {
     1: "first release of unirl_replay.v1 (the baseline compat/unirl_replay_v1.binpb)",
     2: "every additive field since the baseline (TraceManifest.contract_revision, conditions, probes; the "
-       "report's rebuilt steps, profile check and error decomposition; CALIBRATION_STATUS_CALIBRATED_PROBE); "
+       "report's rebuilt steps, profile check and error decomposition; CALIBRATION_STATUS_CALIBRATED_PROBE; "
+       "ENCODING_ARROW, the arrow encoding); "
        "standard file options (go_package, java_package, ...)",
 }
 

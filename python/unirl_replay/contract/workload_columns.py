@@ -242,8 +242,8 @@ def _no_nulls(*arrs) -> None:
 
 
 def _list_parts(lst, keep: np.ndarray) -> tuple[np.ndarray, object]:
-    """(per-row lengths of the rows in ``keep``, the list's values of those rows, contiguous).
-    Every row outside ``keep`` (and every null slot) must hold no values."""
+    """(per-row lengths, the values of every row, contiguous) of a list array, where every row
+    outside ``keep`` (and every null slot) must hold no values (its length is then 0)."""
     offs = lst.offsets.to_numpy()
     lens = np.diff(offs)
     if lst.null_count:
@@ -251,7 +251,8 @@ def _list_parts(lst, keep: np.ndarray) -> tuple[np.ndarray, object]:
     if lens[~keep].any():
         raise _Declined  # values the message path would not see (or a different list layout)
     vals = lst.values.slice(int(offs[0]), int(offs[-1] - offs[0]))
-    return lens[keep], vals
+    _no_nulls(vals)
+    return lens, vals
 
 
 def _arrow_batch(batch, cols: WorkloadColumns, key_parts: list, count_parts: list) -> None:
@@ -264,12 +265,12 @@ def _arrow_batch(batch, cols: WorkloadColumns, key_parts: list, count_parts: lis
         raise _Declined  # an empty record or two kinds: the message path words it
     rmask = valid[names.index("request")]
     ridx = np.flatnonzero(rmask)
-    if len(ridx) < batch.num_rows:  # the other records, as messages (few)
-        other = batch.filter(pa.array(~rmask))
-        for _, rec in columnar_messages(other):
-            kind = rec.WhichOneof("record")
-            if kind is None or not _put_other(cols, kind, getattr(rec, kind)):
-                raise _Declined
+    if len(ridx) < batch.num_rows:  # the other records, as messages (few), kind by kind (order kept per kind)
+        for k, kind in enumerate(names):
+            if kind != "request" and valid[k].any():
+                for msg in _other_messages(kind, batch.column(k).take(pa.array(np.flatnonzero(valid[k])))):
+                    if not _put_other(cols, kind, msg):
+                        raise _Declined
     if not len(ridx):
         return
     req = batch.column(names.index("request"))
@@ -295,20 +296,20 @@ def _arrow_batch(batch, cols: WorkloadColumns, key_parts: list, count_parts: lis
     t = obs.to_pylist()
     if not ov.all():
         t = [x if k == ARRIVAL_OBSERVED else None for x, k in zip(t, kind)]
-    # prefix: block size and the hashes (an absent prefix: size 0, no hashes)
-    pre = req.field("prefix").take(take)
-    pvalid = _valid(pre)
+    # prefix: block size and the hashes (an absent prefix: size 0, no hashes). The lists are read
+    # over all rows of the batch (no copy): rows that are not requests hold no values.
+    pre = req.field("prefix")
+    pvalid = _valid(pre) & rmask
     bsz = pre.field("block_size_tokens")
     if (pvalid & ~_valid(bsz)).any():
         raise _Declined
-    bs = np.where(pvalid, bsz.fill_null(0).to_numpy(zero_copy_only=False), 0).tolist()
-    hcount, hvals = _list_parts(pre.field("block_hashes"), pvalid)
-    _no_nulls(hvals)
-    key_parts.append(np.array(hvals.to_numpy(zero_copy_only=False), np.uint64))
-    count_parts.append(hcount.astype(np.int64))
+    bs = np.where(pvalid, bsz.fill_null(0).to_numpy(zero_copy_only=False), 0)[ridx].tolist()
+    hlens, hvals = _list_parts(pre.field("block_hashes"), pvalid)
+    key_parts.append(hvals.to_numpy(zero_copy_only=False))  # a view: one copy when concatenated
+    count_parts.append(hlens[ridx].astype(np.int64))
     # output tokens
-    olens, ovals = _list_parts(req.field("output_tokens").take(take), np.ones(len(ridx), np.bool_))
-    _no_nulls(ovals)
+    olens, ovals = _list_parts(req.field("output_tokens"), rmask)
+    olens = olens[ridx]
     ov_l = ovals.to_pylist()
     if (olens == 1).all():
         outs = [(x,) for x in ov_l]
@@ -316,9 +317,9 @@ def _arrow_batch(batch, cols: WorkloadColumns, key_parts: list, count_parts: lis
         ends = np.cumsum(olens).tolist()
         outs = [tuple(ov_l[e - c:e]) for e, c in zip(ends, olens.tolist())]
     # dependencies
-    dlens, dvals = _list_parts(req.field("dependencies").take(take), np.ones(len(ridx), np.bool_))
+    dlens, dvals = _list_parts(req.field("dependencies"), rmask)
+    dlens = dlens[ridx]
     if len(dvals):
-        _no_nulls(dvals)
         dpred, dtrig, drel, dabs = (dvals.field(k) for k in ("predecessor_request_id", "trigger", "relation",
                                                              "delay_absence"))
         _no_nulls(dpred, dtrig, drel, dabs)
@@ -338,10 +339,17 @@ def _arrow_batch(batch, cols: WorkloadColumns, key_parts: list, count_parts: lis
     cols.requests.extend(zip(rid, ns, tid, turn, eid, pv, inp, outs, kind, t, deps, bs))
 
 
-def columnar_messages(table):
+def _other_messages(kind: str, rows):
+    """The ``kind`` messages of a struct array of that record kind's rows (anything a message
+    cannot hold -> _Declined)."""
     from unirl_replay.contract import columnar
 
-    try:
-        yield from columnar.messages_of(table, WorkloadRecord, "")
-    except TraceFormatError:
-        raise _Declined from None
+    desc = WorkloadRecord.DESCRIPTOR.fields_by_name[kind].message_type
+    cls = columnar.message_class(desc)
+    for row in rows.to_pylist():
+        if columnar.two_set(desc, row) is not None:
+            raise _Declined
+        try:
+            yield cls(**row)
+        except (TypeError, ValueError, OverflowError):
+            raise _Declined from None

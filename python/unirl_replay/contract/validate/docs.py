@@ -66,6 +66,10 @@ def _edit(e: tuple) -> str:
         return f"{where}: replace `{_raw(e[2])}` by `{_raw(e[3])}` (first occurrence)"
     if op == "bytes":
         return f"{where}: append the bytes `{e[2]}` (hex)"
+    if op == "foreign":
+        return f"{where}: replace it by an Arrow IPC file of another schema (one int64 column `x`)"
+    if op == "row_set":
+        return f"{where} row {e[2]}: set `{e[3]}` to `{_v(e[4])}` in the Arrow row"
     if op == "cut":
         return f"{where}: remove the last {e[2]} byte(s)"
     if op == "rm":
@@ -87,7 +91,7 @@ def _edit(e: tuple) -> str:
 
 
 def _example(x: Example) -> str:
-    base = f"[{x.base}](#base-trace-{x.base}){' (binpb)' if x.encoding == 'binpb' else ''}"
+    base = f"[{x.base}](#base-trace-{x.base}){f' ({x.encoding})' if x.encoding != 'jsonl' else ''}"
     edits = "; ".join(_edit(e) for e in x.edits)
     tail = "" if x.redigest else " (manifest digests NOT updated)"
     return f"{base}: {edits}{tail}"
@@ -114,14 +118,16 @@ def render() -> str:
         "| file | content |",
         "|---|---|",
         f"| `{MANIFEST_FILE}` | one `TraceManifest`, pretty-printed JSON (the profile), UTF-8 |",
-        f"| `{w['jsonl']}` or `{w['binpb']}` | the `WorkloadRecord` stream |",
-        f"| `{o['jsonl']}` or `{o['binpb']}` | the `OutcomeRecord` stream |",
+        f"| `{w['jsonl']}`, `{w['binpb']}` or `{w['arrow']}` | the `WorkloadRecord` stream |",
+        f"| `{o['jsonl']}`, `{o['binpb']}` or `{o['arrow']}` | the `OutcomeRecord` stream |",
         "",
         f"1. The names are fixed; both streams use the same encoding (`{'` or `'.join(ENCODINGS)}`).",
         "2. JSONL: one compact JSON object per line (docs/json-profile.md), UTF-8, every line ending in "
         "`\\n`, no empty line. A last line without `\\n` is a truncated write.",
         "3. binpb: per record an unsigned varint byte length, then the serialized message (Java "
-        f"`writeDelimitedTo`); a frame longer than {MAX_FRAME_BYTES} bytes is refused as corrupt.",
+        f"`writeDelimitedTo`); a frame longer than {MAX_FRAME_BYTES} bytes is refused as corrupt. "
+        "arrow: one Apache Arrow IPC file (Feather v2), one row per record in record order, with the "
+        "schema derived from the record message (docs/json-profile.md#arrow); any other schema is refused.",
         f"4. Write the streams first (e.g. as `*{PARTIAL_SUFFIX}`, renamed when complete), then "
         f"`{MANIFEST_FILE}` **last** and atomically (temp file + rename): a directory without it, or with "
         f"`*{PARTIAL_SUFFIX}` files left, is incomplete and never read.",

@@ -140,6 +140,7 @@ class Example:
 
 W, O, M = "workload.jsonl", "outcomes.jsonl", MANIFEST_FILE
 WB = "workload.binpb"
+WA = "workload.arrow"
 _DEP = {"predecessor_request_id": "traj-0/t1", "trigger": "DEPENDENCY_TRIGGER_COMPLETION",
         "relation": "DEPENDENCY_RELATION_SEQUENCE", "external_delay_ns": "0"}
 
@@ -170,6 +171,10 @@ EXAMPLES: dict[str, Example] = {
     "jsonl.empty_line": _g(("text", W, "\n", "\n\n")),
     "binpb.frame": _g(("bytes", WB, "ffffffffffffffffffff01"), encoding="binpb"),
     "binpb.decode": _g(("bytes", WB, "02ffff"), encoding="binpb"),
+    "arrow.corrupt": _g(("bytes", WA, "00"), encoding="arrow"),
+    "arrow.schema": _g(("foreign", WA), encoding="arrow"),
+    "arrow.oneof": _g(("set", WA, 1, "trajectory", {"trajectory_id": "t"}), encoding="arrow"),
+    "arrow.decode": _g(("row_set", WA, 1, "request.output_tokens", [None]), encoding="arrow"),
     "binpb.unknown_fields": _g(("bytes", WB, "03980601"), encoding="binpb"),
     "json.camel_case_key": _g(("rename", W, 1, "request.rollout_batch_id", "rolloutBatchId")),
     "json.enum_number": _g(("set", W, 1, "request.finish_reasons[0]", 1)),
@@ -296,7 +301,7 @@ def materialize(example: Example, out: Path) -> Path:
     later = [e for e in example.edits if e[1] == MANIFEST_FILE]
     # record edits on the JSON objects first (JSONL), then the byte-level ones
     for e in example.edits:
-        if e[1] == MANIFEST_FILE or e[0] in _BYTE_OPS or e[0] in _POST_OPS:
+        if e[1] == MANIFEST_FILE or e[0] in _BYTE_OPS or e[0] in _POST_OPS or e[0] in _ROW_OPS:
             continue
         recs = files[e[1].split(".")[0]]
         if e[0] in ("set", "del", "rename"):
@@ -313,6 +318,8 @@ def materialize(example: Example, out: Path) -> Path:
         p = out / f"{kind}.{enc}"
         if enc == "jsonl":
             p.write_text("".join(_line(r) for r in files[kind]))
+        elif enc == "arrow":
+            _write_arrow(p, cls, files[kind], [e for e in example.edits if e[0] in _ROW_OPS and e[1] == p.name])
         else:
             frames = [json_profile.parse_dict(r, cls).SerializeToString() for r in files[kind]]
             p.write_bytes(b"".join(encode_varint(len(f)) + f for f in frames))
@@ -333,6 +340,12 @@ def materialize(example: Example, out: Path) -> Path:
             p.write_bytes(p.read_bytes()[:-e[2]])
         elif e[0] == "touch":
             p.write_bytes(b"")
+        elif e[0] == "foreign":  # an Arrow IPC file of another schema
+            from unirl_replay.contract import columnar
+
+            pa = columnar.require_pyarrow()
+            with pa.ipc.new_file(str(p), pa.schema([("x", pa.int64())])) as w:
+                w.write_table(pa.table({"x": [1, 2]}))
         elif e[0] == "wrap":
             p.write_bytes(p.read_bytes().replace(e[2].encode(), b"[" * e[3] + e[2].encode() + b"]" * e[3], 1))
         elif e[0] == "pad":
@@ -371,5 +384,30 @@ def materialize(example: Example, out: Path) -> Path:
     return out
 
 
-_BYTE_OPS = ("text", "bytes", "cut", "rm", "touch", "wrap", "pad")
+_BYTE_OPS = ("text", "bytes", "cut", "rm", "touch", "wrap", "pad", "foreign")
+_ROW_OPS = ("row_set",)  # arrow: set a value in a row (after the JSON record became an Arrow row)
+
+
+def _write_arrow(p: Path, cls, records: list[dict], row_edits: list[tuple]) -> None:
+    """The JSON records as an Arrow IPC file: each oneof member of a record parsed on its own (so a
+    record may carry two, which no message can), then the row edits."""
+    from unirl_replay.contract import columnar
+
+    pa = columnar.require_pyarrow()
+    rows = []
+    for r in records:
+        row = {}
+        for member, value in r.items():
+            msg = json_profile.parse_dict({member: value}, cls)
+            row[member] = columnar.to_row(getattr(msg, member))
+        rows.append(row)
+    for _, _, line, path, value in row_edits:
+        node = rows[line - 1]
+        *head, last = path.split(".")
+        for k in head:
+            node = node[k]
+        node[last] = value
+    schema = columnar.arrow_schema(cls.DESCRIPTOR)
+    with pa.ipc.new_file(str(p), schema) as w:
+        w.write_table(pa.Table.from_pylist(rows, schema=schema))
 _POST_OPS = ("fifo", "symlink", "chmod")

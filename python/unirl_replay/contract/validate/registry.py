@@ -53,6 +53,12 @@ RULES: dict[str, str] = {
     "jsonl.empty_line": "empty line in a JSONL stream",
     "binpb.frame": "corrupt length prefix",
     "binpb.decode": "frame is not a valid message",
+    "arrow.corrupt": "an arrow record file that is not a readable, valid Arrow IPC file (another format, corrupt "
+                     "offsets or UTF-8, a broken footer)",
+    "arrow.schema": "an arrow record file whose schema is not the one derived from the record message (another "
+                    "message, another tool, a newer revision)",
+    "arrow.oneof": "an arrow row with two members of one oneof set (two record kinds, two arrival kinds)",
+    "arrow.decode": "an arrow row no message can hold (a null item in a list)",
     "binpb.unknown_fields": "binpb frames carry fields this reader does not know, but the manifest's contract_revision "
                             "is not newer than the reader's (set contract_revision in the writer)",
     # off-profile JSON (json_profile.OFF_PROFILE_FORMS): accepted by the reader, never written by the profile
@@ -141,7 +147,7 @@ RULES: dict[str, str] = {
 GROUPS = ("framing", "manifest", "requests", "dependencies", "lineage", "outcomes", "bounds")
 #: rule id prefixes (or whole ids) -> group; the first match in GROUPS order of specificity wins.
 _GROUP_PREFIXES: dict[str, tuple[str, ...]] = {
-    "framing": ('trace.', 'artifact.', 'jsonl.', 'binpb.', 'json.', 'compat.', 'record.empty', 'id.',
+    "framing": ('trace.', 'artifact.', 'jsonl.', 'binpb.', 'arrow.', 'json.', 'compat.', 'record.empty', 'id.',
                 'enum.unspecified', 'enum.unknown'),
     "manifest": ('manifest.',),
     "dependencies": ('dependency.', 'turn.dependency_order'),

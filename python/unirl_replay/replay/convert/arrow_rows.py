@@ -8,10 +8,10 @@ joined per row by ``binary_join``, and each line is one ``binary_join_element_wi
 fixed key text and those columns; the file is the result's data buffer, chunk by chunk.
 
 Only what Python had to do per request stays in Python: the ``not_before_ms`` bound (max over
-dependencies of predecessor bound + measured delay, the converter's exact arithmetic) and the
-float text (``repr``). Used when ``pyarrow`` is installed (the ``columnar`` extra) and every
-string is one ``json`` writes unescaped; otherwise :func:`rows_text` returns None and the Python
-writer runs (identical bytes; tests/test_arrow_rows.py compares both on random workloads).
+dependencies of predecessor bound + measured delay, the converter's exact arithmetic), the float
+text (``repr``) and the JSON escape of an id that needs one. Used when ``pyarrow`` is installed
+(the ``columnar`` extra); otherwise :func:`rows_text` returns None and the Python writer runs
+(identical bytes; tests/test_arrow_rows.py compares both on random workloads).
 """
 
 from __future__ import annotations
@@ -48,8 +48,8 @@ def rows_text(plan, facts: dict, ids: np.ndarray, offsets: np.ndarray, first: in
               ordinal: dict, lead_ms: float, origin: int, model: str, triggers: dict, relations: dict
               ) -> Iterator[bytes] | None:
     """The file text of ``plan``'s real rows (after the warm-ups) as byte chunks, or None when
-    this writer does not take the plan (no pyarrow, a string ``json`` would escape, a trigger /
-    relation the converter has no name for, an id beyond int32 offsets).
+    this writer does not take the plan (no pyarrow, a trigger / relation the converter has no
+    name for, more hash ids than int32 offsets hold).
 
     ``ids[offsets[first + k]:offsets[first + k + 1]]`` are the dense hash ids of the k-th real
     request in file order (plays in ``plan.play_order``); ``ordinal``, ``width``: its sequence-id
@@ -69,7 +69,7 @@ def rows_text(plan, facts: dict, ids: np.ndarray, offsets: np.ndarray, first: in
     lanes = plan.lanes is not None
     fl = [facts[r] for r in order]
     plays, nb = [], []
-    d_k, d_pid, d_pn, d_trig, d_rel, d_delay = [], [], [], [], [], []
+    d_k, d_pid, d_ord, d_pn, d_trig, d_rel, d_delay = [], [], [], [], [], [], []
     d_cnt = [0] * nr
     k = 0
     for play in plan.play_order:
@@ -93,6 +93,7 @@ def rows_text(plan, facts: dict, ids: np.ndarray, offsets: np.ndarray, first: in
                         return None  # the Python writer raises what it raises
                     d_k.append(k)
                     d_pid.append(prid)
+                    d_ord.append(ordinal[prid])
                     d_pn.append(pn)
                     d_trig.append(trigger)
                     d_rel.append(relation)
@@ -101,11 +102,18 @@ def rows_text(plan, facts: dict, ids: np.ndarray, offsets: np.ndarray, first: in
                 bounds[rid] = v
             nb.append(v)
             k += 1
-    play_names = [p for p, _ in plays]
-    if not (_plain(pa, pc, order) and _plain(pa, pc, play_names) and _plain(pa, pc, d_pid)):
-        return None
-    return _chunks(pa, pc, order, fl, plays, nb, d_k, d_pid, d_pn, d_trig, d_rel, d_delay, d_cnt, ids, offsets,
-                   first, width, ordinal, model, triggers, relations)
+    # request ids as json writes them between the quotes (escaped only where a string needs it)
+    esc = order if _plain(pa, pc, order) else [_q(r)[1:-1] for r in order]
+    d_esc = d_pid if _plain(pa, pc, d_pid) else [_q(r)[1:-1] for r in d_pid]
+    return _chunks(pa, pc, esc, fl, plays, nb, d_k, d_esc, d_ord, d_pn, d_trig, d_rel, d_delay, d_cnt, ids, offsets,
+                   first, width, model, triggers, relations)
+
+
+def _floats(xs: list[float]) -> list[str]:
+    """``json_float`` of each (``repr``; non-finite values as json spells them)."""
+    if np.isfinite(np.asarray(xs, np.float64)).all():
+        return list(map(float.__repr__, xs))
+    return [json_float(x) for x in xs]
 
 
 def _bound(rid: str, bounds: dict, facts: dict, lanes: bool, lead_ms: float, origin: int) -> None:
@@ -131,8 +139,9 @@ def _bound(rid: str, bounds: dict, facts: dict, lanes: bool, lead_ms: float, ori
         stack.pop()
 
 
-def _chunks(pa, pc, order, fl, plays, nb, d_k, d_pid, d_pn, d_trig, d_rel, d_delay, d_cnt, ids, offsets, first,
-            width, ordinal, model, triggers, relations) -> Iterator[bytes]:
+def _chunks(pa, pc, order, fl, plays, nb, d_k, d_pid, d_ord, d_pn, d_trig, d_rel, d_delay, d_cnt, ids, offsets,
+            first, width, model, triggers, relations) -> Iterator[bytes]:
+    # order / d_pid: the ids as json writes them between quotes; d_ord: each predecessor's ordinal
     nr = len(order)
     s = pa.string()
     ns = np.fromiter((f[0] for f in fl), np.int64, nr)
@@ -140,7 +149,7 @@ def _chunks(pa, pc, order, fl, plays, nb, d_k, d_pid, d_pn, d_trig, d_rel, d_del
     # per request
     qplay = pa.array([_q(p) for p, c in plays for _ in range(c)], s)
     inp = pa.array([f[1] for f in fl], pa.int64())
-    nb_s = pa.array([json_float(x) for x in nb], s)
+    nb_s = pa.array(_floats(nb), s)
     rid_a = pa.array(order, s)
     hid_all = pa.array(ids[int(offsets[first]):int(offsets[first + nr])])
     hoff = offsets[first:first + nr + 1] - offsets[first]
@@ -155,10 +164,10 @@ def _chunks(pa, pc, order, fl, plays, nb, d_k, d_pid, d_pn, d_trig, d_rel, d_del
         tail = pc.binary_join_element_wise(
             pa.array([',"trigger":' + _q(triggers[x]) + ',"delay_ms":' for x in tnames], s).take(
                 pa.array([tnames.index(x) for x in d_trig], pa.int64())),
-            pa.array([json_float(ns_to_ms(d)) if d is not None else "0.0" for d in d_delay], s),
+            pa.array(_floats([ns_to_ms(d) if d is not None else 0.0 for d in d_delay]), s),
             pa.array([',"relation":' + _q(relations[x]) + "}" for x in rnames], s).take(
                 pa.array([rnames.index(x) for x in d_rel], pa.int64())), "")
-        pk = pa.array([ordinal[p] for p in d_pid], pa.int64())
+        pk = pa.array(d_ord, pa.int64())
         pid_a = pa.array(d_pid, s)
         suffix = None
         if dmulti:
