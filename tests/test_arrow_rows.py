@@ -1,0 +1,97 @@
+"""The array-fed agentic_mooncake row writer (replay/convert/arrow_rows.py) writes exactly the
+bytes of the Python writer (and of the dict / HashRemap / json reference) on random workloads:
+fan-out, predecessors with several samples, dependencies before their predecessor in file order,
+lanes, warm-ups, lead, escaped ids, several chunks."""
+
+from __future__ import annotations
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+pytest.importorskip("pyarrow")
+
+from replay_build import c, dep, engine, index, manifest, pool, req, traj  # noqa: E402
+from test_convert_fast_write import random_workload, reference_agentic  # noqa: E402
+
+from unirl_replay.replay.convert import agentic_mooncake, arrow_rows  # noqa: E402
+from unirl_replay.replay.support import check_supported  # noqa: E402
+
+
+def both(tmp_path, monkeypatch, plan, ix, lead=0.0):
+    """(array writer's file, Python writer's file, whether the array writer took the plan)."""
+    taken = []
+    real = arrow_rows.rows_text
+
+    def spy(*a, **k):
+        r = real(*a, **k)
+        taken.append(r is not None)
+        return r
+
+    out = []
+    for enabled in (True, False):
+        with monkeypatch.context() as m:
+            m.setattr(arrow_rows, "ENABLED", enabled)
+            m.setattr(arrow_rows, "rows_text", spy)
+            conv = agentic_mooncake.convert_engine(plan, ix, lead_ms=lead, digest="d")
+            out.append(conv.write(tmp_path / f"{enabled}.jsonl").read_bytes())
+    return out[0], out[1], taken[0]
+
+
+@pytest.mark.parametrize("chunk", [1, 3, 1 << 14])
+@pytest.mark.parametrize("seed", range(16))
+def test_same_bytes_as_the_python_writer(tmp_path, monkeypatch, seed, chunk):
+    monkeypatch.setattr(arrow_rows, "CHUNK", chunk)
+    ix, mf = random_workload(seed, two_engines=seed % 3 == 1, lanes=seed % 3 == 2, warm=seed % 4 == 0 and seed % 3 != 2)
+    plans, _ = check_supported(ix, {e.engine_id: e for e in mf.engines}, cache_state=mf.cache_state)
+    for plan in plans.values():
+        for lead in (0.0, 12.25):
+            fast, slow, taken = both(tmp_path, monkeypatch, plan, ix, lead)
+            assert taken  # random ids hold quotes, backslashes, non-ASCII: escaped, not declined
+            assert fast == slow == reference_agentic(plan, ix, lead, "d").encode()
+
+
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(st.lists(st.tuples(st.integers(1, 3), st.lists(st.integers(1, 4), min_size=1, max_size=3),
+                          st.sampled_from([None, 0.0, 0.001, 1.5, 1e9, 123.456789]), st.booleans()),
+                min_size=1, max_size=6),
+       st.booleans(), st.sampled_from(["t", "t\u00e9", 't"q', "t\\b", "t\x01"]))
+def test_random_chains(tmp_path_factory, monkeypatch, turns, lanes, name):
+    """Chains and forks per play, delays with and without a measured value, fan-out both sides."""
+    tmp = tmp_path_factory.mktemp("rows")
+    msgs = []
+    for t, (nturn, outs, delay, join) in enumerate(turns):
+        tid, rids = f"{name}{t}", []
+        for k in range(nturn):
+            rid = f"{tid}-{k}"
+            deps = ()
+            if rids:
+                d = dep(rids[-1], delay) if delay is not None else dep(rids[-1],
+                                                                        absence=c.DELAY_ABSENCE_NONE_BY_CONSTRUCTION)
+                deps = [d] + ([dep(rids[0], 2.0, relation=c.DEPENDENCY_RELATION_JOIN)] if join and len(rids) > 1 else [])
+            msgs.append(req(rid, inp=9 + k, out=tuple(outs), traj=tid, turn=k, hashes=[t, k, 7],
+                            deps=deps, at_ms=None if deps else 1000.0 * t + 0.5))
+            rids.append(rid)
+        msgs.append(traj(tid, rids, pool="p" if lanes else "", order=t if lanes else None))
+    if lanes:
+        msgs.append(pool("p", 2))
+    msgs.reverse()  # dependents before their predecessors in workload (= play) order
+    ix = index(*msgs)
+    mf = manifest(engine(bs=4))
+    plans, _ = check_supported(ix, {e.engine_id: e for e in mf.engines}, cache_state=mf.cache_state)
+    fast, slow, taken = both(tmp, monkeypatch, plans["e0"], ix)
+    assert taken and fast == slow
+
+
+def test_unknown_trigger_keeps_the_python_writer(tmp_path, monkeypatch):
+    msgs = [req("a", at_ms=0.0, traj="t", turn=0, hashes=[1, 2]),
+            req("b", traj="t", turn=1, hashes=[1, 3], deps=[dep("a", 1.0)]), traj("t", ["a", "b"])]
+    ix = index(*msgs)
+    ix.by_id["b"].dependencies[0].trigger = 7  # a number the converter has no upstream name for
+    plans, _ = check_supported(ix, {"e0": engine()})
+    conv = agentic_mooncake.convert_engine(plans["e0"], ix)
+    called = []
+    monkeypatch.setattr(arrow_rows, "_chunks", lambda *a, **k: called.append(1))
+    with pytest.raises(KeyError):  # what the Python writer always did
+        conv.write(tmp_path / "x.jsonl")
+    assert not called
