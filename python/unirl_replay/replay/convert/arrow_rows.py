@@ -25,6 +25,7 @@ from unirl_replay.replay.convert.common import json_float, ns_to_ms
 
 CHUNK = 1 << 14  # requests per chunk (bounds the Arrow temporaries; their memory is reused)
 _PLAIN = r"^[ !#-\[\]-~]*$"  # the strings encode_basestring_ascii returns unchanged (quotes aside)
+_MAX_ROWS = 4_000_000  # requests / dependencies this writer takes (int32 offsets of its per-trace strings)
 ENABLED = True
 """False: always the Python writer (tests compare the two)."""
 
@@ -49,7 +50,7 @@ def rows_text(plan, facts: dict, ids: np.ndarray, offsets: np.ndarray, first: in
               ) -> Iterator[bytes] | None:
     """The file text of ``plan``'s real rows (after the warm-ups) as byte chunks, or None when
     this writer does not take the plan (no pyarrow, a trigger / relation the converter has no
-    name for, more hash ids than int32 offsets hold).
+    name for, more hash ids, requests or dependencies than its int32 offsets hold).
 
     ``ids[offsets[first + k]:offsets[first + k + 1]]`` are the dense hash ids of the k-th real
     request in file order (plays in ``plan.play_order``); ``ordinal``, ``width``: its sequence-id
@@ -102,6 +103,8 @@ def rows_text(plan, facts: dict, ids: np.ndarray, offsets: np.ndarray, first: in
                 bounds[rid] = v
             nb.append(v)
             k += 1
+    if nr > _MAX_ROWS or len(d_k) > _MAX_ROWS:
+        return None  # the per-trace string arrays below have int32 offsets
     # request ids as json writes them between the quotes (escaped only where a string needs it)
     esc = order if _plain(pa, pc, order) else [_q(r)[1:-1] for r in order]
     d_esc = d_pid if _plain(pa, pc, d_pid) else [_q(r)[1:-1] for r in d_pid]
