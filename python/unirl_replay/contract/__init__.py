@@ -1,6 +1,7 @@
 """Stage 0, the contract: everything that reads, writes or checks a v1 trace.
 
-Owns: trace directories (``trace_io``: manifest, JSONL / binpb framing, the streaming writer),
+Owns: trace directories (``trace_io``: manifest, JSONL / binpb framing, the streaming writer; ``columnar``: the
+``arrow`` encoding, pyarrow imported only there and only when used),
 the measured-outcomes artifact (``outcomes_io``, its only reader), the one JSON mapping
 (``json_profile``), JSON Schema generation (``jsonschema_gen``), forward compatibility inside v1 (``compat``: contract revisions, unknown
 fields), the semantic rules

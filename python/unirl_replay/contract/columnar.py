@@ -49,7 +49,8 @@ from google.protobuf.descriptor import Descriptor, FieldDescriptor
 from unirl_replay import SCHEMA_VERSION
 from unirl_replay.contract.errors import MissingEnvironmentError, TraceFormatError
 
-__all__ = ["BATCH_ROWS", "arrow_schema", "require_pyarrow", "ArrowRecordWriter", "read_table", "iter_messages",
+__all__ = ["BATCH_ROWS", "arrow_schema", "require_pyarrow", "ArrowRecordWriter", "read_table", "iter_messages", "to_row",
+           "message_class", "two_set",
            "messages_of"]
 
 BATCH_ROWS = 1 << 14
