@@ -308,3 +308,26 @@ def test_error_names_row(arrow_trace):
     with pytest.raises(TraceFormatError) as e:
         list(open_trace(arrow_trace).iter_workload())
     assert e.value.line == 2 and e.value.rule == "arrow.oneof"
+
+
+@settings(max_examples=40, deadline=None)
+@given(recs=st.lists(messages(workload_pb2.WorkloadRecord), min_size=1, max_size=8),
+       spoil=st.lists(st.tuples(st.integers(0, 7), st.sampled_from(["kind", "arrival", "none"])), max_size=4))
+def test_vectorised_oneof_check_equals_the_row_check(recs, spoil):
+    """columnar.conflicts (one pass over the columns) names the rows two_set (per row) names."""
+    rows = [columnar.to_row(r) for r in recs]
+    for i, how in spoil:
+        row = rows[i % len(rows)]
+        if how == "kind":
+            row["slot_pool"] = row.get("slot_pool") or {"pool_id": "p", "engine_ids": [], "worker_id": "",
+                                                        "trajectory_slots": 1}
+            if row.get("request") is None and row.get("group") is None:
+                row["group"] = {"group_id": "g", "rollout_batch_id": "", "unit": 0, "expected_size": 0,
+                                "member_ids": [], "resumed_from_rollout_batch_id": None}
+        elif how == "arrival" and row.get("request") is not None:
+            row["request"]["arrival"] = {"observed_offset_ns": 5, "after_dependencies": {}}
+    import numpy as np
+
+    arr = _table(rows).combine_chunks().to_batches()[0].to_struct_array()
+    want = {i: p for i, r in enumerate(rows) if (p := columnar.two_set(workload_pb2.WorkloadRecord.DESCRIPTOR, r))}
+    assert columnar.conflicts(arr, workload_pb2.WorkloadRecord.DESCRIPTOR, np.ones(len(rows), np.bool_)) == want

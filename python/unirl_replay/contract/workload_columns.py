@@ -346,9 +346,9 @@ def _other_messages(kind: str, rows):
 
     desc = WorkloadRecord.DESCRIPTOR.fields_by_name[kind].message_type
     cls = columnar.message_class(desc)
+    if columnar.conflicts(rows, desc, np.ones(len(rows), np.bool_)):
+        raise _Declined
     for row in rows.to_pylist():
-        if columnar.two_set(desc, row) is not None:
-            raise _Declined
         try:
             yield cls(**row)
         except (TypeError, ValueError, OverflowError):
