@@ -1,6 +1,6 @@
 """Benchmark (not a test): the commands end to end on a written trace, each in its own process.
 
-Usage: .venv/bin/python benchmarks/bench_pipeline.py [--requests 100000] [--encodings binpb,jsonl]
+Usage: .venv/bin/python benchmarks/bench_pipeline.py [--requests 100000] [--encodings binpb,jsonl,arrow]
        [--steps convert,upstream,replay,validate,read] [--dir DIR]
 
 The trace is ``bench_convert``'s agentic workload (N/5 trajectories x 5 turns, ~80 prefix hashes
