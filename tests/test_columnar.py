@@ -331,3 +331,20 @@ def test_vectorised_oneof_check_equals_the_row_check(recs, spoil):
     arr = _table(rows).combine_chunks().to_batches()[0].to_struct_array()
     want = {i: p for i, r in enumerate(rows) if (p := columnar.two_set(workload_pb2.WorkloadRecord.DESCRIPTOR, r))}
     assert columnar.conflicts(arr, workload_pb2.WorkloadRecord.DESCRIPTOR, np.ones(len(rows), np.bool_)) == want
+
+
+@pytest.mark.parametrize("batch", [2, 1 << 14])
+@pytest.mark.parametrize("seed", range(10))
+def test_arrow_columns_equal_messages(tmp_path, monkeypatch, seed, batch):
+    """The arrow column reader holds what the messages say (random workloads: two engines, lanes,
+    warm-ups, fan-out, absent prefixes and policy versions; several record batches)."""
+    from test_workload_columns import as_dict, columns_from_messages, convert_both, workload_msgs, write
+
+    monkeypatch.setattr(columnar, "BATCH_ROWS", batch)
+    msgs, mf = workload_msgs(seed)
+    t = open_trace(write(tmp_path, msgs, mf, "arrow"))
+    cols = wc.read_columns(t)
+    assert cols is not None
+    assert as_dict(cols) == columns_from_messages(t)
+    fast, slow = convert_both(tmp_path, t.dir, monkeypatch)
+    assert fast == slow
