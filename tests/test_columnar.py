@@ -348,3 +348,19 @@ def test_arrow_columns_equal_messages(tmp_path, monkeypatch, seed, batch):
     assert as_dict(cols) == columns_from_messages(t)
     fast, slow = convert_both(tmp_path, t.dir, monkeypatch)
     assert fast == slow
+
+
+def test_replay_equal_from_arrow_and_binpb(tmp_path):
+    """The whole replay (real upstream) of the same records gives the same result from either encoding."""
+    from replay_build import FIXED
+
+    out = []
+    for enc in ("binpb", "arrow"):
+        d = copy_trace(REPO / "traces" / "agentic-a", tmp_path / enc, enc)
+        r = runner.replay_trace(d, FIXED, unmodelled=("engine_client.inflight_limit",))
+        assert r.simulator_wall_ns and r.workload_sha256 == open_trace(d).artifact(
+            manifest_pb2.ARTIFACT_KIND_WORKLOAD).sha256
+        r.ClearField("simulator_wall_ns")  # measured wall time
+        r.ClearField("workload_sha256")    # each file's own digest
+        out.append(r)
+    assert out[0].requests and out[0] == out[1]
