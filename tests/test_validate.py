@@ -434,6 +434,8 @@ def test_every_rule_has_a_test():
         "json.file_too_large", "artifact.not_regular", "artifact.unreadable", "artifact.symlink",
         "compat.newer_revision", "binpb.unknown_fields", "trace.no_requests", "trace.not_a_trace"}  # tests/test_forward_compat.py
     tested |= {f"json.{form}" for form in OFF_PROFILE_FORMS}  # tests/test_json_off_profile.py
+    # tests/test_columnar.py::test_hostile_workload_files_give_typed_errors (validate names each rule)
+    tested |= {"arrow.corrupt", "arrow.schema", "arrow.oneof", "arrow.decode"}
     assert set(RULES) - tested == set()
 
 
