@@ -23,7 +23,13 @@ written by hand per field:
 
 Each Arrow field carries its protobuf field number as metadata (``proto.number``); the schema
 names the message (``unirl_replay.message``). A reader accepts a file whose schema equals the
-derived one (names, types, nullability; metadata not compared), else rule ``arrow.schema``.
+derived one (names, types, nullability; metadata not compared), or -- a newer revision of the same
+message (docs/versioning.md) -- a *superset* of it: every derived field present, matched by its
+field number (``proto.number``) with the same name, type and nullability (struct children
+recursively, list items included), plus top-level columns or struct children this reader does not
+know. Those are skipped (:func:`read_table` projects the table onto the derived schema and
+returns their paths, as binpb skips unknown fields). Anything else -- a known field missing, of
+another type or name, a column without a field number, another message -- is ``arrow.schema``.
 
 Errors (all :class:`~unirl_replay.contract.errors.TraceFormatError`, naming the file): not an
 Arrow IPC file, truncated or corrupt (offsets, UTF-8: the file is validated in full before any
@@ -32,9 +38,9 @@ kinds, or two members of a nested oneof -> ``arrow.oneof`` (line = the 1-based r
 message cannot hold -> ``arrow.decode``. Without ``pyarrow`` (the optional ``columnar`` extra)
 reading or writing this encoding raises :class:`~unirl_replay.contract.errors.MissingEnvironmentError`.
 
-Limits: the schema of a newer contract revision (more fields) is refused (``arrow.schema``), not
-read with its new fields skipped as binpb / jsonl are; unknown fields a binpb message carries are
-not written. Reading keeps the whole file mapped (the ``binpb`` / ``jsonl`` readers stream).
+Limits: unknown fields a binpb message carries are not written (a copy through this encoding drops
+them; the writer's schema is this reader's). Reading keeps the whole file mapped (the ``binpb`` /
+``jsonl`` readers stream).
 """
 
 from __future__ import annotations
@@ -263,9 +269,11 @@ def messages_of(table, cls, file: str, first_line: int = 1, on_error=None) -> It
 # reading
 
 
-def read_table(source: str | Path | BinaryIO, cls, file: str):
+def read_table(source: str | Path | BinaryIO, cls, file: str, skipped: list[str] | None = None):
     """The validated Arrow table of one record file (``source``: a path, memory-mapped, or an open
-    binary file). Raises :class:`TraceFormatError` ``arrow.corrupt`` / ``arrow.schema``."""
+    binary file), in the schema this reader derives (a newer revision's superset schema projected
+    onto it; the paths of the skipped fields, e.g. ``request.reasoning_tokens``, are appended to
+    ``skipped``). Raises :class:`TraceFormatError` ``arrow.corrupt`` / ``arrow.schema``."""
     pa = require_pyarrow()
     want = arrow_schema(cls.DESCRIPTOR)
     try:
@@ -276,17 +284,107 @@ def read_table(source: str | Path | BinaryIO, cls, file: str):
         raise TraceFormatError(f"not a readable Arrow IPC file ({_short(e)}); an arrow trace's record files are "
                                "Arrow IPC files (Feather v2) written by TraceWriter(encoding='arrow')",
                                file=file, rule="arrow.corrupt") from None
+    extra: list[str] = []
     if not schema.equals(want):
-        raise TraceFormatError(f"Arrow schema differs from the {cls.DESCRIPTOR.full_name} schema this reader "
-                               f"derives from the contract ({_schema_diff(schema, want)}); a file of another "
-                               "message, another tool or a newer contract revision (arrow files are read "
-                               "only with the reader's own schema)", file=file, rule="arrow.schema")
+        try:
+            _superset(schema, want, cls.DESCRIPTOR.full_name, extra)
+        except _Mismatch as e:
+            raise TraceFormatError(f"Arrow schema differs from the {cls.DESCRIPTOR.full_name} schema this reader "
+                                   f"derives from the contract ({e}; {_schema_diff(schema, want)}); a file of "
+                                   "another message or another tool (a newer contract revision may only add "
+                                   "fields)", file=file, rule="arrow.schema") from None
     try:
         table = reader.read_all()
         table.validate(full=True)  # offsets, lengths, UTF-8: before any value is read
+        if extra:
+            table = _project_table(pa, table, want)
     except (pa.ArrowException, OSError, ValueError) as e:
         raise TraceFormatError(f"corrupt Arrow IPC file ({_short(e)})", file=file, rule="arrow.corrupt") from None
+    if skipped is not None:
+        skipped.extend(extra)
     return table
+
+
+class _Mismatch(Exception):
+    """Why a file's schema is not a superset of the derived one."""
+
+
+def _number(f) -> bytes | None:
+    return (f.metadata or {}).get(b"proto.number")
+
+
+def _superset(got, want, message: str, extra: list[str]) -> None:
+    """Raise :class:`_Mismatch` unless schema ``got`` is ``want`` plus fields this reader does not
+    know (a newer revision of ``message``); append those fields' paths to ``extra``."""
+    name = (got.metadata or {}).get(b"unirl_replay.message")
+    if name != message.encode():
+        raise _Mismatch(f"the file's schema names message {name.decode(errors='replace') if name else None!r}")
+    _match_fields(list(got), list(want), "", extra)
+
+
+def _match_fields(got: list, want: list, path: str, extra: list[str]) -> None:
+    by_number = {}
+    for g in got:
+        num = _number(g)
+        if num is None:
+            raise _Mismatch(f"column {path}{g.name} carries no field number (proto.number)")
+        if num in by_number:
+            raise _Mismatch(f"field number {num.decode()} appears twice ({path}{by_number[num].name}, {path}{g.name})")
+        by_number[num] = g
+    known = {w.name for w in want}
+    for w in want:
+        num = _number(w)
+        g = by_number.pop(num, None)
+        if g is None:
+            raise _Mismatch(f"field {path}{w.name} (#{num.decode()}) is missing")
+        if g.name != w.name:
+            raise _Mismatch(f"field #{num.decode()} is {path}{g.name}, expected {path}{w.name}")
+        if g.nullable != w.nullable:
+            raise _Mismatch(f"field {path}{w.name} differs in nullability")
+        _match_type(g.type, w.type, path + w.name, extra)
+    for g in by_number.values():
+        if g.name in known:
+            raise _Mismatch(f"field {path}{g.name} has number {_number(g).decode()}, not this reader's")
+        extra.append(path + g.name)
+
+
+def _match_type(got, want, path: str, extra: list[str]) -> None:
+    import pyarrow as pa
+
+    if pa.types.is_struct(want) and pa.types.is_struct(got):
+        _match_fields([got.field(i) for i in range(got.num_fields)],
+                      [want.field(i) for i in range(want.num_fields)], path + ".", extra)
+    elif pa.types.is_list(want) and pa.types.is_list(got):
+        if got.value_field.nullable != want.value_field.nullable:
+            raise _Mismatch(f"the items of {path} differ in nullability")
+        _match_type(got.value_type, want.value_type, path + "[]", extra)
+    elif not got.equals(want):
+        raise _Mismatch(f"field {path} is {got}, expected {want}")
+
+
+def _project_table(pa, table, want):
+    """``table`` (a superset schema checked by :func:`_superset`) with only ``want``'s fields."""
+    cols = []
+    for w in want:
+        col = table.column(w.name)
+        cols.append(col if col.type.equals(w.type) else
+                    pa.chunked_array([_project(pa, c, w.type) for c in col.chunks], type=w.type))
+    return pa.Table.from_arrays(cols, schema=want)
+
+
+def _project(pa, arr, want):
+    if arr.type.equals(want):
+        return arr
+    mask = arr.is_null() if arr.null_count else None
+    if pa.types.is_struct(want) and want.num_fields == 0:  # an empty message a newer revision filled
+        return pa.Array.from_buffers(want, len(arr), [arr.buffers()[0]], null_count=arr.null_count,
+                                     offset=arr.offset, children=[])
+    if pa.types.is_struct(want):
+        fields = [want.field(i) for i in range(want.num_fields)]
+        return pa.StructArray.from_arrays([_project(pa, arr.field(f.name), f.type) for f in fields],
+                                          fields=fields, mask=mask)
+    # a list (_match_type: only structs and lists differ)
+    return pa.ListArray.from_arrays(arr.offsets, _project(pa, arr.values, want.value_type), type=want, mask=mask)
 
 
 def _short(e: Exception) -> str:

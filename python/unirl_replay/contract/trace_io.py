@@ -228,10 +228,18 @@ def _iter_binpb(f: BinaryIO, cls: type[M], file: str, compat: CompatLog | None, 
 
 def _iter_arrow(f: BinaryIO, cls: type[M], file: str, compat: CompatLog | None, inspect: bool, on_error=None
                 ) -> Iterator[tuple[int, M]]:
-    # the schema is the reader's own (columnar.read_table): a file cannot carry unknown fields
+    # a newer revision's schema (a superset) is read with its unknown fields skipped, like binpb's;
+    # they are schema-level, so they are noted once, on row 1
     from unirl_replay.contract import columnar
 
-    yield from columnar.iter_messages(f, cls, file, on_error=on_error)
+    skipped: list[str] = []
+    table = columnar.read_table(f, cls, file, skipped)
+    if skipped and compat is not None:
+        if compat.newer:
+            compat.note(file, 1, skipped)
+        elif inspect:
+            compat.foreign(file, 1, skipped)
+    yield from columnar.messages_of(table, cls, file, on_error=on_error)
 
 
 _READERS = {"jsonl": _iter_jsonl, "binpb": _iter_binpb, "arrow": _iter_arrow}

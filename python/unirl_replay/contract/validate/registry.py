@@ -55,12 +55,13 @@ RULES: dict[str, str] = {
     "binpb.decode": "frame is not a valid message",
     "arrow.corrupt": "an arrow record file that is not a readable, valid Arrow IPC file (another format, corrupt "
                      "offsets or UTF-8, a broken footer)",
-    "arrow.schema": "an arrow record file whose schema is not the one derived from the record message (another "
-                    "message, another tool, a newer revision)",
+    "arrow.schema": "an arrow record file whose schema is neither the one derived from the record message nor a "
+                    "superset of it (another message, another tool; a known field missing, renamed or retyped)",
     "arrow.oneof": "an arrow row with two members of one oneof set (two record kinds, two arrival kinds)",
     "arrow.decode": "an arrow row no message can hold (a null item in a list)",
-    "binpb.unknown_fields": "binpb frames carry fields this reader does not know, but the manifest's contract_revision "
-                            "is not newer than the reader's (set contract_revision in the writer)",
+    "binpb.unknown_fields": "binpb frames (or an arrow file's schema) carry fields this reader does not know, but the "
+                            "manifest's contract_revision is not newer than the reader's (set contract_revision in "
+                            "the writer)",
     # off-profile JSON (json_profile.OFF_PROFILE_FORMS): accepted by the reader, never written by the profile
     "json.camel_case_key": "a lowerCamelCase key instead of the proto field name (warning; an error under --strict)",
     "json.enum_number": "an enum written as a number instead of its name (warning; an error under --strict)",
