@@ -1,7 +1,7 @@
 """Benchmark (not a test): the commands end to end on a written trace, each in its own process.
 
 Usage: .venv/bin/python benchmarks/bench_pipeline.py [--requests 100000] [--encodings binpb,jsonl,arrow]
-       [--steps convert,upstream,replay,validate,read] [--dir DIR]
+       [--steps convert,cli_convert,gate,upstream,replay,validate,read] [--dir DIR]
 
 The trace is ``bench_convert``'s agentic workload (N/5 trajectories x 5 turns, ~80 prefix hashes
 per request, 64 trajectory lanes) plus one measured outcome per request, written with
@@ -10,6 +10,10 @@ peak RSS, interpreter and imports included):
 
 * ``convert``  -- ``runner.convert_trace`` (open + sha256, read, index, checks, remap, write the
   agentic_mooncake file): what ``unirl-replay convert`` does;
+* ``cli_convert`` -- ``unirl-replay convert TRACE --out FILE`` in-process (``cli.main.main``): the
+  gate (``validate``'s container, manifest and workload rules) and then ``runner.convert_trace``,
+  what a user waits for end to end;
+* ``gate``     -- ``contract.gate.gate(trace, "convert")`` alone (the gate's part of ``cli_convert``);
 * ``upstream`` -- ``dynamo.replay.run_trace_replay`` alone on that file (fixed timing model
   20 ms prefill / 2 ms decode, per-request rows): the reference cost;
 * ``replay``   -- ``runner.replay_trace`` + ``write_result``: the whole ``replay``; reported with
@@ -108,6 +112,14 @@ def step(name: str, trace: Path, work: Path) -> dict:
     if name == "convert":
         from unirl_replay.replay.runner import convert_trace
         convert_trace(trace, work / "upstream.jsonl")
+    elif name == "cli_convert":
+        from unirl_replay.cli.main import main as cli_main
+        rc = cli_main(["convert", str(trace), "--out", str(work / "upstream.jsonl")])
+        if rc:
+            raise SystemExit(f"unirl-replay convert exited {rc}")
+    elif name == "gate":
+        from unirl_replay.contract.gate import gate
+        gate(trace, "convert")
     elif name == "upstream":
         sys.path.insert(0, str(HERE.parent / "tests"))
         from unirl_replay.contract.trace_io import open_trace
