@@ -54,7 +54,8 @@ def test_convert_and_replay_refuse_with_validates_messages(name, builder, mutate
     assert expected, list(res.violations)
     for argv in (["convert", str(d), "--out", str(tmp_path / "conv" / "x.jsonl")],
                  ["replay", str(d), "--timing-model", "fixed:10,1", "--out", str(tmp_path / "rep")],
-                 ["compare", str(d), str(tmp_path), "--out", str(tmp_path / "cmp")]):
+                 ["compare", str(d), str(tmp_path), "--out", str(tmp_path / "cmp")],
+                 ["recode", str(d), "--encoding", "binpb", "--out", str(tmp_path / "rec")]):
         capsys.readouterr()
         assert main(argv) == 2, argv
         err = capsys.readouterr().err
@@ -62,6 +63,7 @@ def test_convert_and_replay_refuse_with_validates_messages(name, builder, mutate
         for line in expected:  # validate's own lines, verbatim
             assert line in err, (argv[0], line, err)
     assert not (tmp_path / "conv").exists() and not (tmp_path / "rep").exists() and not (tmp_path / "cmp").exists()
+    assert not (tmp_path / "rec").exists()
 
 
 def test_gate_returns_the_trace_and_lets_warnings_pass(tmp_path):

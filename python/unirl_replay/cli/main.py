@@ -19,6 +19,7 @@ from unirl_replay.contract.errors import UnirlReplayError
 COMMANDS: dict[str, str] = {
     "validate": "Check a trace directory against the v1 contract and its semantic rules.",
     "convert": "Convert a trace to a Dynamo Replay input file (agentic_mooncake or mooncake).",
+    "recode": "Write a trace's records to a new trace directory in another encoding (jsonl, binpb, arrow).",
     "replay": "Replay a trace in the real Dynamo Replay and write a replay result.",
     "compare": "Compare a replay result with the measured outcomes: report, table, plots.",
     "capture": "Finalize a UniRL run's capture shards into a trace, or run the real-rollout harness.",

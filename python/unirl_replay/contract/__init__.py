@@ -4,7 +4,7 @@ Owns: trace directories (``trace_io``: manifest, JSONL / binpb framing, the stre
 ``arrow`` encoding, pyarrow imported only there and only when used),
 the measured-outcomes artifact (``outcomes_io``, its only reader), the one JSON mapping
 (``json_profile``), JSON Schema generation (``jsonschema_gen``), forward compatibility inside v1 (``compat``: contract revisions, unknown
-fields), the semantic rules
+fields), ``recode`` (a trace rewritten in another encoding), the semantic rules
 (``validate``: a rule registry and one module per rule group) and the typed errors (``errors``).
 
 May import: ``unirl_replay`` (version, schema version), the generated messages

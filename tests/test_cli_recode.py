@@ -1,0 +1,185 @@
+"""``unirl-replay recode TRACE_DIR --encoding E --out NEW_DIR`` (contract/recode.py): the same trace in
+another encoding -- it validates, converts to the same simulator input, recodes back to the same
+records; an existing --out and a bad source are refused, nothing is overwritten or left behind."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import shutil
+import sys
+from pathlib import Path
+
+import pytest
+
+from unirl_replay.cli.main import main
+from unirl_replay.contract import trace_io
+from unirl_replay.contract.gate import refusal
+from unirl_replay.contract.outcomes_io import iter_outcomes
+from unirl_replay.contract.validate import check_trace
+from unirl_replay.replay import runner
+from unirl_replay.v1 import manifest_pb2
+from unirl_replay.v1.report_pb2 import TraceCheck
+
+REPO = Path(__file__).resolve().parents[1]
+SOURCES = [REPO / "traces" / n for n in ("agentic-a", "agentic-ray-a", "grpo-a")] + \
+          [REPO / "conformance" / "cases" / n / "trace" for n in ("dependency_spawn_join", "fanout_grpo_n4")]
+ENCODINGS = ["jsonl", "binpb", pytest.param("arrow", marks=pytest.mark.skipif(
+    __import__("importlib").util.find_spec("pyarrow") is None, reason="pyarrow (the columnar extra) not installed"))]
+
+
+def _name(p: Path) -> str:
+    return p.parent.name if p.name == "trace" else p.name
+
+
+def tree_digest(d: Path) -> dict[str, str]:
+    return {str(p.relative_to(d)): hashlib.sha256(p.read_bytes()).hexdigest()
+            for p in sorted(d.rglob("*")) if p.is_file()}
+
+
+def records(d: Path) -> tuple[list, list]:
+    t = trace_io.open_trace(d)
+    return [r for _, r in t.iter_workload()], [o for _, o in iter_outcomes(t)]
+
+
+def converted(d: Path, out: Path) -> list[bytes]:
+    """The agentic_mooncake / mooncake input of ``d`` (the header's workload digest aside)."""
+    t = trace_io.open_trace(d)
+    sha = t.artifact(manifest_pb2.ARTIFACT_KIND_WORKLOAD).sha256
+    kinds = {r.WhichOneof("record") for _, r in t.iter_workload()}
+    fmt = "agentic_mooncake" if kinds & {"trajectory", "group"} else "mooncake"
+    files = runner.convert_trace(d, out, trace_format=fmt, unmodelled=("engine_client.inflight_limit",))
+    return [p.read_bytes().replace(sha.encode(), b"<digest>") for p in files]
+
+
+@pytest.mark.parametrize("encoding", ENCODINGS)
+@pytest.mark.parametrize("src", SOURCES, ids=_name)
+def test_recode_validates_converts_alike_and_recodes_back(tmp_path: Path, src: Path, encoding: str, capsys) -> None:
+    before = tree_digest(src)
+    new = tmp_path / "new"
+    assert main(["recode", str(src), "--encoding", encoding, "--out", str(new)]) == 0
+    assert f"{new}: {encoding}" in capsys.readouterr().out
+    res = check_trace(new)
+    assert res.status == TraceCheck.STATUS_VALID, [v.rule + ": " + v.message for v in res.violations]
+    assert sorted(p.name for p in new.iterdir()) == sorted(
+        ["manifest.json", trace_io.WORKLOAD_FILES[encoding], trace_io.OUTCOME_FILES[encoding]])
+    # the manifest: the new files' artifacts, everything else as the source's
+    got, want = trace_io.open_trace(new).manifest, trace_io.open_trace(src).manifest
+    for a in got.artifacts:
+        assert a.sha256 == hashlib.sha256((new / a.path).read_bytes()).hexdigest()
+        assert a.size_bytes == (new / a.path).stat().st_size
+        assert a.encoding == {"jsonl": manifest_pb2.ENCODING_JSONL, "binpb": manifest_pb2.ENCODING_BINPB,
+                              "arrow": manifest_pb2.ENCODING_ARROW}[encoding]
+    assert [a.record_count for a in got.artifacts] == [a.record_count for a in want.artifacts]
+    g, w = manifest_pb2.TraceManifest(), manifest_pb2.TraceManifest()
+    g.CopyFrom(got)
+    w.CopyFrom(want)
+    for m in (g, w):
+        del m.artifacts[:]
+        m.ClearField("contract_revision")
+    assert g == w
+    assert records(new) == records(src)
+    assert converted(new, tmp_path / "a.jsonl") == converted(src, tmp_path / "b.jsonl")
+    # back to the source's encoding: the same records
+    back = tmp_path / "back"
+    src_enc = trace_io.open_trace(src).encoding
+    assert main(["recode", str(new), "--encoding", src_enc, "--out", str(back)]) == 0
+    assert records(back) == records(src)
+    assert tree_digest(src) == before  # the source is only read
+    assert not [p for p in tmp_path.iterdir() if p.name.endswith(".partial")]
+
+
+@pytest.mark.parametrize("what", ["empty_dir", "user_dir", "file"])
+def test_existing_out_is_refused(tmp_path: Path, what: str, capsys) -> None:
+    src = tmp_path / "src"
+    shutil.copytree(REPO / "traces" / "grpo-a", src)
+    before = tree_digest(src)
+    out = tmp_path / "out"
+    if what == "file":
+        out.write_text("mine\n")
+    else:
+        out.mkdir()
+        if what == "user_dir":
+            (out / "notes.txt").write_text("mine\n")
+    out_before = out.read_text() if what == "file" else tree_digest(out)
+    assert main(["recode", str(src), "--encoding", "binpb", "--out", str(out)]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("error: ") and "exists" in err and "Traceback" not in err
+    assert (out.read_text() if what == "file" else tree_digest(out)) == out_before
+    assert tree_digest(src) == before
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["out", "src"]  # no partial sibling
+
+
+def test_bad_source_is_refused_with_the_gates_message(tmp_path: Path, capsys) -> None:
+    src = tmp_path / "src"
+    shutil.copytree(REPO / "traces" / "agentic-a", src)
+    lines = (src / "workload.jsonl").read_text().splitlines(keepends=True)
+    at = [i for i, line in enumerate(lines) if '"request"' in line][:2]
+    first, second = (json.loads(lines[i]) for i in at)
+    second["request"]["request_id"] = first["request"]["request_id"]  # a duplicate id
+    lines[at[1]] = json.dumps(second) + "\n"
+    body = "".join(lines).encode()
+    (src / "workload.jsonl").write_bytes(body)  # a rule break with a valid digest: the gate must find it
+    mp = src / "manifest.json"
+    m = json.loads(mp.read_text())
+    for a in m["artifacts"]:
+        if a["path"] == "workload.jsonl":
+            a["sha256"], a["size_bytes"] = hashlib.sha256(body).hexdigest(), str(len(body))
+    mp.write_text(json.dumps(m, indent=2) + "\n")
+    res = check_trace(src, outcomes=True)
+    assert res.status != TraceCheck.STATUS_VALID
+    want = str(refusal(src, "recode", res))
+    before = tree_digest(src)
+    out = tmp_path / "out"
+    assert main(["recode", str(src), "--encoding", "binpb", "--out", str(out)]) == 2
+    err = capsys.readouterr().err
+    assert err == f"error: {want}\n" and "refused before recode" in err
+    assert not out.exists() and sorted(p.name for p in tmp_path.iterdir()) == ["src"]
+    assert tree_digest(src) == before
+
+
+def test_incomplete_source_is_refused(tmp_path: Path, capsys) -> None:
+    src = tmp_path / "src"
+    shutil.copytree(REPO / "traces" / "grpo-a", src)
+    with open(src / "workload.jsonl", "ab") as f:
+        f.write(b"{")  # the digest no longer matches
+    assert main(["recode", str(src), "--encoding", "jsonl", "--out", str(tmp_path / "out")]) == 2
+    err = capsys.readouterr().err
+    assert "refused before recode" in err and "incomplete" in err
+    assert not (tmp_path / "out").exists()
+
+
+def test_probe_artifacts_are_copied(tmp_path: Path) -> None:
+    src = tmp_path / "src"
+    shutil.copytree(REPO / "traces" / "grpo-a", src)
+    (src / "probes").mkdir()
+    (src / "probes" / "e0-before.json").write_text('{"role": "calibration", "points": []}\n')
+    mp = src / "manifest.json"
+    m = json.loads(mp.read_text())  # manifest.json is not digested
+    eid = m["engines"][0]["engine_id"]
+    m["probes"] = [{"engine_id": eid, "when": "before", "artifact_path": "probes/e0-before.json"}]
+    mp.write_text(json.dumps(m, indent=2) + "\n")
+    out = tmp_path / "out"
+    assert main(["recode", str(src), "--encoding", "binpb", "--out", str(out)]) == 0
+    assert (out / "probes" / "e0-before.json").read_bytes() == (src / "probes" / "e0-before.json").read_bytes()
+    assert trace_io.open_trace(out).manifest.probes == trace_io.open_trace(src).manifest.probes
+    # a probe path that leaves the trace is refused (typed, before anything is written)
+    m["probes"][0]["artifact_path"] = "../elsewhere.json"
+    mp.write_text(json.dumps(m, indent=2) + "\n")
+    (tmp_path / "elsewhere.json").write_text("{}\n")
+    assert main(["recode", str(src), "--encoding", "binpb", "--out", str(tmp_path / "out2")]) == 2
+    assert not (tmp_path / "out2").exists()
+
+
+def test_arrow_without_pyarrow_is_a_missing_environment(tmp_path: Path, monkeypatch, capsys) -> None:
+    monkeypatch.setitem(sys.modules, "pyarrow", None)
+    out = tmp_path / "out"
+    assert main(["recode", str(REPO / "traces" / "grpo-a"), "--encoding", "arrow", "--out", str(out)]) == 2
+    err = capsys.readouterr().err
+    assert "needs pyarrow" in err and "unirl-replay[columnar]" in err and "Traceback" not in err
+    assert not out.exists() and list(tmp_path.iterdir()) == []
+
+
+def test_help_lists_recode(capsys) -> None:
+    assert main(["--help"]) == 0
+    assert "recode" in capsys.readouterr().out
