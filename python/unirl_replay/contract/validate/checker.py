@@ -111,7 +111,7 @@ def _compat_violations(trace, strict: bool) -> list[Violation]:
     for file, first in log.foreign_fields.items():
         out.append(Violation(
             rule="binpb.unknown_fields", file=file, line=min(first.values()),
-            message=f"frames carry fields unknown to revision {log.reader_revision} ({', '.join(first)}), but the "
+            message=f"records (binpb frames, an arrow schema) carry fields unknown to revision {log.reader_revision} ({', '.join(first)}), but the "
                     f"manifest says revision {log.writer_revision}: a writer built from a newer proto must set "
                     "TraceManifest.contract_revision (or these are not unirl_replay.v1 records)", severity=ERROR))
     return out
