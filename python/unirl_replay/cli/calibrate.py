@@ -65,12 +65,12 @@ def command(like, probe_trace, base, out, workload_name, repeats, decode_repeats
 
     if probe_trace is not None:
         from unirl_replay.calibrate.probe import ProbeError, level_profile
-        from unirl_replay.contract.trace_io import open_trace
+        from unirl_replay.contract.gate import gate
 
         if base is None:
             raise click.UsageError("--level-to-probe needs --base PROFILE.npz (the measured profile to level)")
-        try:
-            path, prov = level_profile(base, open_trace(probe_trace).manifest, out)
+        try:  # the gate: a probe validate rejects (manifest.probe: NaN medians, unknown phases) never levels
+            path, prov = level_profile(base, gate(probe_trace, "calibrate").manifest, out)
         except ProbeError as e:
             raise CalibrationError(str(e)) from e
         pl = prov["probe_levelled"]

@@ -76,7 +76,7 @@ def parse_timing_model(spec: str) -> tuple[replay_pb2.TimingModel, dict]:
                                        prefill_ms=p, decode_ms=d),
                 {"type": "fixed", "prefill_ms": p, "decode_ms": d})
     if kind == "profile" and arg:
-        from unirl_replay.replay.profile_check import load_profile
+        from unirl_replay.contract.profile_npz import load_profile
 
         path = Path(arg)
         data, _, prov = load_profile(path, PROFILE_KEYS, TimingModelError)  # every malformed file: a typed error
