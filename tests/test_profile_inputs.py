@@ -123,3 +123,21 @@ def test_compare_with_a_profile_changed_after_the_replay_reports_it(tmp_path, ca
     assert main(["compare", str(d), str(tmp_path / "r"), "--out", str(tmp_path / "c"), "--no-plots"]) == 0
     out = capsys.readouterr().out
     assert "provenance.hardware" in out and "not done" in out
+
+
+def test_level_to_probe_runs_the_gate_on_the_probe_trace(tmp_path, capsys):
+    """A probe validate rejects (manifest.probe: here a NaN median) is refused with validate's message; it
+    used to level the profile by NaN and fail with a misleading "prefill_ttft_ms must be finite"."""
+    from tracebuild import grpo_trace
+
+    t = grpo_trace()
+    t.manifest.trace_id = "nan-probe"
+    p = t.manifest.probes.add(engine_id="e0", when="before")
+    p.points.add(phase="decode", batch_size=32, context_tokens=128, repeats=5, median_ms=float("nan"))
+    p.points.add(phase="prefill", prefill_tokens=512, repeats=5, median_ms=100.0, p25_ms=90.0, p75_ms=110.0)
+    d = t.write(tmp_path / "trace")
+    out = tmp_path / "lev.npz"
+    assert main(["calibrate", "--level-to-probe", str(d), "--base", str(PROFILE), "--out", str(out)]) == 2
+    err = capsys.readouterr().err
+    assert "calibrate.validate" in err and "manifest.probe" in err and "median_ms nan" in err
+    assert not out.exists()

@@ -240,7 +240,31 @@ CASES = [
     ("bound.window", "test-trace", grpo_trace, lambda t: setattr(t.manifest.window, "duration_ns", 31 * 86400 * 10**9)),
     ("bound.engine_capacity", "e0", grpo_trace, lambda t: setattr(t.manifest.engines[0], "num_kv_blocks", 1)),
     ("bound.engine_capacity", "e0", grpo_trace, lambda t: setattr(t.manifest.engines[0], "max_num_batched_tokens", 16)),
+    # reference probes (manifest.proto ReferenceProbe / ProbePoint): were accepted with any value
+    ("manifest.probe", "e0", grpo_trace, lambda t: _probe(t, median_ms=float("nan"))),
+    ("manifest.probe", "e0", grpo_trace, lambda t: _probe(t, median_ms=float("inf"))),
+    ("manifest.probe", "e0", grpo_trace, lambda t: _probe(t, median_ms=-5.0)),
+    ("manifest.probe", "e0", grpo_trace, lambda t: _probe(t, median_ms=1e300)),
+    ("manifest.probe", "e0", grpo_trace, lambda t: _probe(t, phase="warmup")),
+    ("manifest.probe", "e0", grpo_trace, lambda t: _probe(t, context_tokens=0)),
+    ("manifest.probe", "e0", grpo_trace, lambda t: _probe(t, p25_ms=30.0)),
+    ("manifest.probe", "e0", grpo_trace, lambda t: _probe(t, when="sometime")),
+    ("manifest.probe", "e0", grpo_trace, lambda t: _probe(t, artifact_path="../../etc/passwd")),
+    ("manifest.probe", "e0", grpo_trace, lambda t: _probe(t, artifact_path="/tmp/probe.json")),
+    ("manifest.probe", "e9", grpo_trace, lambda t: _probe(t, engine_id="e9")),
 ]
+
+
+def _probe(t, *, engine_id="e0", when="before", artifact_path="probes/e0-before.json", **point):
+    """A reference probe with one decode point, the point's fields overridden by ``point``."""
+    pt = {"phase": "decode", "batch_size": 32, "context_tokens": 128, "repeats": 5, "median_ms": 20.0,
+          "p25_ms": 19.0, "p75_ms": 21.0, **point}
+    p = t.manifest.probes.add(engine_id=engine_id, when=when, artifact_path=artifact_path)
+    p.points.add(**pt)
+    t.manifest.probes.add(engine_id="e0", when="after").points.add(phase="prefill", prefill_tokens=512, repeats=5,
+                                                                    median_ms=100.0, p25_ms=95.0, p75_ms=105.0)
+
+
 WARNINGS = {"group.singleton", "prefix.missing", "units.outside_window", "units.suspect_small"}
 
 
@@ -532,3 +556,10 @@ def test_non_regular_symlinked_and_unreadable_artifacts(tmp_path, monkeypatch):
     res = check_trace(d)
     v = hits(res, "artifact.unreadable")
     assert v and "Permission denied" in v[0].message and res.status == INVALID
+
+
+def test_a_well_formed_probe_is_valid(tmp_path):
+    t = grpo_trace()
+    _probe(t)
+    res = check(t, tmp_path)
+    assert not hits(res, "manifest.probe") and res.status == VALID, [(v.rule, v.message) for v in res.violations]

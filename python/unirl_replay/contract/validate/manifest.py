@@ -1,9 +1,49 @@
-"""Manifest rules: the capture window, enums of the trace and its engines."""
+"""Manifest rules: the capture window, enums of the trace and its engines, the reference probes."""
 
 from __future__ import annotations
 
+import math
+from pathlib import PurePosixPath
+
 from unirl_replay.contract.trace_io import MANIFEST_FILE
 from unirl_replay.contract.validate.context import TraceState
+from unirl_replay.contract.validate.registry import MAX_PROBE_MS
+
+#: ReferenceProbe.when and ProbePoint.phase, as manifest.proto defines them
+PROBE_WHEN = ("before", "after")
+PROBE_PHASES = ("decode", "prefill")
+
+
+def probe_problems(probe, engine_ids: set[str]) -> list[str]:
+    """What is wrong with one ``ReferenceProbe`` (manifest.proto), readable; empty when nothing is."""
+    out = []
+    if engine_ids and probe.engine_id not in engine_ids:
+        out.append(f"engine_id {probe.engine_id!r} is not among the manifest's engines")
+    if probe.when not in PROBE_WHEN:
+        out.append(f"when {probe.when!r} is neither 'before' nor 'after' the window")
+    if probe.artifact_path:
+        path = PurePosixPath(probe.artifact_path)
+        if path.is_absolute() or ".." in path.parts or "\\" in probe.artifact_path:
+            out.append(f"artifact_path {probe.artifact_path!r} is not a path inside the trace directory")
+    for i, pt in enumerate(probe.points):
+        where = f"point {i} ({pt.phase or 'no phase'})"
+        if pt.phase not in PROBE_PHASES:
+            out.append(f"{where}: phase {pt.phase!r} is neither 'decode' nor 'prefill'")
+        elif pt.phase == "decode" and not (pt.batch_size and pt.context_tokens):
+            out.append(f"{where}: a decode point needs batch_size and context_tokens > 0")
+        elif pt.phase == "prefill" and not pt.prefill_tokens:
+            out.append(f"{where}: a prefill point needs prefill_tokens > 0")
+        med = pt.median_ms
+        if not (math.isfinite(med) and 0 < med <= MAX_PROBE_MS):
+            out.append(f"{where}: median_ms {med!r} is not a step time (finite, > 0, <= {MAX_PROBE_MS:.0f} ms)")
+            continue
+        for name, q in (("p25_ms", pt.p25_ms), ("p75_ms", pt.p75_ms)):
+            if not math.isfinite(q) or q < 0:
+                out.append(f"{where}: {name} {q!r} is not finite and >= 0")
+        if math.isfinite(pt.p25_ms) and math.isfinite(pt.p75_ms) and (pt.p25_ms or pt.p75_ms) and not (
+                pt.p25_ms <= med <= pt.p75_ms):
+            out.append(f"{where}: quartiles p25_ms {pt.p25_ms!r} <= median_ms {med!r} <= p75_ms {pt.p75_ms!r} do not hold")
+    return out
 
 
 class ManifestRules(TraceState):
@@ -19,6 +59,11 @@ class ManifestRules(TraceState):
         self._enum(f, 0, m.trace_id, "role", m.role)
         self._enum(f, 0, m.trace_id, "privacy.content", m.privacy.content)
         self._enum(f, 0, m.trace_id, "cache_state", m.cache_state)
+        engine_ids = {e.engine_id for e in m.engines}
+        for i, probe in enumerate(m.probes):
+            for problem in probe_problems(probe, engine_ids):
+                self.v("manifest.probe", f, 0, probe.engine_id or m.trace_id,
+                       f"reference probe {i} ({probe.when or 'no when'}): {problem}")
         seen: set[str] = set()
         for e in m.engines:
             if not e.engine_id or not e.block_size_tokens:

@@ -33,6 +33,8 @@ MAX_SAMPLES = 4096
 MAX_DEPENDENCIES = 4096
 #: Longest capture window (30 days); with SUSPECT_SCALE it bounds every time of the trace.
 MAX_WINDOW_NS = 30 * 24 * 3600 * 10**9
+#: Largest step time of a reference probe point (1 hour): a decode step or an isolated prefill of the probe.
+MAX_PROBE_MS = 3_600_000.0
 
 #: rule id -> what it checks. Every rule has a test in tests/test_validate.py.
 RULES: dict[str, str] = {
@@ -81,6 +83,10 @@ RULES: dict[str, str] = {
     "manifest.engine": "engine without engine_id or with block_size_tokens 0",
     "trace.no_requests": "a trace with 0 requests (nothing to replay: e.g. a capture whose records never joined)",
     "manifest.trace_id": "manifest without trace_id",
+    "manifest.probe": "a reference probe (TraceManifest.probes) of an unknown engine, `when` not before / after, a "
+                      "relative artifact_path leaving the trace directory, or a point with phase not decode / prefill, "
+                      f"no batch / context / prefill tokens for its phase, a median not finite, <= 0 or above "
+                      f"{MAX_PROBE_MS:.0f} ms, or quartiles not finite and around the median",
     # records
     "record.empty": "a WorkloadRecord / OutcomeRecord with no member of its oneof set",
     "id.empty": "a record without its id",
