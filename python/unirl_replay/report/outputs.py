@@ -86,6 +86,14 @@ def compare_to_dir(trace_dir: str | Path, replay_result: str | Path, out_dir: st
     replay = read_message_json(rp, replay_pb2.ReplayResult)
     _check_result(rp, replay)
     per_request = replay.granularity == replay_pb2.RESULT_GRANULARITY_PER_REQUEST
+    if batch_id is not None:  # before anything is written: the timeline plot of a batch the trace lacks
+        batches = sorted(C.index_workload(workload).requests_of_batch)
+        if batch_id not in batches:
+            from unirl_replay.report.keys import ComparisonError
+
+            raise ComparisonError(f"--batch {batch_id!r}: no rollout batch of that id has requests in "
+                                  f"{trace_dir}; its batches: {', '.join(map(repr, batches[:10]))}"
+                                  + (" ..." if len(batches) > 10 else ""))
     matching = C.match(workload, outcomes, replay) if per_request else None
     timing = load_timing_model(replay, rp)
     bound_results = []
