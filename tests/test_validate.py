@@ -252,6 +252,22 @@ CASES = [
     ("manifest.probe", "e0", grpo_trace, lambda t: _probe(t, artifact_path="../../etc/passwd")),
     ("manifest.probe", "e0", grpo_trace, lambda t: _probe(t, artifact_path="/tmp/probe.json")),
     ("manifest.probe", "e9", grpo_trace, lambda t: _probe(t, engine_id="e9")),
+    # run conditions (manifest.proto RunConditions): were accepted with any value, and report/conditions.py then
+    # warned of "CPU steal 250.0 %" or a load "up to -3.00", or stayed silent on NaN
+    ("manifest.conditions", "test-trace", grpo_trace, lambda t: setattr(t.manifest.conditions, "steal_pct", float("nan"))),
+    ("manifest.conditions", "test-trace", grpo_trace, lambda t: setattr(t.manifest.conditions, "steal_pct", 250.0)),
+    ("manifest.conditions", "test-trace", grpo_trace, lambda t: setattr(t.manifest.conditions, "host_busy_pct", -1.0)),
+    ("manifest.conditions", "test-trace", grpo_trace,
+     lambda t: setattr(t.manifest.conditions, "loadavg_1m_start", -3.0)),
+    ("manifest.conditions", "test-trace", grpo_trace,
+     lambda t: setattr(t.manifest.conditions, "loadavg_1m_end", float("inf"))),
+    ("manifest.conditions", "test-trace", grpo_trace, lambda t: setattr(t.manifest.conditions, "duration_ns", -1)),
+    ("manifest.conditions", "test-trace", grpo_trace,
+     lambda t: setattr(t.manifest.conditions, "engine_uptime_ns", -5)),
+    ("manifest.conditions", "test-trace", grpo_trace,
+     lambda t: t.manifest.conditions.engine_process_cpu_ns.__setitem__("e0", -1)),
+    ("manifest.conditions", "e0", grpo_trace,
+     lambda t: (_probe(t), setattr(t.manifest.probes[0].conditions, "steal_pct", 101.0))),
 ]
 
 
@@ -561,5 +577,9 @@ def test_non_regular_symlinked_and_unreadable_artifacts(tmp_path, monkeypatch):
 def test_a_well_formed_probe_is_valid(tmp_path):
     t = grpo_trace()
     _probe(t)
+    c = t.manifest.conditions
+    c.steal_pct, c.host_busy_pct, c.loadavg_1m_start, c.loadavg_1m_end = 0.0, 100.0, 0.0, 3.5
+    c.duration_ns, c.engine_uptime_ns, c.engine_process_cpu_ns["e0"] = 0, 10**9, 0
+    t.manifest.probes[0].conditions.CopyFrom(c)
     res = check(t, tmp_path)
     assert not hits(res, "manifest.probe") and res.status == VALID, [(v.rule, v.message) for v in res.violations]

@@ -7,11 +7,29 @@ from pathlib import PurePosixPath
 
 from unirl_replay.contract.trace_io import MANIFEST_FILE
 from unirl_replay.contract.validate.context import TraceState
-from unirl_replay.contract.validate.registry import MAX_PROBE_MS
+from unirl_replay.contract.validate.registry import MAX_LOADAVG, MAX_PROBE_MS
 
 #: ReferenceProbe.when and ProbePoint.phase, as manifest.proto defines them
 PROBE_WHEN = ("before", "after")
 PROBE_PHASES = ("decode", "prefill")
+
+
+def conditions_problems(c) -> list[str]:
+    """What is wrong with one ``RunConditions`` (manifest.proto), readable; empty when nothing is."""
+    out = []
+    for name in ("loadavg_1m_start", "loadavg_1m_end"):
+        if c.HasField(name) and not (math.isfinite(v := getattr(c, name)) and 0 <= v <= MAX_LOADAVG):
+            out.append(f"{name} {v!r} is not a load average (finite, 0 to {MAX_LOADAVG:.0e})")
+    for name in ("steal_pct", "host_busy_pct"):
+        if c.HasField(name) and not (math.isfinite(v := getattr(c, name)) and 0 <= v <= 100):
+            out.append(f"{name} {v!r} is not a percentage of CPU time (0 to 100)")
+    for name in ("engine_uptime_ns", "duration_ns"):
+        if c.HasField(name) and getattr(c, name) < 0:
+            out.append(f"{name} {getattr(c, name)} is negative")
+    for label, ns in sorted(c.engine_process_cpu_ns.items()):
+        if ns < 0:
+            out.append(f"engine_process_cpu_ns[{label!r}] {ns} is negative")
+    return out
 
 
 def probe_problems(probe, engine_ids: set[str]) -> list[str]:
@@ -59,11 +77,16 @@ class ManifestRules(TraceState):
         self._enum(f, 0, m.trace_id, "role", m.role)
         self._enum(f, 0, m.trace_id, "privacy.content", m.privacy.content)
         self._enum(f, 0, m.trace_id, "cache_state", m.cache_state)
+        for problem in conditions_problems(m.conditions):
+            self.v("manifest.conditions", f, 0, m.trace_id, f"conditions: {problem}")
         engine_ids = {e.engine_id for e in m.engines}
         for i, probe in enumerate(m.probes):
             for problem in probe_problems(probe, engine_ids):
                 self.v("manifest.probe", f, 0, probe.engine_id or m.trace_id,
                        f"reference probe {i} ({probe.when or 'no when'}): {problem}")
+            for problem in conditions_problems(probe.conditions):
+                self.v("manifest.conditions", f, 0, probe.engine_id or m.trace_id,
+                       f"reference probe {i} ({probe.when or 'no when'}) conditions: {problem}")
         seen: set[str] = set()
         for e in m.engines:
             if not e.engine_id or not e.block_size_tokens:
