@@ -75,3 +75,18 @@ def test_demo_refuses_an_unrelated_non_empty_directory(traces, tmp_path):
     (out / "notes.txt").write_text("keep me")
     assert main(["demo", "--trace", str(traces[0]), "--out", str(out), "--no-profile"]) == 2
     assert (out / "notes.txt").read_text() == "keep me"
+
+
+def test_demo_refuses_a_trace_name_twice_and_a_profile_with_no_profile(traces, tmp_path, capsys):
+    """The same trace (or two traces of one directory name) went to one <out>/<name>/, the second replacing
+    the first's results, and REPORT.md listed both rows; --profile with --no-profile silently dropped the profile."""
+    g = traces[0]
+    other = grpo_trace(prompts=2, samples=2).write(tmp_path / "elsewhere" / "grpo")
+    for pair in ([g, g], [g, other]):
+        out = tmp_path / "out"
+        assert main(["demo", "--trace", str(pair[0]), "--trace", str(pair[1]), "--out", str(out), "--no-profile"]) == 2
+        assert "given more than once" in capsys.readouterr().err and not out.exists()
+    prof = tmp_path / "p.npz"
+    prof.write_bytes(b"x")
+    assert main(["demo", "--trace", str(g), "--profile", str(prof), "--no-profile", "--out", str(tmp_path / "o")]) == 2
+    assert "--profile and --no-profile" in capsys.readouterr().err and not (tmp_path / "o").exists()

@@ -19,6 +19,8 @@ from unirl_replay.demo import run as demo
 @click.option("--no-profile", is_flag=True, help="Run only the uncalibrated default model.")
 def command(out_dir: Path, traces: tuple[Path, ...], profile: Path | None, no_profile: bool) -> None:
     """Validate, replay (calibrated profile and default model), compare and report, on real traces."""
+    if no_profile and profile is not None:
+        raise click.UsageError("--profile and --no-profile: which one? (--no-profile runs only the default model)")
     trace_dirs = list(traces) or demo.find_traces(demo.DEFAULT_TRACES_DIR)
     if not trace_dirs:
         raise click.ClickException(f"no trace directories found under {demo.DEFAULT_TRACES_DIR}; pass --trace DIR")

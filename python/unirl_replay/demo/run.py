@@ -86,6 +86,11 @@ def run_demo(out_dir: Path, traces: list[Path], profile: Path | None,
     """
     from unirl_replay.contract import out_dir as outputs
 
+    names = [Path(t).name for t in traces]
+    dup = sorted({n for n in names if names.count(n) > 1})
+    if dup:  # each trace's results go to <out>/<trace name>/: a second one would replace the first's
+        raise UnirlReplayError(f"traces named {dup} given more than once (the demo writes each trace's results to "
+                               "<out>/<trace directory name>/): pass each trace once, under distinct names")
     if not outputs.replaceable(out_dir):
         raise UnirlReplayError(f"{out_dir} exists and is not an earlier demo output: it holds entries unirl-replay "
                                f"did not write (none of ours lists them: {outputs.MARKER}); the demo replaces its "
