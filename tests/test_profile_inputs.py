@@ -141,3 +141,16 @@ def test_level_to_probe_runs_the_gate_on_the_probe_trace(tmp_path, capsys):
     err = capsys.readouterr().err
     assert "calibrate.validate" in err and "manifest.probe" in err and "median_ms nan" in err
     assert not out.exists()
+
+
+def test_step_times_beyond_an_hour_are_refused_before_upstream(tmp_path):
+    """fixed:1e308,1 (or a profile table of 1e300 ms) reached upstream, whose clock overflowed: a poisoned engine
+    worker and an upstream traceback. A pass or step of more than an hour is refused when the spec is parsed."""
+    t, _ = _tables_and_prov()
+    f = _profile(tmp_path / "slow.npz", decode_itl=t["decode_itl"] * 1e300)
+    with pytest.raises(TimingModelError, match="above 3600000 ms"):
+        parse_timing_model(f"profile:{f}")
+    for spec in ("fixed:1e308,1", "fixed:1,3600001"):
+        with pytest.raises(TimingModelError, match="at most 3600000 ms"):
+            parse_timing_model(spec)
+    assert parse_timing_model("fixed:3600000,1")[0].prefill_ms == 3_600_000

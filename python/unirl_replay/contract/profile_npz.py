@@ -12,7 +12,8 @@ never a traceback from numpy, zipfile or a reader of the provenance:
 - plain numeric arrays only (``allow_pickle=False``; object / string arrays are refused);
 - axes ``prefill_isl``, ``decode_active_kv_tokens``, ``decode_context_length`` 1-D, strictly
   increasing, finite and > 0; ``prefill_ttft_ms`` the length of ``prefill_isl``; ``decode_itl``
-  of shape (len(decode_active_kv_tokens), len(decode_context_length)); every value finite and > 0;
+  of shape (len(decode_active_kv_tokens), len(decode_context_length)); every value finite and > 0, the
+  step times at most :data:`MAX_STEP_MS`;
 - ``provenance`` (in the NPZ or the ``.provenance.json`` sidecar) a JSON object whose keys that this
   package reads have their types (:data:`PROVENANCE_SCHEMA`, a JSON Schema; ``conditions`` must be a
   ``RunConditions`` message in the JSON profile, or ``{"recorded": false}``): a hand-edited
@@ -31,6 +32,11 @@ MAX_PROFILE_BYTES = 256 << 20
 #: Largest array of a profile (elements).
 MAX_ARRAY_ELEMENTS = 1 << 22
 AXES = ("prefill_isl", "decode_active_kv_tokens", "decode_context_length")
+#: Largest time of one prefill pass or decode step a timing model may give (1 hour): beyond it upstream's
+#: clock overflows ("timing duration ... is out of range", a poisoned engine worker) long before any real step.
+MAX_STEP_MS = 3_600_000.0
+#: The tables that are step times (ms), bounded by :data:`MAX_STEP_MS`.
+TIME_TABLES = ("prefill_ttft_ms", "decode_itl")
 
 _NUM = {"type": "number"}
 _INT64 = {"anyOf": [{"type": "integer"}, {"type": "string", "pattern": "^-?[0-9]{1,20}$"}]}
@@ -64,7 +70,7 @@ PROVENANCE_SCHEMA = {
     },
 }
 
-__all__ = ["MAX_PROFILE_BYTES", "MAX_ARRAY_ELEMENTS", "PROVENANCE_SCHEMA", "check_provenance", "load_profile"]
+__all__ = ["MAX_PROFILE_BYTES", "MAX_ARRAY_ELEMENTS", "MAX_STEP_MS", "PROVENANCE_SCHEMA", "check_provenance", "load_profile"]
 
 
 def check_provenance(prov: object, name: str, err: Callable[[str], Exception]) -> dict:
@@ -142,6 +148,9 @@ def load_profile(path: Path, keys: tuple[str, ...], err: Callable[[str], Excepti
     for k, a in arrays.items():
         if not np.all(np.isfinite(a)) or np.any(a <= 0):
             raise err(f"profile {name!r}: array {k} must hold finite values > 0")
+        if k in TIME_TABLES and np.any(a > MAX_STEP_MS):
+            raise err(f"profile {name!r}: array {k} holds {float(a.max())!r} ms, above {MAX_STEP_MS:.0f} ms (1 hour) "
+                      "per pass or step")
     if arrays["prefill_ttft_ms"].shape != arrays["prefill_isl"].shape:
         raise err(f"profile {name!r}: prefill_ttft_ms has shape {arrays['prefill_ttft_ms'].shape}, prefill_isl "
                   f"{arrays['prefill_isl'].shape}")
