@@ -36,3 +36,49 @@ def test_a_repeat_that_is_the_trace_itself_or_given_twice(tmp_path, capsys):
     assert "'toy-2' is given twice" in capsys.readouterr().err
     assert not out.exists()
     assert main(["compare", str(trace), str(rdir), "--out", str(out), "--repeat", str(rep2), "--no-plots"]) == 0
+
+
+def _edited_replay(tmp_path, edit):
+    rp = fx.replay()
+    edit(rp)
+    rdir = tmp_path / "replay"
+    rdir.mkdir()
+    write_message_json(rdir / "replay_result.json", rp)
+    return rdir
+
+
+def _dup_row(rp):
+    rp.requests.add().CopyFrom(rp.requests[0])
+
+
+def _ghost(rp):
+    rp.requests[0].request_id = "ghost"
+
+
+def _negative(rp):
+    rp.requests[0].completion_ns = -5
+
+
+def _completion_before_first_token(rp):
+    rp.requests[1].completion_ns = 1
+
+
+def _dup_batch(rp):
+    rp.rollout_batches.add(rollout_batch_id="B1", ready_ns=5)
+
+
+def test_replay_results_the_contract_does_not_allow_are_refused(tmp_path, capsys):
+    """replay.proto: one row per Request.request_id, in order times; such rows were compared silently (a duplicate
+    row: which one counts? a ghost id: another workload's replay)."""
+    trace = _trace(tmp_path / "trace")
+    for edit, rule, rid in ((_dup_row, "id.duplicate", "r1"), (_ghost, "replay.unmatched", "ghost"),
+                            (_negative, "time.order", "r1"), (_completion_before_first_token, "time.order", "r2"),
+                            (_dup_batch, "id.duplicate", "B1")):
+        d = tmp_path / edit.__name__
+        d.mkdir()
+        rdir = _edited_replay(d, edit)
+        out = d / "cmp"
+        assert main(["compare", str(trace), str(rdir), "--out", str(out), "--no-plots"]) == 2, edit.__name__
+        err = capsys.readouterr().err
+        assert f"[{rule}]" in err and f"record {rid!r}" in err and "replay_result.json" in err, err
+        assert not out.exists()
