@@ -32,6 +32,7 @@ def _yaml(tmp_path, body: str) -> Path:
     ('timing_models: [polynomial]\nlayout: "{trace}/{timing_model}/{foo}"\n', "layout", "KeyError 'foo'"),
     ('timing_models: [polynomial]\nlayout: "{trace}/{timing_model}/{"\n', "layout", "ValueError"),
     ("timing_models: [polynomial]\ntraces: []\n", "parse", "found the key 'traces' twice"),
+    ("timing_models: [polynomial]\nout: 5\n", "type", "out must be a directory path"),
 ])
 def test_bad_yaml_specs(tmp_path, capsys, body, rule, why):
     spec = _yaml(tmp_path, body)

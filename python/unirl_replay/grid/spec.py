@@ -325,6 +325,8 @@ def load_spec(path: str | Path) -> GridSpec:
     if not traces and conf is None:
         raise _err(path, "nothing to run: give traces and timing_models, or conformance", "empty")
     out = data.get("out")
+    if out is not None and (not isinstance(out, str) or not out):
+        raise _err(path, f"out must be a directory path (a string), got {out!r}", "type")  # was silently ignored
     return GridSpec(str(path), traces, sims, models, fmt, _bool(path, data.get("compare"), "compare", True), layout,
                     _bool(path, data.get("keep_upstream"), "keep_upstream", True),
                     _abs(base, out) if isinstance(out, str) else None, conf, data)
