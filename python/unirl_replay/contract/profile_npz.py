@@ -39,7 +39,6 @@ MAX_STEP_MS = 3_600_000.0
 TIME_TABLES = ("prefill_ttft_ms", "decode_itl")
 
 _NUM = {"type": "number"}
-_INT64 = {"anyOf": [{"type": "integer"}, {"type": "string", "pattern": "^-?[0-9]{1,20}$"}]}
 _NULLABLE_NUM = {"type": ["number", "null"]}
 _FIT_PART = {"type": "object", "properties": {
     "coefficients": {"type": "object", "additionalProperties": _NUM},
