@@ -268,6 +268,12 @@ CASES = [
      lambda t: t.manifest.conditions.engine_process_cpu_ns.__setitem__("e0", -1)),
     ("manifest.conditions", "e0", grpo_trace,
      lambda t: (_probe(t), setattr(t.manifest.probes[0].conditions, "steal_pct", 101.0))),
+    # created_at: "RFC 3339 UTC" (manifest.proto); anything was accepted
+    ("manifest.created_at", "test-trace", grpo_trace, lambda t: setattr(t.manifest, "created_at", "yesterday")),
+    ("manifest.created_at", "test-trace", grpo_trace,
+     lambda t: setattr(t.manifest, "created_at", "2026-13-45T99:99:99Z")),
+    ("manifest.created_at", "test-trace", grpo_trace,
+     lambda t: setattr(t.manifest, "created_at", "2026-12-01T17:50:19+02:00")),
 ]
 
 
@@ -583,3 +589,11 @@ def test_a_well_formed_probe_is_valid(tmp_path):
     t.manifest.probes[0].conditions.CopyFrom(c)
     res = check(t, tmp_path)
     assert not hits(res, "manifest.probe") and res.status == VALID, [(v.rule, v.message) for v in res.violations]
+
+
+def test_rfc3339_utc_created_at_forms_are_valid(tmp_path):
+    for i, text in enumerate(("", "2026-12-01T17:50:19Z", "2026-12-01T17:50:19.123456Z", "2026-12-01t17:50:19z",
+                              "2026-12-01T17:50:19+00:00")):
+        t = grpo_trace()
+        t.manifest.created_at = text
+        assert not hits(check(t, tmp_path / str(i)), "manifest.created_at"), text

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import datetime
 import math
+import re
 from pathlib import PurePosixPath
 
 from unirl_replay.contract.trace_io import MANIFEST_FILE
@@ -12,6 +14,22 @@ from unirl_replay.contract.validate.registry import MAX_LOADAVG, MAX_PROBE_MS
 #: ReferenceProbe.when and ProbePoint.phase, as manifest.proto defines them
 PROBE_WHEN = ("before", "after")
 PROBE_PHASES = ("decode", "prefill")
+
+
+_RFC3339_UTC = re.compile(r"\d{4}-\d{2}-\d{2}[Tt]\d{2}:\d{2}:\d{2}(\.\d{1,9})?([Zz]|\+00:00|-00:00)\Z")
+
+
+def created_at_problem(text: str) -> str | None:
+    """Why ``TraceManifest.created_at`` ("RFC 3339 UTC", manifest.proto) is not one, or None (absent is fine)."""
+    if not text:
+        return None
+    if _RFC3339_UTC.match(text):
+        try:  # the fields must also be a real time (no month 13, no 25:00)
+            datetime.datetime.strptime(text[:19].replace("t", "T"), "%Y-%m-%dT%H:%M:%S")
+            return None
+        except ValueError:
+            pass
+    return f"created_at {text[:64]!r} is not an RFC 3339 UTC time (e.g. 2026-12-01T17:50:19Z)"
 
 
 def conditions_problems(c) -> list[str]:
@@ -77,6 +95,9 @@ class ManifestRules(TraceState):
         self._enum(f, 0, m.trace_id, "role", m.role)
         self._enum(f, 0, m.trace_id, "privacy.content", m.privacy.content)
         self._enum(f, 0, m.trace_id, "cache_state", m.cache_state)
+        why = created_at_problem(m.created_at)
+        if why:
+            self.v("manifest.created_at", f, 0, m.trace_id, why)
         for problem in conditions_problems(m.conditions):
             self.v("manifest.conditions", f, 0, m.trace_id, f"conditions: {problem}")
         engine_ids = {e.engine_id for e in m.engines}

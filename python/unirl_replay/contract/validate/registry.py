@@ -85,6 +85,7 @@ RULES: dict[str, str] = {
     "manifest.engine": "engine without engine_id or with block_size_tokens 0",
     "trace.no_requests": "a trace with 0 requests (nothing to replay: e.g. a capture whose records never joined)",
     "manifest.trace_id": "manifest without trace_id",
+    "manifest.created_at": "created_at present but not an RFC 3339 UTC time (YYYY-MM-DDTHH:MM:SS[.fff]Z or +00:00)",
     "manifest.conditions": "RunConditions (the trace's or a probe's) with a load average not finite, < 0 or above "
                            f"{MAX_LOADAVG:.0e}, a steal / busy percentage outside 0-100, or a negative time or CPU time",
     "manifest.probe": "a reference probe (TraceManifest.probes) of an unknown engine, `when` not before / after, a "
