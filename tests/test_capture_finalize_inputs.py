@@ -44,3 +44,15 @@ def test_a_trace_is_never_written_among_the_shards(tmp_path, capsys):
     assert sorted(p.name for p in raw.iterdir()) == before
     rc, err = _fin(capsys, raw, tmp_path / "t")
     assert rc == 0, err
+
+
+def test_cpu_percentages_stay_within_0_and_100_when_a_counter_steps_back():
+    """/proc/stat's iowait can decrease between two reads (a known Linux quirk) and steal can on some
+    hypervisors: busy came out above 100 % (or steal below 0), which validate's manifest.conditions now refuses
+    in the finalized trace. The percentages are clamped where they are computed."""
+    from unirl_replay.capture.procfs import busy_steal_pct
+
+    a = [100, 0, 100, 1000, 500, 0, 0, 50]
+    b = [300, 0, 300, 1010, 400, 0, 0, 45]  # iowait 500 -> 400, steal 50 -> 45: busy was 129 %, steal -1.6 %
+    r = busy_steal_pct(a, b)
+    assert r == {"host_busy_pct": 100.0, "steal_pct": 0.0}
