@@ -75,3 +75,33 @@ def test_demo_refuses_an_unrelated_non_empty_directory(traces, tmp_path):
     (out / "notes.txt").write_text("keep me")
     assert main(["demo", "--trace", str(traces[0]), "--out", str(out), "--no-profile"]) == 2
     assert (out / "notes.txt").read_text() == "keep me"
+
+
+def test_demo_refuses_a_trace_name_twice_and_a_profile_with_no_profile(traces, tmp_path, capsys):
+    """The same trace (or two traces of one directory name) went to one <out>/<name>/, the second replacing
+    the first's results, and REPORT.md listed both rows; --profile with --no-profile silently dropped the profile."""
+    g = traces[0]
+    other = grpo_trace(prompts=2, samples=2).write(tmp_path / "elsewhere" / "grpo")
+    for pair in ([g, g], [g, other]):
+        out = tmp_path / "out"
+        assert main(["demo", "--trace", str(pair[0]), "--trace", str(pair[1]), "--out", str(out), "--no-profile"]) == 2
+        assert "given more than once" in capsys.readouterr().err and not out.exists()
+    prof = tmp_path / "p.npz"
+    prof.write_bytes(b"x")
+    assert main(["demo", "--trace", str(g), "--profile", str(prof), "--no-profile", "--out", str(tmp_path / "o")]) == 2
+    assert "--profile and --no-profile" in capsys.readouterr().err and not (tmp_path / "o").exists()
+
+
+def test_the_demo_profile_is_named_not_the_newest_file(tmp_path):
+    """Adding a profile must not change the demo: "the newest *.npz by name" picked up ...-20261201-bound.npz
+    (engines bound to one core) and the README's demo table (20261130b) no longer matched `make demo`."""
+    from unirl_replay.demo.run import DEFAULT_PROFILE, DEFAULT_PROFILES_DIR, find_profile
+
+    assert find_profile(DEFAULT_PROFILES_DIR) == DEFAULT_PROFILES_DIR / DEFAULT_PROFILE
+    readme = (DEFAULT_PROFILES_DIR.parent / "README.md").read_text()
+    assert f"profile {DEFAULT_PROFILE} (CALIBRATED)" in readme  # the profile of the demo table shown there
+    assert DEFAULT_PROFILE in (DEFAULT_PROFILES_DIR.parent / "grids" / "demo.yaml").read_text()
+    (tmp_path / "a.npz").write_bytes(b"")
+    assert find_profile(tmp_path) == tmp_path / "a.npz"
+    (tmp_path / "z-newer.npz").write_bytes(b"")
+    assert find_profile(tmp_path) is None  # which one is not guessed

@@ -42,6 +42,8 @@ def test_bad_specs_are_typed_errors_naming_file_and_rule(tmp_path, text, rule):
 
 def test_yaml_spec_expands_in_spec_order_with_paths_relative_to_the_spec(tmp_path):
     (tmp_path / "sub").mkdir()
+    # the profile must exist: a timing model is checked when the spec is read (tests/test_grid_spec_inputs.py)
+    (tmp_path / "p.npz").write_bytes((REPO / "profiles" / "vllm-cpu-tiny-qwen2-20261130b.npz").read_bytes())
     p = _write(tmp_path / "sub", f"""
 traces:
   - path: {REPO / 'traces' / 'grpo-a'}

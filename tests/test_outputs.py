@@ -176,3 +176,20 @@ def test_upstream_info_logs_stay_off_the_terminal_unless_asked_for(tmp_path):
     loud = subprocess.run([*args, "--out", str(tmp_path / "b")], env={**env, "DYN_LOG": "info"}, capture_output=True,
                           text=True)
     assert loud.returncode == 0 and " INFO " in loud.stderr + loud.stdout
+
+
+def test_swapping_a_new_output_in_keeps_a_users_dot_old_directory(tmp_path):
+    """demo / grid replace their earlier output whole through out_dir.swap_in; the old output went aside to
+    the fixed name `.<out>.old`, and a user's directory of that name was removed first (rmtree)."""
+    out, work = tmp_path / "demo", tmp_path / "work"
+    out.mkdir()
+    (out / "summary.json").write_text("old run\n")
+    mine = tmp_path / ".demo.old"
+    mine.mkdir()
+    (mine / "notes.txt").write_text("a user's notes\n")
+    work.mkdir()
+    (work / "summary.json").write_text("new run\n")
+    out_dir.swap_in(work, out)
+    assert (out / "summary.json").read_text() == "new run\n" and not work.exists()
+    assert (mine / "notes.txt").read_text() == "a user's notes\n"
+    assert sorted(p.name for p in tmp_path.iterdir()) == [".demo.old", "demo"]  # nothing else left behind

@@ -72,3 +72,15 @@ def test_bound_of_a_modelled_replay_and_both_opt_ins_at_once_are_refused(bounds,
     with pytest.raises(UnsupportedWorkloadError, match="the two bounds"):
         replay_trace(AGENTIC, "polynomial", work_dir=tmp_path / "up2",
                      unmodelled=("engine_client.inflight_limit", "engine_client.inflight_limit.as_lanes"))
+
+
+def test_the_same_bound_twice_is_refused(bounds, tmp_path):
+    """A bound that is the replay's own bound again brackets nothing: refused (was a bracket of width 0)."""
+    from unirl_replay.report.outputs import compare_to_dir
+
+    opt, pes = bounds["engine_client.inflight_limit"], bounds["engine_client.inflight_limit.as_lanes"]
+    with pytest.raises(ComparisonError, match=r"is the same bound as the replay result \(lanes = slots"):
+        compare_to_dir(AGENTIC, opt, tmp_path / "r", plots_too=False, bounds=[str(opt)])
+    with pytest.raises(ComparisonError, match="is the same bound as"):
+        compare_to_dir(AGENTIC, opt, tmp_path / "r", plots_too=False, bounds=[str(pes), str(pes)])
+    assert not (tmp_path / "r").exists()

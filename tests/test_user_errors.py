@@ -65,3 +65,13 @@ def test_conformance_rejects_a_malformed_revision_before_running(capsys):
     assert main(["conformance", "--simulator", "ai-dynamo"]) == 2
     err = capsys.readouterr().err
     assert "ai-dynamo==X.Y.Z" in err and "running" not in err
+
+
+def test_convert_an_engine_the_trace_lacks(tmp_path, capsys):
+    """--engine naming no engine of the trace was a KeyError traceback."""
+    d = grpo_trace(prompts=1, samples=2).write(tmp_path / "t")
+    for name in ("nope", ""):
+        assert main(["convert", str(d), "--out", str(tmp_path / "in.jsonl"), "--engine", name]) == 2
+        err = capsys.readouterr().err
+        assert "Traceback" not in err and f"--engine {name!r}" in err and "'e0'" in err
+    assert not (tmp_path / "in.jsonl").exists()

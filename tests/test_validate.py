@@ -240,7 +240,53 @@ CASES = [
     ("bound.window", "test-trace", grpo_trace, lambda t: setattr(t.manifest.window, "duration_ns", 31 * 86400 * 10**9)),
     ("bound.engine_capacity", "e0", grpo_trace, lambda t: setattr(t.manifest.engines[0], "num_kv_blocks", 1)),
     ("bound.engine_capacity", "e0", grpo_trace, lambda t: setattr(t.manifest.engines[0], "max_num_batched_tokens", 16)),
+    # reference probes (manifest.proto ReferenceProbe / ProbePoint): were accepted with any value
+    ("manifest.probe", "e0", grpo_trace, lambda t: _probe(t, median_ms=float("nan"))),
+    ("manifest.probe", "e0", grpo_trace, lambda t: _probe(t, median_ms=float("inf"))),
+    ("manifest.probe", "e0", grpo_trace, lambda t: _probe(t, median_ms=-5.0)),
+    ("manifest.probe", "e0", grpo_trace, lambda t: _probe(t, median_ms=1e300)),
+    ("manifest.probe", "e0", grpo_trace, lambda t: _probe(t, phase="warmup")),
+    ("manifest.probe", "e0", grpo_trace, lambda t: _probe(t, context_tokens=0)),
+    ("manifest.probe", "e0", grpo_trace, lambda t: _probe(t, p25_ms=30.0)),
+    ("manifest.probe", "e0", grpo_trace, lambda t: _probe(t, when="sometime")),
+    ("manifest.probe", "e0", grpo_trace, lambda t: _probe(t, artifact_path="../../etc/passwd")),
+    ("manifest.probe", "e0", grpo_trace, lambda t: _probe(t, artifact_path="/tmp/probe.json")),
+    ("manifest.probe", "e9", grpo_trace, lambda t: _probe(t, engine_id="e9")),
+    # run conditions (manifest.proto RunConditions): were accepted with any value, and report/conditions.py then
+    # warned of "CPU steal 250.0 %" or a load "up to -3.00", or stayed silent on NaN
+    ("manifest.conditions", "test-trace", grpo_trace, lambda t: setattr(t.manifest.conditions, "steal_pct", float("nan"))),
+    ("manifest.conditions", "test-trace", grpo_trace, lambda t: setattr(t.manifest.conditions, "steal_pct", 250.0)),
+    ("manifest.conditions", "test-trace", grpo_trace, lambda t: setattr(t.manifest.conditions, "host_busy_pct", -1.0)),
+    ("manifest.conditions", "test-trace", grpo_trace,
+     lambda t: setattr(t.manifest.conditions, "loadavg_1m_start", -3.0)),
+    ("manifest.conditions", "test-trace", grpo_trace,
+     lambda t: setattr(t.manifest.conditions, "loadavg_1m_end", float("inf"))),
+    ("manifest.conditions", "test-trace", grpo_trace, lambda t: setattr(t.manifest.conditions, "duration_ns", -1)),
+    ("manifest.conditions", "test-trace", grpo_trace,
+     lambda t: setattr(t.manifest.conditions, "engine_uptime_ns", -5)),
+    ("manifest.conditions", "test-trace", grpo_trace,
+     lambda t: t.manifest.conditions.engine_process_cpu_ns.__setitem__("e0", -1)),
+    ("manifest.conditions", "e0", grpo_trace,
+     lambda t: (_probe(t), setattr(t.manifest.probes[0].conditions, "steal_pct", 101.0))),
+    # created_at: "RFC 3339 UTC" (manifest.proto); anything was accepted
+    ("manifest.created_at", "test-trace", grpo_trace, lambda t: setattr(t.manifest, "created_at", "yesterday")),
+    ("manifest.created_at", "test-trace", grpo_trace,
+     lambda t: setattr(t.manifest, "created_at", "2026-13-45T99:99:99Z")),
+    ("manifest.created_at", "test-trace", grpo_trace,
+     lambda t: setattr(t.manifest, "created_at", "2026-12-01T17:50:19+02:00")),
 ]
+
+
+def _probe(t, *, engine_id="e0", when="before", artifact_path="probes/e0-before.json", **point):
+    """A reference probe with one decode point, the point's fields overridden by ``point``."""
+    pt = {"phase": "decode", "batch_size": 32, "context_tokens": 128, "repeats": 5, "median_ms": 20.0,
+          "p25_ms": 19.0, "p75_ms": 21.0, **point}
+    p = t.manifest.probes.add(engine_id=engine_id, when=when, artifact_path=artifact_path)
+    p.points.add(**pt)
+    t.manifest.probes.add(engine_id="e0", when="after").points.add(phase="prefill", prefill_tokens=512, repeats=5,
+                                                                    median_ms=100.0, p25_ms=95.0, p75_ms=105.0)
+
+
 WARNINGS = {"group.singleton", "prefix.missing", "units.outside_window", "units.suspect_small"}
 
 
@@ -534,3 +580,22 @@ def test_non_regular_symlinked_and_unreadable_artifacts(tmp_path, monkeypatch):
     res = check_trace(d)
     v = hits(res, "artifact.unreadable")
     assert v and "Permission denied" in v[0].message and res.status == INVALID
+
+
+def test_a_well_formed_probe_is_valid(tmp_path):
+    t = grpo_trace()
+    _probe(t)
+    c = t.manifest.conditions
+    c.steal_pct, c.host_busy_pct, c.loadavg_1m_start, c.loadavg_1m_end = 0.0, 100.0, 0.0, 3.5
+    c.duration_ns, c.engine_uptime_ns, c.engine_process_cpu_ns["e0"] = 0, 10**9, 0
+    t.manifest.probes[0].conditions.CopyFrom(c)
+    res = check(t, tmp_path)
+    assert not hits(res, "manifest.probe") and res.status == VALID, [(v.rule, v.message) for v in res.violations]
+
+
+def test_rfc3339_utc_created_at_forms_are_valid(tmp_path):
+    for i, text in enumerate(("", "2026-12-01T17:50:19Z", "2026-12-01T17:50:19.123456Z", "2026-12-01t17:50:19z",
+                              "2026-12-01T17:50:19+00:00")):
+        t = grpo_trace()
+        t.manifest.created_at = text
+        assert not hits(check(t, tmp_path / str(i)), "manifest.created_at"), text

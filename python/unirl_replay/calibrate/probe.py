@@ -17,7 +17,7 @@ name and sha256, the probe entries and both levels; ``calibration_workloads`` ad
 from __future__ import annotations
 
 import hashlib
-import json
+import math
 from pathlib import Path
 from typing import Any
 
@@ -34,6 +34,10 @@ __all__ = ["PROBE_POINTS", "PROBE_REPEATS", "PROBE_DECODE_STEPS", "ProbeError", 
 
 class ProbeError(ValueError):
     """The probe or the base profile cannot level a profile."""
+
+
+#: The tables of a ``dynamo_profile`` NPZ (every one is levelled or copied).
+PROFILE_TABLES = ("prefill_isl", "prefill_ttft_ms", "decode_active_kv_tokens", "decode_context_length", "decode_itl")
 
 
 def _fit_models(prov: dict[str, Any]):
@@ -62,16 +66,21 @@ def levels(probes: list[mpb.ReferenceProbe], prov: dict[str, Any]) -> dict[str, 
     dec, pre, pts = [], [], []
     for probe in probes:
         for pt in probe.points:
-            if pt.median_ms <= 0:
+            if not (math.isfinite(pt.median_ms) and pt.median_ms > 0):
                 continue
             if pt.phase == "decode" and pt.batch_size and pt.context_tokens:
-                r = pt.median_ms / decode(pt.batch_size, pt.context_tokens)
-                dec.append(r)
+                ref, where = decode(pt.batch_size, pt.context_tokens), f"D(B={pt.batch_size}, ctx={pt.context_tokens})"
             elif pt.phase == "prefill" and pt.prefill_tokens:
-                r = pt.median_ms / prefill(pt.prefill_tokens)
-                pre.append(r)
+                ref, where = prefill(pt.prefill_tokens), f"P({pt.prefill_tokens})"
             else:
                 continue
+            if not (math.isfinite(ref) and ref > 0):
+                raise ProbeError(f"the base profile's fitted {where} is {ref!r} ms (not > 0): its fit cannot be levelled")
+            r = pt.median_ms / ref
+            if not (math.isfinite(r) and r > 0):
+                raise ProbeError(f"probe {probe.engine_id!r} {probe.when!r}: {pt.phase} point median {pt.median_ms!r} "
+                                 f"ms over the fitted {where} = {ref!r} ms is no usable level")
+            (dec if pt.phase == "decode" else pre).append(r)
             pts.append({"engine_id": probe.engine_id, "when": probe.when, "phase": pt.phase,
                         "batch_size": pt.batch_size, "context_tokens": pt.context_tokens,
                         "prefill_tokens": pt.prefill_tokens, "median_ms": pt.median_ms, "level": round(r, 4)})
@@ -88,18 +97,25 @@ def level_profile(base: str | Path, manifest: mpb.TraceManifest, out: str | Path
     """
     from unirl_replay.calibrate.profiler import write_profile
 
+    from unirl_replay.contract.profile_npz import load_profile
+
     base, out = Path(base), Path(out)
-    if base.resolve() == out.resolve() or out.exists():
-        raise ProbeError(f"{out} exists (or is the base profile): a probe-levelled profile never overwrites a file")
+    side = out.with_name(out.name + ".provenance.json")
+    for p in (out, side):
+        if p.resolve() == base.resolve() or p.exists() or p.is_symlink():
+            raise ProbeError(f"{p} exists (or is the base profile): a probe-levelled profile never overwrites a file")
     if not manifest.probes:
         raise ProbeError(f"trace {manifest.trace_id!r} has no reference probe (TraceManifest.probes): nothing to "
                          "level the profile to")
-    with np.load(base, allow_pickle=False) as z:
-        tables = {k: np.asarray(z[k], dtype=np.float64) for k in z.files if k != "provenance"}
-        prov = json.loads(str(z["provenance"])) if "provenance" in z.files else {}
+    # the one checked reader of a profile: a file that is no dynamo_profile NPZ, missing or bad tables, a
+    # provenance that is not JSON or has keys of the wrong type are ProbeErrors naming the base profile
+    _, tables, prov = load_profile(base, PROFILE_TABLES, ProbeError)
     if prov.get("measured") is not True:
         raise ProbeError(f"{base} is not a measured profile: only a calibrated profile can be probe-levelled")
-    lv = levels(list(manifest.probes), prov)
+    try:
+        lv = levels(list(manifest.probes), prov)
+    except ProbeError as e:
+        raise ProbeError(f"{base} levelled to the probe of {manifest.trace_id!r}: {e}") from None
     tables["decode_itl"] = tables["decode_itl"] * lv["decode_level"]
     tables["prefill_ttft_ms"] = tables["prefill_ttft_ms"] * lv["prefill_level"]
     new = dict(prov)

@@ -79,11 +79,23 @@ def _engine_settings(trace_dir, e) -> Dict[str, Any]:
         "tp_size": int(e.tp_size or 1),
         "enforce_eager": extra.get("enforce_eager", "False") == "True",
         "distributed_executor_backend": extra.get("distributed_executor_backend") or "mp",
-        "gpu_memory_utilization": float(extra.get("engine_kwargs.gpu_memory_utilization", 0.3)),
+        "gpu_memory_utilization": _fraction(trace_dir, e.engine_id, extra.get("engine_kwargs.gpu_memory_utilization", "0.3")),
     }
     if eng["tp_size"] != 1:
         raise CalibrationError(f"{trace_dir}: tp_size {eng['tp_size']} is not supported by the CPU reference engine")
     return eng
+
+
+def _fraction(trace_dir, engine_id: str, text: str) -> float:
+    """``engines[].extra["engine_kwargs.gpu_memory_utilization"]``: a fraction in (0, 1]."""
+    try:
+        v = float(text)
+    except ValueError:
+        v = float("nan")
+    if not 0 < v <= 1:  # NaN too
+        raise CalibrationError(f"{trace_dir}/manifest.json: engine {engine_id!r}: extra "
+                               f"engine_kwargs.gpu_memory_utilization {text!r} is not a fraction in (0, 1]")
+    return v
 
 
 def engine_from_manifest(trace_dir: str | os.PathLike) -> Tuple[Dict[str, Any], Any]:
@@ -150,6 +162,55 @@ def plan_sweep(eng: Dict[str, Any], *, repeats: int = 5, osl: int = 64, decode_r
             "sampling": dict(ROLLOUT_SAMPLING),
             "prefill": {"isl": isl, "repeats": int(repeats)},
             "decode": {"points": points, "osl": int(osl), "repeats": int(decode_repeats)}}
+
+
+# ---------------------------------------------------------------------------------------------
+# Raw driver data (``--raw-out`` / ``--from-raw``)
+
+_OPT_NUM = {"type": ["number", "null"]}
+#: The raw driver JSON as :func:`fit_profile` and :func:`build_provenance` read it (other keys: anything).
+RAW_SCHEMA: Dict[str, Any] = {
+    "type": "object",
+    "required": ["prefill", "decode"],
+    "properties": {
+        "prefill": {"type": "array", "items": {"type": "object", "required": ["isl"], "properties": {
+            "isl": {"type": "integer", "minimum": 1}, "ttft_ms": _OPT_NUM}}},
+        "decode": {"type": "array", "items": {"type": "object", "required": ["kv", "ctx"], "properties": {
+            "kv": {"type": "number", "exclusiveMinimum": 0}, "ctx": {"type": "number", "exclusiveMinimum": 0},
+            "batch": {"type": "integer", "minimum": 1}, "length": {"type": ["integer", "null"]}, "itl_ms": _OPT_NUM}}},
+        "warmup": {"type": ["array", "null"]},
+        "pins": {"type": "object"}, "model": {"type": "object"}, "sampling": {"type": ["object", "null"]},
+        "engine_actual": {"type": ["object", "null"]}, "llm_kwargs": {"type": ["object", "null"]},
+        "loadavg": {"type": ["object", "null"], "additionalProperties": {"type": "array", "items": {"type": "number"}}},
+        "engine_start_s": _OPT_NUM,
+    },
+}
+#: Largest raw driver JSON read (a sweep's raw data is a few MB).
+MAX_RAW_BYTES = 256 << 20
+
+
+def read_raw(path: str | os.PathLike) -> Dict[str, Any]:
+    """An earlier ``--raw-out`` file, checked (hostile JSON, :data:`RAW_SCHEMA`); CalibrationError naming
+    the file and the first offending key otherwise."""
+    import jsonschema
+
+    from unirl_replay.contract import json_guard
+    from unirl_replay.contract.errors import TraceFormatError
+
+    p = Path(path)
+    if not p.is_file() or p.stat().st_size > MAX_RAW_BYTES:
+        raise CalibrationError(f"--from-raw {p}: not a regular file of at most {MAX_RAW_BYTES} bytes")
+    try:
+        raw = json_guard.loads(p.read_bytes(), file=str(p))
+    except TraceFormatError as e:
+        raise CalibrationError(f"--from-raw {e}: not the raw driver JSON of `calibrate --raw-out`") from None
+    problem = next(iter(sorted(jsonschema.Draft202012Validator(RAW_SCHEMA).iter_errors(raw),
+                               key=lambda e: list(map(str, e.absolute_path)))), None)
+    if problem is not None:
+        where = ".".join(str(x) for x in problem.absolute_path) or "(top level)"
+        raise CalibrationError(f"--from-raw {p}: {where}: {problem.message} (not the raw driver JSON of "
+                               "`calibrate --raw-out`)")
+    return raw
 
 
 # ---------------------------------------------------------------------------------------------
@@ -221,6 +282,12 @@ def calibrate(like: str, out: str, *, workload_name: Optional[str] = None, repea
         if existing.exists() or existing.is_symlink():
             raise CalibrationError(f"{existing} exists: calibrate never overwrites a profile (choose another --out, "
                                    "or move the old one away)")
+    if raw_out:  # checked before anything is measured, like --out: the raw data never replace a file
+        if os.path.lexists(raw_out):
+            raise CalibrationError(f"--raw-out {raw_out} exists: calibrate never overwrites a file (choose another "
+                                   "--raw-out, or move the old one away)")
+        if Path(raw_out).absolute() in (Path(out).absolute(), side.absolute()):
+            raise CalibrationError(f"--raw-out {raw_out} is the profile --out writes: give it a name of its own")
     eng, man = engine_from_manifest(like)
     name = workload_name or default_workload_name()
     if name == man.workload_name:
@@ -229,6 +296,9 @@ def calibrate(like: str, out: str, *, workload_name: Optional[str] = None, repea
     spec = plan_sweep(eng, repeats=repeats, osl=osl, decode_repeats=decode_repeats, max_kv=max_kv,
                       batches=batches, lengths=lengths)
     seed_label = man.labels.get("knob.model_seed")
+    if seed_label and not (seed_label.isascii() and seed_label.isdigit()):
+        raise CalibrationError(f"{like}/manifest.json: label knob.model_seed {seed_label!r} is not a non-negative "
+                               "integer (the seed of the tiny model's weights)")
     spec.update(model_dir=model_dir, model_seed=int(seed_label) if seed_label else 0,
                 weights_sha256=man.model.weights_sha256 or None)
     if model:
@@ -237,7 +307,7 @@ def calibrate(like: str, out: str, *, workload_name: Optional[str] = None, repea
         spec["model"] = str(Path(model).resolve())
     conditions = None
     if raw_in:
-        raw = json.loads(Path(raw_in).read_text())
+        raw = read_raw(raw_in)
     else:
         from unirl_replay.calibrate import conditions as cond
 
@@ -247,14 +317,19 @@ def calibrate(like: str, out: str, *, workload_name: Optional[str] = None, repea
         raw = run_driver(spec, log=log, timeout_s=timeout_s, observed=observed, env=engine_env)
         conditions = cond.conditions_json(cond.run_conditions(t0, cond.snapshot(), hardware=environments.hardware(),
                                                               process_tree=observed.get("process_tree")))
-    if raw_out:
-        Path(raw_out).write_text(json.dumps(raw, indent=1) + "\n")
+    if raw_out:  # exclusive create: a file that appeared since the check above is not replaced either
+        Path(raw_out).parent.mkdir(parents=True, exist_ok=True)
+        with open(raw_out, "x", encoding="utf-8") as f:
+            f.write(json.dumps(raw, indent=1) + "\n")
     fit = fit_profile(raw, eng)
     prov = build_provenance(raw=raw, fit=fit, eng=eng, manifest=man, workload_name=name, spec=spec)
     # RunConditions of the sweep (manifest.proto), the same message a capture records: compare warns when
     # they differ. A refit (--from-raw) has none: the raw data did not record them.
     prov["conditions"] = conditions or {"recorded": False}
     prov["engine_env"] = dict(engine_env or {})
+    from unirl_replay.contract.profile_npz import check_provenance
+
+    check_provenance(json.loads(json.dumps(prov, default=str)), str(out), CalibrationError)  # readable as written
     return write_profile(out, fit.tables, prov), prov
 
 

@@ -176,6 +176,12 @@ def finalize(raw_dir: Path | str, out_dir: Path | str, *, rollouts: Optional[str
     if (out_dir / "manifest.json").exists():
         raise TraceFormatError(f"{out_dir} already holds a trace; choose another --out", file=str(out_dir),
                                rule="capture.out_exists")
+    raw_abs, out_abs = raw_dir.resolve(), out_dir.resolve()
+    if out_abs == raw_abs or raw_abs in out_abs.parents:
+        # every *.jsonl of the raw directory is a shard: a trace written there is read back as shards by the
+        # next finalize of that directory (an INCOMPLETE trace), and its files sit among the run's shards
+        raise TraceFormatError(f"--out {out_dir} is the shard directory {raw_dir} or inside it: write the trace "
+                               "elsewhere (e.g. next to raw/)", file=str(out_dir), rule="capture.out_in_raw")
     shards = read_shards(raw_dir)
     if not shards:
         raise TraceFormatError(f"no shards (*.jsonl) in {raw_dir}: was UNIRL_REPLAY_TRACE_DIR set for the run?",

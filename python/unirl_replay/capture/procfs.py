@@ -62,9 +62,13 @@ def busy_steal_pct(a: Optional[List[int]], b: Optional[List[int]]) -> Dict[str, 
     if total <= 0:
         return {}
     idle = d[3] + (d[4] if len(d) > 4 else 0)
-    out = {"host_busy_pct": 100.0 * (total - idle) / total}
+
+    def pct(x: float) -> float:  # Linux's iowait (and on some hypervisors steal) can step backwards: keep 0-100
+        return min(100.0, max(0.0, 100.0 * x / total))
+
+    out = {"host_busy_pct": pct(total - idle)}
     if len(d) > 7:
-        out["steal_pct"] = 100.0 * d[7] / total
+        out["steal_pct"] = pct(d[7])
     return out
 
 

@@ -64,13 +64,20 @@ def command(like, probe_trace, base, out, workload_name, repeats, decode_repeats
     from unirl_replay.calibrate.profiler import CalibrationError, calibrate
 
     if probe_trace is not None:
+        measuring = [n for n, v in (("--like", like), ("--from-raw", raw_in), ("--raw-out", raw_out),
+                                    ("--engine-env", engine_env), ("--model", model), ("--model-dir", model_dir),
+                                    ("--batches", batches), ("--lengths", lengths), ("--max-load", max_load),
+                                    ("--workload-name", workload_name)) if v]
+        if measuring:
+            raise click.UsageError(f"--level-to-probe measures nothing: {', '.join(measuring)} would be ignored "
+                                   "(they are options of a measurement, `calibrate --like`)")
         from unirl_replay.calibrate.probe import ProbeError, level_profile
-        from unirl_replay.contract.trace_io import open_trace
+        from unirl_replay.contract.gate import gate
 
         if base is None:
             raise click.UsageError("--level-to-probe needs --base PROFILE.npz (the measured profile to level)")
-        try:
-            path, prov = level_profile(base, open_trace(probe_trace).manifest, out)
+        try:  # the gate: a probe validate rejects (manifest.probe: NaN medians, unknown phases) never levels
+            path, prov = level_profile(base, gate(probe_trace, "calibrate").manifest, out)
         except ProbeError as e:
             raise CalibrationError(str(e)) from e
         pl = prov["probe_levelled"]
@@ -79,6 +86,8 @@ def command(like, probe_trace, base, out, workload_name, repeats, decode_repeats
         return
     if like is None:
         raise click.UsageError("--like TRACE_DIR is required (or --level-to-probe with --base)")
+    if base is not None:
+        raise click.UsageError("--base is the profile --level-to-probe levels; a measurement (--like) has no base")
 
     env = _engine_env(engine_env)
     load = os.getloadavg()[0]
@@ -111,5 +120,7 @@ def _engine_env(items) -> dict:
         name, sep, value = item.partition("=")
         if not sep or not _ENV_NAME.match(name):
             raise click.UsageError(f"--engine-env {item!r}: expected NAME=VALUE with NAME a shell variable name")
+        if name in out and out[name] != value:  # never "last one wins": the provenance would hide the other
+            raise click.UsageError(f"--engine-env {name} given twice ({out[name]!r} and {value!r}): which one?")
         out[name] = value
     return out

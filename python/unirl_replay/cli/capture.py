@@ -59,7 +59,7 @@ def command() -> None:
 @click.option("--workload-name", default=None, help="Workload family name (default: MODE-DATE).")
 @click.option("--trace-id", default=None, help="Trace id (default: workload name + time).")
 @click.option("--model-name", default=None, help="Model name in the manifest (default: the model directory name).")
-@click.option("--max-new-tokens", type=int, default=None, help="The run's max new tokens per turn (recorded as "
+@click.option("--max-new-tokens", type=click.IntRange(1, 2**32 - 1), default=None, help="The run's max new tokens per turn (recorded as "
               "each request's max_output_tokens; not in the shards).")
 @click.option("--label", "labels", multiple=True, metavar="KEY=VALUE", help="Extra manifest label (repeatable).")
 @click.option("--no-validate", is_flag=True, help="Do not validate the written trace.")
@@ -74,12 +74,23 @@ def finalize_command(raw_dir: str, out_dir: str, rollouts: str | None, policy_ve
         key, sep, value = item.partition("=")
         if not sep or not key:
             raise click.BadParameter(f"expected KEY=VALUE, got {item!r}", param_hint="--label")
+        if key in extra and extra[key] != value:  # never last-one-wins
+            raise click.BadParameter(f"label {key!r} given twice ({extra[key]!r} and {value!r})", param_hint="--label")
         extra[key] = value
     if rollouts:
         for piece in rollouts.split(","):
             lo, _, hi = piece.partition(":")
-            if not (lo.isdigit() and (not hi or hi.isdigit())):
+            if not (lo.isascii() and lo.isdigit() and (not hi or (hi.isascii() and hi.isdigit()))):
                 raise click.BadParameter(f"expected A:B rollout ids, got {piece!r}", param_hint="--rollouts")
+            if hi and int(hi) < int(lo):
+                raise click.BadParameter(f"{piece!r}: the range ends before it starts (ranges are inclusive, A <= B)",
+                                         param_hint="--rollouts")
+    if trace_id is not None:
+        from unirl_replay.contract.message_guard import id_problem
+
+        why = id_problem(trace_id) or ("" if trace_id else "an empty trace id")
+        if why:  # refused before anything is written (was: an invalid trace written, then refused)
+            raise click.BadParameter(why, param_hint="--trace-id")
     from unirl_replay.contract.errors import UnirlReplayError
 
     try:
@@ -124,7 +135,7 @@ def _validate(out_dir: str) -> None:
 @click.option("--samples", type=int, default=4, show_default=True, help="GRPO samples per prompt (vLLM n).")
 @click.option("--prompt-words", callback=_range, default=None, metavar="MIN:MAX",
               help="Prompt length range in words, log-uniform [grpo 4:300, agentic 6:80].")
-@click.option("--max-new-tokens", type=int, default=None, help="Max tokens per turn/sample [grpo 64, agentic 48].")
+@click.option("--max-new-tokens", type=click.IntRange(1, 2**32 - 1), default=None, help="Max tokens per turn/sample [grpo 64, agentic 48].")
 @click.option("--group-size", type=int, default=4, show_default=True, help="Agentic trajectories per prompt.")
 @click.option("--per-worker-inflight", type=int, default=4, show_default=True, help="Agentic trajectory slots.")
 @click.option("--max-turns", type=int, default=5, show_default=True, help="Agentic max turns per trajectory.")

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import json
+import os
+import shlex
 import sys
 from pathlib import Path
 
@@ -10,7 +12,27 @@ import click
 
 from unirl_replay.conformance import runner
 from unirl_replay.conformance.corpus import load_corpus
-from unirl_replay.contract.errors import MissingEnvironmentError
+from unirl_replay.contract.errors import MissingEnvironmentError, OutputExistsError, TraceFormatError
+
+MATRIX_KEYS = {"revisions", "cases"}
+
+
+def _guard_matrix_out(out: Path) -> None:
+    """``--out`` may be new or an earlier matrix (a JSON object with exactly the matrix keys, as
+    :func:`runner.matrix_json` writes it: `make conformance-matrix` rewrites conformance/matrix.json);
+    anything else is a user's file and is never replaced."""
+    if not os.path.lexists(out):
+        return
+    ours = False
+    if out.is_file() and not out.is_symlink() and out.stat().st_size <= 64 << 20:
+        try:
+            doc = json.loads(out.read_text(encoding="utf-8"))
+            ours = isinstance(doc, dict) and set(doc) == MATRIX_KEYS and isinstance(doc["revisions"], list)
+        except (OSError, ValueError):
+            ours = False
+    if not ours:
+        raise OutputExistsError(f"{out} exists and is not a conformance matrix unirl-replay wrote: it is never "
+                                "replaced; choose another --out or move it")
 
 
 @click.command("conformance")
@@ -42,17 +64,30 @@ def command(simulators: tuple[str, ...], corpus: Path, only: tuple[str, ...], ex
         raise MissingEnvironmentError("ai-dynamo is not installed here: run `make env`, or pass --simulator ai-dynamo==X.Y.Z")
     for rev in revisions:
         runner.parse_revision(rev)  # a malformed spec fails before anything runs
+    if out is not None:
+        _guard_matrix_out(out)  # before anything runs: a user's file is never replaced
     cases = load_corpus(corpus, list(only) or None)
+    if not cases:
+        raise TraceFormatError("no conformance case (a folder with a case.json) in the corpus",
+                               file=str(corpus / "cases"), rule="conformance.empty")
     log = lambda m: click.echo(m, err=True)  # noqa: E731
-    cmd = executor.split() if executor else None
+    try:  # a command line as a shell would split it: quoted arguments stay whole
+        cmd = shlex.split(executor) if executor else None
+    except ValueError as e:
+        raise click.BadParameter(f"{executor!r}: {e}", param_hint="--executor") from None
+    if cmd == []:
+        raise click.BadParameter("an empty command", param_hint="--executor")
     runs = []
     for rev in revisions:
         log(f"running {len(cases)} cases on {rev} ...")
         runs.append(runner.run_revision(corpus, cases, rev, cache_dir, log, cmd))
     click.echo(runner.matrix_markdown(cases, runs))
     if out:
+        _guard_matrix_out(out)
         out.parent.mkdir(parents=True, exist_ok=True)
-        out.write_text(json.dumps(runner.matrix_json(cases, runs), indent=2) + "\n")
+        tmp = out.with_name(f".{out.name}.{os.getpid()}.tmp")
+        tmp.write_text(json.dumps(runner.matrix_json(cases, runs), indent=2) + "\n")
+        os.replace(tmp, out)
         log(f"matrix written to {out}")
     if not runner.ok(runs):
         sys.exit(1)

@@ -15,14 +15,20 @@ from unirl_replay.demo import run as demo
 @click.option("--trace", "traces", multiple=True, type=click.Path(exists=True, file_okay=False, path_type=Path),
               help="Trace directory to use (repeatable); default: every trace under traces/.")
 @click.option("--profile", type=click.Path(exists=True, dir_okay=False, path_type=Path), default=None,
-              help="Calibrated timing profile (NPZ); default: the one in profiles/.")
+              help="Calibrated timing profile (NPZ); default: profiles/vllm-cpu-tiny-qwen2-20261130b.npz, the "
+                   "profile of README's demo table.")
 @click.option("--no-profile", is_flag=True, help="Run only the uncalibrated default model.")
 def command(out_dir: Path, traces: tuple[Path, ...], profile: Path | None, no_profile: bool) -> None:
     """Validate, replay (calibrated profile and default model), compare and report, on real traces."""
+    if no_profile and profile is not None:
+        raise click.UsageError("--profile and --no-profile: which one? (--no-profile runs only the default model)")
     trace_dirs = list(traces) or demo.find_traces(demo.DEFAULT_TRACES_DIR)
     if not trace_dirs:
         raise click.ClickException(f"no trace directories found under {demo.DEFAULT_TRACES_DIR}; pass --trace DIR")
     prof = None if no_profile else (profile or demo.find_profile(demo.DEFAULT_PROFILES_DIR))
+    if prof is None and not no_profile:
+        click.echo(f"warning: no {demo.DEFAULT_PROFILE} (nor a single profile) in {demo.DEFAULT_PROFILES_DIR}: only "
+                   "the uncalibrated default model runs; pass --profile FILE", err=True)
     log = lambda m: click.echo(m, err=True)  # noqa: E731
     log(f"unirl-replay demo: {len(trace_dirs)} traces, timing models: "
         + ("calibrated profile " + str(prof) + " and " if prof else "") + "the uncalibrated default (polynomial)")

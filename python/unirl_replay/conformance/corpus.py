@@ -62,13 +62,27 @@ def load_corpus(root: Path, only: list[str] | None = None) -> list[Case]:
     """All cases under ``root/cases`` (sorted by name), or just those named in ``only``.
 
     Raises:
-        TraceFormatError: a ``case.json`` is missing a key or names an unknown op.
+        TraceFormatError: no ``cases/`` folder, a name in ``only`` that is no case, a ``case.json`` that
+            is not a JSON object, is missing a key or names an unknown op.
     """
+    from unirl_replay.contract import json_guard
+
+    if not (root / "cases").is_dir():
+        raise TraceFormatError("no cases/ folder: not a conformance corpus", file=str(root), rule="conformance.corpus")
     cases = []
+    names = sorted(d.name for d in (root / "cases").iterdir() if (d / "case.json").is_file())
+    unknown = sorted(set(only or ()) - set(names))
+    if unknown:
+        raise TraceFormatError(f"no case named {unknown} in the corpus (cases: {', '.join(names[:8])}"
+                               + (" ..." if len(names) > 8 else "") + ")", file=str(root / "cases"),
+                               rule="conformance.case_unknown")
     for d in sorted((root / "cases").iterdir()):
         if not (d / "case.json").is_file() or (only and d.name not in only):
             continue
-        spec = json.loads((d / "case.json").read_text())
+        spec = json_guard.loads((d / "case.json").read_bytes(), file=str(d / "case.json"))
+        if not isinstance(spec, dict):
+            raise TraceFormatError("case.json must be a JSON object", file=str(d / "case.json"),
+                                   rule="conformance.case")
         try:
             ops = tuple(spec["ops"])
             case = Case(d.name, d, spec["rule"], spec.get("format", "agentic_mooncake"),
@@ -77,6 +91,9 @@ def load_corpus(root: Path, only: list[str] | None = None) -> list[Case]:
                         tuple(spec.get("allow_unmodelled", ())))
         except KeyError as e:
             raise TraceFormatError(f"missing key {e}", file=str(d / "case.json"), rule="conformance.case") from None
+        except TypeError as e:  # e.g. "ops": 5
+            raise TraceFormatError(f"a key of the wrong type: {e}", file=str(d / "case.json"),
+                                   rule="conformance.case") from None
         bad = [op for op in ops if op not in ("convert", "replay")]
         if bad:
             raise TraceFormatError(f"unknown ops {bad}", file=str(d / "case.json"), rule="conformance.case")

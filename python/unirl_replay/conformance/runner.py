@@ -59,7 +59,7 @@ def parse_revision(spec: str) -> tuple[str, str]:
     raises UnirlReplayError otherwise."""
     dist, sep, version = spec.partition("==")
     dist, version = dist.strip(), version.strip()
-    if not sep or dist not in LINES or not version:
+    if not sep or dist not in LINES or not environments.valid_version(version):  # the version names a cached environment
         raise UnirlReplayError(f"--simulator must look like ai-dynamo==X.Y.Z or aisimulate==VERSION "
                                f"(a dev build, e.g. aisimulate==0.13.0.dev202610270000000085), got {spec!r}")
     return dist, version

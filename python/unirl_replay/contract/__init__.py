@@ -5,7 +5,9 @@ Owns: trace directories (``trace_io``: manifest, JSONL / binpb framing, the stre
 the measured-outcomes artifact (``outcomes_io``, its only reader), the one JSON mapping
 (``json_profile``), JSON Schema generation (``jsonschema_gen``), forward compatibility inside v1 (``compat``: contract revisions, unknown
 fields), ``recode`` (a trace rewritten in another encoding), the semantic rules
-(``validate``: a rule registry and one module per rule group) and the typed errors (``errors``).
+(``validate``: a rule registry and one module per rule group), the one checked reader of a
+``dynamo_profile`` timing profile NPZ (``profile_npz``: replay, report and calibrate read profiles through it)
+and the typed errors (``errors``).
 
 May import: ``unirl_replay`` (version, schema version), the generated messages
 (``unirl_replay.v1``) and itself.

@@ -186,11 +186,12 @@ def swap_in(work: str | os.PathLike, out_dir: str | os.PathLike) -> None:
 
     work, out_dir = Path(work), Path(out_dir)
     if out_dir.exists():
-        old = out_dir.with_name(f".{out_dir.name}.old")
-        shutil.rmtree(old, ignore_errors=True)
-        out_dir.rename(old)
+        # aside into a fresh private directory: never a fixed name (a user's `.demo.old` next to the output
+        # was removed whole)
+        aside = Path(tempfile.mkdtemp(prefix=f".{out_dir.name}.", suffix=".old", dir=out_dir.parent))
+        out_dir.rename(aside / out_dir.name)
         work.rename(out_dir)
-        shutil.rmtree(old, ignore_errors=True)
+        shutil.rmtree(aside, ignore_errors=True)
     else:
         work.rename(out_dir)
 

@@ -52,10 +52,21 @@ def find_traces(traces_dir: Path) -> list[Path]:
     return sorted(p.parent for p in traces_dir.glob("*/manifest.json"))
 
 
+#: The demo's calibrated profile, by name: the one README's demo table, docs/demo/ and grids/demo.yaml show.
+#: (It was "the newest *.npz by name": adding profiles/...-20261201-bound.npz, a profile of engines bound to one
+#: core as UniRL's Ray actors run them, silently switched the demo to it, and grpo-a's calibrated row went from
+#: 31.8 % to 1322 % request E2E MAPE.)
+DEFAULT_PROFILE = "vllm-cpu-tiny-qwen2-20261130b.npz"
+
+
 def find_profile(profiles_dir: Path) -> Path | None:
-    """The calibrated profile to use: the newest ``*.npz`` in ``profiles_dir`` by name, or None."""
+    """The calibrated profile to use: :data:`DEFAULT_PROFILE` in ``profiles_dir``, else the only ``*.npz``
+    there, else None (several others: which one is not guessed; pass ``--profile``)."""
+    named = profiles_dir / DEFAULT_PROFILE
+    if named.is_file():
+        return named
     npzs = sorted(profiles_dir.glob("*.npz"))
-    return npzs[-1] if npzs else None
+    return npzs[0] if len(npzs) == 1 else None
 
 
 def _headline(report) -> tuple[dict, dict]:
@@ -86,6 +97,11 @@ def run_demo(out_dir: Path, traces: list[Path], profile: Path | None,
     """
     from unirl_replay.contract import out_dir as outputs
 
+    names = [Path(t).name for t in traces]
+    dup = sorted({n for n in names if names.count(n) > 1})
+    if dup:  # each trace's results go to <out>/<trace name>/: a second one would replace the first's
+        raise UnirlReplayError(f"traces named {dup} given more than once (the demo writes each trace's results to "
+                               "<out>/<trace directory name>/): pass each trace once, under distinct names")
     if not outputs.replaceable(out_dir):
         raise UnirlReplayError(f"{out_dir} exists and is not an earlier demo output: it holds entries unirl-replay "
                                f"did not write (none of ours lists them: {outputs.MARKER}); the demo replaces its "

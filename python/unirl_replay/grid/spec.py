@@ -27,7 +27,6 @@ driver reports them in that order whatever order they finish in.
 
 from __future__ import annotations
 
-import json
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -139,20 +138,43 @@ def _read(path: Path) -> dict[str, Any]:
             raise _err(path, "a YAML spec needs PyYAML (`uv sync --extra grid`); or write the spec as JSON",
                        "yaml_missing") from None
         try:
-            data = yaml.safe_load(text)
+            data = yaml.load(text, Loader=_unique_keys_loader(yaml))  # safe_load, duplicate keys refused
         except yaml.YAMLError as e:
             line = getattr(getattr(e, "problem_mark", None), "line", -1) + 1
             raise GridSpecError(f"not valid YAML: {getattr(e, 'problem', e)}", file=str(path), line=max(line, 0),
                                 rule="grid.spec.parse") from None
     else:
-        try:
-            data = json.loads(text)
-        except json.JSONDecodeError as e:
-            raise GridSpecError(f"not valid JSON: {e.msg}", file=str(path), line=e.lineno,
+        from unirl_replay.contract import json_guard
+        from unirl_replay.contract.errors import TraceFormatError
+
+        try:  # the contract's hostile-JSON guard: duplicate keys, NaN, huge numbers are errors, not last-one-wins
+            data = json_guard.loads(text, file=str(path))
+        except TraceFormatError as e:
+            raise GridSpecError(f"not valid JSON: {e}", file=str(path), line=e.line,
                                 rule="grid.spec.parse") from None
     if not isinstance(data, dict):
         raise _err(path, "the spec must be a mapping (traces, timing_models, ...)", "shape")
     return data
+
+
+def _unique_keys_loader(yaml):
+    """PyYAML's SafeLoader, except that a mapping with the same key twice is an error (PyYAML keeps the last)."""
+
+    class UniqueKeys(yaml.SafeLoader):
+        pass
+
+    def mapping(loader, node, deep=False):
+        seen = set()
+        for key_node, _ in node.value:
+            key = loader.construct_object(key_node, deep=deep)
+            if isinstance(key, (str, int, float, bool)) and key in seen:
+                raise yaml.constructor.ConstructorError(None, None, f"found the key {key!r} twice in one mapping",
+                                                        key_node.start_mark)
+            seen.add(key)
+        return yaml.SafeLoader.construct_mapping(loader, node, deep)
+
+    UniqueKeys.add_constructor(yaml.resolver.BaseResolver.DEFAULT_MAPPING_TAG, mapping)
+    return UniqueKeys
 
 
 def _strs(path: Path, value: Any, key: str) -> list[str]:
@@ -198,6 +220,12 @@ def _model(base: Path, path: Path, item: Any) -> ModelEntry:
     if kind == "profile" and arg:
         spec = f"profile:{_abs(base, arg)}"  # workers resolve nothing against their own cwd
         name = name or safe_name(Path(arg).stem)
+    from unirl_replay.replay.timing_models import TimingModelError, parse_timing_model
+
+    try:  # a bad spec is a bad grid spec (exit 2), not one failed job per trace
+        parse_timing_model(spec)
+    except TimingModelError as e:
+        raise _err(path, f"timing model {spec!r}: {e}", "timing_model") from None
     return ModelEntry(str(name) if name else safe_name(spec), spec)
 
 
@@ -261,6 +289,11 @@ def load_spec(path: str | Path) -> GridSpec:
             (len(sims) > 1 and "{simulator}" not in layout):
         raise _err(path, f"layout {layout!r} must contain {{trace}} and {{timing_model}} (and {{simulator}} when "
                    "there are several simulators)", "layout")
+    try:
+        layout.format(trace="t", simulator="s", timing_model="m")
+    except (KeyError, IndexError, ValueError) as e:
+        raise _err(path, f"layout {layout!r} is not a pattern of {{trace}}, {{simulator}} and {{timing_model}}: "
+                   f"{type(e).__name__} {e}", "layout") from None
     conf = None
     if data.get("conformance") is not None:
         c = data["conformance"]
@@ -292,6 +325,8 @@ def load_spec(path: str | Path) -> GridSpec:
     if not traces and conf is None:
         raise _err(path, "nothing to run: give traces and timing_models, or conformance", "empty")
     out = data.get("out")
+    if out is not None and (not isinstance(out, str) or not out):
+        raise _err(path, f"out must be a directory path (a string), got {out!r}", "type")  # was silently ignored
     return GridSpec(str(path), traces, sims, models, fmt, _bool(path, data.get("compare"), "compare", True), layout,
                     _bool(path, data.get("keep_upstream"), "keep_upstream", True),
                     _abs(base, out) if isinstance(out, str) else None, conf, data)
@@ -305,6 +340,10 @@ def expand(spec: GridSpec) -> list[ReplayJob | ConformanceJob]:
         for s in spec.simulators:
             for m in spec.timing_models:
                 jid = spec.layout.format(trace=t.name, simulator=simulator_tag(s), timing_model=m.name)
+                if any(x in ("", ".", "..") for x in jid.split("/")) or "\\" in jid:  # "" also: absolute, "//"
+                    raise _err(Path(spec.path), f"job directory {jid!r} (layout {spec.layout!r}) is not a relative "
+                               "path inside --out: no '..', '.', absolute or empty parts in the layout or the names",
+                               "layout")
                 jobs.append(ReplayJob(len(jobs), jid, t, s, m, spec.trace_format, spec.compare, spec.keep_upstream))
     if spec.conformance is not None:
         from unirl_replay.conformance.corpus import load_corpus

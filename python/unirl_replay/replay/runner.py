@@ -39,7 +39,7 @@ from unirl_replay.replay.workload import EnginePlan, WorkloadIndex
 from unirl_replay.replay.support import ColumnsDeclined, check_supported
 from unirl_replay.contract.workload_columns import read_columns
 from unirl_replay.replay.derive import derive_batches, derive_groups_values, derive_trajectories_values
-from unirl_replay.contract.errors import UnsupportedWorkloadError
+from unirl_replay.contract.errors import TraceFormatError, UnsupportedWorkloadError
 from unirl_replay.replay.simulators import DEFAULT_SIMULATOR, Simulator, SimulatorJob, get_simulator
 from unirl_replay.replay.timing_models import TimingModelError, parse_timing_model
 from unirl_replay.v1 import common_pb2, manifest_pb2, replay_pb2
@@ -311,6 +311,11 @@ def convert_trace(trace_dir: str | Path, out_file: str | Path, *, trace_format: 
         index = WorkloadIndex.from_records(rec for _, rec in trace.iter_workload())
         plans, _ = check_supported(index, engines, **kw)
     if engine_id is not None:
+        if engine_id not in plans:
+            known = sorted(plans)
+            raise TraceFormatError(f"--engine {engine_id!r}: no engine of that id has requests in this trace; its "
+                                   f"engines: {', '.join(map(repr, known[:10]))}" + (" ..." if len(known) > 10 else ""),
+                                   file=str(trace_dir), rule="convert.engine")
         plans = {engine_id: plans[engine_id]}
     out = Path(out_file)
     paths = []

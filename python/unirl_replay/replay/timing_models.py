@@ -69,14 +69,19 @@ def parse_timing_model(spec: str) -> tuple[replay_pb2.TimingModel, dict]:
             p, d = (float(x) for x in arg.split(","))
         except ValueError:
             raise TimingModelError(f"fixed timing model needs 'fixed:PREFILL_MS,DECODE_MS', got {spec!r}") from None
+        from unirl_replay.contract.profile_npz import MAX_STEP_MS
+
         if not (np.isfinite(p) and np.isfinite(d) and p > 0 and d > 0):
             raise TimingModelError(f"fixed timing model costs must be finite and > 0 ms, got {spec!r}")
+        if p > MAX_STEP_MS or d > MAX_STEP_MS:
+            raise TimingModelError(f"fixed timing model costs must be at most {MAX_STEP_MS:.0f} ms (1 hour) per pass "
+                                   f"or step, got {spec!r}")
         return (replay_pb2.TimingModel(kind=replay_pb2.TIMING_MODEL_KIND_FIXED,
                                        calibration=replay_pb2.CALIBRATION_STATUS_FIXED,
                                        prefill_ms=p, decode_ms=d),
                 {"type": "fixed", "prefill_ms": p, "decode_ms": d})
     if kind == "profile" and arg:
-        from unirl_replay.replay.profile_check import load_profile
+        from unirl_replay.contract.profile_npz import load_profile
 
         path = Path(arg)
         data, _, prov = load_profile(path, PROFILE_KEYS, TimingModelError)  # every malformed file: a typed error

@@ -311,10 +311,17 @@ def _bracket(idx: WorkloadIndex, outcomes: list[opb.OutcomeRecord], manifest: mp
                             "and pass it with --bound to bracket the truth")
         return
     results = [("replay result", replay, matching.pairs)]
+    seen = {bound_name(replay): "the replay result"}
     for src, b in bounds:
         check_inputs(manifest, b)
         if not b.unmodelled_constraints:
             raise ComparisonError(f"bound {src!r} modelled every constraint: it is a prediction, not a bound")
+        name = bound_name(b)
+        if name in seen and name != "UNMODELLED replay":  # the same bound twice brackets nothing
+            raise ComparisonError(f"bound {src!r} is the same bound as {seen[name]} ({name}): pass the other one "
+                                  "(--allow-unmodelled engine_client.inflight_limit vs "
+                                  "engine_client.inflight_limit.as_lanes)")
+        seen[name] = repr(src)
         if b.granularity != rpb.RESULT_GRANULARITY_PER_REQUEST:
             raise ComparisonError(f"bound {src!r} is aggregate-only: a bracket needs per-request rows")
         results.append((src, b, match_indexed(idx, outcomes, b).pairs))
@@ -328,12 +335,18 @@ def spread_over_repeats(manifest: mpb.TraceManifest, main_measured: dict[tuple[i
     over its own measured values). Metrics measured in fewer than two runs get no entry.
 
     Raises:
-        ComparisonError: a repeat has another workload name or role.
+        ComparisonError: a repeat has another workload name or role, or is the main trace or another
+            repeat again (same trace_id).
     """
     if not repeats:
         return []
     runs = [main_measured]
+    ids = {manifest.trace_id}
     for m, wl, outs in repeats:
+        if m.trace_id in ids:  # one measured run counted twice would shrink the spread it reports
+            raise ComparisonError(f"repeat {m.trace_id!r} is " + ("the compared trace itself" if m.trace_id ==
+                                  manifest.trace_id else "given twice") + ": a repeat is another measured run")
+        ids.add(m.trace_id)
         if m.workload_name != manifest.workload_name or m.role != manifest.role:
             raise ComparisonError(f"repeat {m.trace_id!r} is workload {m.workload_name!r} "
                                   f"({_ROLE_WORDS.get(m.role, '?')}), not {manifest.workload_name!r} "

@@ -43,8 +43,44 @@ def load_timing_model(replay, replay_path: Path):
 
     dirs = [replay_path.resolve().parent, *replay_path.resolve().parent.parents][:6]
     return step_model(replay.timing_model, 0, search_dirs=dirs)
-def _check_result(path: Path, replay) -> None:
-    """A replay result no v1 reader may act on: unknown enum numbers, ids with control characters."""
+_PREDICTED_TIMES = ("arrival_ns", "scheduled_ns", "first_token_ns", "completion_ns")
+
+
+def _check_rows(path: Path, replay, request_ids: set[str] | None) -> None:
+    """The ReplayResult contract (replay.proto): one row per ``Request.request_id`` of the replayed trace (no id
+    twice, none the trace lacks), and a row's times >= 0 and in order (arrival <= scheduled <= first token
+    <= completion); one row per trajectory, group and rollout batch id."""
+    def esc(i: str) -> str:
+        return i.encode("unicode_escape").decode()[:120]
+
+    seen: set[str] = set()
+    for r in replay.requests:
+        if r.request_id in seen:
+            raise TraceFormatError(f"request {r.request_id!r} has two rows (one row per request_id)", file=path.name,
+                                   record_id=esc(r.request_id), rule="id.duplicate")
+        seen.add(r.request_id)
+        if request_ids is not None and r.request_id not in request_ids:
+            raise TraceFormatError(f"request {r.request_id!r} is no request of the trace compared: a replay of "
+                                   "another workload?", file=path.name, record_id=esc(r.request_id),
+                                   rule="replay.unmatched")
+        times = [(f, getattr(r, f)) for f in _PREDICTED_TIMES if r.HasField(f)]
+        neg = [f"{f} = {v}" for f, v in times if v < 0]
+        bad = [f"{a} {x} > {b} {y}" for (a, x), (b, y) in zip(times, times[1:]) if x > y]
+        if neg or bad:
+            raise TraceFormatError(f"predicted times {'negative' if neg else 'out of order'}: {', '.join(neg or bad)}",
+                                   file=path.name, record_id=esc(r.request_id), rule="time.order")
+    for rows, key in ((replay.trajectories, "trajectory_id"), (replay.groups, "group_id"),
+                      (replay.rollout_batches, "rollout_batch_id")):
+        ids = [getattr(x, key) for x in rows]
+        dup = sorted({i for i in ids if ids.count(i) > 1})
+        if dup:
+            raise TraceFormatError(f"{key} {dup[0]!r} has two rows", file=path.name, record_id=esc(dup[0]),
+                                   rule="id.duplicate")
+
+
+def _check_result(path: Path, replay, request_ids: set[str] | None = None) -> None:
+    """A replay result no v1 reader may act on: unknown enum numbers, ids with control characters, rows the
+    contract does not allow (:func:`_check_rows`; ``request_ids``: the compared trace's)."""
     from unirl_replay.contract.message_guard import id_problem, unknown_enums
 
     bad = unknown_enums(replay)
@@ -56,6 +92,7 @@ def _check_result(path: Path, replay) -> None:
         if why:
             raise TraceFormatError(why, file=path.name, record_id=r.request_id.encode("unicode_escape").decode()[:120],
                                    rule="id.invalid")
+    _check_rows(path, replay, request_ids)
 
 
 def compare_to_dir(trace_dir: str | Path, replay_result: str | Path, out_dir: str | Path,
@@ -84,15 +121,24 @@ def compare_to_dir(trace_dir: str | Path, replay_result: str | Path, out_dir: st
                                    "`unirl-replay replay --out`, or the replay_result.json file itself",
                                    file=str(rp.parent), rule="compare.no_replay_result")
     replay = read_message_json(rp, replay_pb2.ReplayResult)
-    _check_result(rp, replay)
+    request_ids = {r.request.request_id for r in workload if r.WhichOneof("record") == "request"}
+    _check_result(rp, replay, request_ids)
     per_request = replay.granularity == replay_pb2.RESULT_GRANULARITY_PER_REQUEST
+    if batch_id is not None:  # before anything is written: the timeline plot of a batch the trace lacks
+        batches = sorted(C.index_workload(workload).requests_of_batch)
+        if batch_id not in batches:
+            from unirl_replay.report.keys import ComparisonError
+
+            raise ComparisonError(f"--batch {batch_id!r}: no rollout batch of that id has requests in "
+                                  f"{trace_dir}; its batches: {', '.join(map(repr, batches[:10]))}"
+                                  + (" ..." if len(batches) > 10 else ""))
     matching = C.match(workload, outcomes, replay) if per_request else None
     timing = load_timing_model(replay, rp)
     bound_results = []
     for b in bounds:
         bp = _result_file(Path(b))
         bound_results.append((str(b), read_message_json(bp, replay_pb2.ReplayResult)))
-        _check_result(bp, bound_results[-1][1])
+        _check_result(bp, bound_results[-1][1], request_ids)
     report = C.compare(manifest, workload, outcomes, replay, repeats=reps, matching=matching, timing=timing,
                        bounds=bound_results)
 

@@ -24,7 +24,6 @@ against the real simulator (tests/test_report_steps.py).
 from __future__ import annotations
 
 import hashlib
-import json
 from collections.abc import Sequence
 from pathlib import Path
 
@@ -120,19 +119,18 @@ class StepModel:
         return self.prefill_ms(prefill_new_tokens, prefill_prefix_tokens) + self.decode_ms(decode_contexts)
 
 
+class ProfileUnreadable(ValueError):
+    """A profile file that is not a readable ``dynamo_profile`` NPZ (the message says why)."""
+
+
 def read_profile(path: str | Path) -> tuple[dict[str, np.ndarray], dict, str]:
     """``(tables, provenance, sha256)`` of a ``dynamo_profile`` NPZ (provenance: NPZ key first,
-    sidecar second, ``{}`` when neither). Raises OSError / ValueError / KeyError on a bad file."""
-    path = Path(path)
-    data = path.read_bytes()
-    with np.load(path, allow_pickle=False) as npz:
-        tables = {k: np.asarray(npz[k], dtype=np.float64) for k in PROFILE_KEYS}
-        prov: dict = {}
-        if "provenance" in npz.files:
-            prov = json.loads(str(npz["provenance"]))
-    side = path.with_name(path.name + ".provenance.json")
-    if not prov and side.is_file():
-        prov = json.loads(side.read_text())
+    sidecar second, ``{}`` when neither), read by the one checked reader
+    (:func:`unirl_replay.contract.profile_npz.load_profile`). Raises :class:`ProfileUnreadable`
+    (a ValueError) naming the file and what is wrong."""
+    from unirl_replay.contract.profile_npz import load_profile
+
+    data, tables, prov = load_profile(Path(path), PROFILE_KEYS, ProfileUnreadable)
     return tables, prov, hashlib.sha256(data).hexdigest()
 
 
@@ -158,8 +156,8 @@ def step_model(tm: rpb.TimingModel, kv_capacity_tokens: int, search_dirs: Sequen
         return None, {}, f"profile {tm.profile_path!r} not found here: the model cannot be evaluated"
     try:
         tables, prov, sha = read_profile(path)
-    except (OSError, ValueError, KeyError) as e:
-        return None, {}, f"profile {str(path)!r} unreadable: {e}"
+    except ProfileUnreadable as e:  # names the file and what is wrong
+        return None, {}, str(e)
     if tm.profile_sha256 and sha != tm.profile_sha256:
         return None, prov, (f"profile {str(path)!r} is not the file the replay used (sha256 {sha[:12]}..., the "
                             f"replay's {tm.profile_sha256[:12]}...)")

@@ -186,6 +186,10 @@ EXAMPLES: dict[str, Example] = {
     "compat.newer_revision": _g(("set", W, 1, "request.reasoning_tokens", 7), ("set", M, 0, "contract_revision", 3)),
     "manifest.window": _g(("del", M, 0, "window.duration_ns")),
     "manifest.engine": _g(("del", M, 0, "engines[0].engine_id")),
+    "manifest.created_at": _g(("set", M, 0, "created_at", "yesterday")),
+    "manifest.conditions": _g(("set", M, 0, "conditions", {"steal_pct": "NaN", "host_busy_pct": 250.0})),
+    "manifest.probe": _g(("set", M, 0, "probes", [{"engine_id": "e0", "when": "before", "points": [
+        {"phase": "decode", "batch_size": 1, "context_tokens": 128, "repeats": 5, "median_ms": "NaN"}]}])),
     "record.empty": _g(("append", W, {})),
     "id.empty": _g(("del", W, 2, "group.group_id")),
     "id.duplicate": _g(("dup", W, 3)),

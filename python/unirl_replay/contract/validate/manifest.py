@@ -1,9 +1,85 @@
-"""Manifest rules: the capture window, enums of the trace and its engines."""
+"""Manifest rules: the capture window, enums of the trace and its engines, the reference probes."""
 
 from __future__ import annotations
 
+import datetime
+import math
+import re
+from pathlib import PurePosixPath
+
 from unirl_replay.contract.trace_io import MANIFEST_FILE
 from unirl_replay.contract.validate.context import TraceState
+from unirl_replay.contract.validate.registry import MAX_LOADAVG, MAX_PROBE_MS
+
+#: ReferenceProbe.when and ProbePoint.phase, as manifest.proto defines them
+PROBE_WHEN = ("before", "after")
+PROBE_PHASES = ("decode", "prefill")
+
+
+_RFC3339_UTC = re.compile(r"\d{4}-\d{2}-\d{2}[Tt]\d{2}:\d{2}:\d{2}(\.\d{1,9})?([Zz]|\+00:00|-00:00)\Z")
+
+
+def created_at_problem(text: str) -> str | None:
+    """Why ``TraceManifest.created_at`` ("RFC 3339 UTC", manifest.proto) is not one, or None (absent is fine)."""
+    if not text:
+        return None
+    if _RFC3339_UTC.match(text):
+        try:  # the fields must also be a real time (no month 13, no 25:00)
+            datetime.datetime.strptime(text[:19].replace("t", "T"), "%Y-%m-%dT%H:%M:%S")
+            return None
+        except ValueError:
+            pass
+    return f"created_at {text[:64]!r} is not an RFC 3339 UTC time (e.g. 2026-12-01T17:50:19Z)"
+
+
+def conditions_problems(c) -> list[str]:
+    """What is wrong with one ``RunConditions`` (manifest.proto), readable; empty when nothing is."""
+    out = []
+    for name in ("loadavg_1m_start", "loadavg_1m_end"):
+        if c.HasField(name) and not (math.isfinite(v := getattr(c, name)) and 0 <= v <= MAX_LOADAVG):
+            out.append(f"{name} {v!r} is not a load average (finite, 0 to {MAX_LOADAVG:.0e})")
+    for name in ("steal_pct", "host_busy_pct"):
+        if c.HasField(name) and not (math.isfinite(v := getattr(c, name)) and 0 <= v <= 100):
+            out.append(f"{name} {v!r} is not a percentage of CPU time (0 to 100)")
+    for name in ("engine_uptime_ns", "duration_ns"):
+        if c.HasField(name) and getattr(c, name) < 0:
+            out.append(f"{name} {getattr(c, name)} is negative")
+    for label, ns in sorted(c.engine_process_cpu_ns.items()):
+        if ns < 0:
+            out.append(f"engine_process_cpu_ns[{label!r}] {ns} is negative")
+    return out
+
+
+def probe_problems(probe, engine_ids: set[str]) -> list[str]:
+    """What is wrong with one ``ReferenceProbe`` (manifest.proto), readable; empty when nothing is."""
+    out = []
+    if engine_ids and probe.engine_id not in engine_ids:
+        out.append(f"engine_id {probe.engine_id!r} is not among the manifest's engines")
+    if probe.when not in PROBE_WHEN:
+        out.append(f"when {probe.when!r} is neither 'before' nor 'after' the window")
+    if probe.artifact_path:
+        path = PurePosixPath(probe.artifact_path)
+        if path.is_absolute() or ".." in path.parts or "\\" in probe.artifact_path:
+            out.append(f"artifact_path {probe.artifact_path!r} is not a path inside the trace directory")
+    for i, pt in enumerate(probe.points):
+        where = f"point {i} ({pt.phase or 'no phase'})"
+        if pt.phase not in PROBE_PHASES:
+            out.append(f"{where}: phase {pt.phase!r} is neither 'decode' nor 'prefill'")
+        elif pt.phase == "decode" and not (pt.batch_size and pt.context_tokens):
+            out.append(f"{where}: a decode point needs batch_size and context_tokens > 0")
+        elif pt.phase == "prefill" and not pt.prefill_tokens:
+            out.append(f"{where}: a prefill point needs prefill_tokens > 0")
+        med = pt.median_ms
+        if not (math.isfinite(med) and 0 < med <= MAX_PROBE_MS):
+            out.append(f"{where}: median_ms {med!r} is not a step time (finite, > 0, <= {MAX_PROBE_MS:.0f} ms)")
+            continue
+        for name, q in (("p25_ms", pt.p25_ms), ("p75_ms", pt.p75_ms)):
+            if not math.isfinite(q) or q < 0:
+                out.append(f"{where}: {name} {q!r} is not finite and >= 0")
+        if math.isfinite(pt.p25_ms) and math.isfinite(pt.p75_ms) and (pt.p25_ms or pt.p75_ms) and not (
+                pt.p25_ms <= med <= pt.p75_ms):
+            out.append(f"{where}: quartiles p25_ms {pt.p25_ms!r} <= median_ms {med!r} <= p75_ms {pt.p75_ms!r} do not hold")
+    return out
 
 
 class ManifestRules(TraceState):
@@ -19,6 +95,19 @@ class ManifestRules(TraceState):
         self._enum(f, 0, m.trace_id, "role", m.role)
         self._enum(f, 0, m.trace_id, "privacy.content", m.privacy.content)
         self._enum(f, 0, m.trace_id, "cache_state", m.cache_state)
+        why = created_at_problem(m.created_at)
+        if why:
+            self.v("manifest.created_at", f, 0, m.trace_id, why)
+        for problem in conditions_problems(m.conditions):
+            self.v("manifest.conditions", f, 0, m.trace_id, f"conditions: {problem}")
+        engine_ids = {e.engine_id for e in m.engines}
+        for i, probe in enumerate(m.probes):
+            for problem in probe_problems(probe, engine_ids):
+                self.v("manifest.probe", f, 0, probe.engine_id or m.trace_id,
+                       f"reference probe {i} ({probe.when or 'no when'}): {problem}")
+            for problem in conditions_problems(probe.conditions):
+                self.v("manifest.conditions", f, 0, probe.engine_id or m.trace_id,
+                       f"reference probe {i} ({probe.when or 'no when'}) conditions: {problem}")
         seen: set[str] = set()
         for e in m.engines:
             if not e.engine_id or not e.block_size_tokens:

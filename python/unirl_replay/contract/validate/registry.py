@@ -33,6 +33,10 @@ MAX_SAMPLES = 4096
 MAX_DEPENDENCIES = 4096
 #: Longest capture window (30 days); with SUSPECT_SCALE it bounds every time of the trace.
 MAX_WINDOW_NS = 30 * 24 * 3600 * 10**9
+#: Largest step time of a reference probe point (1 hour): a decode step or an isolated prefill of the probe.
+MAX_PROBE_MS = 3_600_000.0
+#: Largest 1-minute load average of RunConditions (a host with a million runnable threads is no measurement).
+MAX_LOADAVG = 1e6
 
 #: rule id -> what it checks. Every rule has a test in tests/test_validate.py.
 RULES: dict[str, str] = {
@@ -88,6 +92,13 @@ RULES: dict[str, str] = {
     "manifest.engine": "engine without engine_id or with block_size_tokens 0",
     "trace.no_requests": "a trace with 0 requests (nothing to replay: e.g. a capture whose records never joined)",
     "manifest.trace_id": "manifest without trace_id",
+    "manifest.created_at": "created_at present but not an RFC 3339 UTC time (YYYY-MM-DDTHH:MM:SS[.fff]Z or +00:00)",
+    "manifest.conditions": "RunConditions (the trace's or a probe's) with a load average not finite, < 0 or above "
+                           f"{MAX_LOADAVG:.0e}, a steal / busy percentage outside 0-100, or a negative time or CPU time",
+    "manifest.probe": "a reference probe (TraceManifest.probes) of an unknown engine, `when` not before / after, a "
+                      "relative artifact_path leaving the trace directory, or a point with phase not decode / prefill, "
+                      f"no batch / context / prefill tokens for its phase, a median not finite, <= 0 or above "
+                      f"{MAX_PROBE_MS:.0f} ms, or quartiles not finite and around the median",
     # records
     "record.empty": "a WorkloadRecord / OutcomeRecord with no member of its oneof set",
     "id.empty": "a record without its id",

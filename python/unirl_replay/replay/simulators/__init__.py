@@ -123,6 +123,11 @@ def parse_simulator(spec: str) -> tuple[str, str | None]:
     if name not in ADAPTERS or (sep and not version):
         raise SimulatorSpecError(f"unknown simulator {spec!r}; use dynamo | aisimulate | aisimulate==VERSION "
                                  f"(e.g. aisimulate=={AISIMULATE_DEFAULT})")
+    from unirl_replay.replay.simulators.environments import valid_version
+
+    if version and not valid_version(version):  # the version names a cached environment directory
+        raise SimulatorSpecError(f"simulator {spec!r}: {version!r} is not a version (digits, dots and letters, "
+                                 f"e.g. aisimulate=={AISIMULATE_DEFAULT})")
     module = ADAPTERS[name]
     if module == "aisimulate" and not version:
         version = AISIMULATE_DEFAULT

@@ -12,6 +12,8 @@ half-made directory, so a later call starts clean. Standard library only.
 
 from __future__ import annotations
 
+import os
+import re
 import shutil
 import subprocess
 import sys
@@ -26,6 +28,14 @@ REPO_ROOT = Path(__file__).resolve().parents[4]
 #: Default home of the simulator environments.
 CACHE_ROOT = REPO_ROOT / ".cache"
 MARKER = ".complete"
+#: A simulator version as a pin and an environment directory name carry it: PEP 440-like digits, dots and
+#: letters (``1.6.1``, ``0.13.0.dev202610270000000085``, ``1.3.0.post1``), never a path character.
+VERSION_RE = re.compile(r"[0-9]+(?:\.[0-9A-Za-z]+)*(?:\+[0-9A-Za-z]+(?:\.[0-9A-Za-z]+)*)?")
+
+
+def valid_version(version: str) -> bool:
+    """Whether ``version`` may name a simulator revision (:data:`VERSION_RE`)."""
+    return bool(VERSION_RE.fullmatch(version or ""))
 
 
 def uv_binary() -> str:
@@ -87,9 +97,15 @@ def ensure_env(env_dir: Path, *, label: str, no_deps: Sequence[str], deps: Seque
     Raises:
         MissingEnvironmentError: the install failed (the directory is removed again).
     """
+    env_dir = Path(env_dir)
+    if ".." in env_dir.parts or not env_dir.name:  # a version like `0/../../x` must never reach a user's directory
+        raise MissingEnvironmentError(f"{env_dir}: an environment directory is one name under the cache, no '..'")
     py = env_python(env_dir)
     if is_complete(env_dir):
         return py
+    if os.path.lexists(env_dir) and not (env_dir / "pyvenv.cfg").is_file():
+        raise MissingEnvironmentError(f"{env_dir} exists and is not a Python environment: it is never cleared or "
+                                      "removed to make one; move it away")
     uv = uv_binary()
     t0 = time.monotonic()
     log(f"installing {label} into {env_dir} (first use; cached for later runs)")

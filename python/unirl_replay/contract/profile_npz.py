@@ -1,0 +1,171 @@
+"""The one reader of a ``dynamo_profile`` NPZ (a timing profile): hostile-input checks before anything
+uses it. Every reader of a profile goes through :func:`load_profile`: ``replay`` (the timing model,
+before upstream sees the file), ``report`` (the model on the real schedule, the condition warnings)
+and ``calibrate --level-to-probe`` (the base profile).
+
+Every malformed file is an error of the caller's type (``err``: e.g.
+:class:`~unirl_replay.replay.timing_models.TimingModelError`) naming the file and what is wrong,
+never a traceback from numpy, zipfile or a reader of the provenance:
+
+- at most :data:`MAX_PROFILE_BYTES` on disk and :data:`MAX_ARRAY_ELEMENTS` per array (a zip bomb
+  cannot allocate gigabytes);
+- plain numeric arrays only (``allow_pickle=False``; object / string arrays are refused);
+- axes ``prefill_isl``, ``decode_active_kv_tokens``, ``decode_context_length`` 1-D, strictly
+  increasing, finite and > 0; ``prefill_ttft_ms`` the length of ``prefill_isl``; ``decode_itl``
+  of shape (len(decode_active_kv_tokens), len(decode_context_length)); every value finite and > 0, the
+  step times at most :data:`MAX_STEP_MS`;
+- ``provenance`` (in the NPZ or the ``.provenance.json`` sidecar) a JSON object whose keys that this
+  package reads have their types (:data:`PROVENANCE_SCHEMA`, a JSON Schema; ``conditions`` must be a
+  ``RunConditions`` message in the JSON profile, or ``{"recorded": false}``): a hand-edited
+  ``"hardware": "x"`` is refused here, naming the key, not met later as a traceback in ``compare``.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Callable
+
+import numpy as np
+
+#: Largest profile file read.
+MAX_PROFILE_BYTES = 256 << 20
+#: Largest array of a profile (elements).
+MAX_ARRAY_ELEMENTS = 1 << 22
+AXES = ("prefill_isl", "decode_active_kv_tokens", "decode_context_length")
+#: Largest time of one prefill pass or decode step a timing model may give (1 hour): beyond it upstream's
+#: clock overflows ("timing duration ... is out of range", a poisoned engine worker) long before any real step.
+MAX_STEP_MS = 3_600_000.0
+#: The tables that are step times (ms), bounded by :data:`MAX_STEP_MS`.
+TIME_TABLES = ("prefill_ttft_ms", "decode_itl")
+
+_NUM = {"type": "number"}
+_NULLABLE_NUM = {"type": ["number", "null"]}
+_FIT_PART = {"type": "object", "properties": {
+    "coefficients": {"type": "object", "additionalProperties": _NUM},
+    "residuals": {"type": "object", "properties": {"mape_pct": _NUM, "max_abs_pct": _NUM}}}}
+#: The provenance keys this package reads, with the types it reads them as (other keys: anything).
+PROVENANCE_SCHEMA = {
+    "type": "object",
+    "properties": {
+        "measured": {"type": "boolean"},
+        "kind": {"type": "string"},
+        "calibration_workloads": {"type": "array", "items": {"type": "string"}},
+        "probe_levelled": {"type": "object"},
+        "hardware": {"type": "object", "properties": {"cpu_model": {"type": "string"},
+                                                      "cpu_count": {"type": "integer", "minimum": 0}}},
+        "loadavg": {"type": "object", "additionalProperties": {"type": "array", "items": _NUM}},
+        "conditions": {"type": "object"},
+        "engine": {"type": "object", "properties": {"from_trace": {"type": "object", "properties": {
+            "max_num_seqs": {"type": "integer", "minimum": 1}}}}},
+        "engine_env": {"type": "object", "additionalProperties": {"type": "string"}},
+        "fit": {"type": "object", "properties": {"prefill": _FIT_PART, "decode": _FIT_PART}},
+        "raw": {"type": "object", "properties": {
+            "prefill": {"type": "array", "items": {"type": "object", "properties": {
+                "isl": {"type": "integer"}, "ttft_ms": _NULLABLE_NUM}}},
+            "decode": {"type": "array", "items": {"type": "object", "properties": {
+                "batch": {"type": "integer"}, "length": {"type": ["integer", "null"]}, "kv": _NUM, "ctx": _NUM,
+                "itl_ms": _NULLABLE_NUM}}}}},
+        "model": {"type": "object", "properties": {"config": {"type": "object"}}},
+    },
+}
+
+__all__ = ["MAX_PROFILE_BYTES", "MAX_ARRAY_ELEMENTS", "MAX_STEP_MS", "PROVENANCE_SCHEMA", "check_provenance", "load_profile"]
+
+
+def check_provenance(prov: object, name: str, err: Callable[[str], Exception]) -> dict:
+    """``prov`` when it is a provenance this package can read (:data:`PROVENANCE_SCHEMA`), else ``err``
+    naming the profile, the first offending key (dotted path) and what it should be."""
+    import jsonschema
+
+    from unirl_replay.contract import json_profile
+    from unirl_replay.contract.errors import TraceFormatError
+    from unirl_replay.v1 import manifest_pb2
+
+    if not isinstance(prov, dict):
+        raise err(f"profile {name!r}: 'provenance' is not a JSON object")
+    problem = next(iter(sorted(jsonschema.Draft202012Validator(PROVENANCE_SCHEMA).iter_errors(prov),
+                               key=lambda e: list(map(str, e.absolute_path)))), None)
+    if problem is not None:
+        where = ".".join(str(p) for p in problem.absolute_path) or "(top level)"
+        raise err(f"profile {name!r}: provenance.{where}: {problem.message} (a profile `unirl-replay calibrate` "
+                  "wrote holds the right types; was the provenance edited?)")
+    cond = prov.get("conditions")
+    if isinstance(cond, dict) and cond and "recorded" not in cond:
+        try:  # the RunConditions message, as calibrate writes it; keys of a newer revision are skipped
+            json_profile.parse_dict(cond, manifest_pb2.RunConditions, on_unknown=lambda _keys: None)
+        except TraceFormatError as e:
+            raise err(f"profile {name!r}: provenance.conditions is not a RunConditions message: {e}") from None
+    return prov
+
+
+def load_profile(path: Path, keys: tuple[str, ...], err: Callable[[str], Exception]) -> tuple[bytes, dict, dict]:
+    """Read and check a profile. Returns (file bytes, arrays by key, provenance dict)."""
+    from unirl_replay.contract import json_guard
+    from unirl_replay.contract.errors import TraceFormatError
+
+    name = str(path)
+    if not path.is_file():
+        raise err(f"profile {name!r} does not exist or is not a regular file")
+    if path.stat().st_size > MAX_PROFILE_BYTES:
+        raise err(f"profile {name!r} is larger than {MAX_PROFILE_BYTES} bytes")
+    try:
+        data = path.read_bytes()
+    except OSError as e:
+        raise err(f"profile {name!r} cannot be read: {e.strerror or e}") from None
+    arrays: dict[str, np.ndarray] = {}
+    prov_text = None
+    try:
+        with np.load(path, allow_pickle=False) as npz:
+            files = list(npz.files)
+            for k in (*keys, "provenance"):
+                if k not in files:
+                    continue
+                info = npz.zip.getinfo(k + ".npy") if hasattr(npz, "zip") and npz.zip else None
+                if info is not None and info.file_size > MAX_ARRAY_ELEMENTS * 16 + 4096 and k != "provenance":
+                    raise err(f"profile {name!r}: array {k} is too large ({info.file_size} bytes)")
+                a = npz[k]
+                if k == "provenance":
+                    prov_text = str(a)
+                    continue
+                if a.size > MAX_ARRAY_ELEMENTS:
+                    raise err(f"profile {name!r}: array {k} has {a.size} elements (limit {MAX_ARRAY_ELEMENTS})")
+                if a.dtype.kind not in "iuf":
+                    raise err(f"profile {name!r}: array {k} has dtype {a.dtype}; plain numbers expected")
+                arrays[k] = np.asarray(a, dtype=float)
+    except Exception as e:  # noqa: BLE001 - numpy / zipfile / zlib raise many types on a broken file
+        if isinstance(e, type(err(""))):
+            raise
+        raise err(f"profile {name!r} is not a dynamo_profile NPZ file (numpy could not read it as an .npz of "
+                  "plain arrays); make one with `unirl-replay calibrate`") from None
+    missing = [k for k in keys if k not in arrays]
+    if missing:
+        raise err(f"profile {name!r} lacks arrays {missing}")
+    for k in AXES:
+        a = arrays[k]
+        if a.ndim != 1 or a.size < 1 or np.any(np.diff(a) <= 0):
+            raise err(f"profile {name!r}: axis {k} must be 1-D and strictly increasing")
+    for k, a in arrays.items():
+        if not np.all(np.isfinite(a)) or np.any(a <= 0):
+            raise err(f"profile {name!r}: array {k} must hold finite values > 0")
+        if k in TIME_TABLES and np.any(a > MAX_STEP_MS):
+            raise err(f"profile {name!r}: array {k} holds {float(a.max())!r} ms, above {MAX_STEP_MS:.0f} ms (1 hour) "
+                      "per pass or step")
+    if arrays["prefill_ttft_ms"].shape != arrays["prefill_isl"].shape:
+        raise err(f"profile {name!r}: prefill_ttft_ms has shape {arrays['prefill_ttft_ms'].shape}, prefill_isl "
+                  f"{arrays['prefill_isl'].shape}")
+    want = (arrays["decode_active_kv_tokens"].size, arrays["decode_context_length"].size)
+    if arrays["decode_itl"].shape != want:
+        raise err(f"profile {name!r}: decode_itl has shape {arrays['decode_itl'].shape}, expected {want}")
+    prov: object = {}
+    try:
+        if prov_text is not None:
+            prov = json_guard.loads(prov_text, file=name)
+        else:
+            side = path.with_name(path.name + ".provenance.json")
+            if side.is_file():
+                if side.stat().st_size > 16 << 20:
+                    raise err(f"{side}: larger than 16 MiB")
+                prov = json_guard.loads(side.read_bytes(), file=side.name)
+    except TraceFormatError as e:
+        raise err(f"profile {name!r}: 'provenance' is not valid JSON: {e}") from None
+    return data, arrays, check_provenance(prov, name, err)

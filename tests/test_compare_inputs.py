@@ -1,0 +1,84 @@
+"""`unirl-replay compare` with arguments that do not fit the trace: a --batch it lacks, a --repeat that is the
+trace itself or given twice. Each is refused before anything is written (exit 2, no traceback)."""
+
+from __future__ import annotations
+
+import compare_fixtures as fx
+from test_compare_cli import _trace
+from unirl_replay.cli.main import main
+from unirl_replay.contract.trace_io import write_message_json
+
+
+def _replay(tmp_path):
+    rdir = tmp_path / "replay"
+    rdir.mkdir()
+    write_message_json(rdir / "replay_result.json", fx.replay())
+    return rdir
+
+
+def test_a_batch_the_trace_lacks_is_refused_before_writing(tmp_path, capsys):
+    trace, rdir, out = _trace(tmp_path / "trace"), _replay(tmp_path), tmp_path / "cmp"
+    assert main(["compare", str(trace), str(rdir), "--out", str(out), "--batch", "nope"]) == 2
+    err = capsys.readouterr().err
+    assert "Traceback" not in err and "--batch 'nope'" in err and "'B1'" in err
+    assert not out.exists()
+    assert main(["compare", str(trace), str(rdir), "--out", str(out), "--batch", "B1"]) == 0
+    assert (out / "timeline_B1.png").is_file()
+
+
+def test_a_repeat_that_is_the_trace_itself_or_given_twice(tmp_path, capsys):
+    trace, rdir, out = _trace(tmp_path / "trace"), _replay(tmp_path), tmp_path / "cmp"
+    rep2 = _trace(tmp_path / "trace2", scale=1.1, trace_id="toy-2")
+    assert main(["compare", str(trace), str(rdir), "--out", str(out), "--repeat", str(trace), "--no-plots"]) == 2
+    assert "is the compared trace itself" in capsys.readouterr().err
+    assert main(["compare", str(trace), str(rdir), "--out", str(out), "--repeat", str(rep2), "--repeat", str(rep2),
+                 "--no-plots"]) == 2
+    assert "'toy-2' is given twice" in capsys.readouterr().err
+    assert not out.exists()
+    assert main(["compare", str(trace), str(rdir), "--out", str(out), "--repeat", str(rep2), "--no-plots"]) == 0
+
+
+def _edited_replay(tmp_path, edit):
+    rp = fx.replay()
+    edit(rp)
+    rdir = tmp_path / "replay"
+    rdir.mkdir()
+    write_message_json(rdir / "replay_result.json", rp)
+    return rdir
+
+
+def _dup_row(rp):
+    rp.requests.add().CopyFrom(rp.requests[0])
+
+
+def _ghost(rp):
+    rp.requests[0].request_id = "ghost"
+
+
+def _negative(rp):
+    rp.requests[0].completion_ns = -5
+
+
+def _completion_before_first_token(rp):
+    rp.requests[1].completion_ns = 1
+
+
+def _dup_batch(rp):
+    rp.rollout_batches.add(rollout_batch_id="B1", ready_ns=5)
+
+
+def test_replay_results_the_contract_does_not_allow_are_refused(tmp_path, capsys):
+    """replay.proto: one row per Request.request_id, in order times; such rows were compared silently (a duplicate
+    row: which one counts? a ghost id: another workload's replay)."""
+    trace = _trace(tmp_path / "trace")
+    for edit, rule, rid in ((_dup_row, "id.duplicate", "r1"), (_ghost, "replay.unmatched", "ghost"),
+                            (_negative, "time.order", "r1"), (_completion_before_first_token, "time.order", "r2"),
+                            (_dup_batch, "id.duplicate", "B1")):
+        d = tmp_path / edit.__name__
+        d.mkdir()
+        rdir = _edited_replay(d, edit)
+        out = d / "cmp"
+        assert main(["compare", str(trace), str(rdir), "--out", str(out), "--no-plots"]) == 2, edit.__name__
+        err = capsys.readouterr().err
+        assert f"[{rule}]" in err and f"record {rid!r}" in err and "replay_result.json" in err, err
+        assert not out.exists()
