@@ -64,6 +64,12 @@ def test_demo_validates_every_trace_first_and_keeps_the_previous_output(traces, 
     assert main(["demo", "--trace", str(traces[0]), "--trace", str(d), "--out", str(out), "--no-profile"]) == 2
     assert (out / "summary.json").read_text() == before
     assert not list(tmp_path.glob(".out.*"))  # no half-written sibling left behind
+    # a user's file put inside the earlier output, at any level, is never removed with it: the re-run is refused
+    inner = next(p for p in out.rglob("*") if p.is_dir())
+    (inner / "notes.txt").write_text("mine")
+    assert main(["demo", "--trace", str(traces[1]), "--out", str(out), "--no-profile"]) == 2
+    assert (inner / "notes.txt").read_text() == "mine" and (out / "summary.json").read_text() == before
+    (inner / "notes.txt").unlink()
     # a re-run replaces the output whole: the agentic run's directory does not linger
     assert main(["demo", "--trace", str(traces[1]), "--out", str(out), "--no-profile"]) == 0
     assert sorted(p.name for p in out.iterdir() if p.is_dir()) == ["agentic"]

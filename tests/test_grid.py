@@ -118,11 +118,18 @@ def test_failed_job_is_reported_the_others_finish_and_a_rerun_replaces_the_outpu
     assert "2 failed jobs" in md and "engine_client.inflight_limit" in md
     assert "FAILED agentic-a/dynamo/fixed: UnsupportedWorkloadError" in capsys.readouterr().err
     assert set(outputs.owned(out)) == {"grid.json", "GRID.md", "grpo-a", "agentic-a"}, "the output marker lists it"
-    # a later grid into the same (marked) directory replaces it whole: no stale job directories
-    (out / "agentic-a" / "stale.txt").write_text("old")
+    # a user's file put inside the earlier output (any level) is never removed with it: the re-run is refused
+    (out / "agentic-a" / "dynamo" / "notes.txt").write_text("mine")
     only_grpo = json.loads(spec.read_text())
     only_grpo["traces"] = only_grpo["traces"][:1]
     spec.write_text(json.dumps(only_grpo))
+    capsys.readouterr()
+    assert main(["grid", str(spec), "--out", str(out), "--backend", "sequential", "--no-progress"]) == 2
+    err = capsys.readouterr().err
+    assert "notes.txt" in err and "Traceback" not in err
+    assert (out / "agentic-a" / "dynamo" / "notes.txt").read_text() == "mine" and (out / "grid.json").is_file()
+    # without it, a later grid into the same (marked) directory replaces it whole: no stale job directories
+    (out / "agentic-a" / "dynamo" / "notes.txt").unlink()
     assert main(["grid", str(spec), "--out", str(out), "--backend", "sequential", "--no-progress"]) == 0
     assert not (out / "agentic-a").exists() and (out / "grpo-a" / "dynamo" / "polynomial" / "replay_result.json").is_file()
 

@@ -193,3 +193,24 @@ def test_swapping_a_new_output_in_keeps_a_users_dot_old_directory(tmp_path):
     assert (out / "summary.json").read_text() == "new run\n" and not work.exists()
     assert (mine / "notes.txt").read_text() == "a user's notes\n"
     assert sorted(p.name for p in tmp_path.iterdir()) == [".demo.old", "demo"]  # nothing else left behind
+
+
+def test_a_users_file_below_a_marked_tree_makes_it_irreplaceable_and_is_named(tmp_path):
+    """Only the top level used to be checked: a user's notes.txt put in <out>/grpo-a/default/ of an earlier demo
+    went with the old output on the next run."""
+    d = tmp_path / "o"
+    (d / "grpo-a" / "default").mkdir(parents=True)
+    (d / "grpo-a" / "default" / "table.txt").write_text("ours")
+    (d / "summary.json").write_text("{}")
+    (d / "link").symlink_to(tmp_path)  # a link is an entry, never followed
+    out_dir.record(d, ["grpo-a", "summary.json", "link"], "demo")
+    assert out_dir.foreign_entry(d) == d / "grpo-a" / "default", "entries of a directory without its marker are not ours"
+    out_dir.mark_tree(d, "demo")
+    assert out_dir.replaceable(d) and out_dir.foreign_entry(d) is None
+    assert out_dir._entries(d)["summary.json"] == "demo"
+    (d / "grpo-a" / "default" / "notes.txt").write_text("mine")
+    assert not out_dir.replaceable(d) and out_dir.foreign_entry(d) == d / "grpo-a" / "default" / "notes.txt"
+    (d / "grpo-a" / "default" / "notes.txt").unlink()
+    (d / "grpo-a" / "default" / "sub").mkdir()
+    assert out_dir.foreign_entry(d) == d / "grpo-a" / "default" / "sub"
+    assert out_dir.replaceable(tmp_path / "absent") and out_dir.foreign_entry(tmp_path / "absent") is None

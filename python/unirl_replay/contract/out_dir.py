@@ -12,8 +12,12 @@ what makes an entry "ours", never a file name a user could also have (``summary.
   this run did not (a re-used ``compare --out`` never shows a plot of another trace);
 - :func:`removed_on_failure` (around the work): a directory, or entry, the command created and
   then failed in is removed again, so a failed command leaves nothing behind;
-- :func:`replaceable` says whether a whole directory may be replaced (``demo --out``): it does
-  not exist, is empty, or every entry in it is listed by our marker.
+- :func:`mark_tree` (demo, grid: after building a whole output tree) lists every entry of every
+  directory of the tree in that directory's marker;
+- :func:`replaceable` says whether a whole directory may be replaced (``demo --out``, ``grid --out``):
+  it does not exist, is empty, or every entry in it, and in every directory below it, is listed by
+  that directory's marker (:func:`foreign_entry` names the first one that is not: a user's
+  ``notes.txt`` put inside an earlier demo output is never removed with it).
 """
 
 from __future__ import annotations
@@ -29,7 +33,8 @@ from unirl_replay.contract.errors import OutputExistsError
 MARKER = ".unirl-replay-output.json"
 _TOOL = "unirl-replay"
 
-__all__ = ["MARKER", "claim", "record", "prune", "removed_on_failure", "owned", "replaceable"]
+__all__ = ["MARKER", "claim", "record", "prune", "removed_on_failure", "owned", "mark_tree", "foreign_entry",
+           "replaceable", "swap_in"]
 
 
 def owned(d: str | os.PathLike) -> set[str]:
@@ -165,15 +170,56 @@ class removed_on_failure:
         return False
 
 
+def mark_tree(root: str | os.PathLike, command: str) -> None:
+    """List every entry of ``root`` and of every directory below it (links not followed) in that
+    directory's marker, as written by ``command`` (entries already listed keep their command).
+
+    Called on a whole output tree the tool has just built (demo, grid), before it is moved into
+    place: :func:`replaceable` then tells the tool's own entries from anything added later.
+    """
+    for dirpath, dirnames, filenames in os.walk(root, followlinks=False):
+        d = Path(dirpath)
+        names = [n for n in dirnames + filenames if n != MARKER and not n.startswith(f".{MARKER}.")]
+        entries = _entries(d)
+        entries.update({n: entries.get(n, command) for n in names})
+        _write_marker(d, entries)
+
+
+def foreign_entry(d: str | os.PathLike) -> Path | None:
+    """The first entry of ``d``, or of a directory below it (links not followed), that the marker of
+    its directory does not list; None when there is none (or ``d`` does not exist)."""
+    d = Path(d)
+    if not os.path.lexists(d):
+        return None
+    if not d.is_dir() or d.is_symlink():
+        return d
+    stack = [d]
+    while stack:
+        cur = stack.pop()
+        mine = owned(cur) | {MARKER}
+        try:
+            entries = sorted(cur.iterdir(), key=lambda e: e.name)
+        except OSError:
+            return cur
+        for e in entries:
+            if e.name not in mine:
+                return e
+            if e.is_dir() and not e.is_symlink():
+                stack.append(e)
+    return None
+
+
 def replaceable(d: str | os.PathLike) -> bool:
-    """True when ``d`` may be replaced whole: absent, empty, or holding only entries our marker lists."""
+    """True when ``d`` may be replaced whole: absent, empty, or holding only entries our markers list,
+    at every level below it too (:func:`foreign_entry`)."""
     d = Path(d)
     if not os.path.lexists(d):
         return True
     if not d.is_dir() or d.is_symlink():
         return False
-    mine = owned(d) | {MARKER}
-    return all(e.name in mine for e in d.iterdir())
+    if not any(True for _ in d.iterdir()):
+        return True
+    return foreign_entry(d) is None
 
 
 def swap_in(work: str | os.PathLike, out_dir: str | os.PathLike) -> None:

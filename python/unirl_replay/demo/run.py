@@ -103,14 +103,16 @@ def run_demo(out_dir: Path, traces: list[Path], profile: Path | None,
         raise UnirlReplayError(f"traces named {dup} given more than once (the demo writes each trace's results to "
                                "<out>/<trace directory name>/): pass each trace once, under distinct names")
     if not outputs.replaceable(out_dir):
-        raise UnirlReplayError(f"{out_dir} exists and is not an earlier demo output: it holds entries unirl-replay "
-                               f"did not write (none of ours lists them: {outputs.MARKER}); the demo replaces its "
-                               "output whole, so choose another --out or empty it")
+        raise UnirlReplayError(f"{out_dir} exists and is not an earlier demo output: it holds "
+                               f"{outputs.foreign_entry(out_dir)}, which unirl-replay did not write (no "
+                               f"{outputs.MARKER} lists it); the demo replaces its output whole, so choose another "
+                               "--out or move that entry away")
     out_dir.parent.mkdir(parents=True, exist_ok=True)
     work = Path(tempfile.mkdtemp(prefix=f".{out_dir.name}.", suffix=".partial", dir=out_dir.parent))
     try:
         rows = _run(work, traces, profile, log, profile_note)
         outputs.record(work, [p.name for p in work.iterdir()], "demo")
+        outputs.mark_tree(work, "demo")
         outputs.swap_in(work, out_dir)
     except BaseException:
         shutil.rmtree(work, ignore_errors=True)

@@ -11,8 +11,9 @@ Output directory (``out``)::
     conformance/matrix.json   when the spec has a conformance section: the case x revision matrix
     conformance/MATRIX.md
 
-Nothing a user had is overwritten: a non-empty ``out`` holding an entry our marker does not list
-is refused (``contract.out_dir.replaceable``). The grid is
+Nothing a user had is overwritten: a non-empty ``out`` holding an entry our markers do not list,
+at any level (a user's file put inside a job directory included), is refused
+(``contract.out_dir.replaceable``); every directory of a finished grid has its marker (``mark_tree``). The grid is
 built in a hidden sibling directory and moved into place when every job has reported (failed jobs
 included), so an interrupted grid leaves an earlier output untouched.
 """
@@ -64,8 +65,9 @@ def check_out_dir(out_dir: Path) -> None:
     if out_dir.exists() and not out_dir.is_dir():
         raise UnirlReplayError(f"{out_dir} exists and is not a directory; choose another --out")
     if not outputs.replaceable(out_dir):
-        raise UnirlReplayError(f"{out_dir} exists and is not an earlier grid output: it holds entries unirl-replay "
-                               f"did not write (no {outputs.MARKER} lists them); choose another --out or empty it: "
+        raise UnirlReplayError(f"{out_dir} exists and is not an earlier grid output: it holds "
+                               f"{outputs.foreign_entry(out_dir)}, which unirl-replay did not write (no "
+                               f"{outputs.MARKER} lists it); choose another --out or move that entry away: "
                                "nothing of yours is overwritten")
 
 
@@ -94,6 +96,7 @@ def run_grid(spec: GridSpec, out_dir: str | Path, backend: str = "local", worker
         run = _run(spec, jobs, work, backend, workers, address, progress, log)
         _write_outputs(run, spec, jobs, work)
         outputs.record(work, [p.name for p in work.iterdir()], COMMAND)
+        outputs.mark_tree(work, COMMAND)
         outputs.swap_in(work, out_dir)
     except BaseException:
         shutil.rmtree(work, ignore_errors=True)
