@@ -6,12 +6,34 @@ on a shared host the capture window's engine can run 1.4-1.8x slower (fidelity-f
 window (:data:`PROBE_POINTS`, a few repeats each), stored as the trace's ``ReferenceProbe``
 entries (calibration role, never mixed into the window's records).
 
-A **probe-levelled profile** is the base profile scaled to the level the probe measured: the
-decode table by the median over decode points of (probe median / the base profile's fitted
-``D`` at that point), the prefill table by (probe / fitted ``P``) at the prefill point(s). It is a
-separate calibration workload with its own provenance: ``probe_levelled`` holds the base profile's
-name and sha256, the probe entries and both levels; ``calibration_workloads`` adds
-``probe:<trace_id>``; the replay labels it ``CALIBRATED+PROBE``. The base profile is unchanged.
+A **probe-levelled profile** is the base profile scaled to the level the probe measured
+(:func:`level_profile`), by one of two methods (``levelling=``):
+
+* ``two_term`` (the default). **Decode**: the fitted ``D(B, ctx) = d0 + d1*B*ctx + d2*B`` gets two
+  factors, ``D'(B, ctx) = a*d0 + c*(d1*B*ctx + d2*B)``: ``a`` levels the fixed per-step part,
+  ``c`` the per-sequence part, solved from the decode points' medians (one median per (B, ctx) over
+  the probe's entries: B=1 and B=32 at 128 tokens; least squares when more). Refused, with the
+  reason recorded, when there are fewer than two distinct points, ``d0 <= 0``, the 2-column system
+  is ill-conditioned (:data:`MAX_CONDITION`), or ``a`` or ``c`` comes out <= 0: the decode table is
+  then scaled by the scalar level (the fallback is recorded). The ``decode_itl (K, C)`` table is scaled
+  cell by cell by ``D'(B, C) / D(B, C)`` with ``B = K / C`` (clipped to 1..max_num_seqs as the fit
+  does), which keeps the table's measured residual form. **Prefill**: one level per prefill point
+  (probe median / fitted ``P(n)``, ``n`` = the pass's new tokens: the isolated 512-token row and the
+  batched 8-row 2048-token pass), the median per ``n``; the table is scaled by a level that varies
+  with the pass's new tokens, interpolated in log tokens between the points and flat outside them.
+  Not a fixed + per-token fit like decode: ``p0`` is ~2 % of ``P(512)`` on the bound profile, so two
+  points whose levels differ put the difference on the fixed part, amplified ~50x (``a`` < 0 on
+  the last holdout's levels 1.0 / 1.24); that fit is computed and recorded (``prefill.two_term_check``)
+  but never used.
+* ``scalar`` (the method of the first probe holdouts): the decode table x the median over decode
+  points of (probe / fitted ``D``); the prefill table x the median over the isolated prefill points
+  (batch size <= 1) of (probe / fitted ``P``).
+
+The scalar levels are computed and recorded either way (``decode_level``, ``prefill_level``), so a
+report can show both. It is a separate calibration workload with its own provenance:
+``probe_levelled`` holds the base profile's name and sha256, the probe entries, the method, both
+methods' factors and the points they rest on; ``calibration_workloads`` adds ``probe:<trace_id>``;
+the replay labels it ``CALIBRATED+PROBE``. The base profile is unchanged.
 """
 
 from __future__ import annotations
@@ -29,7 +51,13 @@ from unirl_replay.capture.probe import PROBE_DECODE_STEPS, PROBE_POINTS, PROBE_R
 from unirl_replay.contract.json_profile import to_dict
 from unirl_replay.v1 import manifest_pb2 as mpb
 
-__all__ = ["PROBE_POINTS", "PROBE_REPEATS", "PROBE_DECODE_STEPS", "ProbeError", "levels", "level_profile"]
+__all__ = ["PROBE_POINTS", "PROBE_REPEATS", "PROBE_DECODE_STEPS", "ProbeError", "levels", "level_profile",
+           "decode_two_term", "prefill_by_tokens", "LEVELLING_METHODS", "MAX_CONDITION"]
+
+#: ``level_profile(levelling=...)``
+LEVELLING_METHODS = ("two_term", "scalar")
+#: the two-term decode system (columns scaled to unit norm) is refused above this condition number
+MAX_CONDITION = 100.0
 
 
 class ProbeError(ValueError):
@@ -56,10 +84,124 @@ def _fit_models(prov: dict[str, Any]):
     return prefill, decode
 
 
+def _coefficients(prov: dict[str, Any]) -> tuple[dict[str, float], dict[str, float], float]:
+    _fit_models(prov)  # raises ProbeError when they are missing
+    fit = prov["fit"]
+    p = {k: float(v) for k, v in fit["prefill"]["coefficients"].items()}
+    d = {k: float(v) for k, v in fit["decode"]["coefficients"].items()}
+    max_seqs = float(((prov.get("engine") or {}).get("from_trace") or {}).get("max_num_seqs") or 1 << 20)
+    return p, d, max_seqs
+
+
+def _median_by(points: list[tuple[Any, float]]) -> dict[Any, float]:
+    by: dict[Any, list[float]] = {}
+    for key, v in points:
+        by.setdefault(key, []).append(v)
+    return {k: float(np.median(v)) for k, v in sorted(by.items())}
+
+
+def _two_factors(x0: list[float], x1: list[float], m: list[float]) -> tuple[float | None, float | None, str | None, float]:
+    """Least squares of ``m = a*x0 + c*x1``: (a, c, refusal reason or None, condition number)."""
+    A = np.array([x0, x1], dtype=np.float64).T
+    norms = np.linalg.norm(A, axis=0)
+    if np.any(norms <= 0):
+        return None, None, "a column of the two-term system is zero", float("inf")
+    cond = float(np.linalg.cond(A / norms))
+    if not np.isfinite(cond) or cond > MAX_CONDITION:
+        return None, None, f"the two-term system is ill-conditioned (condition number {cond:.3g} > {MAX_CONDITION:g})", cond
+    (a, c), *_ = np.linalg.lstsq(A, np.asarray(m, dtype=np.float64), rcond=None)
+    if a <= 0 or c <= 0:
+        return float(a), float(c), (f"the solution is not positive (fixed factor {a:.4g}, variable factor {c:.4g}): "
+                                    "the points do not support two separate levels"), cond
+    return float(a), float(c), None, cond
+
+
+def decode_two_term(probes: list[mpb.ReferenceProbe], prov: dict[str, Any]) -> dict[str, Any]:
+    """The two decode factors ``a`` (fixed part ``d0``) and ``c`` (per-sequence part) from the probe.
+
+    Returns ``{"method": "two_term", "fixed_factor", "per_sequence_factor", "points", "condition",
+    "residual_pct"}``, or ``{"method": "refused", "reason", "points", ...}`` (never raises for a
+    refusal: the caller falls back to the scalar level and records why).
+    """
+    _p, d, max_seqs = _coefficients(prov)
+    d0, d1, d2 = d["d0"], d["d1"], d["d2"]
+    med = _median_by([((pt.batch_size, pt.context_tokens), pt.median_ms) for probe in probes for pt in probe.points
+                      if pt.phase == "decode" and pt.batch_size and pt.context_tokens and pt.median_ms > 0])
+    pts = [{"batch_size": b, "context_tokens": ctx, "probe_median_ms": round(m, 4),
+            "fitted_ms": round(d0 + d1 * b * ctx + d2 * min(max(b, 1), max_seqs), 4)} for (b, ctx), m in med.items()]
+    out: dict[str, Any] = {"points": pts}
+    if len(med) < 2:
+        return {**out, "method": "refused", "reason": f"{len(med)} distinct decode point(s): two are needed"}
+    if d0 <= 0:
+        return {**out, "method": "refused", "reason": f"the base fit's fixed part d0 = {d0:.4g} ms is not positive"}
+    x0 = [d0] * len(med)
+    x1 = [d1 * b * ctx + d2 * min(max(b, 1), max_seqs) for b, ctx in med]
+    a, c, why, cond = _two_factors(x0, x1, list(med.values()))
+    out["condition"] = round(cond, 4)
+    if why:
+        return {**out, "method": "refused", "reason": why, "fixed_factor": a, "per_sequence_factor": c}
+    fitted = [a * u + c * v for u, v in zip(x0, x1)]
+    res = [100.0 * (f - m) / m for f, m in zip(fitted, med.values())]
+    for pt, f in zip(pts, fitted):
+        pt["levelled_ms"] = round(f, 4)
+    return {**out, "method": "two_term", "fixed_factor": a, "per_sequence_factor": c,
+            "residual_pct": [round(r, 4) for r in res]}
+
+
+def decode_table_ratio(kv: np.ndarray, ctx: np.ndarray, prov: dict[str, Any], a: float, c: float) -> np.ndarray:
+    """``D'(B, C) / D(B, C)`` on the ``decode_itl`` grid (rows: summed context K, columns: mean context C)."""
+    _p, d, max_seqs = _coefficients(prov)
+    K = np.asarray(kv, dtype=np.float64)[:, None]
+    C = np.asarray(ctx, dtype=np.float64)[None, :]
+    B = np.clip(K / C, 1.0, max_seqs)
+    var = d["d1"] * K + d["d2"] * B
+    base = d["d0"] + var
+    if np.any(base <= 0):
+        raise ProbeError("the base fit's D(B, C) is not positive on part of the decode grid: it cannot be levelled "
+                         "cell by cell")
+    return (a * d["d0"] + c * var) / base
+
+
+def prefill_by_tokens(probes: list[mpb.ReferenceProbe], prov: dict[str, Any]) -> dict[str, Any]:
+    """Prefill levels per pass size (new tokens): ``{"method", "points": [{tokens, rows, level, ...}],
+    "two_term_check"}``; the table's level is interpolated in log tokens between them, flat outside."""
+    p, _d, _ = _coefficients(prov)
+
+    def P(n: float) -> float:
+        return p["p0"] + p["p1"] * n + p["p2"] * n * n
+
+    by = _median_by([((pt.prefill_tokens, max(pt.batch_size, 1)), pt.median_ms) for probe in probes
+                     for pt in probe.points if pt.phase == "prefill" and pt.prefill_tokens and pt.median_ms > 0])
+    lv = _median_by([(n, m / P(n)) for (n, _rows), m in by.items()])
+    pts = [{"tokens": n, "rows": sorted(r for (t, r) in by if t == n), "level": round(v, 4),
+            "fitted_ms": round(P(n), 4)} for n, v in lv.items()]
+    out: dict[str, Any] = {"method": "log_tokens_interpolation" if len(lv) > 1 else "flat", "points": pts}
+    if len(lv) > 1:
+        ns = list(lv)
+        a, c, why, cond = _two_factors([p["p0"]] * len(ns), [p["p1"] * n + p["p2"] * n * n for n in ns],
+                                       [lv[n] * P(n) for n in ns])
+        out["two_term_check"] = {"fixed_factor": a, "per_token_factor": c, "condition": round(cond, 4),
+                                 "refused": why, "used": False}
+    return out
+
+
+def prefill_table_ratio(isl: np.ndarray, info: dict[str, Any]) -> np.ndarray:
+    pts = info["points"]
+    ns = np.log([float(q["tokens"]) for q in pts])
+    lv = np.array([float(q["level"]) for q in pts])
+    return np.interp(np.log(np.maximum(np.asarray(isl, dtype=np.float64), 1.0)), ns, lv)
+
+
 def levels(probes: list[mpb.ReferenceProbe], prov: dict[str, Any]) -> dict[str, Any]:
-    """Decode and prefill levels (probe / base profile's fitted model) with the points they rest on."""
+    """The scalar decode and prefill levels (probe / base profile's fitted model) with the points they rest on.
+
+    ``prefill_level`` rests on the isolated prefill points (batch size <= 1; the batched pass only when
+    no isolated point has a median); ``points`` lists every point with its own level."""
     prefill, decode = _fit_models(prov)
-    dec, pre, pts = [], [], []
+    dec: list[float] = []
+    pre: list[float] = []
+    batched: list[float] | None = []
+    pts = []
     for probe in probes:
         for pt in probe.points:
             if pt.median_ms <= 0:
@@ -69,23 +211,35 @@ def levels(probes: list[mpb.ReferenceProbe], prov: dict[str, Any]) -> dict[str, 
                 dec.append(r)
             elif pt.phase == "prefill" and pt.prefill_tokens:
                 r = pt.median_ms / prefill(pt.prefill_tokens)
-                pre.append(r)
+                if pt.batch_size <= 1:  # the scalar method's prefill level: the isolated row(s) only
+                    pre.append(r)
+                elif batched is not None:
+                    batched.append(r)
             else:
                 continue
             pts.append({"engine_id": probe.engine_id, "when": probe.when, "phase": pt.phase,
                         "batch_size": pt.batch_size, "context_tokens": pt.context_tokens,
                         "prefill_tokens": pt.prefill_tokens, "median_ms": pt.median_ms, "level": round(r, 4)})
+    if not pre and batched:  # no isolated row measured: the scalar prefill level falls back on the batched pass
+        pre = batched
     if not dec or not pre:
         raise ProbeError("the probe needs at least one decode and one prefill point with a median")
     return {"decode_level": float(np.median(dec)), "prefill_level": float(np.median(pre)), "points": pts}
 
 
-def level_profile(base: str | Path, manifest: mpb.TraceManifest, out: str | Path) -> tuple[Path, dict[str, Any]]:
+def level_profile(base: str | Path, manifest: mpb.TraceManifest, out: str | Path,
+                  levelling: str = "two_term") -> tuple[Path, dict[str, Any]]:
     """Write ``out``: ``base`` scaled to the probe level of ``manifest.probes``; returns (path, provenance).
 
+    ``levelling``: ``"two_term"`` (decode fixed + per-sequence factors, prefill level by pass size) or
+    ``"scalar"`` (one level per phase); see the module docstring.
+
     Raises:
-        ProbeError: no probe in the manifest, a base profile that is not measured, or ``out`` == ``base``.
+        ProbeError: no probe in the manifest, a base profile that is not measured, ``out`` == ``base``
+            or an unknown ``levelling``.
     """
+    if levelling not in LEVELLING_METHODS:
+        raise ProbeError(f"unknown levelling {levelling!r}: expected one of {', '.join(LEVELLING_METHODS)}")
     from unirl_replay.calibrate.profiler import write_profile
 
     base, out = Path(base), Path(out)
@@ -99,9 +253,30 @@ def level_profile(base: str | Path, manifest: mpb.TraceManifest, out: str | Path
         prov = json.loads(str(z["provenance"])) if "provenance" in z.files else {}
     if prov.get("measured") is not True:
         raise ProbeError(f"{base} is not a measured profile: only a calibrated profile can be probe-levelled")
-    lv = levels(list(manifest.probes), prov)
-    tables["decode_itl"] = tables["decode_itl"] * lv["decode_level"]
-    tables["prefill_ttft_ms"] = tables["prefill_ttft_ms"] * lv["prefill_level"]
+    probes = list(manifest.probes)
+    lv = levels(probes, prov)
+    dec = decode_two_term(probes, prov)
+    pre = prefill_by_tokens(probes, prov)
+    if levelling == "two_term" and dec["method"] == "two_term":
+        dec_applied = {"method": "two_term", "fixed_factor": dec["fixed_factor"],
+                       "per_sequence_factor": dec["per_sequence_factor"]}
+        ratio = decode_table_ratio(tables["decode_active_kv_tokens"], tables["decode_context_length"], prov,
+                                   dec["fixed_factor"], dec["per_sequence_factor"])
+        tables["decode_itl"] = tables["decode_itl"] * ratio
+        dec_applied["table_ratio_range"] = [round(float(ratio.min()), 4), round(float(ratio.max()), 4)]
+    else:
+        dec_applied = {"method": "scalar", "level": lv["decode_level"]}
+        if levelling == "two_term":
+            dec_applied["fallback_reason"] = dec["reason"]
+        tables["decode_itl"] = tables["decode_itl"] * lv["decode_level"]
+    if levelling == "two_term":
+        ratio = prefill_table_ratio(tables["prefill_isl"], pre)
+        tables["prefill_ttft_ms"] = tables["prefill_ttft_ms"] * ratio
+        pre_applied = {"method": pre["method"], "table_ratio_range": [round(float(ratio.min()), 4),
+                                                                      round(float(ratio.max()), 4)]}
+    else:
+        pre_applied = {"method": "scalar", "level": lv["prefill_level"]}
+        tables["prefill_ttft_ms"] = tables["prefill_ttft_ms"] * lv["prefill_level"]
     new = dict(prov)
     new["calibration_workloads"] = list(prov.get("calibration_workloads", [])) + [f"probe:{manifest.trace_id}"]
     new["kind"] = "dynamo_profile+probe"
@@ -111,7 +286,19 @@ def level_profile(base: str | Path, manifest: mpb.TraceManifest, out: str | Path
         "trace_id": manifest.trace_id, "workload_name": manifest.workload_name,
         "decode_level": lv["decode_level"], "prefill_level": lv["prefill_level"], "points": lv["points"],
         "probes": [to_dict(p) for p in manifest.probes],
-        "method": "decode_itl x median(probe / fitted D at the decode points); prefill_ttft_ms x "
-                  "median(probe / fitted P at the prefill points); form unchanged",
+        "levelling": levelling,
+        "decode": {"applied": dec_applied, "two_term": dec},
+        "prefill": {"applied": pre_applied, "by_tokens": pre},
+        "method": (TWO_TERM_METHOD if levelling == "two_term" else SCALAR_METHOD)
+        + (f"; decode fell back to the scalar level: {dec_applied['fallback_reason']}"
+           if "fallback_reason" in dec_applied else ""),
+        "scalar_method": SCALAR_METHOD,
     }
     return write_profile(out, tables, new), new
+
+
+SCALAR_METHOD = ("decode_itl x median(probe / fitted D at the decode points); prefill_ttft_ms x "
+                 "median(probe / fitted P at the isolated prefill points); form unchanged")
+TWO_TERM_METHOD = ("decode_itl (K, C) x D'(B, C) / D(B, C) cell by cell, B = K / C, D' = a*d0 + c*(d1*B*C + d2*B) "
+                   "with a, c solved from the decode points' medians; prefill_ttft_ms (n) x the level (probe / fitted "
+                   "P) interpolated in log n between the prefill points (isolated row, batched pass), flat outside")

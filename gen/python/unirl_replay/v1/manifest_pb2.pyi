@@ -134,7 +134,7 @@ class ReferenceProbe(_message.Message):
     def __init__(self, engine_id: _Optional[str] = ..., when: _Optional[str] = ..., points: _Optional[_Iterable[_Union[ProbePoint, _Mapping]]] = ..., artifact_path: _Optional[str] = ..., conditions: _Optional[_Union[RunConditions, _Mapping]] = ...) -> None: ...
 
 class ProbePoint(_message.Message):
-    __slots__ = ("phase", "batch_size", "context_tokens", "prefill_tokens", "repeats", "median_ms", "p25_ms", "p75_ms")
+    __slots__ = ("phase", "batch_size", "context_tokens", "prefill_tokens", "repeats", "median_ms", "p25_ms", "p75_ms", "unusable_repeats")
     PHASE_FIELD_NUMBER: _ClassVar[int]
     BATCH_SIZE_FIELD_NUMBER: _ClassVar[int]
     CONTEXT_TOKENS_FIELD_NUMBER: _ClassVar[int]
@@ -143,6 +143,7 @@ class ProbePoint(_message.Message):
     MEDIAN_MS_FIELD_NUMBER: _ClassVar[int]
     P25_MS_FIELD_NUMBER: _ClassVar[int]
     P75_MS_FIELD_NUMBER: _ClassVar[int]
+    UNUSABLE_REPEATS_FIELD_NUMBER: _ClassVar[int]
     phase: str
     batch_size: int
     context_tokens: int
@@ -151,7 +152,8 @@ class ProbePoint(_message.Message):
     median_ms: float
     p25_ms: float
     p75_ms: float
-    def __init__(self, phase: _Optional[str] = ..., batch_size: _Optional[int] = ..., context_tokens: _Optional[int] = ..., prefill_tokens: _Optional[int] = ..., repeats: _Optional[int] = ..., median_ms: _Optional[float] = ..., p25_ms: _Optional[float] = ..., p75_ms: _Optional[float] = ...) -> None: ...
+    unusable_repeats: int
+    def __init__(self, phase: _Optional[str] = ..., batch_size: _Optional[int] = ..., context_tokens: _Optional[int] = ..., prefill_tokens: _Optional[int] = ..., repeats: _Optional[int] = ..., median_ms: _Optional[float] = ..., p25_ms: _Optional[float] = ..., p75_ms: _Optional[float] = ..., unusable_repeats: _Optional[int] = ...) -> None: ...
 
 class CaptureCompleteness(_message.Message):
     __slots__ = ("complete", "lost")
