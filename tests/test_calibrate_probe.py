@@ -247,6 +247,25 @@ def test_prefill_level_varies_with_the_pass_size_between_the_two_points(tmp_path
     assert new["probe_levelled"]["prefill_level"] == pytest.approx(1.0)
 
 
+def test_a_batched_point_with_mixed_pass_sizes_is_levelled_per_repeat(tmp_path):
+    from unirl_replay.calibrate.probe import prefill_by_tokens
+    from unirl_replay.v1 import manifest_pb2 as mpb
+
+    _, prov = small_profile(tmp_path)
+    P = lambda n: COEF["p0"] + COEF["p1"] * n  # noqa: E731
+    probe = mpb.ReferenceProbe(engine_id="e0", when="before")
+    probe.points.add(phase="prefill", prefill_tokens=512, repeats=5, median_ms=P(512))
+    sizes = [2048, 1792, 2048, 1792, 2048]
+    ms = [1.3 * P(n) for n in sizes]  # the same level 1.3 at both pass sizes
+    probe.points.add(phase="prefill", batch_size=8, prefill_tokens=1792, repeats=5, median_ms=float(np.median(ms)),
+                     repeat_step_ms=ms, repeat_pass_tokens=sizes, repeat_pass_rows=[n // 256 for n in sizes])
+    got = prefill_by_tokens([probe], prov)
+    # each repeat over the model at its own size: exactly 1.3, where the mixed median over P(1792) would not be
+    assert [(q["tokens"], q["rows"], q["level"], q["levels"]) for q in got["points"]] == [
+        (512, [1], 1.0, 1), (1792, [7, 8], 1.3, 5)]
+    assert float(np.median(ms)) / P(1792) > 1.4
+
+
 def test_unknown_levelling_is_refused(tmp_path):
     base, _ = small_profile(tmp_path)
     with pytest.raises(ProbeError, match="unknown levelling"):

@@ -173,16 +173,20 @@ def test_batched_prefill_step_is_the_pass_holding_the_most_rows():
     bad = _rows((1, 0.0, 0.02), (8, 0.02, 0.9))
     bad[3]["metrics"]["scheduled_ts"] = None
     assert P.batched_prefill_pass(bad) is None
-    # the point: the most common pass shape over the repeats; a repeat of another shape is unusable, not mixed in
+    # the point: every usable repeat kept with its own pass size (the race puts 1 or 2 rows in the first step);
+    # the point's size = the median-low of the sizes; a repeat with no usable pass is counted, never mixed in
     point = ("prefill", 8, 0, 2048)
     recs = [{"probe": _tag("p", point, rep), "requests": _rows((1, 0.0, 0.02), (8, 0.02, 0.5 + 0.1 * rep))}
-            for rep in range(3)]
-    recs.append({"probe": _tag("p", point, 3), "requests": _rows((2, 0.0, 0.02), (7, 0.02, 0.4))})
+            for rep in range(2)]
+    recs += [{"probe": _tag("p", point, rep), "requests": _rows((2, 0.0, 0.02), (7, 0.02, 0.4 + 0.1 * rep))}
+             for rep in (2, 3)]
     recs.append({"probe": _tag("p", point, 4), "requests": _rows((1, 0.0, 0.02), (4, 0.02, 0.4), (4, 0.4, 0.8))})
     (pt,) = P.probe_points(recs)
-    assert (pt["batch_size"], pt["prefill_tokens"], pt["repeats"], pt["unusable_repeats"]) == (8, 2048, 3, 2)
+    assert (pt["batch_size"], pt["prefill_tokens"], pt["repeats"], pt["unusable_repeats"]) == (7, 1792, 4, 1)
+    assert pt["repeat_pass_rows"] == [8, 8, 7, 7] and pt["repeat_pass_tokens"] == [2048, 2048, 1792, 1792]
+    assert pt["repeat_step_ms"] == [pytest.approx(x) for x in (480.0, 580.0, 580.0, 680.0)]
     assert pt["median_ms"] == pytest.approx(580.0)
-    assert pt["passes"][3] == [7, 1792, pytest.approx(380.0)] and pt["passes"][4] is None
+    assert pt["passes"][2] == [7, 1792, pytest.approx(580.0)] and pt["passes"][4] is None
 
 
 def test_probe_payloads_of_the_batched_prefill_point_are_a_lead_row_and_the_rows():

@@ -93,6 +93,9 @@ def test_a_real_two_window_capture_records_probes_and_conditions_and_keeps_probe
             bp = p.points[3]
             assert bp.phase == "prefill" and 2 <= bp.batch_size <= 9 and bp.prefill_tokens == 256 * bp.batch_size
             assert bp.repeats + bp.unusable_repeats == 5 and bp.repeats >= 3, (bp.repeats, bp.unusable_repeats)
+            # every usable repeat with its own pass size (which rows reach vLLM's first step is a race)
+            assert len(bp.repeat_step_ms) == len(bp.repeat_pass_tokens) == len(bp.repeat_pass_rows) == bp.repeats
+            assert all(n == 256 * k and k >= 2 for n, k in zip(bp.repeat_pass_tokens, bp.repeat_pass_rows))
             assert 0 < bp.p25_ms <= bp.median_ms <= bp.p75_ms
             if bp.prefill_tokens > 512:
                 assert bp.median_ms > p.points[2].median_ms

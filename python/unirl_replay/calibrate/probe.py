@@ -21,6 +21,8 @@ A **probe-levelled profile** is the base profile scaled to the level the probe m
   (probe median / fitted ``P(n)``, ``n`` = the pass's new tokens: the isolated 512-token row and the
   batched 8-row 2048-token pass), the median per ``n``; the table is scaled by a level that varies
   with the pass's new tokens, interpolated in log tokens between the points and flat outside them.
+  A batched point that carries its repeats' own pass sizes (7 or 8 rows) is levelled per repeat
+  (``repeat_step_ms / P(repeat_pass_tokens)``), placed at its median-low size.
   Not a fixed + per-token fit like decode: ``p0`` is ~2 % of ``P(512)`` on the bound profile, so two
   points whose levels differ put the difference on the fixed part, amplified ~50x (``a`` < 0 on
   the last holdout's levels 1.0 / 1.24); that fit is computed and recorded (``prefill.two_term_check``)
@@ -170,11 +172,24 @@ def prefill_by_tokens(probes: list[mpb.ReferenceProbe], prov: dict[str, Any]) ->
     def P(n: float) -> float:
         return p["p0"] + p["p1"] * n + p["p2"] * n * n
 
-    by = _median_by([((pt.prefill_tokens, max(pt.batch_size, 1)), pt.median_ms) for probe in probes
-                     for pt in probe.points if pt.phase == "prefill" and pt.prefill_tokens and pt.median_ms > 0])
-    lv = _median_by([(n, m / P(n)) for (n, _rows), m in by.items()])
-    pts = [{"tokens": n, "rows": sorted(r for (t, r) in by if t == n), "level": round(v, 4),
-            "fitted_ms": round(P(n), 4)} for n, v in lv.items()]
+    # one level per repeat where the point carries its repeats' own pass sizes (the batched pass: 7 or 8 rows),
+    # else the point's median over the model at its size; the median per point size (isolated / batched)
+    raw: list[tuple[Any, float]] = []
+    rows: dict[Any, set[int]] = {}
+    for probe in probes:
+        for pt in probe.points:
+            if pt.phase != "prefill" or not pt.prefill_tokens or pt.median_ms <= 0:
+                continue
+            key = pt.prefill_tokens
+            rows.setdefault(key, set()).add(max(pt.batch_size, 1))
+            if len(pt.repeat_step_ms) and len(pt.repeat_pass_tokens) == len(pt.repeat_step_ms):
+                raw += [(key, ms / P(n)) for ms, n in zip(pt.repeat_step_ms, pt.repeat_pass_tokens) if ms > 0 and n > 0]
+                rows[key].update(pt.repeat_pass_rows)
+            else:
+                raw.append((key, pt.median_ms / P(key)))
+    lv = _median_by(raw)
+    pts = [{"tokens": n, "rows": sorted(rows[n]), "level": round(v, 4), "fitted_ms": round(P(n), 4),
+            "levels": sum(1 for k, _ in raw if k == n)} for n, v in lv.items()]
     out: dict[str, Any] = {"method": "log_tokens_interpolation" if len(lv) > 1 else "flat", "points": pts}
     if len(lv) > 1:
         ns = list(lv)
@@ -210,7 +225,8 @@ def levels(probes: list[mpb.ReferenceProbe], prov: dict[str, Any]) -> dict[str, 
                 r = pt.median_ms / decode(pt.batch_size, pt.context_tokens)
                 dec.append(r)
             elif pt.phase == "prefill" and pt.prefill_tokens:
-                r = pt.median_ms / prefill(pt.prefill_tokens)
+                reps = [ms / prefill(n) for ms, n in zip(pt.repeat_step_ms, pt.repeat_pass_tokens) if ms > 0 and n > 0]
+                r = float(np.median(reps)) if reps else pt.median_ms / prefill(pt.prefill_tokens)
                 if pt.batch_size <= 1:  # the scalar method's prefill level: the isolated row(s) only
                     pre.append(r)
                 elif batched is not None:

@@ -19,10 +19,12 @@ Points (:data:`PROBE_POINTS`, :data:`PROBE_REPEATS` repeats each, in this order,
   decode point's rows go 1 + 31), so the first row is a lead row that runs alone and the other rows,
   delivered meanwhile, share the next pass. One repeat's step time (:func:`batched_prefill_pass`) is
   that of the pass holding the most rows: the rows sharing one ``first_token_ts`` (one EngineCore
-  step), ``first_token_ts - scheduled_ts`` (their common schedule time). The point reports the rows
-  and tokens that pass held (the most common over the repeats; a repeat whose largest pass held
-  another number of rows is unusable), so it never claims a pass that did not run. Every engine of
-  the tested configurations has ``max_num_batched_tokens`` 4096 >= 2048, so the rows fit one pass.
+  step), ``first_token_ts - scheduled_ts`` (their common schedule time). Which rows reach the first
+  step is a race (in a real capture the measured pass held 7 or 8 rows), so every usable repeat is
+  kept with its own pass size (``repeat_step_ms``, ``repeat_pass_tokens``, ``repeat_pass_rows``;
+  the point's ``batch_size`` / ``prefill_tokens`` are their median-low, an observed size) and the
+  levelling divides each repeat by the model at its own size; it never claims a pass that did not
+  run. Every engine of the tested configurations has ``max_num_batched_tokens`` 4096 >= 2048 + 256.
 
 Every request does the rollout's sampling work (temperature 1, top_p 1, the sampled tokens'
 logprobs), as the calibration sweep's do. Point value = median and quartiles over the repeats.
@@ -251,14 +253,16 @@ def probe_points(records: List[Dict[str, Any]]) -> List[Dict[str, Any]]:
         tag = e["tag"]
         pt = {"phase": tag.get("phase", ""), "batch_size": int(tag.get("batch_size") or 0),
               "context_tokens": int(tag.get("context_tokens") or 0), "prefill_tokens": int(tag.get("prefill_tokens") or 0)}
-        if e["passes"]:  # batched prefill: the rows and tokens the largest pass held, most common over repeats
+        if e["passes"]:  # batched prefill: every usable repeat with its own pass size (rows, tokens)
             got = [g for g in e["passes"] if g is not None]
             if got:
-                shape = max(sorted({(g["rows"], g["tokens"]) for g in got}),
-                            key=lambda s: sum(1 for g in got if (g["rows"], g["tokens"]) == s))
-                pt["batch_size"], pt["prefill_tokens"] = shape
-                e["ms"] = [g["ms"] for g in got if (g["rows"], g["tokens"]) == shape]
-            e["bad"] = len(e["passes"]) - len(e["ms"])
+                pt["batch_size"] = int(statistics.median_low(g["rows"] for g in got))
+                pt["prefill_tokens"] = int(statistics.median_low(g["tokens"] for g in got))
+                pt["repeat_step_ms"] = [round(g["ms"], 4) for g in got]
+                pt["repeat_pass_tokens"] = [g["tokens"] for g in got]
+                pt["repeat_pass_rows"] = [g["rows"] for g in got]
+            e["ms"] = [g["ms"] for g in got]
+            e["bad"] = len(e["passes"]) - len(got)
             pt["passes"] = [None if g is None else [g["rows"], g["tokens"], round(g["ms"], 4)] for g in e["passes"]]
         pt.update({"repeats": len(e["ms"]), "unusable_repeats": e["bad"], "step_ms": [round(x, 4) for x in e["ms"]]})
         if e["ms"]:
@@ -275,7 +279,7 @@ METHOD = (f"{PROBE_REPEATS} repeats of: decode B=1 and B=32 ({DECODE_PROMPT_TOKE
           "(last_token_ts - first_token_ts) / (tokens - 1); prefill of 512 unique random tokens alone, step = "
           "first_token_ts - scheduled_ts (vLLM EngineCore timestamps); batched prefill: a lead row + 8 rows of 256 "
           "unique random tokens in one generate call, step = first_token_ts - scheduled_ts of the pass holding the "
-          "most rows (rows sharing one EngineCore step), the point = the rows / tokens that pass held; sampling temperature 1, top_p 1, logprobs; "
+          "most rows (rows sharing one EngineCore step), each repeat kept with that pass's rows / tokens; sampling temperature 1, top_p 1, logprobs; "
           "point = median and quartiles over the repeats; every engine of the run at once, through UniRL's runtime "
           "pipe (unirl_replay.capture.probe)")
 
