@@ -262,7 +262,8 @@ def test_a_batched_point_with_mixed_pass_sizes_is_levelled_per_repeat(tmp_path):
     got = prefill_by_tokens([probe], prov)
     # each repeat over the model at its own size: exactly 1.3, where the mixed median over P(1792) would not be
     assert [(q["tokens"], q["rows"], q["level"], q["levels"]) for q in got["points"]] == [
-        (512, [1], 1.0, 1), (1792, [7, 8], 1.3, 5)]
+        (512, [1], 1.0, 1), (2048, [7, 8], 1.3, 5)]  # placed at the median-low of its 5 passes
+    assert [q["kind"] for q in got["points"]] == ["isolated", "batched"]
     assert float(np.median(ms)) / P(1792) > 1.4
 
 

@@ -174,22 +174,38 @@ def prefill_by_tokens(probes: list[mpb.ReferenceProbe], prov: dict[str, Any]) ->
 
     # one level per repeat where the point carries its repeats' own pass sizes (the batched pass: 7 or 8 rows),
     # else the point's median over the model at its size; the median per point size (isolated / batched)
+    # the batched point's entries are one point whatever size each entry's passes had (its position: the
+    # median-low of all its passes' tokens); the isolated point(s) by their tokens
     raw: list[tuple[Any, float]] = []
     rows: dict[Any, set[int]] = {}
+    sizes: dict[Any, list[int]] = {}
     for probe in probes:
         for pt in probe.points:
             if pt.phase != "prefill" or not pt.prefill_tokens or pt.median_ms <= 0:
                 continue
-            key = pt.prefill_tokens
+            key = ("batched", 0) if pt.batch_size > 1 else ("isolated", pt.prefill_tokens)
             rows.setdefault(key, set()).add(max(pt.batch_size, 1))
             if len(pt.repeat_step_ms) and len(pt.repeat_pass_tokens) == len(pt.repeat_step_ms):
                 raw += [(key, ms / P(n)) for ms, n in zip(pt.repeat_step_ms, pt.repeat_pass_tokens) if ms > 0 and n > 0]
+                sizes.setdefault(key, []).extend(n for ms, n in zip(pt.repeat_step_ms, pt.repeat_pass_tokens)
+                                                 if ms > 0 and n > 0)
                 rows[key].update(pt.repeat_pass_rows)
             else:
-                raw.append((key, pt.median_ms / P(key)))
-    lv = _median_by(raw)
-    pts = [{"tokens": n, "rows": sorted(rows[n]), "level": round(v, 4), "fitted_ms": round(P(n), 4),
-            "levels": sum(1 for k, _ in raw if k == n)} for n, v in lv.items()]
+                raw.append((key, pt.median_ms / P(pt.prefill_tokens)))
+                sizes.setdefault(key, []).append(pt.prefill_tokens)
+    by_key = _median_by(raw)
+    where = {k: int(np.percentile(sizes[k], 50, method="lower")) for k in by_key}
+    lv: dict[int, float] = {}
+    for k, v in sorted(by_key.items(), key=lambda kv: where[kv[0]]):
+        if where[k] in lv:  # an isolated and a batched point at one size: their mean level there
+            v = 0.5 * (lv[where[k]] + v)
+        lv[where[k]] = v
+    pts = [{"tokens": where[k], "kind": k[0], "rows": sorted(rows[k]), "level": round(lv[where[k]], 4),
+            "fitted_ms": round(P(where[k]), 4), "levels": sum(1 for kk, _ in raw if kk == k)}
+           for k in sorted(by_key, key=lambda k: where[k])]
+    if len({q["tokens"] for q in pts}) < len(pts):
+        seen: set[int] = set()
+        pts = [q for q in pts if not (q["tokens"] in seen or seen.add(q["tokens"]))]
     out: dict[str, Any] = {"method": "log_tokens_interpolation" if len(lv) > 1 else "flat", "points": pts}
     if len(lv) > 1:
         ns = list(lv)
