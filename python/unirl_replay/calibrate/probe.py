@@ -231,7 +231,7 @@ def levels(probes: list[mpb.ReferenceProbe], prov: dict[str, Any]) -> dict[str, 
     prefill, decode = _fit_models(prov)
     dec: list[float] = []
     pre: list[float] = []
-    batched: list[float] | None = []
+    batched: list[float] = []
     pts = []
     for probe in probes:
         for pt in probe.points:
@@ -245,7 +245,7 @@ def levels(probes: list[mpb.ReferenceProbe], prov: dict[str, Any]) -> dict[str, 
                 r = float(np.median(reps)) if reps else pt.median_ms / prefill(pt.prefill_tokens)
                 if pt.batch_size <= 1:  # the scalar method's prefill level: the isolated row(s) only
                     pre.append(r)
-                elif batched is not None:
+                else:
                     batched.append(r)
             else:
                 continue
