@@ -20,8 +20,8 @@ Points (:data:`PROBE_POINTS`, :data:`PROBE_REPEATS` repeats each, in this order,
   delivered meanwhile, share the next pass. One repeat's step time (:func:`batched_prefill_pass`) is
   that of the pass holding the most rows: the rows sharing one ``first_token_ts`` (one EngineCore
   step), ``first_token_ts - scheduled_ts`` (their common schedule time). Which rows reach the first
-  step is a race (in a real capture the measured pass held 7 or 8 rows), so every usable repeat is
-  kept with its own pass size (``repeat_step_ms``, ``repeat_pass_tokens``, ``repeat_pass_rows``;
+  step is a race (in the holdout-probe2 captures the measured pass held 5-9 rows, 8 in 97 of 120
+  repeats), so every usable repeat is kept with its own pass size (``repeat_step_ms``, ``repeat_pass_tokens``, ``repeat_pass_rows``;
   the point's ``batch_size`` / ``prefill_tokens`` are their median-low, an observed size) and the
   levelling divides each repeat by the model at its own size; it never claims a pass that did not
   run. Every engine of the tested configurations has ``max_num_batched_tokens`` 4096 >= 2048 + 256.
