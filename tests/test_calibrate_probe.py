@@ -97,3 +97,177 @@ def test_run_conditions_measure_the_children_and_the_host():
     assert c.duration_ns >= 0.25e9 and c.HasField("loadavg_1m_start") and c.cpu_model == "X"
     assert 0 <= c.host_busy_pct <= 100 and 0 <= c.steal_pct <= 100
     assert conditions_json(c)["cpu_count"] == 2
+
+
+# --- two-term levelling on a small hand-built profile ------------------------------------------------------
+
+COEF = {"p0": 10.0, "p1": 0.5, "p2": 0.0, "d0": 8.0, "d1": 0.001, "d2": 1.0}
+
+
+def _fitted(b, ctx):
+    return COEF["d0"] + COEF["d1"] * b * ctx + COEF["d2"] * b
+
+
+def small_profile(tmp_path, residual=True):
+    """A hand-built measured profile: tables = the fit x a fixed residual pattern (the table's measured form)."""
+    from unirl_replay.calibrate.profile_file import write_profile
+
+    isl = np.array([1.0, 256.0, 512.0, 1024.0, 2048.0, 4096.0])
+    kv = np.array([1.0, 128.0, 1024.0, 4096.0, 16384.0])
+    ctx = np.array([1.0, 64.0, 128.0, 512.0])
+    B = np.clip(kv[:, None] / ctx[None, :], 1, 256)
+    itl = COEF["d0"] + COEF["d1"] * kv[:, None] + COEF["d2"] * B
+    if residual:
+        itl = itl * (1.0 + 0.05 * np.sin(np.arange(itl.size)).reshape(itl.shape))
+    tables = {"prefill_isl": isl, "prefill_ttft_ms": COEF["p0"] + COEF["p1"] * isl,
+              "decode_active_kv_tokens": kv, "decode_context_length": ctx, "decode_itl": itl}
+    prov = {"measured": True, "calibration_workloads": ["hand-built"], "engine": {"from_trace": {"max_num_seqs": 256}},
+            "fit": {"prefill": {"coefficients": {k: COEF[k] for k in ("p0", "p1", "p2")}},
+                    "decode": {"coefficients": {k: COEF[k] for k in ("d0", "d1", "d2")}}}}
+    return write_profile(tmp_path / "small.npz", tables, prov), prov
+
+
+def hand_probe(dec, pre, engines=("e0", "e1")):
+    """A manifest whose probes carry the given decode {(B, ctx): ms} and prefill {(rows, tokens): ms} medians."""
+    from unirl_replay.v1 import manifest_pb2 as mpb
+
+    m = mpb.TraceManifest(trace_id="hand")
+    for e in engines:
+        for when in ("before", "after"):
+            p = m.probes.add(engine_id=e, when=when)
+            for (b, ctx), ms in dec.items():
+                p.points.add(phase="decode", batch_size=b, context_tokens=ctx, repeats=5, median_ms=ms)
+            for (rows, n), ms in pre.items():
+                p.points.add(phase="prefill", batch_size=rows, prefill_tokens=n, repeats=5, median_ms=ms)
+    return m
+
+
+def test_two_term_levelling_reproduces_both_decode_points_and_scales_the_table_cell_by_cell(tmp_path):
+    from unirl_replay.calibrate.probe import decode_two_term
+
+    base, prov = small_profile(tmp_path)
+    a, c = 1.6, 1.25  # the fixed part 1.6x slower, the per-sequence part 1.25x
+    m1, m32 = a * COEF["d0"] + c * (_fitted(1, 128) - COEF["d0"]), a * COEF["d0"] + c * (_fitted(32, 128) - COEF["d0"])
+    man = hand_probe({(1, 128): m1, (32, 128): m32}, {(0, 512): 1.1 * (10 + 0.5 * 512)})
+    got = decode_two_term(list(man.probes), prov)
+    assert got["method"] == "two_term"
+    assert got["fixed_factor"] == pytest.approx(a) and got["per_sequence_factor"] == pytest.approx(c)
+    assert [q["levelled_ms"] for q in got["points"]] == [pytest.approx(m1, abs=1e-3), pytest.approx(m32, abs=1e-3)]
+    out = tmp_path / "lev.npz"
+    _, new = level_profile(base, man, out)
+    a0, b0 = np.load(base), np.load(out)
+    kv, ctx = a0["decode_active_kv_tokens"], a0["decode_context_length"]
+    for i, k in enumerate(kv):
+        for j, cc in enumerate(ctx):
+            bb = min(max(k / cc, 1.0), 256.0)
+            var = COEF["d1"] * k + COEF["d2"] * bb
+            want = (a * COEF["d0"] + c * var) / (COEF["d0"] + var)
+            # cell by cell: the measured cell (with its residual) x D'/D at that cell
+            assert b0["decode_itl"][i, j] == pytest.approx(a0["decode_itl"][i, j] * want, rel=1e-9)
+    pl = new["probe_levelled"]
+    assert pl["levelling"] == "two_term" and pl["decode"]["applied"]["method"] == "two_term"
+    # the scalar level is kept next to it (median of the 8 entries' ratios = of the two points' ratios)
+    assert pl["decode_level"] == pytest.approx(np.median([m1 / _fitted(1, 128), m32 / _fitted(32, 128)]))
+    assert "D'(B, C) / D(B, C)" in pl["method"] and pl["scalar_method"].startswith("decode_itl x median")
+
+
+def test_scalar_levelling_is_still_available_and_recorded(tmp_path):
+    base, _ = small_profile(tmp_path)
+    man = hand_probe({(1, 128): 1.5 * _fitted(1, 128), (32, 128): 1.2 * _fitted(32, 128)},
+                     {(0, 512): 1.0 * 266, (8, 2048): 1.3 * 1034})
+    out = tmp_path / "scalar.npz"
+    assert main(["calibrate", "--level-to-probe", str(_write(tmp_path, man)), "--base", str(base), "--out", str(out),
+                 "--levelling", "scalar"]) == 0
+    a0, b0 = np.load(base), np.load(out)
+    assert np.allclose(b0["decode_itl"], 1.35 * a0["decode_itl"])
+    assert np.allclose(b0["prefill_ttft_ms"], 1.0 * a0["prefill_ttft_ms"])  # the isolated row only, as before
+    pl = json.loads(Path(str(out) + ".provenance.json").read_text())["probe_levelled"]
+    assert pl["levelling"] == "scalar" and pl["decode"]["applied"] == {"method": "scalar", "level": pytest.approx(1.35)}
+    assert pl["decode"]["two_term"]["method"] == "two_term"  # the other method's factors are recorded too
+
+
+def _write(tmp_path, man):
+    t = grpo_trace()
+    t.manifest.trace_id = man.trace_id
+    t.manifest.probes.extend(man.probes)
+    return t.write(tmp_path / "trace")
+
+
+@pytest.mark.parametrize("dec, coef, why", [
+    # one distinct decode point: two factors cannot be solved
+    ({(32, 128): 50.0}, {}, "1 distinct decode point"),
+    # B=32 faster than B=1 would need a negative per-sequence factor
+    ({(1, 128): 20.0, (32, 128): 15.0}, {}, "not positive"),
+    # a B=1 step faster than the per-sequence slope from B=32 leaves room for: the fixed factor goes negative
+    ({(1, 128): 2.0, (32, 128): 80.0}, {}, "not positive"),
+    # two points at nearly the same batch: the system is ill-conditioned
+    ({(1, 128): 10.0, (1, 129): 10.5}, {}, "ill-conditioned"),
+    # a base fit without a fixed part
+    ({(1, 128): 10.0, (32, 128): 50.0}, {"d0": 0.0}, "d0 = 0"),
+])
+def test_two_term_refusals_fall_back_to_the_scalar_level_and_say_why(tmp_path, dec, coef, why):
+    from unirl_replay.calibrate.probe import decode_two_term
+
+    base, prov = small_profile(tmp_path)
+    prov["fit"]["decode"]["coefficients"].update(coef)
+    man = hand_probe(dec, {(0, 512): 266.0})
+    got = decode_two_term(list(man.probes), prov)
+    assert got["method"] == "refused" and why in got["reason"], got
+    if coef:
+        return  # the table's base model is the npz's own provenance; the refusal itself is what is tested
+    out = tmp_path / "fb.npz"
+    _, new = level_profile(base, man, out)
+    pl = new["probe_levelled"]
+    assert pl["decode"]["applied"]["method"] == "scalar" and why in pl["decode"]["applied"]["fallback_reason"]
+    assert "fell back to the scalar level" in pl["method"]
+    assert np.allclose(np.load(out)["decode_itl"], pl["decode_level"] * np.load(base)["decode_itl"])
+
+
+def test_prefill_level_varies_with_the_pass_size_between_the_two_points(tmp_path):
+    base, _ = small_profile(tmp_path)
+    P = lambda n: COEF["p0"] + COEF["p1"] * n  # noqa: E731
+    man = hand_probe({(1, 128): 1.5 * _fitted(1, 128), (32, 128): 1.5 * _fitted(32, 128)},
+                     {(0, 512): 1.0 * P(512), (8, 2048): 1.3 * P(2048)})
+    out = tmp_path / "lev.npz"
+    _, new = level_profile(base, man, out)
+    a0, b0 = np.load(base), np.load(out)
+    ratio = dict(zip(a0["prefill_isl"], b0["prefill_ttft_ms"] / a0["prefill_ttft_ms"]))
+    # flat outside the points, the points' own levels at them, log-token interpolation between (1024 = halfway)
+    assert ratio[1.0] == pytest.approx(1.0) and ratio[256.0] == pytest.approx(1.0) and ratio[512.0] == pytest.approx(1.0)
+    assert ratio[1024.0] == pytest.approx(1.15) and ratio[2048.0] == pytest.approx(1.3) and ratio[4096.0] == pytest.approx(1.3)
+    pre = new["probe_levelled"]["prefill"]
+    assert pre["applied"]["method"] == "log_tokens_interpolation"
+    assert [(q["tokens"], q["rows"], q["level"]) for q in pre["by_tokens"]["points"]] == [(512, [1], 1.0), (2048, [8], 1.3)]
+    # the fixed + per-token fit of the same two points is recorded, not used: here its fixed factor is negative
+    chk = pre["by_tokens"]["two_term_check"]
+    assert chk["used"] is False and chk["fixed_factor"] < 0 and "not positive" in chk["refused"]
+    # equal decode levels: the two-term decode levelling is the uniform scalar one
+    assert np.allclose(b0["decode_itl"], 1.5 * a0["decode_itl"])
+    # the scalar method's prefill level stays the isolated row's
+    assert new["probe_levelled"]["prefill_level"] == pytest.approx(1.0)
+
+
+def test_a_batched_point_with_mixed_pass_sizes_is_levelled_per_repeat(tmp_path):
+    from unirl_replay.calibrate.probe import prefill_by_tokens
+    from unirl_replay.v1 import manifest_pb2 as mpb
+
+    _, prov = small_profile(tmp_path)
+    P = lambda n: COEF["p0"] + COEF["p1"] * n  # noqa: E731
+    probe = mpb.ReferenceProbe(engine_id="e0", when="before")
+    probe.points.add(phase="prefill", prefill_tokens=512, repeats=5, median_ms=P(512))
+    sizes = [2048, 1792, 2048, 1792, 2048]
+    ms = [1.3 * P(n) for n in sizes]  # the same level 1.3 at both pass sizes
+    probe.points.add(phase="prefill", batch_size=8, prefill_tokens=1792, repeats=5, median_ms=float(np.median(ms)),
+                     repeat_step_ms=ms, repeat_pass_tokens=sizes, repeat_pass_rows=[n // 256 for n in sizes])
+    got = prefill_by_tokens([probe], prov)
+    # each repeat over the model at its own size: exactly 1.3, where the mixed median over P(1792) would not be
+    assert [(q["tokens"], q["rows"], q["level"], q["levels"]) for q in got["points"]] == [
+        (512, [1], 1.0, 1), (2048, [7, 8], 1.3, 5)]  # placed at the median-low of its 5 passes
+    assert [q["kind"] for q in got["points"]] == ["isolated", "batched"]
+    assert float(np.median(ms)) / P(1792) > 1.4
+
+
+def test_unknown_levelling_is_refused(tmp_path):
+    base, _ = small_profile(tmp_path)
+    with pytest.raises(ProbeError, match="unknown levelling"):
+        level_profile(base, hand_probe({(1, 128): 10.0}, {(0, 512): 266.0}), tmp_path / "x.npz", levelling="cubic")

@@ -103,7 +103,7 @@ def _tag(probe_id, point, rep):
 
 def _probe_records(eid, probe_id, t0, level=1.0):
     """probe_generate records: decode step (2 + rep) * level ms at B=1, (10 + rep) * level at B=32; prefill
-    (20 + rep) * level ms."""
+    (20 + rep) * level ms; batched prefill (8 rows of 256 after a lead row) (80 + rep) * level ms."""
     out, t = [], t0
     for rep in range(P.PROBE_REPEATS):
         for point in P.PROBE_POINTS:
@@ -115,6 +115,14 @@ def _probe_records(eid, probe_id, t0, level=1.0):
                     reqs.append({"prompt_tokens": 112, "output_tokens": [32],
                                  "metrics": {"scheduled_ts": t, "first_token_ts": t + .01,
                                              "last_token_ts": t + .01 + 31 * step}})
+            elif b > 1:  # batched prefill: the lead row alone (5 ms), then the b rows in one pass of (80 + rep) ms
+                lead = t + 5 * level / 1e3
+                reqs.append({"prompt_tokens": 256, "output_tokens": [1],
+                             "metrics": {"scheduled_ts": t, "first_token_ts": lead, "last_token_ts": lead}})
+                end = lead + (80 + rep) * level / 1e3
+                reqs += [{"prompt_tokens": 256, "output_tokens": [1],
+                          "metrics": {"scheduled_ts": lead, "first_token_ts": end, "last_token_ts": end}}
+                         for _ in range(b)]
             else:
                 reqs.append({"prompt_tokens": 512, "output_tokens": [1],
                              "metrics": {"scheduled_ts": t, "first_token_ts": t + (20 + rep) * level / 1e3,
@@ -128,15 +136,66 @@ def _probe_records(eid, probe_id, t0, level=1.0):
 def test_probe_points_are_median_and_quartiles_of_the_repeats():
     pts = P.probe_points(_probe_records("e", "p", 0.0))
     assert [(p["phase"], p["batch_size"], p["prefill_tokens"]) for p in pts] == [
-        ("decode", 1, 0), ("decode", 32, 0), ("prefill", 0, 512)]
-    b1, b32, pre = pts
+        ("decode", 1, 0), ("decode", 32, 0), ("prefill", 0, 512), ("prefill", 8, 2048)]
+    b1, b32, pre, bpre = pts
     assert b1["repeats"] == 5 and b1["median_ms"] == pytest.approx(4.0) and b1["p25_ms"] == pytest.approx(3.0)
     assert b1["p75_ms"] == pytest.approx(5.0) and b32["median_ms"] == pytest.approx(12.0)
     assert pre["median_ms"] == pytest.approx(22.0) and pre["context_tokens"] == 0
+    # the batched pass: its own step (never the lead row's 5 ms, never the call's span)
+    assert bpre["repeats"] == 5 and bpre["median_ms"] == pytest.approx(82.0) and bpre["unusable_repeats"] == 0
+    assert bpre["passes"][0] == [8, 2048, pytest.approx(80.0)]
     bad = _probe_records("e", "p", 0.0)
     bad[0]["requests"][0]["metrics"]["last_token_ts"] = None  # one unusable repeat: counted, never guessed
     b1 = P.probe_points(bad)[0]
     assert b1["repeats"] == 4 and b1["unusable_repeats"] == 1
+
+
+def _rows(*passes):
+    """Hand-built engine records of one batched prefill repeat: passes of (rows, scheduled_ts, first_token_ts)."""
+    return [{"prompt_tokens": 256, "output_tokens": [1],
+             "metrics": {"scheduled_ts": a, "first_token_ts": b, "last_token_ts": b}}
+            for n, a, b in passes for _ in range(n)]
+
+
+def test_batched_prefill_step_is_the_pass_holding_the_most_rows():
+    # lead row alone 0.00-0.02 s, then 8 rows scheduled at 0.02 sharing the step that ends at 0.9
+    assert P.batched_prefill_pass(_rows((1, 0.0, 0.02), (8, 0.02, 0.9))) == {
+        "rows": 8, "tokens": 2048, "ms": pytest.approx(880.0)}
+    # 1 + 3 + 5: the 5-row pass (the last), its own scheduled -> first token
+    got = P.batched_prefill_pass(_rows((1, 0.0, 0.02), (3, 0.02, 0.3), (5, 0.3, 0.8)))
+    assert got["rows"] == 5 and got["tokens"] == 1280 and got["ms"] == pytest.approx(500.0)
+    # all 9 in one pass: that pass
+    assert P.batched_prefill_pass(_rows((9, 0.0, 1.0)))["rows"] == 9
+    # never guessed: a tie, no batched pass, rows of one step scheduled apart, a missing timestamp
+    assert P.batched_prefill_pass(_rows((1, 0.0, 0.02), (4, 0.02, 0.4), (4, 0.4, 0.8))) is None
+    assert P.batched_prefill_pass(_rows((1, 0.0, 0.1), (1, 0.1, 0.2))) is None
+    assert P.batched_prefill_pass(_rows((1, 0.0, 0.02), (7, 0.02, 0.9)) + _rows((1, 0.01, 0.9))) is None
+    bad = _rows((1, 0.0, 0.02), (8, 0.02, 0.9))
+    bad[3]["metrics"]["scheduled_ts"] = None
+    assert P.batched_prefill_pass(bad) is None
+    # the point: every usable repeat kept with its own pass size (the race puts 1 or 2 rows in the first step);
+    # the point's size = the median-low of the sizes; a repeat with no usable pass is counted, never mixed in
+    point = ("prefill", 8, 0, 2048)
+    recs = [{"probe": _tag("p", point, rep), "requests": _rows((1, 0.0, 0.02), (8, 0.02, 0.5 + 0.1 * rep))}
+            for rep in range(2)]
+    recs += [{"probe": _tag("p", point, rep), "requests": _rows((2, 0.0, 0.02), (7, 0.02, 0.4 + 0.1 * rep))}
+             for rep in (2, 3)]
+    recs.append({"probe": _tag("p", point, 4), "requests": _rows((1, 0.0, 0.02), (4, 0.02, 0.4), (4, 0.4, 0.8))})
+    (pt,) = P.probe_points(recs)
+    assert (pt["batch_size"], pt["prefill_tokens"], pt["repeats"], pt["unusable_repeats"]) == (7, 1792, 4, 1)
+    assert pt["repeat_pass_rows"] == [8, 8, 7, 7] and pt["repeat_pass_tokens"] == [2048, 2048, 1792, 1792]
+    assert pt["repeat_step_ms"] == [pytest.approx(x) for x in (480.0, 580.0, 580.0, 680.0)]
+    assert pt["median_ms"] == pytest.approx(580.0)
+    assert pt["passes"][2] == [7, 1792, pytest.approx(580.0)] and pt["passes"][4] is None
+
+
+def test_probe_payloads_of_the_batched_prefill_point_are_a_lead_row_and_the_rows():
+    pay = P.payloads(("prefill", 8, 0, 2048), random.Random(2), 1000)
+    assert len(pay) == 9 and {len(p["input_ids"]) for p in pay} == {256}
+    assert len({tuple(p["input_ids"]) for p in pay}) == 9
+    assert all(p["sampling_params"]["max_new_tokens"] == 1 for p in pay)
+    assert P.point_key(("prefill", 8, 0, 2048)) == "prefill:b8:2048" and P.point_key(("prefill", 0, 0, 512)) == "prefill:512"
+    assert ("prefill", 8, 0, 2048) in P.PROBE_POINTS
 
 
 def _snap(t, load, stat, cpu):
@@ -185,7 +244,7 @@ def test_finalize_fills_conditions_and_probes_and_never_mixes_probe_requests(tmp
         _valid(out)
         man, wl, oc = _load(out)
         assert rep.complete and man.completeness.complete  # probe requests are not "engine requests with no driver"
-        # the window's requests: exactly its rollout's 4 vLLM requests, none of the 2 x 3 x 5 x 34 probe requests
+        # the window's requests: exactly its rollout's 4 vLLM requests, none of the 2 x 3 x 5 x 43 probe requests
         assert len(wl["request"]) == 4 and all(int(r.request_id.split("#")[1]) < 4 for r in wl["request"])
         assert len(oc["request"]) == 4
         c0 = man.conditions
@@ -199,10 +258,12 @@ def test_finalize_fills_conditions_and_probes_and_never_mixes_probe_requests(tmp
         for p in man.probes:
             art = json.loads((out / p.artifact_path).read_text())
             assert art["role"] == "calibration" and art["engine_id"] == p.engine_id and art["when"] == p.when
-            assert [pt.phase for pt in p.points] == ["decode", "decode", "prefill"]
+            assert [(pt.phase, pt.batch_size, pt.prefill_tokens) for pt in p.points] == [
+                ("decode", 1, 0), ("decode", 32, 0), ("prefill", 0, 512), ("prefill", 8, 2048)]
             level = 1.5 if p.engine_id == _eng(22) else 1.0
             assert p.points[0].median_ms == pytest.approx(4.0 * level) and p.points[0].repeats == 5
             assert p.points[2].median_ms == pytest.approx(22.0 * level) and p.points[2].prefill_tokens == 512
+            assert p.points[3].median_ms == pytest.approx(82.0 * level) and p.points[3].unusable_repeats == 0
             assert p.conditions.engine_process_cpu_ns[p.engine_id] == 10**8 and len(p.conditions.engine_process_cpu_ns) == 1
     m0, m1 = _load(out0)[0], _load(out1)[0]
     assert m0.conditions.loadavg_1m_start == 1.5 and m1.conditions.loadavg_1m_start == 2.5  # each window its own marks
@@ -226,6 +287,6 @@ def test_levelling_a_profile_to_a_finalized_probe(tmp_path):
     lv = levels(list(man.probes), prov)
     # engine 21 at 1x and engine 22 at 1.5x of a prefill of 22 ms: median level of the 4 entries = 1.25
     assert lv["prefill_level"] == pytest.approx(1.25)
-    assert len(lv["points"]) == 12
+    assert len(lv["points"]) == 16
     with pytest.raises(ProbeError):
         levels([], prov)

@@ -6,7 +6,8 @@
   tests/conftest.py, shared with test_capture_real and test_capture_privacy; the two engines' start
   and the probes are most of its minutes): two windows with the probe before, between and after; each finalized
   window has exactly its own requests (none of the probe's), both engines' probes before and after
-  it (the middle probe shared), probe points with 5 repeats measured by vLLM's timestamps, the
+  it (the middle probe shared), probe points with 5 repeats measured by vLLM's timestamps (the
+  batched prefill point: a real multi-row pass, every repeat accounted for), the
   window's conditions with every engine's CPU time, threads and affinity, and a profile can be
   levelled to it.
 """
@@ -62,7 +63,7 @@ def test_a_real_two_window_capture_records_probes_and_conditions_and_keeps_probe
     raw = cap.raw
     probe_gens = [json.loads(line) for f in raw.glob("engine-*.jsonl") for line in f.read_text().splitlines()
                   if '"probe_generate"' in line]
-    assert len(probe_gens) == 2 * 3 * 5 * 3  # 2 engines x 3 probes x 5 repeats x 3 points
+    assert len(probe_gens) == 2 * 3 * 5 * 4  # 2 engines x 3 probes x 5 repeats x 4 points
     ids = {}
     for k in (0, 1):
         d = tmp_path / f"w{k}"
@@ -74,7 +75,7 @@ def test_a_real_two_window_capture_records_probes_and_conditions_and_keeps_probe
         t = open_trace(d)
         m = t.manifest
         reqs = [r.request for _, r in t.iter_workload() if r.WhichOneof("record") == "request"]
-        # the prompts (4), scattered over the 2 engines: one vLLM request (n=2) each, none of the probe's 34 per
+        # the prompts (4), scattered over the 2 engines: one vLLM request (n=2) each, none of the probe's 43 per
         # repeat, none of the overhead pair's
         n = cap.prompts_per_batch
         assert len(reqs) == n and all(r.num_samples == cap.samples and r.sample_ids[0].startswith(f"r{k}:")
@@ -84,11 +85,22 @@ def test_a_real_two_window_capture_records_probes_and_conditions_and_keeps_probe
         assert sorted((p.engine_id, p.when) for p in m.probes) == sorted(
             (e, w) for e in engines for w in ("before", "after"))
         for p in m.probes:
-            assert [(pt.phase, pt.batch_size, pt.prefill_tokens) for pt in p.points] == [
+            assert [(pt.phase, pt.batch_size, pt.prefill_tokens) for pt in p.points[:3]] == [
                 ("decode", 1, 0), ("decode", 32, 0), ("prefill", 0, 512)]
-            assert all(pt.repeats == 5 and 0 < pt.p25_ms <= pt.median_ms <= pt.p75_ms for pt in p.points)
+            assert all(pt.repeats == 5 and 0 < pt.p25_ms <= pt.median_ms <= pt.p75_ms for pt in p.points[:3])
+            # the batched prefill point: a real multi-row pass (the rows vLLM put in one step, 256 tokens each),
+            # its repeats all accounted for; its step is longer than the isolated 512-token row's
+            bp = p.points[3]
+            assert bp.phase == "prefill" and 2 <= bp.batch_size <= 9 and bp.prefill_tokens == 256 * bp.batch_size
+            assert bp.repeats + bp.unusable_repeats == 5 and bp.repeats >= 3, (bp.repeats, bp.unusable_repeats)
+            # every usable repeat with its own pass size (which rows reach vLLM's first step is a race)
+            assert len(bp.repeat_step_ms) == len(bp.repeat_pass_tokens) == len(bp.repeat_pass_rows) == bp.repeats
+            assert all(n == 256 * k and k >= 2 for n, k in zip(bp.repeat_pass_tokens, bp.repeat_pass_rows))
+            assert 0 < bp.p25_ms <= bp.median_ms <= bp.p75_ms
+            if bp.prefill_tokens > 512:
+                assert bp.median_ms > p.points[2].median_ms
             art = json.loads((d / p.artifact_path).read_text())
-            assert art["role"] == "calibration" and len(art["requests"]) == 15
+            assert art["role"] == "calibration" and len(art["requests"]) == 20
             ids[(k, p.engine_id, p.when)] = art["probe_id"]
             assert p.conditions.engine_process_cpu_ns[p.engine_id] > 0
         c = m.conditions
@@ -98,7 +110,11 @@ def test_a_real_two_window_capture_records_probes_and_conditions_and_keeps_probe
         assert c.HasField("loadavg_1m_start") and c.HasField("host_busy_pct") and c.engine_uptime_ns > 0
         if k == 0 and BASE.exists():
             _, prov = level_profile(BASE, m, tmp_path / "levelled.npz")
-            assert prov["probe_levelled"]["decode_level"] > 0 and prov["probe_levelled"]["prefill_level"] > 0
+            pl = prov["probe_levelled"]
+            assert pl["decode_level"] > 0 and pl["prefill_level"] > 0 and pl["levelling"] == "two_term"
+            assert pl["decode"]["applied"]["method"] in ("two_term", "scalar")  # scalar: refused, reason recorded
+            assert [q["tokens"] for q in pl["prefill"]["by_tokens"]["points"]][0] == 512
+            assert len(pl["prefill"]["by_tokens"]["points"]) == 2
     for e in {key[1] for key in ids}:
         assert ids[(0, e, "after")] == ids[(1, e, "before")]  # the probe between the windows serves both
         assert ids[(0, e, "before")] != ids[(1, e, "after")]

@@ -55,12 +55,16 @@ def test_probe_level_beyond_its_spread_warns():
     p = m.probes.add(engine_id="e0", when="before")
     p.points.add(phase="decode", batch_size=32, context_tokens=128, repeats=5, median_ms=3.0, p25_ms=2.9, p75_ms=3.1)
     p.points.add(phase="prefill", prefill_tokens=512, repeats=5, median_ms=10.4, p25_ms=10.0, p75_ms=10.8)
+    p.points.add(phase="prefill", batch_size=8, prefill_tokens=2048, repeats=5, median_ms=14.0, p25_ms=13.5,
+                 p75_ms=14.5)
     model = StepModel("fixed", 0, fixed=(10.0, 2.0))
     levels = [round(lv, 2) for _, _, lv in probe_levels(m, model)]
-    assert levels == [1.5, 1.04]
+    assert levels == [1.5, 1.04, 1.4]
     ws = condition_warnings(m, _replay(), PROV, model)
     assert any("decode B=32 ctx 128) ran at 1.50x" in w for w in ws)
     assert not any("prefill 512" in w for w in ws)  # 1.04x: within tolerance
+    # the batched pass is named as one (never read as one 2048-token prompt)
+    assert any("(batched prefill, 8 rows, 2048 tokens in one pass) ran at 1.40x" in w for w in ws)
 
 
 def test_thread_binding_difference_is_named_and_equal_binding_is_quiet():

@@ -3,8 +3,10 @@
 # Reproduce from the repository root:
 #   results/holdout/run_holdout.sh capture   # 2 engine sessions (GRPO, agentic) of 3 windows each, on UniRL's
 #                                            # Ray wiring with 2 engines, reference probe before/after every window
-#   results/holdout/run_holdout.sh report    # per window: probe-levelled profile, replays (calibrated,
-#                                            # calibrated+probe, default; agentic also the lanes = limit bound),
+#   results/holdout/run_holdout.sh report    # per window: probe-levelled profiles, replays (calibrated,
+#                                            # calibrated+probe by LEVELLING (default two_term), the same probe by
+#                                            # the scalar method (probe-scalar), default; agentic also the lanes =
+#                                            # limit bound; REPORT_MODELS="probe ..." runs only those models),
 #                                            # compares, summary.md / summary.json
 # BASE=profiles/<name>.npz selects the base profile. LOCK=/path/to/lockfile runs each engine session under
 # `flock LOCK` (a shared machine). SESSIONS=separate gives every window its own engine session (engine start,
@@ -17,6 +19,7 @@ H=${H:-results/holdout}
 TRACES=${TRACES:-$H/traces}
 RAW=${RAW:-/tmp/unirl-replay-holdout-raw}   # the sessions' shards (not committed)
 BASE=${BASE:-profiles/vllm-cpu-tiny-qwen2-20261130b.npz}
+LEVELLING=${LEVELLING:-two_term}   # the probe model's levelling (calibrate --levelling); probe-scalar is always scalar
 CLI=.venv/bin/unirl-replay
 WINDOWS=3
 BATCHES=2
@@ -29,7 +32,7 @@ AGENTIC_ARGS=(--role holdout --seed 21 --prompt-words 20:120 --prompts 4 --group
 declare -A NAME=([grpo]=holdout-grpo-mp [agentic]=holdout-agentic-mp)
 declare -A TOKENS=([grpo]=96 [agentic]=40)
 
-load() { cut -d' ' -f1-3 /proc/loadavg; }
+load() { echo "$(cut -d' ' -f1-3 /proc/loadavg) | uptime:$(uptime)"; }
 
 capture() {
   mkdir -p "$TRACES" "$RAW"
@@ -79,20 +82,23 @@ report() {
       # the probe-levelled profile of this window (deterministic from the trace's probes and the base profile;
       # not committed: levels.json keeps the levels and the points they rest on)
       lv="$H/profiles/$mode-r$r+probe.npz"
-      [ -f "$lv" ] || "$CLI" calibrate --level-to-probe "$t" --base "$BASE" --out "$lv" > /dev/null
+      [ -f "$lv" ] || "$CLI" calibrate --level-to-probe "$t" --base "$BASE" --out "$lv" --levelling "$LEVELLING" > /dev/null
+      lvs="$H/profiles/$mode-r$r+probe-scalar.npz"
+      [ -f "$lvs" ] || "$CLI" calibrate --level-to-probe "$t" --base "$BASE" --out "$lvs" --levelling scalar > /dev/null
       .venv/bin/python - "$lv" "$H/$mode/r$r/levels.json" <<'EOF'
 import json, sys
 from pathlib import Path
 prov = json.loads(Path(sys.argv[1] + ".provenance.json").read_text())["probe_levelled"]
 keep = {k: prov[k] for k in ("label", "base_profile", "base_sha256", "trace_id", "decode_level", "prefill_level",
-                             "points", "method")}
+                             "points", "method", "levelling", "decode", "prefill", "scalar_method") if k in prov}
 Path(sys.argv[2]).parent.mkdir(parents=True, exist_ok=True)
 Path(sys.argv[2]).write_text(json.dumps(keep, indent=1) + "\n")
 EOF
-      for model in calibrated probe default; do
+      for model in ${REPORT_MODELS:-calibrated probe probe-scalar default}; do
         case $model in
           calibrated) tm="profile:$BASE" ;;
           probe) tm="profile:$lv" ;;
+          probe-scalar) tm="profile:$lvs" ;;
           default) tm=polynomial ;;
         esac
         d="$H/$mode/r$r/$model"

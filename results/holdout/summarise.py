@@ -19,9 +19,12 @@ from unirl_replay.contract.outcomes_io import iter_outcomes
 from unirl_replay.contract.trace_io import open_trace
 
 MODES = ("grpo", "agentic")
-MODELS = ("calibrated", "probe", "default")
+#: probe = the probe-levelled profile by the run's levelling (two_term since issue 14's third redo); probe-scalar =
+#: the same probe, the scalar method (one level per phase) of the first probe holdouts, where the run has it
+MODELS = ("calibrated", "probe", "probe-scalar", "default")
 TRACES_ROOT: list = [None]  # the holdout traces: ROOT/traces unless a second argument names them
 MODEL_WORDS = {"calibrated": "calibrated (base profile)", "probe": "CALIBRATED+PROBE (probe-levelled)",
+               "probe-scalar": "CALIBRATED+PROBE, scalar levelling (one level per phase)",
                "default": "default polynomial (UNCALIBRATED)"}
 TARGETS = {"ready_mape": 5.0, "e2e_mape": 8.0}  # GRPO, with the probe-levelled profile
 KEYS = (("COMPARISON_LEVEL_REQUEST", "e2e"), ("COMPARISON_LEVEL_REQUEST", "ttft"),
@@ -152,7 +155,9 @@ def conditions(trace_dir: Path) -> dict:
     probes = []
     for p in m.probes:
         probes.append({"engine_id": p.engine_id, "when": p.when,
-                       "points": {(f"decode B={pt.batch_size}" if pt.phase == "decode" else f"prefill {pt.prefill_tokens}"):
+                       "points": {(f"decode B={pt.batch_size}" if pt.phase == "decode" else
+                                   f"prefill {pt.batch_size}x{pt.prefill_tokens}" if pt.batch_size > 1 else
+                                   f"prefill {pt.prefill_tokens}"):
                                   [pt.p25_ms, pt.median_ms, pt.p75_ms] for pt in p.points}})
     return {"loadavg_1m_start": c.loadavg_1m_start if c.HasField("loadavg_1m_start") else None,
             "loadavg_1m_end": c.loadavg_1m_end if c.HasField("loadavg_1m_end") else None,
@@ -507,8 +512,9 @@ def main(root: str) -> int:
         lines += [f"Conditions of each {mode} window (TraceManifest.conditions) and its probe levels (levels.json: "
                   "probe median / the base profile's fitted model):", "",
                   "| run | load 1m start -> end | host busy % | steal % | engine CPU s in window (share of wall %) | "
-                  "engine uptime s | probe decode B=1 / B=32 / prefill 512 median ms (per engine, before -> after) | "
-                  "decode level | prefill level |", "|---|---|---|---|---|---|---|---|---|"]
+                  "engine uptime s | probe decode B=1 / B=32 / prefill 512 / batched prefill (rows x tokens) median ms "
+                  "(per engine, before -> after) | scalar decode level | scalar prefill level | two-term decode "
+                  "fixed / per-seq factor | prefill level by pass tokens |", "|---|---|---|---|---|---|---|---|---|---|---|"]
         for run in runs:
             tdir = TRACES_ROOT[0] / f"{mode}-{run}"
             if not (tdir / "manifest.json").exists():
@@ -517,18 +523,32 @@ def main(root: str) -> int:
             summary["conditions"][f"{mode}/{run}"] = cd
             lvp = root / mode / run / "levels.json"
             lv = json.loads(lvp.read_text()) if lvp.exists() else {}
-            summary["levels"][f"{mode}/{run}"] = {k: lv.get(k) for k in ("decode_level", "prefill_level")}
+            summary["levels"][f"{mode}/{run}"] = {k: lv.get(k) for k in ("decode_level", "prefill_level", "levelling",
+                                                                          "decode", "prefill")}
+            dapp = (lv.get("decode") or {}).get("applied") or {}
+            dtt = (lv.get("decode") or {}).get("two_term") or {}
+            if dtt.get("method") == "two_term":
+                two = f"{fmt(dtt['fixed_factor'], 3)} / {fmt(dtt['per_sequence_factor'], 3)}"
+            else:
+                two = f"refused ({dtt.get('reason', 'not computed')})" if lv.get("decode") else "-"
+            if dapp.get("fallback_reason"):
+                two += " (scalar applied)"
+            bytok = ((lv.get("prefill") or {}).get("by_tokens") or {}).get("points") or []
+            pre_by = ", ".join(f"{q['level']:.3f} @ {q['tokens']}" for q in bytok) or "-"
             cpu = ", ".join(f"{v:.2f} ({cd['engine_cpu_share_pct'].get(e, 0):.0f})" for e, v in sorted(cd["engine_cpu_s"].items()))
             per_eng = defaultdict(dict)
             for p in cd["probes"]:
                 per_eng[p["engine_id"]][p["when"]] = p["points"]
 
             def pts(x):
-                return "/".join(fmt(x.get(k, [None, None])[1]) for k in ("decode B=1", "decode B=32", "prefill 512"))
+                batched = [k for k in x if k.startswith("prefill ") and "x" in k]
+                out = "/".join(fmt(x.get(k, [None, None])[1]) for k in ("decode B=1", "decode B=32", "prefill 512"))
+                return out + "".join(f"/{fmt(x[k][1])} ({k[8:]})" for k in batched)
             probes = "; ".join(f"{pts(w.get('before', {}))} -> {pts(w.get('after', {}))}" for _, w in sorted(per_eng.items()))
             lines.append(f"| {run} | {fmt(cd['loadavg_1m_start'], 2)} -> {fmt(cd['loadavg_1m_end'], 2)} | "
                          f"{fmt(cd['host_busy_pct'])} | {fmt(cd['steal_pct'])} | {cpu or '-'} | {fmt(cd['engine_uptime_s'], 0)} | "
-                         f"{probes or '-'} | {fmt(lv.get('decode_level'), 3)} | {fmt(lv.get('prefill_level'), 3)} |")
+                         f"{probes or '-'} | {fmt(lv.get('decode_level'), 3)} | {fmt(lv.get('prefill_level'), 3)} | "
+                         f"{two} | {pre_by} |")
         lines.append("")
 
         # effects measured in the traces

@@ -6,12 +6,36 @@ on a shared host the capture window's engine can run 1.4-1.8x slower (fidelity-f
 window (:data:`PROBE_POINTS`, a few repeats each), stored as the trace's ``ReferenceProbe``
 entries (calibration role, never mixed into the window's records).
 
-A **probe-levelled profile** is the base profile scaled to the level the probe measured: the
-decode table by the median over decode points of (probe median / the base profile's fitted
-``D`` at that point), the prefill table by (probe / fitted ``P``) at the prefill point(s). It is a
-separate calibration workload with its own provenance: ``probe_levelled`` holds the base profile's
-name and sha256, the probe entries and both levels; ``calibration_workloads`` adds
-``probe:<trace_id>``; the replay labels it ``CALIBRATED+PROBE``. The base profile is unchanged.
+A **probe-levelled profile** is the base profile scaled to the level the probe measured
+(:func:`level_profile`), by one of two methods (``levelling=``):
+
+* ``two_term`` (the default). **Decode**: the fitted ``D(B, ctx) = d0 + d1*B*ctx + d2*B`` gets two
+  factors, ``D'(B, ctx) = a*d0 + c*(d1*B*ctx + d2*B)``: ``a`` levels the fixed per-step part,
+  ``c`` the per-sequence part, solved from the decode points' medians (one median per (B, ctx) over
+  the probe's entries: B=1 and B=32 at 128 tokens; least squares when more). Refused, with the
+  reason recorded, when there are fewer than two distinct points, ``d0 <= 0``, the 2-column system
+  is ill-conditioned (:data:`MAX_CONDITION`), or ``a`` or ``c`` comes out <= 0: the decode table is
+  then scaled by the scalar level (the fallback is recorded). The ``decode_itl (K, C)`` table is scaled
+  cell by cell by ``D'(B, C) / D(B, C)`` with ``B = K / C`` (clipped to 1..max_num_seqs as the fit
+  does), which keeps the table's measured residual form. **Prefill**: one level per prefill point
+  (probe median / fitted ``P(n)``, ``n`` = the pass's new tokens: the isolated 512-token row and the
+  batched 8-row 2048-token pass), the median per ``n``; the table is scaled by a level that varies
+  with the pass's new tokens, interpolated in log tokens between the points and flat outside them.
+  A batched point that carries its repeats' own pass sizes (7 or 8 rows) is levelled per repeat
+  (``repeat_step_ms / P(repeat_pass_tokens)``), placed at its median-low size.
+  Not a fixed + per-token fit like decode: ``p0`` is ~2 % of ``P(512)`` on the bound profile, so two
+  points whose levels differ put the difference on the fixed part, amplified ~50x (``a`` < 0 on
+  the last holdout's levels 1.0 / 1.24); that fit is computed and recorded (``prefill.two_term_check``)
+  but never used.
+* ``scalar`` (the method of the first probe holdouts): the decode table x the median over decode
+  points of (probe / fitted ``D``); the prefill table x the median over the isolated prefill points
+  (batch size <= 1) of (probe / fitted ``P``).
+
+The scalar levels are computed and recorded either way (``decode_level``, ``prefill_level``), so a
+report can show both. It is a separate calibration workload with its own provenance:
+``probe_levelled`` holds the base profile's name and sha256, the probe entries, the method, both
+methods' factors and the points they rest on; ``calibration_workloads`` adds ``probe:<trace_id>``;
+the replay labels it ``CALIBRATED+PROBE``. The base profile is unchanged.
 """
 
 from __future__ import annotations
@@ -29,7 +53,13 @@ from unirl_replay.capture.probe import PROBE_DECODE_STEPS, PROBE_POINTS, PROBE_R
 from unirl_replay.contract.json_profile import to_dict
 from unirl_replay.v1 import manifest_pb2 as mpb
 
-__all__ = ["PROBE_POINTS", "PROBE_REPEATS", "PROBE_DECODE_STEPS", "ProbeError", "levels", "level_profile"]
+__all__ = ["PROBE_POINTS", "PROBE_REPEATS", "PROBE_DECODE_STEPS", "ProbeError", "levels", "level_profile",
+           "decode_two_term", "prefill_by_tokens", "LEVELLING_METHODS", "MAX_CONDITION"]
+
+#: ``level_profile(levelling=...)``
+LEVELLING_METHODS = ("two_term", "scalar")
+#: the two-term decode system (columns scaled to unit norm) is refused above this condition number
+MAX_CONDITION = 100.0
 
 
 class ProbeError(ValueError):
@@ -60,41 +90,212 @@ def _fit_models(prov: dict[str, Any]):
     return prefill, decode
 
 
+def _coefficients(prov: dict[str, Any]) -> tuple[dict[str, float], dict[str, float], float]:
+    _fit_models(prov)  # raises ProbeError when they are missing
+    fit = prov["fit"]
+    p = {k: float(v) for k, v in fit["prefill"]["coefficients"].items()}
+    d = {k: float(v) for k, v in fit["decode"]["coefficients"].items()}
+    max_seqs = float(((prov.get("engine") or {}).get("from_trace") or {}).get("max_num_seqs") or 1 << 20)
+    return p, d, max_seqs
+
+
+def _median_by(points: list[tuple[Any, float]]) -> dict[Any, float]:
+    by: dict[Any, list[float]] = {}
+    for key, v in points:
+        by.setdefault(key, []).append(v)
+    return {k: float(np.median(v)) for k, v in sorted(by.items())}
+
+
+def _two_factors(x0: list[float], x1: list[float], m: list[float]) -> tuple[float | None, float | None, str | None, float]:
+    """Least squares of ``m = a*x0 + c*x1``: (a, c, refusal reason or None, condition number)."""
+    A = np.array([x0, x1], dtype=np.float64).T
+    norms = np.linalg.norm(A, axis=0)
+    if np.any(norms <= 0):
+        return None, None, "a column of the two-term system is zero", float("inf")
+    cond = float(np.linalg.cond(A / norms))
+    if not np.isfinite(cond) or cond > MAX_CONDITION:
+        return None, None, f"the two-term system is ill-conditioned (condition number {cond:.3g} > {MAX_CONDITION:g})", cond
+    (a, c), *_ = np.linalg.lstsq(A, np.asarray(m, dtype=np.float64), rcond=None)
+    if a <= 0 or c <= 0:
+        return float(a), float(c), (f"the solution is not positive (fixed factor {a:.4g}, variable factor {c:.4g}): "
+                                    "the points do not support two separate levels"), cond
+    return float(a), float(c), None, cond
+
+
+def decode_two_term(probes: list[mpb.ReferenceProbe], prov: dict[str, Any]) -> dict[str, Any]:
+    """The two decode factors ``a`` (fixed part ``d0``) and ``c`` (per-sequence part) from the probe.
+
+    Returns ``{"method": "two_term", "fixed_factor", "per_sequence_factor", "points", "condition",
+    "residual_pct"}``, or ``{"method": "refused", "reason", "points", ...}`` (never raises for a
+    refusal: the caller falls back to the scalar level and records why).
+    """
+    _p, d, max_seqs = _coefficients(prov)
+    d0, d1, d2 = d["d0"], d["d1"], d["d2"]
+    med = _median_by([((pt.batch_size, pt.context_tokens), pt.median_ms) for probe in probes for pt in probe.points
+                      if pt.phase == "decode" and pt.batch_size and pt.context_tokens and pt.median_ms > 0])
+    pts = [{"batch_size": b, "context_tokens": ctx, "probe_median_ms": round(m, 4),
+            "fitted_ms": round(d0 + d1 * b * ctx + d2 * min(max(b, 1), max_seqs), 4)} for (b, ctx), m in med.items()]
+    out: dict[str, Any] = {"points": pts}
+    if len(med) < 2:
+        return {**out, "method": "refused", "reason": f"{len(med)} distinct decode point(s): two are needed"}
+    if d0 <= 0:
+        return {**out, "method": "refused", "reason": f"the base fit's fixed part d0 = {d0:.4g} ms is not positive"}
+    x0 = [d0] * len(med)
+    x1 = [d1 * b * ctx + d2 * min(max(b, 1), max_seqs) for b, ctx in med]
+    a, c, why, cond = _two_factors(x0, x1, list(med.values()))
+    out["condition"] = round(cond, 4)
+    if why:
+        return {**out, "method": "refused", "reason": why, "fixed_factor": a, "per_sequence_factor": c}
+    fitted = [a * u + c * v for u, v in zip(x0, x1)]
+    res = [100.0 * (f - m) / m for f, m in zip(fitted, med.values())]
+    for pt, f in zip(pts, fitted):
+        pt["levelled_ms"] = round(f, 4)
+    return {**out, "method": "two_term", "fixed_factor": a, "per_sequence_factor": c,
+            "residual_pct": [round(r, 4) for r in res]}
+
+
+def decode_table_ratio(kv: np.ndarray, ctx: np.ndarray, prov: dict[str, Any], a: float, c: float) -> np.ndarray:
+    """``D'(B, C) / D(B, C)`` on the ``decode_itl`` grid (rows: summed context K, columns: mean context C)."""
+    _p, d, max_seqs = _coefficients(prov)
+    K = np.asarray(kv, dtype=np.float64)[:, None]
+    C = np.asarray(ctx, dtype=np.float64)[None, :]
+    B = np.clip(K / C, 1.0, max_seqs)
+    var = d["d1"] * K + d["d2"] * B
+    base = d["d0"] + var
+    if np.any(base <= 0):
+        raise ProbeError("the base fit's D(B, C) is not positive on part of the decode grid: it cannot be levelled "
+                         "cell by cell")
+    return (a * d["d0"] + c * var) / base
+
+
+def prefill_by_tokens(probes: list[mpb.ReferenceProbe], prov: dict[str, Any]) -> dict[str, Any]:
+    """Prefill levels per pass size (new tokens): ``{"method", "points": [{tokens, rows, level, ...}],
+    "two_term_check"}``; the table's level is interpolated in log tokens between them, flat outside."""
+    p, _d, _ = _coefficients(prov)
+
+    def P(n: float) -> float:
+        return p["p0"] + p["p1"] * n + p["p2"] * n * n
+
+    # one level per repeat where the point carries its repeats' own pass sizes (the batched pass: 7 or 8 rows),
+    # else the point's median over the model at its size; the median per point size (isolated / batched)
+    # the batched point's entries are one point whatever size each entry's passes had (its position: the
+    # median-low of all its passes' tokens); the isolated point(s) by their tokens
+    raw: list[tuple[Any, float]] = []
+    rows: dict[Any, set[int]] = {}
+    sizes: dict[Any, list[int]] = {}
+    for probe in probes:
+        for pt in probe.points:
+            if pt.phase != "prefill" or not pt.prefill_tokens or pt.median_ms <= 0:
+                continue
+            key = ("batched", 0) if pt.batch_size > 1 else ("isolated", pt.prefill_tokens)
+            rows.setdefault(key, set()).add(max(pt.batch_size, 1))
+            if len(pt.repeat_step_ms) and len(pt.repeat_pass_tokens) == len(pt.repeat_step_ms):
+                raw += [(key, ms / P(n)) for ms, n in zip(pt.repeat_step_ms, pt.repeat_pass_tokens) if ms > 0 and n > 0]
+                sizes.setdefault(key, []).extend(n for ms, n in zip(pt.repeat_step_ms, pt.repeat_pass_tokens)
+                                                 if ms > 0 and n > 0)
+                rows[key].update(pt.repeat_pass_rows)
+            else:
+                raw.append((key, pt.median_ms / P(pt.prefill_tokens)))
+                sizes.setdefault(key, []).append(pt.prefill_tokens)
+    by_key = _median_by(raw)
+    where = {k: int(np.percentile(sizes[k], 50, method="lower")) for k in by_key}
+    lv: dict[int, float] = {}
+    for k, v in sorted(by_key.items(), key=lambda kv: where[kv[0]]):
+        if where[k] in lv:  # an isolated and a batched point at one size: their mean level there
+            v = 0.5 * (lv[where[k]] + v)
+        lv[where[k]] = v
+    pts = [{"tokens": where[k], "kind": k[0], "rows": sorted(rows[k]), "level": round(lv[where[k]], 4),
+            "fitted_ms": round(P(where[k]), 4), "levels": sum(1 for kk, _ in raw if kk == k)}
+           for k in sorted(by_key, key=lambda k: where[k])]
+    if len({q["tokens"] for q in pts}) < len(pts):
+        seen: set[int] = set()
+        pts = [q for q in pts if not (q["tokens"] in seen or seen.add(q["tokens"]))]
+    out: dict[str, Any] = {"method": "log_tokens_interpolation" if len(lv) > 1 else "flat", "points": pts}
+    if len(lv) > 1:
+        ns = list(lv)
+        a, c, why, cond = _two_factors([p["p0"]] * len(ns), [p["p1"] * n + p["p2"] * n * n for n in ns],
+                                       [lv[n] * P(n) for n in ns])
+        out["two_term_check"] = {"fixed_factor": a, "per_token_factor": c, "condition": round(cond, 4),
+                                 "refused": why, "used": False}
+    return out
+
+
+def prefill_table_ratio(isl: np.ndarray, info: dict[str, Any]) -> np.ndarray:
+    pts = info["points"]
+    ns = np.log([float(q["tokens"]) for q in pts])
+    lv = np.array([float(q["level"]) for q in pts])
+    return np.interp(np.log(np.maximum(np.asarray(isl, dtype=np.float64), 1.0)), ns, lv)
+
+
 def levels(probes: list[mpb.ReferenceProbe], prov: dict[str, Any]) -> dict[str, Any]:
-    """Decode and prefill levels (probe / base profile's fitted model) with the points they rest on."""
+    """The scalar decode and prefill levels (probe / base profile's fitted model) with the points they rest on.
+
+    ``prefill_level`` rests on the isolated prefill points (batch size <= 1; the batched pass only when
+    no isolated point has a median); ``points`` lists every point with its own level.
+
+    Raises:
+        ProbeError: a fitted reference that is not > 0 or a level that is not finite and > 0, or no
+            decode / prefill point with a median.
+    """
     prefill, decode = _fit_models(prov)
-    dec, pre, pts = [], [], []
+    dec: list[float] = []
+    pre: list[float] = []
+    batched: list[float] = []
+    pts = []
     for probe in probes:
         for pt in probe.points:
             if not (math.isfinite(pt.median_ms) and pt.median_ms > 0):
                 continue
+            reps: list[float] = []
             if pt.phase == "decode" and pt.batch_size and pt.context_tokens:
                 ref, where = decode(pt.batch_size, pt.context_tokens), f"D(B={pt.batch_size}, ctx={pt.context_tokens})"
             elif pt.phase == "prefill" and pt.prefill_tokens:
                 ref, where = prefill(pt.prefill_tokens), f"P({pt.prefill_tokens})"
+                for ms, n in zip(pt.repeat_step_ms, pt.repeat_pass_tokens):
+                    if not (math.isfinite(ms) and ms > 0 and n > 0):
+                        continue
+                    ref_n = prefill(n)
+                    if not (math.isfinite(ref_n) and ref_n > 0):
+                        raise ProbeError(f"the base profile's fitted P({n}) is {ref_n!r} ms (not > 0): its fit cannot "
+                                         "be levelled")
+                    reps.append(ms / ref_n)
             else:
                 continue
             if not (math.isfinite(ref) and ref > 0):
                 raise ProbeError(f"the base profile's fitted {where} is {ref!r} ms (not > 0): its fit cannot be levelled")
-            r = pt.median_ms / ref
+            r = float(np.median(reps)) if reps else pt.median_ms / ref
             if not (math.isfinite(r) and r > 0):
                 raise ProbeError(f"probe {probe.engine_id!r} {probe.when!r}: {pt.phase} point median {pt.median_ms!r} "
                                  f"ms over the fitted {where} = {ref!r} ms is no usable level")
-            (dec if pt.phase == "decode" else pre).append(r)
+            if pt.phase == "decode":
+                dec.append(r)
+            elif pt.batch_size <= 1:  # the scalar method's prefill level: the isolated row(s) only
+                pre.append(r)
+            else:
+                batched.append(r)
             pts.append({"engine_id": probe.engine_id, "when": probe.when, "phase": pt.phase,
                         "batch_size": pt.batch_size, "context_tokens": pt.context_tokens,
                         "prefill_tokens": pt.prefill_tokens, "median_ms": pt.median_ms, "level": round(r, 4)})
+    if not pre and batched:  # no isolated row measured: the scalar prefill level falls back on the batched pass
+        pre = batched
     if not dec or not pre:
         raise ProbeError("the probe needs at least one decode and one prefill point with a median")
     return {"decode_level": float(np.median(dec)), "prefill_level": float(np.median(pre)), "points": pts}
 
 
-def level_profile(base: str | Path, manifest: mpb.TraceManifest, out: str | Path) -> tuple[Path, dict[str, Any]]:
+def level_profile(base: str | Path, manifest: mpb.TraceManifest, out: str | Path,
+                  levelling: str = "two_term") -> tuple[Path, dict[str, Any]]:
     """Write ``out``: ``base`` scaled to the probe level of ``manifest.probes``; returns (path, provenance).
 
+    ``levelling``: ``"two_term"`` (decode fixed + per-sequence factors, prefill level by pass size) or
+    ``"scalar"`` (one level per phase); see the module docstring.
+
     Raises:
-        ProbeError: no probe in the manifest, a base profile that is not measured, or ``out`` == ``base``.
+        ProbeError: no probe in the manifest, a base profile that is not measured, ``out`` == ``base``
+            or an unknown ``levelling``.
     """
+    if levelling not in LEVELLING_METHODS:
+        raise ProbeError(f"unknown levelling {levelling!r}: expected one of {', '.join(LEVELLING_METHODS)}")
     from unirl_replay.calibrate.profiler import write_profile
 
     from unirl_replay.contract.profile_npz import load_profile
@@ -112,12 +313,37 @@ def level_profile(base: str | Path, manifest: mpb.TraceManifest, out: str | Path
     _, tables, prov = load_profile(base, PROFILE_TABLES, ProbeError)
     if prov.get("measured") is not True:
         raise ProbeError(f"{base} is not a measured profile: only a calibrated profile can be probe-levelled")
+    probes = list(manifest.probes)
     try:
-        lv = levels(list(manifest.probes), prov)
+        lv = levels(probes, prov)
+        dec = decode_two_term(probes, prov)
+        pre = prefill_by_tokens(probes, prov)
     except ProbeError as e:
         raise ProbeError(f"{base} levelled to the probe of {manifest.trace_id!r}: {e}") from None
-    tables["decode_itl"] = tables["decode_itl"] * lv["decode_level"]
-    tables["prefill_ttft_ms"] = tables["prefill_ttft_ms"] * lv["prefill_level"]
+    if levelling == "two_term" and dec["method"] == "two_term":
+        dec_applied = {"method": "two_term", "fixed_factor": dec["fixed_factor"],
+                       "per_sequence_factor": dec["per_sequence_factor"]}
+        ratio = decode_table_ratio(tables["decode_active_kv_tokens"], tables["decode_context_length"], prov,
+                                   dec["fixed_factor"], dec["per_sequence_factor"])
+        tables["decode_itl"] = tables["decode_itl"] * ratio
+        dec_applied["table_ratio_range"] = [round(float(ratio.min()), 4), round(float(ratio.max()), 4)]
+    else:
+        dec_applied = {"method": "scalar", "level": lv["decode_level"]}
+        if levelling == "two_term":
+            dec_applied["fallback_reason"] = dec["reason"]
+        tables["decode_itl"] = tables["decode_itl"] * lv["decode_level"]
+    if levelling == "two_term":
+        ratio = prefill_table_ratio(tables["prefill_isl"], pre)
+        tables["prefill_ttft_ms"] = tables["prefill_ttft_ms"] * ratio
+        pre_applied = {"method": pre["method"], "table_ratio_range": [round(float(ratio.min()), 4),
+                                                                      round(float(ratio.max()), 4)]}
+    else:
+        pre_applied = {"method": "scalar", "level": lv["prefill_level"]}
+        tables["prefill_ttft_ms"] = tables["prefill_ttft_ms"] * lv["prefill_level"]
+    for name in ("decode_itl", "prefill_ttft_ms"):
+        if not (np.all(np.isfinite(tables[name])) and np.all(tables[name] > 0)):
+            raise ProbeError(f"{base} levelled to the probe of {manifest.trace_id!r}: the levelled {name} table is not "
+                             "finite and > 0 everywhere (a probe point or the base table cannot level it)")
     new = dict(prov)
     new["calibration_workloads"] = list(prov.get("calibration_workloads", [])) + [f"probe:{manifest.trace_id}"]
     new["kind"] = "dynamo_profile+probe"
@@ -127,7 +353,19 @@ def level_profile(base: str | Path, manifest: mpb.TraceManifest, out: str | Path
         "trace_id": manifest.trace_id, "workload_name": manifest.workload_name,
         "decode_level": lv["decode_level"], "prefill_level": lv["prefill_level"], "points": lv["points"],
         "probes": [to_dict(p) for p in manifest.probes],
-        "method": "decode_itl x median(probe / fitted D at the decode points); prefill_ttft_ms x "
-                  "median(probe / fitted P at the prefill points); form unchanged",
+        "levelling": levelling,
+        "decode": {"applied": dec_applied, "two_term": dec},
+        "prefill": {"applied": pre_applied, "by_tokens": pre},
+        "method": (TWO_TERM_METHOD if levelling == "two_term" else SCALAR_METHOD)
+        + (f"; decode fell back to the scalar level: {dec_applied['fallback_reason']}"
+           if "fallback_reason" in dec_applied else ""),
+        "scalar_method": SCALAR_METHOD,
     }
     return write_profile(out, tables, new), new
+
+
+SCALAR_METHOD = ("decode_itl x median(probe / fitted D at the decode points); prefill_ttft_ms x "
+                 "median(probe / fitted P at the isolated prefill points); form unchanged")
+TWO_TERM_METHOD = ("decode_itl (K, C) x D'(B, C) / D(B, C) cell by cell, B = K / C, D' = a*d0 + c*(d1*B*C + d2*B) "
+                   "with a, c solved from the decode points' medians; prefill_ttft_ms (n) x the level (probe / fitted "
+                   "P) interpolated in log n between the prefill points (isolated row, batched pass), flat outside")

@@ -102,7 +102,10 @@ def window_probes(recs: Dict[str, List[Dict[str, Any]]], start_mono: float, end_
                 rp.points.append(m.ProbePoint(phase=pt["phase"], batch_size=pt["batch_size"],
                                               context_tokens=pt["context_tokens"], prefill_tokens=pt["prefill_tokens"],
                                               repeats=pt["repeats"], median_ms=pt["median_ms"], p25_ms=pt["p25_ms"],
-                                              p75_ms=pt["p75_ms"]))
+                                              p75_ms=pt["p75_ms"], unusable_repeats=pt["unusable_repeats"],
+                                              repeat_step_ms=pt.get("repeat_step_ms", []),
+                                              repeat_pass_tokens=pt.get("repeat_pass_tokens", []),
+                                              repeat_pass_rows=pt.get("repeat_pass_rows", [])))
             if cond:
                 rp.conditions.CopyFrom(_message(cond, [eid]))
             entries.append(rp)

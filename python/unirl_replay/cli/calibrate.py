@@ -29,6 +29,12 @@ def _ints(text: str | None) -> list[int] | None:
                    "(TraceManifest.probes), labelled CALIBRATED+PROBE, with the probe in its provenance.")
 @click.option("--base", "base", default=None, type=click.Path(exists=True, dir_okay=False),
               help="With --level-to-probe: the measured profile to level (never modified).")
+@click.option("--levelling", "levelling", default="two_term", show_default=True,
+              type=click.Choice(["two_term", "scalar"]),
+              help="With --level-to-probe: two_term = decode fixed and per-sequence factors from the B=1 / B=32 points "
+                   "(the scalar level with the reason recorded where they are refused), prefill level by pass size "
+                   "between the isolated and the batched prefill points; scalar = one level per phase (the first "
+                   "probe holdouts' method). Both are recorded in the provenance either way.")
 @click.option("--out", "out", required=True, type=click.Path(dir_okay=False),
               help="Profile to write (dynamo_profile NPZ); the provenance goes next to it as <out>.provenance.json.")
 @click.option("--workload-name", default=None,
@@ -58,7 +64,7 @@ def _ints(text: str | None) -> list[int] | None:
 @click.option("--raw-out", default=None, type=click.Path(dir_okay=False), help="Also keep the raw driver JSON here.")
 @click.option("--from-raw", "raw_in", default=None, type=click.Path(exists=True, dir_okay=False),
               help="Refit an earlier --raw-out instead of measuring (the provenance says measured: the data were).")
-def command(like, probe_trace, base, out, workload_name, repeats, decode_repeats, osl, batches, lengths, max_kv,
+def command(like, probe_trace, base, levelling, out, workload_name, repeats, decode_repeats, osl, batches, lengths, max_kv,
             model, model_dir, max_load, engine_env, raw_out, raw_in) -> None:
     """Measure the real engine configured like the --like trace (reference environment) and write a dynamo_profile NPZ."""
     from unirl_replay.calibrate.profiler import CalibrationError, calibrate
@@ -77,12 +83,23 @@ def command(like, probe_trace, base, out, workload_name, repeats, decode_repeats
         if base is None:
             raise click.UsageError("--level-to-probe needs --base PROFILE.npz (the measured profile to level)")
         try:  # the gate: a probe validate rejects (manifest.probe: NaN medians, unknown phases) never levels
-            path, prov = level_profile(base, gate(probe_trace, "calibrate").manifest, out)
+            path, prov = level_profile(base, gate(probe_trace, "calibrate").manifest, out, levelling=levelling)
         except ProbeError as e:
             raise CalibrationError(str(e)) from e
         pl = prov["probe_levelled"]
-        click.echo(f"{path}: {base} levelled to the probe of {pl['trace_id']} (CALIBRATED+PROBE): decode x"
-                   f"{pl['decode_level']:.3f}, prefill x{pl['prefill_level']:.3f}")
+        dec, pre = pl["decode"]["applied"], pl["prefill"]["applied"]
+        if dec["method"] == "two_term":
+            dtext = f"decode fixed x{dec['fixed_factor']:.3f}, per sequence x{dec['per_sequence_factor']:.3f}"
+        else:
+            dtext = f"decode x{dec['level']:.3f}" + (f" (two-term refused: {dec['fallback_reason']})"
+                                                      if "fallback_reason" in dec else "")
+        if pre["method"] == "scalar":
+            ptext = f"prefill x{pre['level']:.3f}"
+        else:
+            ptext = "prefill x" + ", ".join(f"{q['level']:.3f} at {q['tokens']} tokens"
+                                            for q in pl["prefill"]["by_tokens"]["points"])
+        click.echo(f"{path}: {base} levelled to the probe of {pl['trace_id']} (CALIBRATED+PROBE, {levelling}): "
+                   f"{dtext}; {ptext} (scalar levels: decode x{pl['decode_level']:.3f}, prefill x{pl['prefill_level']:.3f})")
         return
     if like is None:
         raise click.UsageError("--like TRACE_DIR is required (or --level-to-probe with --base)")

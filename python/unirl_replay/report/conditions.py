@@ -160,7 +160,8 @@ def condition_warnings(manifest: mpb.TraceManifest, replay: rpb.ReplayResult, pr
         spread = (pt.p75_ms - pt.p25_ms) / pt.median_ms if pt.median_ms else 0.0
         if abs(level - 1) > max(spread, PROBE_TOLERANCE):
             what = (f"decode B={pt.batch_size} ctx {pt.context_tokens}" if pt.phase == "decode"
-                    else f"prefill {pt.prefill_tokens} tokens")
+                    else f"batched prefill, {pt.batch_size} rows, {pt.prefill_tokens} tokens in one pass"
+                    if pt.batch_size > 1 else f"prefill {pt.prefill_tokens} tokens")
             out.append(f"reference probe {when} the window ({what}) ran at {level:.2f}x the profile's time (probe "
                        f"spread {100 * spread:.0f} %): the capture's engine level differs from the calibration's")
     recorded = (c.ByteSize() > 0 or len(manifest.probes) > 0 or "loadavg.window" in manifest.labels)

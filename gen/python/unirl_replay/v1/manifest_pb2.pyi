@@ -136,7 +136,7 @@ class ReferenceProbe(_message.Message):
     def __init__(self, engine_id: _Optional[str] = ..., when: _Optional[str] = ..., points: _Optional[_Iterable[_Union[ProbePoint, _Mapping]]] = ..., artifact_path: _Optional[str] = ..., conditions: _Optional[_Union[RunConditions, _Mapping]] = ...) -> None: ...
 
 class ProbePoint(_message.Message):
-    __slots__ = ("phase", "batch_size", "context_tokens", "prefill_tokens", "repeats", "median_ms", "p25_ms", "p75_ms")
+    __slots__ = ("phase", "batch_size", "context_tokens", "prefill_tokens", "repeats", "median_ms", "p25_ms", "p75_ms", "unusable_repeats", "repeat_step_ms", "repeat_pass_tokens", "repeat_pass_rows")
     PHASE_FIELD_NUMBER: _ClassVar[int]
     BATCH_SIZE_FIELD_NUMBER: _ClassVar[int]
     CONTEXT_TOKENS_FIELD_NUMBER: _ClassVar[int]
@@ -145,6 +145,10 @@ class ProbePoint(_message.Message):
     MEDIAN_MS_FIELD_NUMBER: _ClassVar[int]
     P25_MS_FIELD_NUMBER: _ClassVar[int]
     P75_MS_FIELD_NUMBER: _ClassVar[int]
+    UNUSABLE_REPEATS_FIELD_NUMBER: _ClassVar[int]
+    REPEAT_STEP_MS_FIELD_NUMBER: _ClassVar[int]
+    REPEAT_PASS_TOKENS_FIELD_NUMBER: _ClassVar[int]
+    REPEAT_PASS_ROWS_FIELD_NUMBER: _ClassVar[int]
     phase: str
     batch_size: int
     context_tokens: int
@@ -153,7 +157,11 @@ class ProbePoint(_message.Message):
     median_ms: float
     p25_ms: float
     p75_ms: float
-    def __init__(self, phase: _Optional[str] = ..., batch_size: _Optional[int] = ..., context_tokens: _Optional[int] = ..., prefill_tokens: _Optional[int] = ..., repeats: _Optional[int] = ..., median_ms: _Optional[float] = ..., p25_ms: _Optional[float] = ..., p75_ms: _Optional[float] = ...) -> None: ...
+    unusable_repeats: int
+    repeat_step_ms: _containers.RepeatedScalarFieldContainer[float]
+    repeat_pass_tokens: _containers.RepeatedScalarFieldContainer[int]
+    repeat_pass_rows: _containers.RepeatedScalarFieldContainer[int]
+    def __init__(self, phase: _Optional[str] = ..., batch_size: _Optional[int] = ..., context_tokens: _Optional[int] = ..., prefill_tokens: _Optional[int] = ..., repeats: _Optional[int] = ..., median_ms: _Optional[float] = ..., p25_ms: _Optional[float] = ..., p75_ms: _Optional[float] = ..., unusable_repeats: _Optional[int] = ..., repeat_step_ms: _Optional[_Iterable[float]] = ..., repeat_pass_tokens: _Optional[_Iterable[int]] = ..., repeat_pass_rows: _Optional[_Iterable[int]] = ...) -> None: ...
 
 class CaptureCompleteness(_message.Message):
     __slots__ = ("complete", "lost")
