@@ -190,6 +190,10 @@ def _write(tmp_path, man):
     t = grpo_trace()
     t.manifest.trace_id = man.trace_id
     t.manifest.probes.extend(man.probes)
+    known = {e.engine_id for e in t.manifest.engines}
+    for eid in sorted({p.engine_id for p in man.probes} - known):  # a probe names an engine of the trace (manifest.probe)
+        t.manifest.engines.add().CopyFrom(t.manifest.engines[0])
+        t.manifest.engines[-1].engine_id = eid
     return t.write(tmp_path / "trace")
 
 
