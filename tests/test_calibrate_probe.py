@@ -154,7 +154,7 @@ def test_two_term_levelling_reproduces_both_decode_points_and_scales_the_table_c
     assert got["fixed_factor"] == pytest.approx(a) and got["per_sequence_factor"] == pytest.approx(c)
     assert [q["levelled_ms"] for q in got["points"]] == [pytest.approx(m1, abs=1e-3), pytest.approx(m32, abs=1e-3)]
     out = tmp_path / "lev.npz"
-    _, new = level_profile(base, man, out)
+    _, new = level_profile(base, man, out, levelling="two_term")
     a0, b0 = np.load(base), np.load(out)
     kv, ctx = a0["decode_active_kv_tokens"], a0["decode_context_length"]
     for i, k in enumerate(kv):
@@ -220,7 +220,7 @@ def test_two_term_refusals_fall_back_to_the_scalar_level_and_say_why(tmp_path, d
     if coef:
         return  # the table's base model is the npz's own provenance; the refusal itself is what is tested
     out = tmp_path / "fb.npz"
-    _, new = level_profile(base, man, out)
+    _, new = level_profile(base, man, out, levelling="two_term")
     pl = new["probe_levelled"]
     assert pl["decode"]["applied"]["method"] == "scalar" and why in pl["decode"]["applied"]["fallback_reason"]
     assert "fell back to the scalar level" in pl["method"]
@@ -233,7 +233,7 @@ def test_prefill_level_varies_with_the_pass_size_between_the_two_points(tmp_path
     man = hand_probe({(1, 128): 1.5 * _fitted(1, 128), (32, 128): 1.5 * _fitted(32, 128)},
                      {(0, 512): 1.0 * P(512), (8, 2048): 1.3 * P(2048)})
     out = tmp_path / "lev.npz"
-    _, new = level_profile(base, man, out)
+    _, new = level_profile(base, man, out, levelling="two_term")
     a0, b0 = np.load(base), np.load(out)
     ratio = dict(zip(a0["prefill_isl"], b0["prefill_ttft_ms"] / a0["prefill_ttft_ms"]))
     # flat outside the points, the points' own levels at them, log-token interpolation between (1024 = halfway)

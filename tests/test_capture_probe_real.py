@@ -109,7 +109,7 @@ def test_a_real_two_window_capture_records_probes_and_conditions_and_keeps_probe
                    for e in engines)
         assert c.HasField("loadavg_1m_start") and c.HasField("host_busy_pct") and c.engine_uptime_ns > 0
         if k == 0 and BASE.exists():
-            _, prov = level_profile(BASE, m, tmp_path / "levelled.npz")
+            _, prov = level_profile(BASE, m, tmp_path / "levelled.npz", levelling="two_term")
             pl = prov["probe_levelled"]
             assert pl["decode_level"] > 0 and pl["prefill_level"] > 0 and pl["levelling"] == "two_term"
             assert pl["decode"]["applied"]["method"] in ("two_term", "scalar")  # scalar: refused, reason recorded

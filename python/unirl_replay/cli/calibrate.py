@@ -29,7 +29,7 @@ def _ints(text: str | None) -> list[int] | None:
                    "(TraceManifest.probes), labelled CALIBRATED+PROBE, with the probe in its provenance.")
 @click.option("--base", "base", default=None, type=click.Path(exists=True, dir_okay=False),
               help="With --level-to-probe: the measured profile to level (never modified).")
-@click.option("--levelling", "levelling", default="two_term", show_default=True,
+@click.option("--levelling", "levelling", default="scalar", show_default=True,
               type=click.Choice(["two_term", "scalar"]),
               help="With --level-to-probe: two_term = decode fixed and per-sequence factors from the B=1 / B=32 points "
                    "(the scalar level with the reason recorded where they are refused), prefill level by pass size "
