@@ -5,6 +5,9 @@ lanes, warm-ups, lead, escaped ids, several chunks."""
 
 from __future__ import annotations
 
+import sys
+from pathlib import Path
+
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
@@ -32,6 +35,7 @@ def both(tmp_path, monkeypatch, plan, ix, lead=0.0):
     for enabled in (True, False):
         with monkeypatch.context() as m:
             m.setattr(arrow_rows, "ENABLED", enabled)
+            m.setattr(arrow_rows, "MIN_REQUESTS", 0)  # the small random workloads take the array writer too
             m.setattr(arrow_rows, "rows_text", spy)
             conv = agentic_mooncake.convert_engine(plan, ix, lead_ms=lead, digest="d")
             out.append(conv.write(tmp_path / f"{enabled}.jsonl").read_bytes())
@@ -95,3 +99,16 @@ def test_unknown_trigger_keeps_the_python_writer(tmp_path, monkeypatch):
     with pytest.raises(KeyError):  # what the Python writer always did
         conv.write(tmp_path / "x.jsonl")
     assert not called
+
+
+def test_a_small_conversion_never_loads_pyarrow(tmp_path):
+    """The light environment's process stays light: a small jsonl conversion (the bundled grpo-a) uses the Python
+    writer and never imports pyarrow (its import costs more than the array writer saves below MIN_REQUESTS)."""
+    import subprocess
+
+    repo = Path(__file__).resolve().parents[1]
+    code = ("import sys\nfrom unirl_replay.replay.runner import convert_trace\n"
+            f"convert_trace({str(repo / 'traces' / 'grpo-a')!r}, {str(tmp_path / 'out')!r})\n"
+            "bad = sorted(m for m in sys.modules if m.split('.')[0] == 'pyarrow')\nassert not bad, bad\nprint('ok')\n")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0 and out.stdout.strip() == "ok", out.stderr[-1500:]

@@ -10,12 +10,14 @@ fixed key text and those columns; the file is the result's data buffer, chunk by
 Only what Python had to do per request stays in Python: the ``not_before_ms`` bound (max over
 dependencies of predecessor bound + measured delay, the converter's exact arithmetic), the float
 text (``repr``) and the JSON escape of an id that needs one. Used when ``pyarrow`` is installed
-(the ``columnar`` extra); otherwise :func:`rows_text` returns None and the Python writer runs
+(the ``columnar`` extra) and the plan is large enough to repay its import (:data:`MIN_REQUESTS`) or
+pyarrow is already loaded; otherwise :func:`rows_text` returns None and the Python writer runs
 (identical bytes; tests/test_arrow_rows.py compares both on random workloads).
 """
 
 from __future__ import annotations
 
+import sys
 from collections.abc import Iterator
 from json.encoder import encode_basestring_ascii as _q
 
@@ -28,6 +30,11 @@ _PLAIN = r"^[ !#-\[\]-~]*$"  # the strings encode_basestring_ascii returns uncha
 _MAX_ROWS = 4_000_000  # requests / dependencies this writer takes (int32 offsets of its per-trace strings)
 ENABLED = True
 """False: always the Python writer (tests compare the two)."""
+MIN_REQUESTS = 8192
+"""Below this many real requests the writer takes a plan only when pyarrow is already imported (an
+``arrow`` trace was read): importing pyarrow costs 0.10-0.15 s per process, which the array writer
+saves back only from about 8k requests on (~18 us per request at 100k; docs/benchmarks.md). So a small
+jsonl / binpb conversion, and the light environment's process, never load pyarrow."""
 
 
 def _pyarrow():
@@ -57,12 +64,16 @@ def rows_text(plan, facts: dict, ids: np.ndarray, offsets: np.ndarray, first: in
     prefix; ``lead_ms`` / ``origin``: the root arrival shift; ``triggers`` / ``relations``: the
     upstream names of the enum values.
     """
-    pa = _pyarrow() if ENABLED else None
+    if not ENABLED:
+        return None
+    order = [rid for play in plan.play_order for rid in plan.plays[play]]
+    nr = len(order)
+    if nr < MIN_REQUESTS and "pyarrow.compute" not in sys.modules:
+        return None
+    pa = _pyarrow()
     if pa is None:
         return None
     pc = pa.compute
-    order = [rid for play in plan.play_order for rid in plan.plays[play]]
-    nr = len(order)
     if nr == 0:
         return iter(())
     if int(offsets[first + nr]) - int(offsets[first]) >= 2**31 - 1:
