@@ -54,3 +54,30 @@ def test_malformed_replay_results_are_typed_errors(text, rule, tmp_path, capsys)
     assert main(["compare", str(d), str(tmp_path / "r.json"), "--out", str(tmp_path / "o"), "--no-plots"]) == 2
     err = capsys.readouterr().err
     assert f"[{rule}]" in err and "Traceback" not in err
+
+
+@pytest.mark.parametrize("where", ["workload.jsonl", "outcomes.jsonl", "manifest.json", "replay_result"])
+def test_a_key_holding_an_unpaired_surrogate_is_a_typed_error(where, tmp_path, capsys):
+    """JSON text may spell an unpaired UTF-16 surrogate (\\ud800); as a key, upb's lookup by name raised a
+    SystemError (a traceback) where every other bad key is json.profile. The reference parser words it now, so
+    every reader (trace records, manifest, replay result) and every fast tier agree."""
+    d = grpo_trace().write(tmp_path / "t")
+    bad = '"\\ud800":1,'
+    if where == "replay_result":
+        (tmp_path / "r.json").write_text("{" + bad[:-1] + "}")
+        argv = ["compare", str(d), str(tmp_path / "r.json"), "--out", str(tmp_path / "o"), "--no-plots"]
+    else:
+        f = d / where
+        if not f.exists():
+            pytest.skip(f"{where} not in this trace's encoding")
+        text = f.read_text()
+        f.write_text(text.replace("{", "{" + bad, 1))
+        if where != "manifest.json":  # the manifest's digests follow the edit: the record itself is read
+            from fuzzlib import reseal
+
+            reseal(d)
+        argv = ["validate", str(d)]
+    rc = main(argv)
+    err = capsys.readouterr()
+    assert rc != 0 and "Traceback" not in err.err + err.out
+    assert "unpaired UTF-16 surrogate" in err.err + err.out and "json.parse" in err.err + err.out

@@ -5,7 +5,8 @@ leaves out. Each failure is a :class:`~unirl_replay.contract.errors.TraceFormatE
 file, the line and the rule:
 
 ==================== ==========================================================================
-``json.parse``       not JSON, or not UTF-8
+``json.parse``       not JSON, or not UTF-8 (an object key holding an unpaired UTF-16 surrogate
+                     escape, ``"\\ud800"``, included: no UTF-8 text spells it)
 ``json.duplicate_key`` an object has the same key twice (``{"schema_version": "v2", "schema_version":
                      "v1"}`` would silently read as v1): rejected, never "last one wins"
 ``json.nan``         the bare tokens ``NaN``, ``Infinity``, ``-Infinity`` (not JSON), and a number
@@ -45,11 +46,22 @@ class GuardError(ValueError):
 def _pairs(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
     out: dict[str, Any] = {}
     for k, v in pairs:
+        if not k.isascii() and not _encodable(k):
+            raise GuardError("json.parse", f"key {k[:80]!r} holds an unpaired UTF-16 surrogate (a JSON escape such as "
+                             "\\ud800 without its pair): not valid Unicode, so not UTF-8 text")
         if k in out:
             raise GuardError("json.duplicate_key", f"key {k[:80]!r} appears twice in one object (rejected, "
                              "never last-one-wins)")
         out[k] = v
     return out
+
+
+def _encodable(k: str) -> bool:
+    try:
+        k.encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return True
 
 
 def _constant(name: str) -> Any:

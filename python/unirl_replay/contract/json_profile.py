@@ -85,6 +85,12 @@ def parse_dict(data: Any, cls: type[M], *, file: str = "", line: int = 0,
                 return msg
         raise TraceFormatError(f"not a valid {cls.DESCRIPTOR.full_name}: {e}", file=file, line=line,
                                rule="json.profile") from None
+    except (SystemError, UnicodeError):
+        # a key holding a lone UTF-16 surrogate (JSON text "\ud800"): upb's field lookup by name fails to
+        # encode it and surfaces a SystemError (a value with one is a ParseError "Unpaired surrogate" above)
+        raise TraceFormatError(f"not a valid {cls.DESCRIPTOR.full_name}: a key is not valid Unicode (it holds an "
+                               "unpaired UTF-16 surrogate, such as the JSON escape \\ud800)", file=file, line=line,
+                               rule="json.profile") from None
     except RecursionError:  # hostile input: nesting the parser cannot follow
         raise TraceFormatError(f"JSON nested too deeply for a {cls.DESCRIPTOR.full_name}", file=file, line=line,
                                rule="json.depth") from None
