@@ -56,7 +56,7 @@ def run(mode: str, pairs: int, work: Path, engines: int = 2) -> dict:
 
 
 def main() -> None:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--pairs", type=int, default=8)
     ap.add_argument("--modes", default="grpo,agentic")
     ap.add_argument("--engines", type=int, default=2)

@@ -119,7 +119,7 @@ def check_identity(recs, eng, n_requests: int, d: Path) -> None:
 
 
 def main() -> None:
-    ap = argparse.ArgumentParser()
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--requests", type=int, default=1_000_000)
     ap.add_argument("--replay-requests", type=int, default=None)
     ap.add_argument("--check-requests", type=int, default=50_000)

@@ -93,7 +93,7 @@ def table(title: str, rows: list[dict]) -> str:
 
 
 def main() -> int:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--out", type=Path, default=Path("/tmp/unirl-replay-bench-grid"))
     ap.add_argument("--copies", type=int, default=5)
     ap.add_argument("--workers", type=int, default=2)

@@ -37,7 +37,7 @@ def bench(cases: dict, n: int, rounds: int) -> dict[str, float]:
 
 
 def main() -> None:
-    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--trace", default=None)
     ap.add_argument("--lines", type=int, default=2000)
     ap.add_argument("--rounds", type=int, default=15)

@@ -177,7 +177,7 @@ def cpu_model() -> str:
 
 
 def main() -> None:
-    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--requests", type=int, default=100_000)
     ap.add_argument("--encodings", default="binpb")
     ap.add_argument("--steps", default="convert,upstream,replay,validate,read")

@@ -71,7 +71,7 @@ def _child(args) -> None:
 
 
 def main() -> None:
-    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--sizes", default="100000,1000000")
     ap.add_argument("--dir", default=None)
     ap.add_argument("--child", choices=["write", "read"])

@@ -183,3 +183,18 @@ def test_arrow_without_pyarrow_is_a_missing_environment(tmp_path: Path, monkeypa
 def test_help_lists_recode(capsys) -> None:
     assert main(["--help"]) == 0
     assert "recode" in capsys.readouterr().out
+
+
+def test_compare_names_the_replayed_trace_when_given_its_recoded_copy(tmp_path: Path, capsys) -> None:
+    """Same trace id and records, another workload file: compare refuses the pair and says which trace
+    the result belongs with (the message was 'replay result replayed workload sha256 ...')."""
+    src = REPO / "traces" / "grpo-a"
+    new = tmp_path / "new"
+    assert main(["recode", str(src), "--encoding", "binpb", "--out", str(new)]) == 0
+    assert main(["replay", str(new), "--timing-model", "fixed:10,1", "--out", str(tmp_path / "r")]) == 0
+    capsys.readouterr()
+    assert main(["compare", str(src), str(tmp_path / "r"), "--out", str(tmp_path / "c"), "--no-plots"]) == 2
+    err = capsys.readouterr().err
+    assert "another workload file" in err and "the trace directory that was replayed" in err and "recode" in err
+    assert not (tmp_path / "c").exists()
+    assert main(["compare", str(new), str(tmp_path / "r"), "--out", str(tmp_path / "c"), "--no-plots"]) == 0

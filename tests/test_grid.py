@@ -158,7 +158,7 @@ def test_conformance_cases_as_grid_shards_equal_the_sequential_runner(tmp_path):
 @pytest.mark.parametrize("spec,jobs", [
     ("grids/small.yaml", ["grpo-a/dynamo/fixed", "grpo-a/dynamo/polynomial", "agentic-a/dynamo/fixed",
                           "agentic-a/dynamo/polynomial"]),
-    ("grids/demo.yaml", ["agentic-a/calibrated", "agentic-a/default", "grpo-a/calibrated", "grpo-a/default"]),
+    ("grids/demo.yaml", [f"{t}/{m}" for t in ("agentic-a", "agentic-ray-a", "grpo-a") for m in ("calibrated", "default")]),
     ("results/holdout/grid.yaml", [f"{m}/r{r}/{t}" for m in ("grpo", "agentic") for r in (1, 2, 3)
                                    for t in ("calibrated", "default")]),
     ("grids/conformance-matrix.yaml", [f"conformance/ai-dynamo-{v}" for v in (

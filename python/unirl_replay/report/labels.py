@@ -78,8 +78,9 @@ def check_inputs(manifest: mpb.TraceManifest, replay: rpb.ReplayResult) -> None:
                               f"({cpb.ClockDomain.Name(manifest.window.clock_domain)}): cannot pair boundaries")
     wl = [a.sha256 for a in manifest.artifacts if a.kind == mpb.ARTIFACT_KIND_WORKLOAD]
     if replay.workload_sha256 and wl and wl[0] and replay.workload_sha256 != wl[0]:
-        raise ComparisonError(f"replay result replayed workload sha256 {replay.workload_sha256[:12]}..., "
-                              f"the trace's workload is {wl[0][:12]}...")
+        raise ComparisonError(f"the replay result is of another workload file (sha256 {replay.workload_sha256[:12]}...; "
+                              f"this trace's workload is {wl[0][:12]}...): compare it with the trace directory "
+                              "that was replayed (a `recode`d copy of a trace has its own workload file and digest)")
     if replay.granularity == rpb.RESULT_GRANULARITY_UNSPECIFIED:
         raise ComparisonError("replay result granularity is unspecified")
     if manifest.role == cpb.WORKLOAD_ROLE_HOLDOUT and manifest.workload_name in replay.timing_model.calibration_workloads:
