@@ -65,6 +65,17 @@ def test_probe_level_beyond_its_spread_warns():
     assert not any("prefill 512" in w for w in ws)  # 1.04x: within tolerance
     # the batched pass is named as one (never read as one 2048-token prompt)
     assert any("(batched prefill, 8 rows, 2048 tokens in one pass) ran at 1.40x" in w for w in ws)
+    assert all("levelled to this trace's own probe" not in w for w in ws)
+    # a profile levelled to this trace's own probe: the level is applied, what is left is the point's misfit
+    m.trace_id = "grpo-r1"
+    own = {**PROV, "probe_levelled": {"trace_id": "grpo-r1", "levelling": "scalar"}}
+    ws = condition_warnings(m, _replay(), own, model)
+    hit = [w for w in ws if "decode B=32 ctx 128) ran at 1.50x the probe-levelled profile's time" in w]
+    assert hit and "levelled to this trace's own probe (scalar levelling)" in hit[0]
+    assert not any("differs from the calibration's" in w for w in ws)
+    # levelled to another trace's probe: that is a calibration level, and this window's differs from it
+    ws = condition_warnings(m, _replay(), {**PROV, "probe_levelled": {"trace_id": "grpo-r2"}}, model)
+    assert any("ran at 1.50x the profile's time" in w and "differs from the calibration's" in w for w in ws)
 
 
 def test_thread_binding_difference_is_named_and_equal_binding_is_quiet():

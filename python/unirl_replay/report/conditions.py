@@ -156,14 +156,23 @@ def condition_warnings(manifest: mpb.TraceManifest, replay: rpb.ReplayResult, pr
                 out.append(f"engine thread binding differs: capture engine {eid} ran with {cap_bind!r}, the "
                            f"calibration's engine with {' / '.join(repr(b) for b in cal_bind)}: the engine may have "
                            "run at another speed (the probe measures by how much)")
+    levelled = prov.get("probe_levelled") if isinstance(prov.get("probe_levelled"), dict) else {}
+    own_probe = bool(manifest.trace_id) and levelled.get("trace_id") == manifest.trace_id
     for pt, when, level in probe_levels(manifest, model):
         spread = (pt.p75_ms - pt.p25_ms) / pt.median_ms if pt.median_ms else 0.0
         if abs(level - 1) > max(spread, PROBE_TOLERANCE):
             what = (f"decode B={pt.batch_size} ctx {pt.context_tokens}" if pt.phase == "decode"
                     else f"batched prefill, {pt.batch_size} rows, {pt.prefill_tokens} tokens in one pass"
                     if pt.batch_size > 1 else f"prefill {pt.prefill_tokens} tokens")
-            out.append(f"reference probe {when} the window ({what}) ran at {level:.2f}x the profile's time (probe "
-                       f"spread {100 * spread:.0f} %): the capture's engine level differs from the calibration's")
+            if own_probe:  # the level is applied already: what is left is this point's misfit to the levelling
+                out.append(f"reference probe {when} the window ({what}) ran at {level:.2f}x the probe-levelled "
+                           f"profile's time (probe spread {100 * spread:.0f} %): the profile was levelled to this "
+                           f"trace's own probe ({levelled.get('levelling', 'scalar')} levelling), and this point "
+                           "stays off the level it applies (the probe's points do not share one level per phase)")
+            else:
+                out.append(f"reference probe {when} the window ({what}) ran at {level:.2f}x the profile's time "
+                           f"(probe spread {100 * spread:.0f} %): the capture's engine level differs from the "
+                           "calibration's")
     recorded = (c.ByteSize() > 0 or len(manifest.probes) > 0 or "loadavg.window" in manifest.labels)
     if not recorded:
         out.append("the capture recorded no run conditions and no reference probe: nothing recorded says whether its "
