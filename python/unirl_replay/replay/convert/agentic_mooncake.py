@@ -35,7 +35,8 @@ from json.encoder import encode_basestring_ascii
 from unirl_replay.replay.convert import arrow_rows
 from unirl_replay.replay.convert.common import (
     _DUMPS, WARMUP_PREFIX, Conversion, FactSamples, HashRemap, SequenceMap, check_unique, dense_prompt_ids,
-    dense_prompt_ids_columns, joined_ids, json_float, ns_to_ms, ordinal_width, origin_of, prompt_ids, sequence_id,
+    dense_prompt_ids_columns, fill_not_before, joined_ids, json_float, ns_to_ms, ordinal_width, origin_of, prompt_ids,
+    sequence_id,
 )
 from unirl_replay.replay.workload import EnginePlan, WorkloadIndex, plan_facts, play_id_of
 from unirl_replay.v1 import common_pb2
@@ -115,24 +116,8 @@ def convert_engine(plan: EnginePlan, index: WorkloadIndex, *, lead_ms: float = 0
     bounds: dict[str, float] = {}  # not_before_ms of the current play's requests (deps never cross plays)
 
     def not_before(rid: str) -> float:
-        stack = [rid]  # iterative: a long chain must not hit the recursion limit
-        while stack:
-            cur = stack[-1]
-            if cur in bounds:
-                stack.pop()
-                continue
-            t, deps = facts[cur][3], facts[cur][4]
-            if not deps:
-                bounds[cur] = 0.0 if lanes else lead_ms + ns_to_ms(t - origin)
-                stack.pop()
-                continue
-            todo = [d[0] for d in deps if d[0] not in bounds]
-            if todo:
-                stack.extend(todo)
-                continue
-            bounds[cur] = max(bounds[prid] + (ns_to_ms(delay) if delay is not None else 0.0)
-                              for prid, _pn, _trig, _rel, delay in deps)
-            stack.pop()
+        if rid not in bounds:
+            fill_not_before(rid, bounds, facts, lanes, lead_ms, origin)
         return bounds[rid]
 
     current_play: list = [None]

@@ -23,7 +23,7 @@ from json.encoder import encode_basestring_ascii as _q
 
 import numpy as np
 
-from unirl_replay.replay.convert.common import json_float, ns_to_ms
+from unirl_replay.replay.convert.common import fill_not_before, json_float, ns_to_ms
 
 CHUNK = 1 << 14  # requests per chunk (bounds the Arrow temporaries; their memory is reused)
 _PLAIN = r"^[ !#-\[\]-~]*$"  # the strings encode_basestring_ascii returns unchanged (quotes aside)
@@ -97,7 +97,7 @@ def rows_text(plan, facts: dict, ids: np.ndarray, offsets: np.ndarray, first: in
                 v = None
                 for prid, pn, trigger, relation, delay in deps:
                     if prid not in bounds:
-                        _bound(prid, bounds, facts, lanes, lead_ms, origin)
+                        fill_not_before(prid, bounds, facts, lanes, lead_ms, origin)
                     b = bounds[prid] + (ns_to_ms(delay) if delay is not None else 0.0)
                     if v is None or b > v:
                         v = b
@@ -128,29 +128,6 @@ def _floats(xs: list[float]) -> list[str]:
     if np.isfinite(np.asarray(xs, np.float64)).all():
         return list(map(float.__repr__, xs))
     return [json_float(x) for x in xs]
-
-
-def _bound(rid: str, bounds: dict, facts: dict, lanes: bool, lead_ms: float, origin: int) -> None:
-    """``bounds[rid]`` for a predecessor not met yet in file order: the Python writer's
-    ``not_before`` (iterative, the same arithmetic)."""
-    stack = [rid]
-    while stack:
-        cur = stack[-1]
-        if cur in bounds:
-            stack.pop()
-            continue
-        t, deps = facts[cur][3], facts[cur][4]
-        if not deps:
-            bounds[cur] = 0.0 if lanes else lead_ms + ns_to_ms(t - origin)
-            stack.pop()
-            continue
-        todo = [d[0] for d in deps if d[0] not in bounds]
-        if todo:
-            stack.extend(todo)
-            continue
-        bounds[cur] = max(bounds[prid] + (ns_to_ms(delay) if delay is not None else 0.0)
-                          for prid, _pn, _trig, _rel, delay in deps)
-        stack.pop()
 
 
 def _chunks(pa, pc, order, fl, plays, nb, d_k, d_pid, d_ord, d_pn, d_trig, d_rel, d_delay, d_cnt, ids, offsets,

@@ -555,3 +555,29 @@ def engine_args(engine: manifest_pb2.EngineConfig, timing_model: dict) -> tuple[
     notes = [f"engine {engine.engine_id!r}: {', '.join(defaulted)} unknown in the trace; upstream "
              "defaults used"] if defaulted else []
     return {"engine": e}, notes
+
+
+def fill_not_before(rid: str, bounds: dict, facts: dict, lanes: bool, lead_ms: float, origin: int) -> None:
+    """Set ``bounds[rid]`` (and every predecessor's it needs): the request's ``not_before_ms``, the latest of its
+    predecessors' bounds plus the measured delay after each (a root: 0 with lanes, else ``lead_ms`` + its arrival
+    in ms after ``origin``). ``facts[rid][3]`` is the arrival ns, ``facts[rid][4]`` the dependencies as
+    (predecessor, n, trigger, relation, delay ns or None). Iterative: a long chain never hits the recursion limit.
+    Shared by both agentic_mooncake row writers (the Python one and arrow_rows), so their bytes agree."""
+    stack = [rid]
+    while stack:
+        cur = stack[-1]
+        if cur in bounds:
+            stack.pop()
+            continue
+        t, deps = facts[cur][3], facts[cur][4]
+        if not deps:
+            bounds[cur] = 0.0 if lanes else lead_ms + ns_to_ms(t - origin)
+            stack.pop()
+            continue
+        todo = [d[0] for d in deps if d[0] not in bounds]
+        if todo:
+            stack.extend(todo)
+            continue
+        bounds[cur] = max(bounds[prid] + (ns_to_ms(delay) if delay is not None else 0.0)
+                          for prid, _pn, _trig, _rel, delay in deps)
+        stack.pop()
