@@ -34,7 +34,7 @@ MARKER = ".unirl-replay-output.json"
 _TOOL = "unirl-replay"
 
 __all__ = ["MARKER", "claim", "record", "prune", "removed_on_failure", "owned", "mark_tree", "foreign_entry",
-           "replaceable", "swap_in"]
+           "replaceable", "work_sibling", "swap_in"]
 
 
 def owned(d: str | os.PathLike) -> set[str]:
@@ -220,6 +220,19 @@ def replaceable(d: str | os.PathLike) -> bool:
     if not any(True for _ in d.iterdir()):
         return True
     return foreign_entry(d) is None
+
+
+def work_sibling(out_dir: str | os.PathLike) -> Path:
+    """A fresh hidden directory next to ``out_dir`` (``.<name>.XXXX.partial``) to build an output in before
+    :func:`swap_in` moves it into place, with the mode an ordinary ``mkdir`` gives (the umask's), not
+    ``mkdtemp``'s private 0700. Creates ``out_dir``'s parents when needed."""
+    out_dir = Path(out_dir)
+    out_dir.parent.mkdir(parents=True, exist_ok=True)
+    work = Path(tempfile.mkdtemp(prefix=f".{out_dir.name}.", suffix=".partial", dir=out_dir.parent))
+    umask = os.umask(0)
+    os.umask(umask)
+    work.chmod(0o777 & ~umask)
+    return work
 
 
 def swap_in(work: str | os.PathLike, out_dir: str | os.PathLike) -> None:

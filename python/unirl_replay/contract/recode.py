@@ -22,9 +22,9 @@ from __future__ import annotations
 import hashlib
 import os
 import shutil
-import tempfile
 from pathlib import Path, PurePosixPath
 
+from unirl_replay.contract import out_dir as outputs
 from unirl_replay.contract import trace_io
 from unirl_replay.contract.errors import OutputExistsError, TraceFormatError, UnirlReplayError
 from unirl_replay.v1.manifest_pb2 import TraceManifest
@@ -95,11 +95,7 @@ def recode_trace(trace_dir: str | os.PathLike, encoding: str, out_dir: str | os.
                                f"this tool is revision {src.compat.reader_revision}: recoding would drop the fields "
                                "it does not know. Upgrade unirl-replay to recode it")
     probes = _probe_files(src_dir, src.manifest)
-    out.parent.mkdir(parents=True, exist_ok=True)
-    work = Path(tempfile.mkdtemp(prefix=f".{out.name}.", suffix=".partial", dir=out.parent))
-    umask = os.umask(0)
-    os.umask(umask)
-    work.chmod(0o777 & ~umask)  # mkdtemp makes it private; a trace is an ordinary directory
+    work = outputs.work_sibling(out)  # an ordinary directory's mode, not mkdtemp's private one
     try:
         with trace_io.TraceWriter(work, encoding=encoding) as w:
             for _, rec in src.iter_workload():

@@ -24,7 +24,6 @@ import json
 import os
 import shutil
 import sys
-import tempfile
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -85,14 +84,10 @@ def run_grid(spec: GridSpec, out_dir: str | Path, backend: str = "local", worker
     jobs = expand(spec)
     out_dir = Path(out_dir).resolve()
     check_out_dir(out_dir)
-    out_dir.parent.mkdir(parents=True, exist_ok=True)
-    work = Path(tempfile.mkdtemp(prefix=f".{out_dir.name}.", suffix=".partial", dir=out_dir.parent))
-    umask = os.umask(0)
-    os.umask(umask)
-    work.chmod(0o777 & ~umask)  # mkdtemp makes it private; the output is an ordinary directory
-    try:
-        from unirl_replay.contract import out_dir as outputs
+    from unirl_replay.contract import out_dir as outputs
 
+    work = outputs.work_sibling(out_dir)  # an ordinary directory's mode, not mkdtemp's private one
+    try:
         run = _run(spec, jobs, work, backend, workers, address, progress, log)
         _write_outputs(run, spec, jobs, work)
         outputs.record(work, [p.name for p in work.iterdir()], COMMAND)
