@@ -192,7 +192,6 @@ MAX_RAW_BYTES = 256 << 20
 def read_raw(path: str | os.PathLike) -> Dict[str, Any]:
     """An earlier ``--raw-out`` file, checked (hostile JSON, :data:`RAW_SCHEMA`); CalibrationError naming
     the file and the first offending key otherwise."""
-    import jsonschema
 
     from unirl_replay.contract import json_guard
     from unirl_replay.contract.errors import TraceFormatError
@@ -204,11 +203,12 @@ def read_raw(path: str | os.PathLike) -> Dict[str, Any]:
         raw = json_guard.loads(p.read_bytes(), file=str(p))
     except TraceFormatError as e:
         raise CalibrationError(f"--from-raw {e}: not the raw driver JSON of `calibrate --raw-out`") from None
-    problem = next(iter(sorted(jsonschema.Draft202012Validator(RAW_SCHEMA).iter_errors(raw),
-                               key=lambda e: list(map(str, e.absolute_path)))), None)
+    from unirl_replay.contract.profile_npz import first_schema_problem
+
+    problem = first_schema_problem(RAW_SCHEMA, raw)
     if problem is not None:
-        where = ".".join(str(x) for x in problem.absolute_path) or "(top level)"
-        raise CalibrationError(f"--from-raw {p}: {where}: {problem.message} (not the raw driver JSON of "
+        where, message = problem
+        raise CalibrationError(f"--from-raw {p}: {where}: {message} (not the raw driver JSON of "
                                "`calibrate --raw-out`)")
     return raw
 

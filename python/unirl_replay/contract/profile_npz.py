@@ -72,10 +72,21 @@ PROVENANCE_SCHEMA = {
 __all__ = ["MAX_PROFILE_BYTES", "MAX_ARRAY_ELEMENTS", "MAX_STEP_MS", "PROVENANCE_SCHEMA", "check_provenance", "load_profile"]
 
 
+
+def first_schema_problem(schema: dict, doc: object) -> tuple[str, str] | None:
+    """The first JSON Schema violation of ``doc`` (by path order) as ``(dotted path or "(top level)", message)``,
+    or None when it conforms."""
+    import jsonschema
+
+    problem = next(iter(sorted(jsonschema.Draft202012Validator(schema).iter_errors(doc),
+                               key=lambda e: list(map(str, e.absolute_path)))), None)
+    if problem is None:
+        return None
+    return ".".join(str(x) for x in problem.absolute_path) or "(top level)", problem.message
+
 def check_provenance(prov: object, name: str, err: Callable[[str], Exception]) -> dict:
     """``prov`` when it is a provenance this package can read (:data:`PROVENANCE_SCHEMA`), else ``err``
     naming the profile, the first offending key (dotted path) and what it should be."""
-    import jsonschema
 
     from unirl_replay.contract import json_profile
     from unirl_replay.contract.errors import TraceFormatError
@@ -83,11 +94,10 @@ def check_provenance(prov: object, name: str, err: Callable[[str], Exception]) -
 
     if not isinstance(prov, dict):
         raise err(f"profile {name!r}: 'provenance' is not a JSON object")
-    problem = next(iter(sorted(jsonschema.Draft202012Validator(PROVENANCE_SCHEMA).iter_errors(prov),
-                               key=lambda e: list(map(str, e.absolute_path)))), None)
+    problem = first_schema_problem(PROVENANCE_SCHEMA, prov)
     if problem is not None:
-        where = ".".join(str(p) for p in problem.absolute_path) or "(top level)"
-        raise err(f"profile {name!r}: provenance.{where}: {problem.message} (a profile `unirl-replay calibrate` "
+        where, message = problem
+        raise err(f"profile {name!r}: provenance.{where}: {message} (a profile `unirl-replay calibrate` "
                   "wrote holds the right types; was the provenance edited?)")
     cond = prov.get("conditions")
     if isinstance(cond, dict) and cond and "recorded" not in cond:
