@@ -251,7 +251,33 @@ CASES = [
     ("manifest.probe", "e0", grpo_trace, lambda t: _probe(t, when="sometime")),
     ("manifest.probe", "e0", grpo_trace, lambda t: _probe(t, artifact_path="../../etc/passwd")),
     ("manifest.probe", "e0", grpo_trace, lambda t: _probe(t, artifact_path="/tmp/probe.json")),
+    # the trace's own files (s6-f): recode copied the probe "artifact" over / beside the records it wrote
+    ("manifest.probe", "e0", grpo_trace, lambda t: _probe(t, artifact_path="manifest.json")),
+    ("manifest.probe", "e0", grpo_trace, lambda t: _probe(t, artifact_path="workload.binpb")),
+    ("manifest.probe", "e0", grpo_trace, lambda t: _probe(t, artifact_path="outcomes.arrow")),
+    ("manifest.probe", "e0", grpo_trace, lambda t: _probe(t, artifact_path="probes/e0.json.partial")),
     ("manifest.probe", "e9", grpo_trace, lambda t: _probe(t, engine_id="e9")),
+    # per-repeat values and sizes (s6-f): were accepted, and --level-to-probe levelled by them (a profile x5.6e173 or
+    # x0.000 written; NaN / 0 / negative repeats silently dropped)
+    ("manifest.probe", "e0", grpo_trace, lambda t: _batched(t, repeat_step_ms=[float("nan")] * 3)),
+    ("manifest.probe", "e0", grpo_trace, lambda t: _batched(t, repeat_step_ms=[float("inf")] * 3)),
+    ("manifest.probe", "e0", grpo_trace, lambda t: _batched(t, repeat_step_ms=[0.0] * 3)),
+    ("manifest.probe", "e0", grpo_trace, lambda t: _batched(t, repeat_step_ms=[-5.0] * 3)),
+    ("manifest.probe", "e0", grpo_trace, lambda t: _batched(t, repeat_step_ms=[1e300] * 3)),
+    ("manifest.probe", "e0", grpo_trace, lambda t: _batched(t, repeat_step_ms=[1e-300] * 3)),
+    ("manifest.probe", "e0", grpo_trace, lambda t: _batched(t, repeat_step_ms=[])),
+    ("manifest.probe", "e0", grpo_trace, lambda t: _batched(t, repeat_pass_tokens=[1024])),
+    ("manifest.probe", "e0", grpo_trace, lambda t: _batched(t, repeat_pass_rows=[4, 4])),
+    ("manifest.probe", "e0", grpo_trace, lambda t: _batched(t, repeat_pass_tokens=[0, 1024, 1024])),
+    ("manifest.probe", "e0", grpo_trace, lambda t: _batched(t, repeat_pass_rows=[0, 4, 4])),
+    ("manifest.probe", "e0", grpo_trace, lambda t: _batched(t, repeat_pass_tokens=[1, 1024, 1024])),
+    ("manifest.probe", "e0", grpo_trace, lambda t: _batched(t, repeat_pass_tokens=[4294967295, 1024, 1024])),
+    ("manifest.probe", "e0", grpo_trace, lambda t: _batched(t, prefill_tokens=4294967295)),
+    ("manifest.probe", "e0", grpo_trace, lambda t: _probe(t, batch_size=4294967295)),
+    ("manifest.probe", "e0", grpo_trace, lambda t: _probe(t, context_tokens=4294967295)),
+    ("manifest.probe", "e0", grpo_trace, lambda t: _probe(t, phase="prefill", prefill_tokens=4294967295, batch_size=0,
+                                                          context_tokens=0)),
+    ("manifest.probe", "e0", grpo_trace, lambda t: (_probe(t), t.manifest.probes.add().CopyFrom(t.manifest.probes[0]))),
     # run conditions (manifest.proto RunConditions): were accepted with any value, and report/conditions.py then
     # warned of "CPU steal 250.0 %" or a load "up to -3.00", or stayed silent on NaN
     ("manifest.conditions", "test-trace", grpo_trace, lambda t: setattr(t.manifest.conditions, "steal_pct", float("nan"))),
@@ -285,6 +311,18 @@ def _probe(t, *, engine_id="e0", when="before", artifact_path="probes/e0-before.
     p.points.add(**pt)
     t.manifest.probes.add(engine_id="e0", when="after").points.add(phase="prefill", prefill_tokens=512, repeats=5,
                                                                     median_ms=100.0, p25_ms=95.0, p75_ms=105.0)
+
+
+def _batched_point(**point) -> dict:
+    """A batched prefill point with its repeats' own pass sizes, overridden by ``point``."""
+    return {"phase": "prefill", "batch_size": 4, "prefill_tokens": 1024, "repeats": 3, "median_ms": 200.0,
+            "p25_ms": 190.0, "p75_ms": 210.0, "repeat_step_ms": [190.0, 200.0, 210.0],
+            "repeat_pass_tokens": [1024] * 3, "repeat_pass_rows": [4] * 3, **point}
+
+
+def _batched(t, **point):
+    """A probe whose point is :func:`_batched_point`."""
+    _probe(t, **_batched_point(**point))
 
 
 WARNINGS = {"group.singleton", "prefix.missing", "units.outside_window", "units.suspect_small"}
@@ -585,6 +623,7 @@ def test_non_regular_symlinked_and_unreadable_artifacts(tmp_path, monkeypatch):
 def test_a_well_formed_probe_is_valid(tmp_path):
     t = grpo_trace()
     _probe(t)
+    t.manifest.probes[0].points.add(**_batched_point())  # a batched prefill with its repeats' pass sizes too
     c = t.manifest.conditions
     c.steal_pct, c.host_busy_pct, c.loadavg_1m_start, c.loadavg_1m_end = 0.0, 100.0, 0.0, 3.5
     c.duration_ns, c.engine_uptime_ns, c.engine_process_cpu_ns["e0"] = 0, 10**9, 0

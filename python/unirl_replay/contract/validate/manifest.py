@@ -7,9 +7,9 @@ import math
 import re
 from pathlib import PurePosixPath
 
-from unirl_replay.contract.trace_io import MANIFEST_FILE
+from unirl_replay.contract.trace_io import MANIFEST_FILE, OUTCOME_FILES, PARTIAL_SUFFIX, WORKLOAD_FILES
 from unirl_replay.contract.validate.context import TraceState
-from unirl_replay.contract.validate.registry import MAX_LOADAVG, MAX_PROBE_MS
+from unirl_replay.contract.validate.registry import MAX_LOADAVG, MAX_PROBE_MS, MAX_TOKENS
 
 #: ReferenceProbe.when and ProbePoint.phase, as manifest.proto defines them
 PROBE_WHEN = ("before", "after")
@@ -50,10 +50,57 @@ def conditions_problems(c) -> list[str]:
     return out
 
 
-def probe_problems(probe, engine_ids: set[str]) -> list[str]:
-    """What is wrong with one ``ReferenceProbe`` (manifest.proto), readable; empty when nothing is."""
+def _step_ms_problem(name: str, ms: float) -> str | None:
+    if math.isfinite(ms) and 0 < ms <= MAX_PROBE_MS:
+        return None
+    return f"{name} {ms!r} is not a step time (finite, > 0, <= {MAX_PROBE_MS:.0f} ms)"
+
+
+def _point_size_problems(pt, engine) -> list[str]:
+    """Sizes of one ProbePoint the probe's engine cannot have run (``engine``: its EngineConfig or None),
+    and per-repeat pass sizes (``repeat_*``, one value per usable repeat) that do not line up."""
     out = []
-    if engine_ids and probe.engine_id not in engine_ids:
+    # only what no engine runs (a row over max_model_len is refused by vLLM; MAX_TOKENS bounds the rest): an engine
+    # with fewer sequences, KV blocks or step tokens than the probe asks for queues or chunks it, and the probe
+    # records what it asked for
+    max_len = (engine.max_model_len if engine is not None else 0) or MAX_TOKENS
+    if pt.batch_size * pt.context_tokens > MAX_TOKENS:
+        out.append(f"{pt.batch_size} sequences of {pt.context_tokens} context tokens are more than {MAX_TOKENS} tokens")
+    if pt.context_tokens > max_len:
+        out.append(f"context_tokens {pt.context_tokens} is above the engine's max_model_len {max_len}")
+    if pt.prefill_tokens > max(pt.batch_size, 1) * max_len:
+        out.append(f"prefill_tokens {pt.prefill_tokens} is more than {max(pt.batch_size, 1)} row(s) of "
+                   f"max_model_len {max_len}")
+    n = (len(pt.repeat_step_ms), len(pt.repeat_pass_tokens), len(pt.repeat_pass_rows))
+    if any(n) and len(set(n)) > 1:
+        out.append(f"repeat_step_ms / repeat_pass_tokens / repeat_pass_rows hold {n[0]} / {n[1]} / {n[2]} values: "
+                   "one per usable repeat each")
+        return out
+    for k, (ms, tokens, rows) in enumerate(zip(pt.repeat_step_ms, pt.repeat_pass_tokens, pt.repeat_pass_rows)):
+        why = _step_ms_problem(f"repeat_step_ms[{k}]", ms)
+        if why:
+            out.append(why)
+        if not 1 <= rows <= tokens:
+            out.append(f"repeat {k}: a pass of {rows} row(s) and {tokens} new token(s) (rows >= 1, one token per row "
+                       "at least)")
+        elif tokens > rows * max_len:
+            out.append(f"repeat {k}: {tokens} new tokens are more than {rows} row(s) of max_model_len {max_len}")
+    steps = [ms for ms in pt.repeat_step_ms if math.isfinite(ms)]
+    if steps and math.isfinite(pt.median_ms) and not (min(steps) - 1e-3 <= pt.median_ms <= max(steps) + 1e-3):
+        out.append(f"median_ms {pt.median_ms!r} lies outside its repeats' step times ({min(steps)!r} to {max(steps)!r} ms)")
+    return out
+
+
+#: the trace's own files (docs/validation-rules.md): a probe artifact is never one of them
+_TRACE_FILES = frozenset({MANIFEST_FILE, *WORKLOAD_FILES.values(), *OUTCOME_FILES.values()})
+
+
+def probe_problems(probe, engines) -> list[str]:
+    """What is wrong with one ``ReferenceProbe`` (manifest.proto), readable; empty when nothing is.
+    ``engines``: the manifest's engines by id (their limits bound the points' sizes), or only their ids."""
+    out = []
+    engine = engines.get(probe.engine_id) if isinstance(engines, dict) else None
+    if engines and probe.engine_id not in engines:
         out.append(f"engine_id {probe.engine_id!r} is not among the manifest's engines")
     if probe.when not in PROBE_WHEN:
         out.append(f"when {probe.when!r} is neither 'before' nor 'after' the window")
@@ -61,6 +108,9 @@ def probe_problems(probe, engine_ids: set[str]) -> list[str]:
         path = PurePosixPath(probe.artifact_path)
         if path.is_absolute() or ".." in path.parts or "\\" in probe.artifact_path:
             out.append(f"artifact_path {probe.artifact_path!r} is not a path inside the trace directory")
+        elif path.parts[:1] and path.parts[0] in _TRACE_FILES or probe.artifact_path.endswith(PARTIAL_SUFFIX):
+            out.append(f"artifact_path {probe.artifact_path!r} names a file of the trace itself (the manifest, a "
+                       "record stream, a writer's partial file), not a probe artifact")
     for i, pt in enumerate(probe.points):
         where = f"point {i} ({pt.phase or 'no phase'})"
         if pt.phase not in PROBE_PHASES:
@@ -69,9 +119,10 @@ def probe_problems(probe, engine_ids: set[str]) -> list[str]:
             out.append(f"{where}: a decode point needs batch_size and context_tokens > 0")
         elif pt.phase == "prefill" and not pt.prefill_tokens:
             out.append(f"{where}: a prefill point needs prefill_tokens > 0")
+        out.extend(f"{where}: {why}" for why in _point_size_problems(pt, engine))
         med = pt.median_ms
-        if not (math.isfinite(med) and 0 < med <= MAX_PROBE_MS):
-            out.append(f"{where}: median_ms {med!r} is not a step time (finite, > 0, <= {MAX_PROBE_MS:.0f} ms)")
+        if why := _step_ms_problem("median_ms", med):
+            out.append(f"{where}: {why}")
             continue
         for name, q in (("p25_ms", pt.p25_ms), ("p75_ms", pt.p75_ms)):
             if not math.isfinite(q) or q < 0:
@@ -100,9 +151,14 @@ class ManifestRules(TraceState):
             self.v("manifest.created_at", f, 0, m.trace_id, why)
         for problem in conditions_problems(m.conditions):
             self.v("manifest.conditions", f, 0, m.trace_id, f"conditions: {problem}")
-        engine_ids = {e.engine_id for e in m.engines}
+        engines = {e.engine_id: e for e in m.engines}
+        probed: dict[tuple[str, str], int] = {}
         for i, probe in enumerate(m.probes):
-            for problem in probe_problems(probe, engine_ids):
+            if (first := probed.setdefault((probe.engine_id, probe.when), i)) != i:
+                self.v("manifest.probe", f, 0, probe.engine_id or m.trace_id,
+                       f"reference probe {i} ({probe.when or 'no when'}) is a second probe of engine "
+                       f"{probe.engine_id!r} {probe.when or 'no when'} the window (probe {first}): one per engine and side")
+            for problem in probe_problems(probe, engines):
                 self.v("manifest.probe", f, 0, probe.engine_id or m.trace_id,
                        f"reference probe {i} ({probe.when or 'no when'}): {problem}")
             for problem in conditions_problems(probe.conditions):
