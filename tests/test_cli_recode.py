@@ -171,6 +171,43 @@ def test_probe_artifacts_are_copied(tmp_path: Path) -> None:
     assert not (tmp_path / "out2").exists()
 
 
+@pytest.mark.parametrize("how", ["file_link", "dir_link", "fifo", "directory", "own_file"])
+def test_probe_artifact_outside_the_trace_or_not_a_file_is_refused(tmp_path: Path, how: str, capsys) -> None:
+    """s6-f: a probe artifact that is a symbolic link (to the file or its directory) was followed, and the file
+    from outside the trace copied into the new one; a FIFO / directory was reported "missing"; a probe path
+    naming the trace's own workload file was copied over the records recode had just written."""
+    src = tmp_path / "src"
+    shutil.copytree(REPO / "traces" / "grpo-a", src)
+    secret = tmp_path / "elsewhere" / "e0-before.json"
+    secret.parent.mkdir()
+    secret.write_text('{"not": "part of the trace"}\n')
+    rel = "probes/e0-before.json"
+    if how == "file_link":
+        (src / "probes").mkdir()
+        (src / rel).symlink_to(secret)
+    elif how == "dir_link":
+        (src / "probes").symlink_to(secret.parent)
+    elif how == "fifo":
+        (src / "probes").mkdir()
+        __import__("os").mkfifo(src / rel)
+    elif how == "directory":
+        (src / rel).mkdir(parents=True)
+    else:
+        rel = "workload.binpb"
+        shutil.copyfile(src / "workload.jsonl", src / rel)
+    mp = src / "manifest.json"
+    m = json.loads(mp.read_text())
+    m["probes"] = [{"engine_id": m["engines"][0]["engine_id"], "when": "before", "artifact_path": rel}]
+    mp.write_text(json.dumps(m, indent=2) + "\n")
+    out = tmp_path / "out"
+    assert main(["recode", str(src), "--encoding", "binpb", "--out", str(out)]) == 2
+    err = capsys.readouterr().err
+    assert ("manifest.probe" if how == "own_file" else "recode.probe_artifact") in err, err
+    assert {"file_link": "symbolic link", "dir_link": "symbolic link", "fifo": "not a regular file",
+            "directory": "not a regular file", "own_file": "names a file of the trace itself"}[how] in err, err
+    assert not out.exists() and not list(tmp_path.glob(".out*"))
+
+
 def test_arrow_without_pyarrow_is_a_missing_environment(tmp_path: Path, monkeypatch, capsys) -> None:
     monkeypatch.setitem(sys.modules, "pyarrow", None)
     out = tmp_path / "out"

@@ -22,6 +22,7 @@ from __future__ import annotations
 import hashlib
 import os
 import shutil
+import stat
 from pathlib import Path, PurePosixPath
 
 from unirl_replay.contract import out_dir as outputs
@@ -42,6 +43,23 @@ def _sha256(p: Path) -> str:
     return h.hexdigest()
 
 
+def _not_plain_file(trace_dir: Path, parts: tuple[str, ...]) -> str | None:
+    """Why ``trace_dir / parts`` is not a regular file reached without a symbolic link (a link would copy a
+    file from outside the trace into the new one), or None."""
+    p = trace_dir
+    for k, part in enumerate(parts):
+        p = p / part
+        try:
+            st = os.lstat(p)
+        except FileNotFoundError:
+            return "is missing"
+        if stat.S_ISLNK(st.st_mode):
+            return f"is reached through a symbolic link ({p}): only files inside the trace directory are copied"
+        if k == len(parts) - 1 and not stat.S_ISREG(st.st_mode):
+            return "is not a regular file"
+    return None
+
+
 def _probe_files(trace_dir: Path, manifest: TraceManifest) -> list[str]:
     """The probe artifacts the manifest names (relative paths inside the trace), each once."""
     out: list[str] = []
@@ -53,8 +71,9 @@ def _probe_files(trace_dir: Path, manifest: TraceManifest) -> list[str]:
         if PurePosixPath(rel).is_absolute() or ".." in parts:
             raise TraceFormatError(f"probe artifact path {rel!r} leaves the trace directory",
                                    file=str(trace_dir / trace_io.MANIFEST_FILE), rule="recode.probe_artifact")
-        if not (trace_dir / rel).is_file():
-            raise TraceFormatError(f"probe artifact {rel!r} named by the manifest is missing",
+        why = _not_plain_file(trace_dir, parts)
+        if why:
+            raise TraceFormatError(f"probe artifact {rel!r} named by the manifest {why}",
                                    file=str(trace_dir / trace_io.MANIFEST_FILE), rule="recode.probe_artifact")
         if rel not in out:
             out.append(rel)
