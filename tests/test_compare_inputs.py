@@ -82,3 +82,60 @@ def test_replay_results_the_contract_does_not_allow_are_refused(tmp_path, capsys
         err = capsys.readouterr().err
         assert f"[{rule}]" in err and f"record {rid!r}" in err and "replay_result.json" in err, err
         assert not out.exists()
+
+
+def _negative_group(rp):
+    rp.groups[0].completed_ns = -1
+
+
+def _negative_batch(rp):
+    rp.rollout_batches[0].ready_ns = -1
+
+
+def _trajectory_ends_before_start(rp):
+    rp.trajectories[0].end_ns = 5
+
+
+def _ghost_group(rp):
+    rp.groups[0].group_id = "G9"
+
+
+def _ghost_batch(rp):
+    rp.rollout_batches[0].rollout_batch_id = "B9"
+
+
+def _ghost_trajectory(rp):
+    rp.trajectories[0].trajectory_id = "T9"
+
+
+def test_derived_rows_the_contract_does_not_allow_are_refused(tmp_path, capsys):
+    """s6-f, the neighbours of the request-row checks: a group / batch row with a negative time, a trajectory that
+    ends before it starts, a group / batch / trajectory id the trace lacks were all compared silently (the batch
+    readiness error of ready_ns = -1 reported as a measurement)."""
+    trace = _trace(tmp_path / "trace")
+    for edit, rule, rid in ((_negative_group, "time.order", "G1"), (_negative_batch, "time.order", "B1"),
+                            (_trajectory_ends_before_start, "time.order", "T1"),
+                            (_ghost_group, "replay.unmatched", "G9"), (_ghost_batch, "replay.unmatched", "B9"),
+                            (_ghost_trajectory, "replay.unmatched", "T9")):
+        d = tmp_path / edit.__name__
+        d.mkdir()
+        rdir = _edited_replay(d, edit)
+        out = d / "cmp"
+        assert main(["compare", str(trace), str(rdir), "--out", str(out), "--no-plots"]) == 2, edit.__name__
+        err = capsys.readouterr().err
+        assert f"[{rule}]" in err and f"record {rid!r}" in err and "replay_result.json" in err, err
+        assert not out.exists()
+
+
+def test_a_result_of_another_schema_version_or_a_negative_makespan_is_refused(tmp_path, capsys):
+    """s6-f: `schema_version: "unirl_replay.v2"` and `makespan_ns: "-5"` were compared silently."""
+    trace = _trace(tmp_path / "trace")
+    for name, rule in (("schema_version", "replay.schema_version"), ("makespan_ns", "time.order")):
+        d = tmp_path / name
+        d.mkdir()
+        rdir = _edited_replay(d, lambda rp: setattr(rp, name, "unirl_replay.v2" if name == "schema_version" else -5))
+        out = d / "cmp"
+        assert main(["compare", str(trace), str(rdir), "--out", str(out), "--no-plots"]) == 2, name
+        err = capsys.readouterr().err
+        assert f"[{rule}]" in err and "replay_result.json" in err and "Traceback" not in err, err
+        assert not out.exists()

@@ -46,10 +46,17 @@ def load_timing_model(replay, replay_path: Path):
 _PREDICTED_TIMES = ("arrival_ns", "scheduled_ns", "first_token_ns", "completion_ns")
 
 
-def _check_rows(path: Path, replay, request_ids: set[str] | None) -> None:
+#: the derived rows of a ReplayResult: (field, id key, workload record kind, its times in order)
+_DERIVED = (("trajectories", "trajectory_id", "trajectory", ("start_ns", "end_ns")),
+            ("groups", "group_id", "group", ("completed_ns",)),
+            ("rollout_batches", "rollout_batch_id", "rollout_batch", ("ready_ns",)))
+
+
+def _check_rows(path: Path, replay, request_ids: set[str] | None, derived_ids: dict[str, set[str]] | None = None) -> None:
     """The ReplayResult contract (replay.proto): one row per ``Request.request_id`` of the replayed trace (no id
     twice, none the trace lacks), and a row's times >= 0 and in order (arrival <= scheduled <= first token
-    <= completion); one row per trajectory, group and rollout batch id."""
+    <= completion); one row per trajectory, group and rollout batch id (``derived_ids``: the trace's, by
+    workload record kind: none it lacks), their times >= 0 (a trajectory's start <= end)."""
     def esc(i: str) -> str:
         return i.encode("unicode_escape").decode()[:120]
 
@@ -69,19 +76,38 @@ def _check_rows(path: Path, replay, request_ids: set[str] | None) -> None:
         if neg or bad:
             raise TraceFormatError(f"predicted times {'negative' if neg else 'out of order'}: {', '.join(neg or bad)}",
                                    file=path.name, record_id=esc(r.request_id), rule="time.order")
-    for rows, key in ((replay.trajectories, "trajectory_id"), (replay.groups, "group_id"),
-                      (replay.rollout_batches, "rollout_batch_id")):
+    for name, key, kind, fields in _DERIVED:
+        rows = getattr(replay, name)
         ids = [getattr(x, key) for x in rows]
         dup = sorted({i for i in ids if ids.count(i) > 1})
         if dup:
             raise TraceFormatError(f"{key} {dup[0]!r} has two rows", file=path.name, record_id=esc(dup[0]),
                                    rule="id.duplicate")
+        known = (derived_ids or {}).get(kind)
+        for x in rows:
+            rid = getattr(x, key)
+            if known is not None and rid not in known:
+                raise TraceFormatError(f"{kind} {rid!r} is no {kind} of the trace compared: a replay of another "
+                                       "workload?", file=path.name, record_id=esc(rid), rule="replay.unmatched")
+            times = [(f, getattr(x, f)) for f in fields if x.HasField(f)]
+            neg = [f"{f} = {v}" for f, v in times if v < 0]
+            bad = [f"{a} {u} > {b} {w}" for (a, u), (b, w) in zip(times, times[1:]) if u > w]
+            if neg or bad:
+                raise TraceFormatError(f"predicted {kind} times {'negative' if neg else 'out of order'}: "
+                                       f"{', '.join(neg or bad)}", file=path.name, record_id=esc(rid), rule="time.order")
 
 
-def _check_result(path: Path, replay, request_ids: set[str] | None = None) -> None:
-    """A replay result no v1 reader may act on: unknown enum numbers, ids with control characters, rows the
-    contract does not allow (:func:`_check_rows`; ``request_ids``: the compared trace's)."""
+def _check_result(path: Path, replay, request_ids: set[str] | None = None,
+                  derived_ids: dict[str, set[str]] | None = None) -> None:
+    """A replay result no v1 reader may act on: another schema version, unknown enum numbers, ids with control
+    characters, rows the contract does not allow (:func:`_check_rows`; ``request_ids``, ``derived_ids``: the
+    compared trace's)."""
+    from unirl_replay import SCHEMA_VERSION
     from unirl_replay.contract.message_guard import id_problem, unknown_enums
+
+    if replay.schema_version and replay.schema_version != SCHEMA_VERSION:
+        raise TraceFormatError(f"schema_version is {replay.schema_version[:64]!r}; this reader reads only "
+                               f"{SCHEMA_VERSION!r} replay results", file=path.name, rule="replay.schema_version")
 
     bad = unknown_enums(replay)
     if bad:
@@ -92,7 +118,10 @@ def _check_result(path: Path, replay, request_ids: set[str] | None = None) -> No
         if why:
             raise TraceFormatError(why, file=path.name, record_id=r.request_id.encode("unicode_escape").decode()[:120],
                                    rule="id.invalid")
-    _check_rows(path, replay, request_ids)
+    for name in ("makespan_ns", "simulator_wall_ns"):
+        if getattr(replay, name) < 0:
+            raise TraceFormatError(f"{name} = {getattr(replay, name)} is negative", file=path.name, rule="time.order")
+    _check_rows(path, replay, request_ids, derived_ids)
 
 
 def compare_to_dir(trace_dir: str | Path, replay_result: str | Path, out_dir: str | Path,
@@ -122,7 +151,12 @@ def compare_to_dir(trace_dir: str | Path, replay_result: str | Path, out_dir: st
                                    file=str(rp.parent), rule="compare.no_replay_result")
     replay = read_message_json(rp, replay_pb2.ReplayResult)
     request_ids = {r.request.request_id for r in workload if r.WhichOneof("record") == "request"}
-    _check_result(rp, replay, request_ids)
+    derived_ids: dict[str, set[str]] = {kind: set() for _, _, kind, _ in _DERIVED}
+    for r in workload:
+        kind = r.WhichOneof("record")
+        if kind in derived_ids:
+            derived_ids[kind].add(getattr(getattr(r, kind), kind + "_id"))
+    _check_result(rp, replay, request_ids, derived_ids)
     per_request = replay.granularity == replay_pb2.RESULT_GRANULARITY_PER_REQUEST
     if batch_id is not None:  # before anything is written: the timeline plot of a batch the trace lacks
         batches = sorted(C.index_workload(workload).requests_of_batch)
@@ -138,7 +172,7 @@ def compare_to_dir(trace_dir: str | Path, replay_result: str | Path, out_dir: st
     for b in bounds:
         bp = _result_file(Path(b))
         bound_results.append((str(b), read_message_json(bp, replay_pb2.ReplayResult)))
-        _check_result(bp, bound_results[-1][1], request_ids)
+        _check_result(bp, bound_results[-1][1], request_ids, derived_ids)
     report = C.compare(manifest, workload, outcomes, replay, repeats=reps, matching=matching, timing=timing,
                        bounds=bound_results)
 
