@@ -175,9 +175,9 @@ def _table(rows: list[dict], cls=workload_pb2.WorkloadRecord):
     return pa.Table.from_pylist(rows, schema=columnar.arrow_schema(cls.DESCRIPTOR))
 
 
-def _ipc(table) -> bytes:
+def _ipc(table, compression=None) -> bytes:
     sink = pa.BufferOutputStream()
-    with pa.ipc.new_file(sink, table.schema) as w:
+    with pa.ipc.new_file(sink, table.schema, options=pa.ipc.IpcWriteOptions(compression=compression)) as w:
         w.write_table(table)
     return sink.getvalue().to_pybytes()
 
@@ -211,6 +211,11 @@ HOSTILE = {
     "two arrival kinds": lambda d: _ipc(_table([_req(arrival={"observed_offset_ns": 1, "after_dependencies": {}})])),
     "null in a list": lambda d: _ipc(_null_item_table()),
     "bad utf-8": lambda d: _ipc(_bad_utf8_table()),
+    # s6-f: a compressed body was decompressed into memory whatever it claimed (a 48 KB workload.arrow of one
+    # request with 10^8 zero block hashes took validate to 2.4 GB RSS; a few hundred KB reach tens of GB)
+    "zstd bomb": lambda d: _ipc(_table([_req(prefix={"block_size_tokens": 4, "block_hashes": [0] * 200_000})]),
+                                compression="zstd"),
+    "lz4 compressed": lambda d: _ipc(_table([_req()]), compression="lz4"),
 }
 
 
@@ -273,6 +278,14 @@ def test_hostile_workload_files_give_typed_errors(arrow_trace, name):
         assert p.returncode != 0 and "Traceback" not in p.stderr + p.stdout, (cmd, p.stderr)
         if cmd[0] == "validate":
             assert got[1] in p.stderr + p.stdout, (cmd, p.stdout, p.stderr)
+
+
+def test_a_compressed_batch_is_refused_before_it_is_decoded(arrow_trace, monkeypatch):
+    """The refusal names the batch and never decodes it (no batch of the file is read at all)."""
+    reseal(arrow_trace, "workload.arrow", HOSTILE["zstd bomb"](arrow_trace), count=1)
+    monkeypatch.setattr(pa.ipc.RecordBatchFileReader, "read_all", lambda self: pytest.fail("a batch was decoded"))
+    got = read_all(arrow_trace)
+    assert got[:2] == ("TraceFormatError", "arrow.corrupt") and "record batch 0 is compressed" in got[2], got
 
 
 def test_truncated_file_without_reseal_is_incomplete(arrow_trace):

@@ -33,7 +33,8 @@ another type or name, a column without a field number, another message -- is ``a
 
 Errors (all :class:`~unirl_replay.contract.errors.TraceFormatError`, naming the file): not an
 Arrow IPC file, truncated or corrupt (offsets, UTF-8: the file is validated in full before any
-value is read) -> ``arrow.corrupt``; another schema -> ``arrow.schema``; a row with two record
+value is read), or a batch whose body is compressed (found in the messages' flatbuffers before any
+batch is decoded: a compressed body is decompressed into memory whatever size it claims) -> ``arrow.corrupt``; another schema -> ``arrow.schema``; a row with two record
 kinds, or two members of a nested oneof -> ``arrow.oneof`` (line = the 1-based row); a value a
 message cannot hold -> ``arrow.decode``. Without ``pyarrow`` (the optional ``columnar`` extra)
 reading or writing this encoding raises :class:`~unirl_replay.contract.errors.MissingEnvironmentError`.
@@ -284,6 +285,12 @@ def read_table(source: str | Path | BinaryIO, cls, file: str, skipped: list[str]
         raise TraceFormatError(f"not a readable Arrow IPC file ({_short(e)}); an arrow trace's record files are "
                                "Arrow IPC files (Feather v2) written by TraceWriter(encoding='arrow')",
                                file=file, rule="arrow.corrupt") from None
+    why = _compressed_batch(src)
+    if why:
+        raise TraceFormatError(f"{why}: an arrow trace's record batches are uncompressed (a compressed body is "
+                               "decompressed into memory whatever its size: a few hundred KiB can claim tens of GiB)"
+                               if why.endswith(" is compressed") else f"corrupt Arrow IPC file ({why})",
+                               file=file, rule="arrow.corrupt")
     extra: list[str] = []
     if not schema.equals(want):
         try:
@@ -303,6 +310,86 @@ def read_table(source: str | Path | BinaryIO, cls, file: str, skipped: list[str]
     if skipped is not None:
         skipped.extend(extra)
     return table
+
+
+def _compressed_batch(src) -> str | None:
+    """Which record / dictionary batch of the IPC file ``src`` (a pyarrow file or a Python binary file, its footer
+    already verified by ``open_file``) declares a compressed body (``RecordBatch.compression``, Arrow's
+    format/Message.fbs), read from the flatbuffers without decoding a batch; None when none does; a batch whose
+    message cannot be walked is reported too (never decoded on trust)."""
+    import struct
+
+    def read_at(offset: int, n: int) -> bytes:
+        if offset < 0 or n < 0 or offset + n > size:
+            raise ValueError(f"{n} bytes at {offset} are outside the file's {size}")
+        src.seek(offset)
+        b = src.read(n)
+        if len(b) != n:
+            raise ValueError("beyond the end of the file")
+        return b
+
+    def unpack(fmt: str, b: bytes, at: int):
+        if at < 0:  # struct counts a negative offset from the end
+            raise ValueError("negative offset")
+        return struct.unpack_from(fmt, b, at)[0]
+
+    def u32(b: bytes, at: int) -> int:
+        return unpack("<I", b, at)
+
+    def field(b: bytes, table: int, index: int) -> int | None:
+        """Position of field ``index`` of the flatbuffer table at ``table`` (None when absent)."""
+        vt = table - unpack("<i", b, table)
+        vt_len = unpack("<H", b, vt)
+        if 4 + 2 * index + 2 > vt_len:
+            return None
+        off = unpack("<H", b, vt + 4 + 2 * index)
+        return table + off if off else None
+
+    def ref(b: bytes, at: int) -> int:
+        return at + u32(b, at)
+
+    pos = src.tell()
+    size = src.seek(0, 2)
+    try:
+        tail = read_at(size - 10, 10)
+        flen = unpack("<i", tail, 0)
+        footer = read_at(size - 10 - flen, flen)
+        root = u32(footer, 0)
+        blocks: list[tuple[str, int]] = []
+        for index, kind in ((2, "dictionary"), (3, "record")):  # Footer.dictionaries, Footer.recordBatches
+            at = field(footer, root, index)
+            if at is None:
+                continue
+            vec = ref(footer, at)
+            for k in range(u32(footer, vec)):
+                blocks.append((f"{kind} batch {k}", unpack("<q", footer, vec + 4 + 24 * k)))
+    except (struct.error, ValueError, OSError) as e:
+        return f"its footer cannot be walked ({e})"
+    for name, offset in blocks:
+        try:
+            head = read_at(offset, 8)
+            mlen, start = (u32(head, 4), offset + 8) if u32(head, 0) == 0xFFFFFFFF else (u32(head, 0), offset + 4)
+            msg = read_at(start, mlen)
+            mroot = u32(msg, 0)
+            at = field(msg, mroot, 2)  # Message.header
+            if at is None:
+                continue
+            header = ref(msg, at)
+            kind_at = field(msg, mroot, 1)  # Message.header_type: 2 DictionaryBatch, 3 RecordBatch
+            kind = unpack("<B", msg, kind_at) if kind_at is not None else 0
+            if kind == 2:
+                data = field(msg, header, 1)  # DictionaryBatch.data
+                if data is None:
+                    continue
+                header = ref(msg, data)
+            elif kind != 3:
+                continue
+            if field(msg, header, 3) is not None:  # RecordBatch.compression
+                return f"{name} is compressed"
+        except (struct.error, ValueError, OSError) as e:
+            return f"{name}'s message cannot be walked ({e})"
+    src.seek(pos)
+    return None
 
 
 class _Mismatch(Exception):

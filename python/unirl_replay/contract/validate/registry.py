@@ -58,7 +58,7 @@ RULES: dict[str, str] = {
     "binpb.frame": "corrupt length prefix",
     "binpb.decode": "frame is not a valid message",
     "arrow.corrupt": "an arrow record file that is not a readable, valid Arrow IPC file (another format, corrupt "
-                     "offsets or UTF-8, a broken footer)",
+                     "offsets or UTF-8, a broken footer, a compressed record batch)",
     "arrow.schema": "an arrow record file whose schema is neither the one derived from the record message nor a "
                     "superset of it (another message, another tool; a known field missing, renamed or retyped)",
     "arrow.oneof": "an arrow row with two members of one oneof set (two record kinds, two arrival kinds)",
