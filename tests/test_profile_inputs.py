@@ -154,3 +154,21 @@ def test_step_times_beyond_an_hour_are_refused_before_upstream(tmp_path):
         with pytest.raises(TimingModelError, match="at most 3600000 ms"):
             parse_timing_model(spec)
     assert parse_timing_model("fixed:3600000,1")[0].prefill_ms == 3_600_000
+
+
+def test_a_provenance_too_large_uncompressed_is_refused_before_it_is_read(tmp_path, monkeypatch):
+    """s6-f: the provenance member was exempt from the zip-member size check: a 445 KB profile whose provenance
+    was padded with 10^8 spaces (deflate) took `calibrate --level-to-probe --base` to 1 GB RSS and was used; at
+    the 256 MiB file limit that is hundreds of GB. (The limit is lowered here to keep the test light.)"""
+    from unirl_replay.contract import profile_npz
+
+    monkeypatch.setattr(profile_npz, "MAX_PROVENANCE_CHARS", 100_000)
+    t, p = _tables_and_prov()
+    f = tmp_path / "padded.npz"
+    np.savez_compressed(f, **t, provenance=np.array(json.dumps(p) + " " * 500_000))
+    with pytest.raises(TimingModelError, match=r"padded.npz.*provenance is too large"):
+        parse_timing_model(f"profile:{f}")
+    with pytest.raises(ProfileUnreadable, match="provenance is too large"):
+        read_profile(f)
+    monkeypatch.setattr(profile_npz, "MAX_PROVENANCE_CHARS", 1 << 20)  # the same file under a limit it fits
+    assert parse_timing_model(f"profile:{f}")[0].calibration == rpb.CALIBRATION_STATUS_CALIBRATED

@@ -7,8 +7,9 @@ Every malformed file is an error of the caller's type (``err``: e.g.
 :class:`~unirl_replay.replay.timing_models.TimingModelError`) naming the file and what is wrong,
 never a traceback from numpy, zipfile or a reader of the provenance:
 
-- at most :data:`MAX_PROFILE_BYTES` on disk and :data:`MAX_ARRAY_ELEMENTS` per array (a zip bomb
-  cannot allocate gigabytes);
+- at most :data:`MAX_PROFILE_BYTES` on disk, :data:`MAX_ARRAY_ELEMENTS` per array and
+  :data:`MAX_PROVENANCE_CHARS` of provenance, each checked on the zip member's uncompressed size
+  before it is read (a zip bomb cannot allocate gigabytes);
 - plain numeric arrays only (``allow_pickle=False``; object / string arrays are refused);
 - axes ``prefill_isl``, ``decode_active_kv_tokens``, ``decode_context_length`` 1-D, strictly
   increasing, finite and > 0; ``prefill_ttft_ms`` the length of ``prefill_isl``; ``decode_itl``
@@ -31,6 +32,8 @@ import numpy as np
 MAX_PROFILE_BYTES = 256 << 20
 #: Largest array of a profile (elements).
 MAX_ARRAY_ELEMENTS = 1 << 22
+#: Longest provenance (characters), in the NPZ or its ``.provenance.json`` sidecar (bytes).
+MAX_PROVENANCE_CHARS = 16 << 20
 AXES = ("prefill_isl", "decode_active_kv_tokens", "decode_context_length")
 #: Largest time of one prefill pass or decode step a timing model may give (1 hour): beyond it upstream's
 #: clock overflows ("timing duration ... is out of range", a poisoned engine worker) long before any real step.
@@ -69,7 +72,7 @@ PROVENANCE_SCHEMA = {
     },
 }
 
-__all__ = ["MAX_PROFILE_BYTES", "MAX_ARRAY_ELEMENTS", "MAX_STEP_MS", "PROVENANCE_SCHEMA", "check_provenance", "load_profile"]
+__all__ = ["MAX_PROFILE_BYTES", "MAX_ARRAY_ELEMENTS", "MAX_PROVENANCE_CHARS", "MAX_STEP_MS", "PROVENANCE_SCHEMA", "check_provenance", "load_profile"]
 
 
 
@@ -131,8 +134,9 @@ def load_profile(path: Path, keys: tuple[str, ...], err: Callable[[str], Excepti
                 if k not in files:
                     continue
                 info = npz.zip.getinfo(k + ".npy") if hasattr(npz, "zip") and npz.zip else None
-                if info is not None and info.file_size > MAX_ARRAY_ELEMENTS * 16 + 4096 and k != "provenance":
-                    raise err(f"profile {name!r}: array {k} is too large ({info.file_size} bytes)")
+                limit = MAX_PROVENANCE_CHARS * 4 if k == "provenance" else MAX_ARRAY_ELEMENTS * 16  # 'U': 4 B/char
+                if info is not None and info.file_size > limit + 4096:
+                    raise err(f"profile {name!r}: array {k} is too large ({info.file_size} bytes uncompressed)")
                 a = npz[k]
                 if k == "provenance":
                     prov_text = str(a)
@@ -173,8 +177,8 @@ def load_profile(path: Path, keys: tuple[str, ...], err: Callable[[str], Excepti
         else:
             side = path.with_name(path.name + ".provenance.json")
             if side.is_file():
-                if side.stat().st_size > 16 << 20:
-                    raise err(f"{side}: larger than 16 MiB")
+                if side.stat().st_size > MAX_PROVENANCE_CHARS:
+                    raise err(f"{side}: larger than {MAX_PROVENANCE_CHARS >> 20} MiB")
                 prov = json_guard.loads(side.read_bytes(), file=side.name)
     except TraceFormatError as e:
         raise err(f"profile {name!r}: 'provenance' is not valid JSON: {e}") from None
