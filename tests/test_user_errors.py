@@ -75,3 +75,36 @@ def test_convert_an_engine_the_trace_lacks(tmp_path, capsys):
         err = capsys.readouterr().err
         assert "Traceback" not in err and f"--engine {name!r}" in err and "'e0'" in err
     assert not (tmp_path / "in.jsonl").exists()
+
+
+EMPTY_OUT = [  # every option naming something a command writes; the rest of each command line is valid
+    ["calibrate", "--level-to-probe", "{trace}", "--base", "{profile}", "--out"],
+    ["recode", "{trace}", "--encoding", "binpb", "--out"],
+    ["replay", "{trace}", "--timing-model", "fixed:10,1", "--out"],
+    ["compare", "{trace}", "{trace}", "--out"],
+    ["convert", "{trace}", "--format", "mooncake", "--out"],
+    ["grid", "{trace}/manifest.json", "--out"],
+    ["demo", "--out"],
+    ["capture", "finalize", "{trace}", "--out"],
+    ["conformance", "--out"],
+]
+
+
+@pytest.mark.parametrize("value", ["", "  "])
+@pytest.mark.parametrize("argv", EMPTY_OUT, ids=lambda a: a[0] if a[0] != "capture" else "capture-finalize")
+def test_an_empty_out_is_refused_not_read_as_the_current_directory(tmp_path, monkeypatch, capsys, argv, value):
+    """s6-f: `--out ''` (an unset shell variable) was the current directory: `calibrate --level-to-probe` died with
+    a traceback (ValueError: PosixPath('.') has an empty name), replay and compare wrote into the working
+    directory, recode said " exists"."""
+    from pathlib import Path
+
+    trace = grpo_trace(prompts=1, samples=2).write(tmp_path / "t")
+    profile = Path(__file__).resolve().parents[1] / "profiles" / "vllm-cpu-tiny-qwen2-20261130b.npz"
+    cwd = tmp_path / "cwd"
+    cwd.mkdir()
+    monkeypatch.chdir(cwd)
+    args = [a.format(trace=trace, profile=profile) for a in argv] + [value]
+    assert main(args) == 2
+    err = capsys.readouterr().err
+    assert "Traceback" not in err and "'--out'" in err and "is empty" in err, err
+    assert not list(cwd.iterdir())

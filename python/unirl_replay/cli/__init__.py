@@ -4,3 +4,17 @@ Each verb module defines a click command named ``command``, is imported only whe
 stays thin: it parses options and calls the stage that does the work. The CLI may import every
 stage; no stage imports the CLI.
 """
+
+from __future__ import annotations
+
+import click
+
+
+class OutPath(click.Path):
+    """``click.Path`` of something a command writes: an empty value is refused (click reads it as the current
+    directory, so ``--out "$UNSET"`` wrote into it, or ended in a traceback), whitespace-only alike."""
+
+    def convert(self, value, param, ctx):
+        if isinstance(value, str) and not value.strip():
+            self.fail(f"{value!r} is empty: name the file or directory to write (an unset shell variable?)", param, ctx)
+        return super().convert(value, param, ctx)

@@ -7,6 +7,8 @@ import re
 
 import click
 
+from unirl_replay.cli import OutPath
+
 
 def _ints(text: str | None) -> list[int] | None:
     if not text:
@@ -35,7 +37,7 @@ def _ints(text: str | None) -> list[int] | None:
                    "(the scalar level with the reason recorded where they are refused), prefill level by pass size "
                    "between the isolated and the batched prefill points; scalar = one level per phase (the first "
                    "probe holdouts' method). Both are recorded in the provenance either way.")
-@click.option("--out", "out", required=True, type=click.Path(dir_okay=False),
+@click.option("--out", "out", required=True, type=OutPath(dir_okay=False),
               help="Profile to write (dynamo_profile NPZ); the provenance goes next to it as <out>.provenance.json.")
 @click.option("--workload-name", default=None,
               help="Name of the calibration workload (default calibration-planner-sweep-<UTC date>).")
@@ -61,7 +63,7 @@ def _ints(text: str | None) -> list[int] | None:
                    "binding a capture's engines ran with (its conditions' worker_threads): --engine-env "
                    "OMP_NUM_THREADS=1 --engine-env VLLM_CPU_OMP_THREADS_BIND=0 measures the engine as UniRL's Ray "
                    "actors run it, one OMP thread on one core.")
-@click.option("--raw-out", default=None, type=click.Path(dir_okay=False), help="Also keep the raw driver JSON here.")
+@click.option("--raw-out", default=None, type=OutPath(dir_okay=False), help="Also keep the raw driver JSON here.")
 @click.option("--from-raw", "raw_in", default=None, type=click.Path(exists=True, dir_okay=False),
               help="Refit an earlier --raw-out instead of measuring (the provenance says measured: the data were).")
 def command(like, probe_trace, base, levelling, out, workload_name, repeats, decode_repeats, osl, batches, lengths, max_kv,

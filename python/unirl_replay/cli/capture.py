@@ -21,6 +21,7 @@ from pathlib import Path
 
 import click
 
+from unirl_replay.cli import OutPath
 from unirl_replay.reference import environments
 
 def reference_python() -> Path:
@@ -48,7 +49,7 @@ def command() -> None:
 
 @command.command("finalize")
 @click.argument("raw_dir", type=click.Path(file_okay=False))
-@click.option("--out", "out_dir", required=True, type=click.Path(file_okay=False), help="Trace directory to write.")
+@click.option("--out", "out_dir", required=True, type=OutPath(file_okay=False), help="Trace directory to write.")
 @click.option("--rollouts", default=None, metavar="A:B[,C:D]",
               help="Window: only these UniRL rollout ids (the r<id>: prefix of sample ids), ranges inclusive: 1:1 is "
                    "rollout 1 alone, 1:3 is 1, 2 and 3. Default: everything.")
@@ -124,7 +125,7 @@ def _validate(out_dir: str) -> None:
 
 @command.command("run", hidden=True)
 @click.argument("mode", type=click.Choice(["grpo", "agentic"]))
-@click.option("--out", "out_dir", required=True, type=click.Path(file_okay=False), help="Trace directory to write.")
+@click.option("--out", "out_dir", required=True, type=OutPath(file_okay=False), help="Trace directory to write.")
 @click.option("--role", type=click.Choice(["calibration", "holdout", "unlabelled"]), default="unlabelled",
               show_default=True, help="Workload role recorded in the manifest.")
 @click.option("--workload-name", default=None, help="Workload family name (default: MODE-sSEED). Calibration and "
@@ -157,7 +158,7 @@ def _validate(out_dir: str) -> None:
 @click.option("--keep-raw", is_flag=True, help="Keep OUT/raw (the capture's shards) after finalizing.")
 @click.option("--no-finalize", is_flag=True, help="Leave the shards in OUT/raw and print the finalize command.")
 @click.option("--no-validate", is_flag=True, help="Do not validate the written trace.")
-@click.option("--dump-prompts", default=None, hidden=True, type=click.Path(dir_okay=False),
+@click.option("--dump-prompts", default=None, hidden=True, type=OutPath(dir_okay=False),
               help="Tests only: write the prompts (text, token ids) to this file, outside the trace.")
 @click.option("--kill-engine-at-rollout", type=int, default=None, hidden=True,
               help="Tests only (agentic): kill -9 one engine's vLLM runtime during this rollout.")
@@ -236,7 +237,7 @@ TINY_MODEL_CODE = ("import sys\n"
 
 
 @command.command("tiny-model")
-@click.option("--out", "out_dir", default=None, type=click.Path(file_okay=False),
+@click.option("--out", "out_dir", default=None, type=OutPath(file_okay=False),
               help="Directory to build it in (default: the cache the harness uses; an existing model there is reused).")
 @click.option("--seed", type=int, default=0, show_default=True, help="Weights seed (the bundled traces use 0).")
 def tiny_model_command(out_dir: str | None, seed: int) -> None:

@@ -13,11 +13,13 @@ from pathlib import Path
 
 import click
 
+from unirl_replay.cli import OutPath
+
 
 @click.command("compare")
 @click.argument("trace_dir", type=click.Path(exists=True, file_okay=False))
 @click.argument("replay_result", type=click.Path(exists=True))
-@click.option("--out", "out_dir", required=True, type=click.Path(file_okay=False),
+@click.option("--out", "out_dir", required=True, type=OutPath(file_okay=False),
               help="Directory for validation_report.json, the PNG plots and timeline.perfetto.json.")
 @click.option("--repeat", "repeats", multiple=True, type=click.Path(exists=True, file_okay=False),
               help="Another measured trace of the same workload (repeatable): run-to-run spread.")

@@ -10,6 +10,8 @@ from pathlib import Path
 
 import click
 
+from unirl_replay.cli import OutPath
+
 from unirl_replay.conformance import runner
 from unirl_replay.conformance.corpus import load_corpus
 from unirl_replay.contract.errors import MissingEnvironmentError, OutputExistsError, TraceFormatError
@@ -47,9 +49,9 @@ def _guard_matrix_out(out: Path) -> None:
 @click.option("--executor", default=None,
               help="Run a foreign executor command (JSON lines over stdin/stdout, see "
                    "unirl_replay.conformance.protocol) instead of the Python adapter.")
-@click.option("--cache-dir", type=click.Path(file_okay=False, path_type=Path),
+@click.option("--cache-dir", type=OutPath(file_okay=False, path_type=Path),
               default=runner.REPO_ROOT / ".cache" / "conformance", show_default=True)
-@click.option("--out", type=click.Path(dir_okay=False, path_type=Path), default=None,
+@click.option("--out", type=OutPath(dir_okay=False, path_type=Path), default=None,
               help="Write the matrix as JSON here.")
 def command(simulators: tuple[str, ...], corpus: Path, only: tuple[str, ...], executor: str | None,
             cache_dir: Path, out: Path | None) -> None:

@@ -4,12 +4,14 @@ from __future__ import annotations
 
 import click
 
+from unirl_replay.cli import OutPath
+
 
 @click.command("convert")
 @click.argument("trace_dir", type=click.Path(exists=True, file_okay=False))
 @click.option("--format", "trace_format", default="agentic_mooncake", show_default=True,
               type=click.Choice(["agentic_mooncake", "mooncake"]))
-@click.option("--out", "out_file", required=True, type=click.Path(dir_okay=False),
+@click.option("--out", "out_file", required=True, type=OutPath(dir_okay=False),
               help="Output JSONL (one file per engine as OUT_STEM.<engine><suffix> when several).")
 @click.option("--engine", "engine_id", default=None, help="Convert only this engine.")
 @click.option("--allow-unmodelled", "unmodelled", multiple=True, metavar="RULE",

@@ -6,11 +6,13 @@ from pathlib import Path
 
 import click
 
+from unirl_replay.cli import OutPath
+
 from unirl_replay.demo import run as demo
 
 
 @click.command("demo")
-@click.option("--out", "out_dir", type=click.Path(file_okay=False, path_type=Path), default=Path("out/demo"),
+@click.option("--out", "out_dir", type=OutPath(file_okay=False, path_type=Path), default=Path("out/demo"),
               show_default=True, help="Output directory (created).")
 @click.option("--trace", "traces", multiple=True, type=click.Path(exists=True, file_okay=False, path_type=Path),
               help="Trace directory to use (repeatable); default: every trace under traces/.")

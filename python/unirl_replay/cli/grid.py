@@ -7,10 +7,12 @@ from pathlib import Path
 
 import click
 
+from unirl_replay.cli import OutPath
+
 
 @click.command("grid")
 @click.argument("spec_file", metavar="SPEC", type=click.Path(exists=True, dir_okay=False, path_type=Path))
-@click.option("--out", "out_dir", type=click.Path(file_okay=False, path_type=Path), default=None,
+@click.option("--out", "out_dir", type=OutPath(file_okay=False, path_type=Path), default=None,
               help="Output directory (default: the spec's `out`, else out/grid/<spec name>). A non-empty directory "
                    "is refused unless it is an earlier grid output; that one is replaced whole.")
 @click.option("--backend", type=click.Choice(["local", "ray", "sequential"]), default="local", show_default=True,

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import click
 
+from unirl_replay.cli import OutPath
+
 from unirl_replay.contract.trace_io import ENCODINGS
 
 
@@ -11,7 +13,7 @@ from unirl_replay.contract.trace_io import ENCODINGS
 @click.argument("trace_dir", type=click.Path(exists=True, file_okay=False))
 @click.option("--encoding", required=True, type=click.Choice(list(ENCODINGS)),
               help="Encoding of the new trace's record files (arrow needs the optional 'columnar' extra).")
-@click.option("--out", "out_dir", required=True, type=click.Path(),
+@click.option("--out", "out_dir", required=True, type=OutPath(),
               help="New trace directory; must not exist (nothing is ever replaced).")
 def command(trace_dir: str, encoding: str, out_dir: str) -> None:
     """Write TRACE_DIR's records to a new trace directory in another encoding (checked as `validate` does first)."""

@@ -5,13 +5,15 @@ from __future__ import annotations
 
 import click
 
+from unirl_replay.cli import OutPath
+
 
 @click.command("replay")
 @click.argument("trace_dir", type=click.Path(exists=True, file_okay=False))
 @click.option("--timing-model", required=True,
               help="polynomial | fixed:PREFILL_MS,DECODE_MS | profile:NPZ | aic:HARDWARE:MODEL_DIR (aisimulate only: "
                    "the GPU database, an UNVALIDATED what-if)")
-@click.option("--out", "out_dir", required=True, type=click.Path(file_okay=False),
+@click.option("--out", "out_dir", required=True, type=OutPath(file_okay=False),
               help="Directory for replay_result.json (and the upstream input files under upstream/).")
 @click.option("--format", "trace_format", default="agentic_mooncake", show_default=True,
               type=click.Choice(["agentic_mooncake", "mooncake"]))
