@@ -53,6 +53,7 @@ from pathlib import Path
 from typing import Any, Dict, List, Optional, Sequence, Set, Tuple
 
 from unirl_replay.capture.hashing import HASH_ALGORITHM, SALT_FILE, salt_id
+from unirl_replay.capture.shard_records import record_problem
 from unirl_replay.capture.window_conditions import attach as attach_conditions
 from unirl_replay.capture.window_conditions import write_artifacts as write_probe_artifacts
 from unirl_replay.capture.trace_builder import (
@@ -139,6 +140,11 @@ def read_shards(raw_dir: Path) -> List[Shard]:
                 else:
                     sh.bad_lines.append(i)
                 continue
+            why = record_problem(rec)
+            if why is not None:  # a record of the hooks' kinds with another type: corrupt, never joined on trust
+                raise TraceFormatError(f"shard record of kind {rec.get('kind') if isinstance(rec, dict) else None!r} "
+                                       f"has a value the capture hooks never write: {why}", file=str(path), line=i,
+                                       rule="capture.shard_record")
             if rec.get("kind") == "process" and sh.process is None:
                 sh.process = rec
             elif rec.get("kind") == "process_end":
@@ -723,7 +729,7 @@ def _agentic(trajs, collects, submits, recs, joined, call_reqs, requests, outcom
         if not gids:
             lose("rollout_batch", 1, f"collect {col['collect_id']}: every group lost trajectories")
             continue
-        engines = sorted({trajs[t]["engine_id"] for g in kept for t in g["trajectory_ids"]})
+        engines = sorted({e for g in kept for t in g["trajectory_ids"] if (e := trajs[t].get("engine_id"))})
         workload.append(w.WorkloadRecord(rollout_batch=w.RolloutBatch(
             rollout_batch_id=bid, group_ids=gids, readiness_rule=w.BATCH_READINESS_RULE_FIRST_N_GROUPS,
             required_groups=min(int(col["n"]), len(gids)), engine_ids=engines)))

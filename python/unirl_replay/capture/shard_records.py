@@ -1,0 +1,143 @@
+"""The types of the shard records ``capture finalize`` reads (a JSON Schema per record ``kind``).
+
+The hooks write these records (``shard.ShardWriter``: one JSON object per line); ``finalize`` reads
+them. A record whose field has another type than the hooks write (a hand-edited or corrupted shard:
+``"enter": []``, ``"engine_id": {}``, ``"n": 1.5``, NaN, an integer past 2^64) is refused here, naming
+the shard, its line and the field (``capture.shard_record``), never met later as a traceback inside
+the join. Permissive on purpose: only the fields ``finalize`` reads are typed, a field the hooks may
+leave out or write as ``null`` may be absent or null, and keys or kinds this reader does not know are
+kept (a newer hook may add them).
+"""
+
+from __future__ import annotations
+
+import functools
+import math
+from typing import Any, Optional
+
+__all__ = ["record_problem", "SCHEMAS"]
+
+_NULL = {"type": "null"}
+_NUM = {"type": "number", "minimum": -1e15, "maximum": 1e15}  # seconds or ms: no real clock is near it
+_COUNT = {"type": "integer", "minimum": 0, "maximum": (1 << 32) - 1}
+_INT = {"type": "integer", "minimum": -(1 << 63), "maximum": (1 << 63) - 1}
+_HASH = {"type": "integer", "minimum": 0, "maximum": (1 << 64) - 1}
+_STR = {"type": "string"}
+_ID = {"type": ["string", "integer"]}
+
+
+def _opt(schema: dict) -> dict:
+    return {"anyOf": [schema, _NULL]}
+
+
+def _obj(props: dict, required: tuple = ()) -> dict:
+    return {"type": "object", "properties": props, "required": list(required)}
+
+
+def _arr(items: dict) -> dict:
+    return {"type": "array", "items": items}
+
+
+_TIME = _obj({"monotonic": _NUM, "wall": _NUM}, ("monotonic",))
+#: a time the join reads (a call's enter / exit, a mark): CLOCK_MONOTONIC is > 0, and 0.0 reads as "unset"
+_AT = _obj({"monotonic": _NUM | {"exclusiveMinimum": 0}, "wall": _NUM}, ("monotonic",))
+#: vLLM's RequestStateStats as the hook writes it (``type`` and any other key kept; the timestamps typed)
+_METRICS = _opt({"type": "object", "properties": {
+    k: _opt(_NUM) for k in ("arrival_time", "queued_ts", "scheduled_ts", "first_token_ts", "last_token_ts")}})
+_ROLLOUTS = _opt(_arr(_INT))
+
+SCHEMAS: dict[str, dict] = {
+    "process": _obj({"role": _opt(_STR), "host": _opt(_STR), "pid": _opt(_INT), "boot_id": _opt(_STR),
+                     "engine_id": _opt(_STR), "clock_pair": _opt(_TIME), "unirl_rank": _opt(_ID),
+                     "versions": _opt({"type": "object", "additionalProperties": _opt(_STR)}),
+                     "hardware": _opt({"type": "object", "properties": {
+                         "cpu_count": _opt(_COUNT), "memory_bytes": _opt(_COUNT | {"maximum": (1 << 63) - 1}),
+                         "description": _opt(_STR), "cpu_model": _opt(_STR), "accelerator": _opt(_STR)}})}),
+    "process_end": _obj({"capture_cost_s": _opt(_NUM), "records": _opt(_COUNT), "clock_pair": _opt(_TIME)}),
+    "engine_config": _obj({"engine_id": _STR, "config": {"type": "object", "properties": {
+        k: _opt(_COUNT) for k in ("block_size", "num_gpu_blocks", "max_num_seqs", "max_num_batched_tokens",
+                                  "max_model_len", "tensor_parallel_size")}},
+        "model": _opt({"type": "object", "properties": {
+            k: _opt(_COUNT) for k in ("num_hidden_layers", "hidden_size", "num_attention_heads", "num_key_value_heads",
+                                      "vocab_size", "intermediate_size")}})}, ("engine_id", "config")),
+    "engine_generate": _obj({
+        "engine_id": _STR, "pipe_request_id": _opt(_ID), "block_size": _opt(_COUNT),
+        "pipe_recv_monotonic": _opt(_NUM), "call_monotonic": _opt(_arr(_NUM)),
+        "requests": _arr(_obj({
+            "position": _INT, "vllm_request_id": _opt(_ID), "n": _COUNT | {"minimum": 1},
+            "prompt_tokens": _COUNT, "output_tokens": _arr(_COUNT), "finish_reasons": _arr(_opt(_STR)),
+            "num_cached_tokens": _opt(_COUNT), "max_tokens": _opt(_COUNT), "metrics": _METRICS,
+            "per_sample_metrics": _opt(_arr(_METRICS)), "prefix_hashes": _opt(_arr(_HASH))},
+            ("position", "n", "prompt_tokens", "output_tokens", "finish_reasons")))},
+        ("engine_id", "requests")),
+    "engine_call": _obj({
+        "call_id": _ID, "engine_id": _opt(_STR), "pipe_request_id": _opt(_ID), "sample_ids": _arr(_STR),
+        "parent_ids": _opt(_arr(_ID)), "rollout_ids": _ROLLOUTS, "output_version": _opt(_INT),
+        "trajectory_id": _opt(_STR), "turn": _opt(_COUNT), "enter": _AT, "exit": _AT, "error": _opt(_STR)},
+        ("call_id", "sample_ids", "enter", "exit")) | {
+        # a call of a trajectory carries its turn (the join reads both)
+        "if": {"properties": {"trajectory_id": {"type": "string", "minLength": 1}}, "required": ["trajectory_id"]},
+        "then": {"properties": {"turn": _COUNT}, "required": ["turn"]}},
+    "engine_capture_cost": _obj({"engine_id": _opt(_STR), "pipe_request_id": _opt(_ID), "self_s": _opt(_NUM)}),
+    "capture_warning": _obj({"what": _opt(_STR)}),
+    "trajectory": _obj({"trajectory_id": _STR, "engine_id": _opt(_STR), "rollout_ids": _ROLLOUTS,
+                        "group": {"anyOf": [_STR, _arr(_STR)]}, "turns": _opt(_COUNT),
+                        "slot_hold": _obj({"start": _AT, "end": _AT}, ("start", "end"))},
+                       ("trajectory_id", "slot_hold")),
+    "env_step": _obj({"trajectory_id": _opt(_STR), "turn": _INT, "start": _AT, "end": _AT,
+                      "duration_s": _NUM, "tool_calls": _opt(_COUNT)}, ("duration_s",)),
+    "submit": _obj({"submit_id": _opt(_ID), "tasks": _opt(_COUNT), "groups": _opt(_arr(_STR)),
+                    "rollout_ids": _ROLLOUTS, "at": _AT, "group_size": _opt(_COUNT)}, ("at",)),
+    "collect": _obj({"collect_id": _opt(_ID), "n": _opt(_COUNT), "current_version": _opt(_INT), "enter": _AT,
+                     "exit": _AT, "group_size": _opt(_COUNT), "capacities": _opt(_arr(_COUNT)),
+                     "groups": _arr(_obj({"rollout_ids": _arr(_INT), "roots": _arr(_STR),
+                                          "trajectory_ids": _arr(_opt(_STR))}, ("roots",)))},
+                    ("enter", "exit", "groups")),
+    "rollout_generate": _obj({"dispatch_id": _ID, "groups": _opt(_arr(_STR)), "rollout_ids": _ROLLOUTS,
+                              "samples": _opt(_COUNT), "enter": _AT, "exit": _AT, "error": _opt(_STR)},
+                             ("dispatch_id", "enter", "exit")),
+    "window_start": _obj({"at": _AT, "rollout_ids": _ROLLOUTS}, ("at",)),
+    "window_end": _obj({"at": _AT, "rollout_ids": _ROLLOUTS}, ("at",)),
+    "labels": _obj({"labels": _opt({"type": "object"})}),
+    "model_identity": _obj({"name": _opt(_STR)}),
+}
+
+
+@functools.cache
+def _validator(kind: str):
+    import jsonschema
+
+    return jsonschema.Draft202012Validator(SCHEMAS[kind])
+
+
+def _non_finite(x: Any) -> Optional[str]:
+    """The path of a NaN / infinite number in ``x`` (JSON has none; Python's json reads them), else None."""
+    if isinstance(x, float) and not math.isfinite(x):
+        return ""
+    items = x.items() if isinstance(x, dict) else enumerate(x) if isinstance(x, list) else ()
+    for k, v in items:
+        sub = _non_finite(v)
+        if sub is not None:
+            return f"{k}" + (f".{sub}" if sub else "")
+    return None
+
+
+def record_problem(rec: Any) -> Optional[str]:
+    """Why one parsed shard line is no record ``finalize`` can read (``path: message``), or None."""
+    if not isinstance(rec, dict):
+        return f"a {type(rec).__name__}, not a JSON object"
+    kind = rec.get("kind")
+    if not isinstance(kind, str):
+        return f"kind: {kind!r} is not a record kind (a string)"
+    where = _non_finite(rec)
+    if where is not None:
+        return f"{where}: NaN or an infinite number (not JSON)"
+    if kind not in SCHEMAS:
+        return None  # a kind this reader does not read (a newer hook's): kept, never used
+    err = next(iter(sorted(_validator(kind).iter_errors(rec), key=lambda e: [str(p) for p in e.absolute_path])), None)
+    if err is None:
+        return None
+    while err.context:  # an anyOf (a value or null): the deepest reason of the branch that got furthest
+        err = max(err.context, key=lambda e: (len(e.absolute_path), e.validator != "type"))
+    path = ".".join(str(p) for p in err.absolute_path) or "(record)"
+    return f"{path}: {err.message[:200]}"
