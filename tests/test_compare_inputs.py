@@ -139,3 +139,21 @@ def test_a_result_of_another_schema_version_or_a_negative_makespan_is_refused(tm
         err = capsys.readouterr().err
         assert f"[{rule}]" in err and "replay_result.json" in err and "Traceback" not in err, err
         assert not out.exists()
+
+
+def test_a_repeat_that_is_a_copy_of_one_run_under_another_trace_id_is_refused(tmp_path, capsys):
+    """s6-f, the neighbour of the same-trace_id check: a copy of the trace (or of a repeat) with its trace_id edited,
+    or a recoded copy, was counted as another measured run, and the run-to-run spread shrank."""
+    trace, rdir, out = _trace(tmp_path / "trace"), _replay(tmp_path), tmp_path / "cmp"
+    copy = _trace(tmp_path / "copy", trace_id="toy-3")  # the same outcomes as `trace`
+    assert main(["compare", str(trace), str(rdir), "--out", str(out), "--repeat", str(copy), "--no-plots"]) == 2
+    assert "holds exactly the measured times of 'toy-1'" in capsys.readouterr().err
+    rep2 = _trace(tmp_path / "trace2", scale=1.1, trace_id="toy-2")
+    rep2_copy = _trace(tmp_path / "trace2-copy", scale=1.1, trace_id="toy-4")
+    assert main(["compare", str(trace), str(rdir), "--out", str(out), "--repeat", str(rep2), "--repeat",
+                 str(rep2_copy), "--no-plots"]) == 2
+    assert "holds exactly the measured times of 'toy-2'" in capsys.readouterr().err
+    assert not out.exists()
+    rep3 = _trace(tmp_path / "trace3", scale=1.2, trace_id="toy-5")
+    assert main(["compare", str(trace), str(rdir), "--out", str(out), "--repeat", str(rep2), "--repeat", str(rep3),
+                 "--no-plots"]) == 0

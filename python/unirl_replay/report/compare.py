@@ -336,7 +336,7 @@ def spread_over_repeats(manifest: mpb.TraceManifest, main_measured: dict[tuple[i
 
     Raises:
         ComparisonError: a repeat has another workload name or role, or is the main trace or another
-            repeat again (same trace_id).
+            repeat again (same trace_id, or the same measured times under another trace_id).
     """
     if not repeats:
         return []
@@ -351,7 +351,12 @@ def spread_over_repeats(manifest: mpb.TraceManifest, main_measured: dict[tuple[i
             raise ComparisonError(f"repeat {m.trace_id!r} is workload {m.workload_name!r} "
                                   f"({_ROLE_WORDS.get(m.role, '?')}), not {manifest.workload_name!r} "
                                   f"({_ROLE_WORDS.get(manifest.role, '?')})")
-        runs.append(measured_values(index_workload(wl), outs)[0])
+        run = measured_values(index_workload(wl), outs)[0]
+        if run and run in runs:  # a copy of one run under another trace_id: no two measured runs agree to the ns
+            first = manifest.trace_id if run == runs[0] else repeats[runs.index(run) - 1][0].trace_id
+            raise ComparisonError(f"repeat {m.trace_id!r} holds exactly the measured times of {first!r}: a copy of "
+                                  "one run (another trace_id), not another measured run")
+        runs.append(run)
     out = []
     for key in METRIC_KEYS:
         means = []
