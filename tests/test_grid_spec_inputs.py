@@ -31,6 +31,10 @@ def _yaml(tmp_path, body: str) -> Path:
     ('timing_models: [{name: "../x", spec: polynomial}]\n', "layout", "inside --out"),
     ('timing_models: [polynomial]\nlayout: "{trace}/{timing_model}/{foo}"\n', "layout", "KeyError 'foo'"),
     ('timing_models: [polynomial]\nlayout: "{trace}/{timing_model}/{"\n', "layout", "ValueError"),
+    # s6-f: a NUL in a name or the layout was a ValueError traceback (embedded null byte) from mkdir
+    ('timing_models: [{name: "a\\0b", spec: polynomial}]\n', "layout", "control character"),
+    ('timing_models: [{name: "a\\x1bb", spec: polynomial}]\n', "layout", "control character"),
+    ('timing_models: [polynomial]\nlayout: "{trace}/{timing_model}\\0"\n', "layout", "control character"),
     ("timing_models: [polynomial]\ntraces: []\n", "parse", "found the key 'traces' twice"),
     ("timing_models: [polynomial]\nout: 5\n", "type", "out must be a directory path"),
 ])

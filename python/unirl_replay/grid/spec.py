@@ -344,6 +344,9 @@ def expand(spec: GridSpec) -> list[ReplayJob | ConformanceJob]:
                     raise _err(Path(spec.path), f"job directory {jid!r} (layout {spec.layout!r}) is not a relative "
                                "path inside --out: no '..', '.', absolute or empty parts in the layout or the names",
                                "layout")
+                if any(ord(ch) < 32 or ord(ch) == 127 for ch in jid):  # a NUL was a ValueError traceback in mkdir
+                    raise _err(Path(spec.path), f"job directory {jid!r} (layout {spec.layout!r}) holds a control "
+                               "character: a trace / timing model name or the layout must be printable", "layout")
                 jobs.append(ReplayJob(len(jobs), jid, t, s, m, spec.trace_format, spec.compare, spec.keep_upstream))
     if spec.conformance is not None:
         from unirl_replay.conformance.corpus import load_corpus
