@@ -35,6 +35,7 @@ def _yaml(tmp_path, body: str) -> Path:
     ('timing_models: [{name: "a\\0b", spec: polynomial}]\n', "layout", "control character"),
     ('timing_models: [{name: "a\\x1bb", spec: polynomial}]\n', "layout", "control character"),
     ('timing_models: [polynomial]\nlayout: "{trace}/{timing_model}\\0"\n', "layout", "control character"),
+    ('timing_models: ["profile:/tmp/p\\0.npz"]\n', "path", "control character"),
     ("timing_models: [polynomial]\ntraces: []\n", "parse", "found the key 'traces' twice"),
     ("timing_models: [polynomial]\nout: 5\n", "type", "out must be a directory path"),
 ])
@@ -48,6 +49,15 @@ def test_bad_yaml_specs(tmp_path, capsys, body, rule, why):
     err = capsys.readouterr().err
     assert "Traceback" not in err and "spec.yaml" in err and why in err
     assert not out.exists()
+
+
+def test_a_trace_path_with_a_nul_is_a_bad_spec(tmp_path, capsys):
+    """s6-f: was a ValueError traceback (embedded null byte) from Path.resolve()."""
+    spec = tmp_path / "spec.json"
+    spec.write_text(json.dumps({"traces": [{"path": f"{GRPO}\0x"}], "timing_models": ["polynomial"]}))
+    assert main(["grid", str(spec), "--out", str(tmp_path / "out"), "--backend", "sequential", "--no-progress"]) == 2
+    err = capsys.readouterr().err
+    assert "Traceback" not in err and "[grid.spec.path]" in err and "control character" in err, err
 
 
 def test_a_json_spec_with_a_key_twice_is_refused(tmp_path):

@@ -204,7 +204,9 @@ def _check_simulator(path: Path, spec: str) -> None:
         raise _err(path, f"simulator {spec!r}: {e}", "simulator") from None
 
 
-def _abs(base: Path, p: str) -> str:
+def _abs(base: Path, p: str, spec: Path) -> str:
+    if any(ord(ch) < 32 for ch in p):  # a NUL was a ValueError traceback (embedded null byte) from resolve()
+        raise _err(spec, f"path {p!r} holds a control character", "path")
     q = Path(p).expanduser()
     return str((q if q.is_absolute() else base / q).resolve())
 
@@ -218,7 +220,7 @@ def _model(base: Path, path: Path, item: Any) -> ModelEntry:
         raise _err(path, f"a timing model is a spec string or {{name, spec}}, got {item!r}", "timing_model")
     kind, sep, arg = spec.partition(":")
     if kind == "profile" and arg:
-        spec = f"profile:{_abs(base, arg)}"  # workers resolve nothing against their own cwd
+        spec = f"profile:{_abs(base, arg, path)}"  # workers resolve nothing against their own cwd
         name = name or safe_name(Path(arg).stem)
     from unirl_replay.replay.timing_models import TimingModelError, parse_timing_model
 
@@ -238,7 +240,7 @@ def _trace(base: Path, path: Path, item: Any) -> TraceEntry:
     extra = set(item) - TRACE_KEYS
     if extra:
         raise _err(path, f"unknown trace keys {sorted(extra)}; allowed: {sorted(TRACE_KEYS)}", "unknown_key")
-    p = _abs(base, item["path"])
+    p = _abs(base, item["path"], path)
     if not Path(p).is_dir():
         raise _err(path, f"trace directory {p} does not exist", "trace_missing")
     name = item.get("name") or Path(p).name
@@ -246,7 +248,7 @@ def _trace(base: Path, path: Path, item: Any) -> TraceEntry:
         raise _err(path, f"trace name {name!r} must be a relative name without '..'", "trace_name")
     batch = item.get("batch")
     return TraceEntry(name, p, tuple(_strs(path, item.get("allow_unmodelled"), "allow_unmodelled")),
-                      tuple(_abs(base, r) for r in _strs(path, item.get("repeats"), "repeats")),
+                      tuple(_abs(base, r, path) for r in _strs(path, item.get("repeats"), "repeats")),
                       _bool(path, item.get("plots"), "plots", True), None if batch is None else str(batch))
 
 
@@ -316,10 +318,10 @@ def load_spec(path: str | Path) -> GridSpec:
         shards = c.get("shards", 1)
         if not isinstance(shards, int) or isinstance(shards, bool) or shards < 1:
             raise _err(path, f"conformance.shards must be a positive integer, got {shards!r}", "conformance")
-        corpus = _abs(base, c.get("corpus") or str(REPO_ROOT / "conformance"))
+        corpus = _abs(base, c.get("corpus") or str(REPO_ROOT / "conformance"), path)
         if not (Path(corpus) / "cases").is_dir():
             raise _err(path, f"conformance corpus {corpus} has no cases/ folder", "conformance")
-        cache = _abs(base, c["cache_dir"]) if c.get("cache_dir") else str(REPO_ROOT / ".cache" / "conformance")
+        cache = _abs(base, c["cache_dir"], path) if c.get("cache_dir") else str(REPO_ROOT / ".cache" / "conformance")
         conf = ConformanceSpec(corpus, revisions, _strs(path, c.get("cases"), "conformance.cases") or None, shards,
                                cache)
     if not traces and conf is None:
@@ -329,7 +331,7 @@ def load_spec(path: str | Path) -> GridSpec:
         raise _err(path, f"out must be a directory path (a string), got {out!r}", "type")  # was silently ignored
     return GridSpec(str(path), traces, sims, models, fmt, _bool(path, data.get("compare"), "compare", True), layout,
                     _bool(path, data.get("keep_upstream"), "keep_upstream", True),
-                    _abs(base, out) if isinstance(out, str) else None, conf, data)
+                    _abs(base, out, path) if isinstance(out, str) else None, conf, data)
 
 
 def expand(spec: GridSpec) -> list[ReplayJob | ConformanceJob]:
