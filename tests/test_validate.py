@@ -256,6 +256,8 @@ CASES = [
     ("manifest.probe", "e0", grpo_trace, lambda t: _probe(t, artifact_path="workload.binpb")),
     ("manifest.probe", "e0", grpo_trace, lambda t: _probe(t, artifact_path="outcomes.arrow")),
     ("manifest.probe", "e0", grpo_trace, lambda t: _probe(t, artifact_path="probes/e0.json.partial")),
+    ("manifest.probe", "e0", grpo_trace, lambda t: _probe(t, artifact_path="probes/e0\0.json")),  # recode: traceback
+    ("manifest.probe", "e0", grpo_trace, lambda t: _probe(t, artifact_path="probes/e0\x1b[2J.json")),
     ("manifest.probe", "e9", grpo_trace, lambda t: _probe(t, engine_id="e9")),
     # per-repeat values and sizes (s6-f): were accepted, and --level-to-probe levelled by them (a profile x5.6e173 or
     # x0.000 written; NaN / 0 / negative repeats silently dropped)

@@ -108,6 +108,8 @@ def probe_problems(probe, engines) -> list[str]:
         path = PurePosixPath(probe.artifact_path)
         if path.is_absolute() or ".." in path.parts or "\\" in probe.artifact_path:
             out.append(f"artifact_path {probe.artifact_path!r} is not a path inside the trace directory")
+        elif any(ord(ch) < 32 or ord(ch) == 127 for ch in probe.artifact_path):  # a NUL: a traceback in recode
+            out.append(f"artifact_path {probe.artifact_path!r} holds a control character")
         elif path.parts[:1] and path.parts[0] in _TRACE_FILES or probe.artifact_path.endswith(PARTIAL_SUFFIX):
             out.append(f"artifact_path {probe.artifact_path!r} names a file of the trace itself (the manifest, a "
                        "record stream, a writer's partial file), not a probe artifact")

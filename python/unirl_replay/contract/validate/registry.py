@@ -96,8 +96,8 @@ RULES: dict[str, str] = {
     "manifest.conditions": "RunConditions (the trace's or a probe's) with a load average not finite, < 0 or above "
                            f"{MAX_LOADAVG:.0e}, a steal / busy percentage outside 0-100, or a negative time or CPU time",
     "manifest.probe": "a reference probe (TraceManifest.probes) of an unknown engine, `when` not before / after, a "
-                      "relative artifact_path leaving the trace directory or naming one of the trace's own files (manifest, "
-                      "workload / outcomes streams, *.partial), or a point with phase not decode / prefill, "
+                      "relative artifact_path leaving the trace directory, holding a control character or naming one of the "
+                      "trace's own files (manifest, workload / outcomes streams, *.partial), or a point with phase not decode / prefill, "
                       f"no batch / context / prefill tokens for its phase, a median not finite, <= 0 or above "
                       f"{MAX_PROBE_MS:.0f} ms, quartiles not finite and around the median, sizes no engine runs "
                       f"(a context or prefill row over max_model_len, batch x context over {MAX_TOKENS}), per-repeat values (repeat_step_ms, "
