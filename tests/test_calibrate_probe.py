@@ -24,10 +24,17 @@ def _prov():
     return json.loads(str(np.load(PROFILE, allow_pickle=False)["provenance"]))
 
 
+def _bundled_model():
+    from unirl_replay.contract.trace_io import open_trace
+
+    return open_trace(PROFILE.parents[1] / "traces" / "grpo-a").manifest.model
+
+
 def probed_trace(tmp_path, decode_level=1.5, prefill_level=2.0):
     prefill, decode = _fit_models(_prov())
     t = grpo_trace()
     t.manifest.trace_id = "probed-1"
+    t.manifest.model.CopyFrom(_bundled_model())  # the probe ran in engines of the profile's model (a profile levels no other)
     for when in ("before", "after"):
         p = t.manifest.probes.add(engine_id="e0", when=when, artifact_path=f"probe-{when}.jsonl")
         for b in (1, 32):

@@ -115,7 +115,11 @@ def test_compare_with_a_profile_changed_after_the_replay_reports_it(tmp_path, ca
     pytest.importorskip("dynamo.replay")
     from tracebuild import grpo_trace
 
-    d = grpo_trace(prompts=2, samples=2).write(tmp_path / "t")
+    from unirl_replay.contract.trace_io import open_trace
+
+    t = grpo_trace(prompts=2, samples=2)
+    t.manifest.model.CopyFrom(open_trace(REPO / "traces" / "grpo-a").manifest.model)  # the profile's model
+    d = t.write(tmp_path / "t")
     prof = tmp_path / "p.npz"
     prof.write_bytes(PROFILE.read_bytes())
     assert main(["replay", str(d), "--timing-model", f"profile:{prof}", "--out", str(tmp_path / "r")]) == 0
@@ -172,3 +176,41 @@ def test_a_provenance_too_large_uncompressed_is_refused_before_it_is_read(tmp_pa
         read_profile(f)
     monkeypatch.setattr(profile_npz, "MAX_PROVENANCE_CHARS", 1 << 20)  # the same file under a limit it fits
     assert parse_timing_model(f"profile:{f}")[0].calibration == rpb.CALIBRATION_STATUS_CALIBRATED
+
+
+def _other_model(tmp_path, src: Path, **fields) -> Path:
+    import shutil
+
+    d = tmp_path / f"{src.name}-other-model"
+    shutil.copytree(src, d)
+    m = json.loads((d / "manifest.json").read_text())  # manifest.json is not digested
+    m["model"].update(fields)
+    (d / "manifest.json").write_text(json.dumps(m, indent=2) + "\n")
+    return d
+
+
+@pytest.mark.parametrize("fields", [{"num_layers": 80, "hidden_size": 8192, "architecture": "llama"},
+                                    {"weights_sha256": "ab" * 32}, {"num_kv_heads": 8}])
+def test_a_profile_of_another_model_is_no_calibration_of_it(tmp_path, capsys, fields):
+    """s6-f: `replay T --timing-model profile:P` with P measured on tiny-qwen2 (4 layers) and T a llama-70b trace
+    was labelled CALIBRATED in the result and in compare's report; `--level-to-probe` levelled it into a
+    CALIBRATED+PROBE profile of the other model."""
+    trace = _other_model(tmp_path, REPO / "traces" / "grpo-a", **fields)
+    out = tmp_path / "r"
+    assert main(["replay", str(trace), "--timing-model", f"profile:{PROFILE}", "--out", str(out)]) == 2
+    err = capsys.readouterr().err
+    assert "measured on another model" in err and "Traceback" not in err, err
+    assert not (out / "replay_result.json").exists()
+    probe = _other_model(tmp_path, REPO / "results" / "holdout-probe2" / "traces" / "grpo-r1", **fields)
+    lev = tmp_path / "lev.npz"
+    assert main(["calibrate", "--level-to-probe", str(probe), "--base", str(PROFILE), "--out", str(lev)]) == 2
+    assert "measured on another model" in capsys.readouterr().err
+    assert not lev.exists()
+    # the same model (the bundled trace and holdout trace as they are): replayed / levelled, labelled
+    tm, _ = parse_timing_model(f"profile:{PROFILE}")
+    from unirl_replay.contract.trace_io import open_trace
+    from unirl_replay.replay.timing_models import profile_model_problem
+
+    assert profile_model_problem(tm, open_trace(REPO / "traces" / "grpo-a").manifest) is None
+    assert main(["calibrate", "--level-to-probe", str(REPO / "results" / "holdout-probe2" / "traces" / "grpo-r1"),
+                 "--base", str(PROFILE), "--out", str(lev)]) == 0

@@ -22,6 +22,20 @@ def _ints(text: str | None) -> list[int] | None:
     return vals
 
 
+def _same_model(base: str, manifest) -> None:
+    """A base profile measured on another model than the probe trace's is never levelled into a CALIBRATED+PROBE
+    profile of it (replay refuses such a profile too: replay.timing_models.profile_model_problem)."""
+    from unirl_replay.calibrate.probe import ProbeError
+    from unirl_replay.replay.timing_models import TimingModelError, parse_timing_model, profile_model_problem
+
+    try:
+        why = profile_model_problem(parse_timing_model(f"profile:{base}")[0], manifest)
+    except TimingModelError:  # a broken base: level_profile words it (its own checked reader)
+        return
+    if why:
+        raise ProbeError(why)
+
+
 @click.command("calibrate")
 @click.option("--like", "like", default=None, type=click.Path(exists=True, file_okay=False),
               help="Trace whose engine settings (manifest) and model the calibration engine copies. "
@@ -85,7 +99,9 @@ def command(like, probe_trace, base, levelling, out, workload_name, repeats, dec
         if base is None:
             raise click.UsageError("--level-to-probe needs --base PROFILE.npz (the measured profile to level)")
         try:  # the gate: a probe validate rejects (manifest.probe: NaN medians, unknown phases) never levels
-            path, prov = level_profile(base, gate(probe_trace, "calibrate").manifest, out, levelling=levelling)
+            manifest = gate(probe_trace, "calibrate").manifest
+            _same_model(base, manifest)
+            path, prov = level_profile(base, manifest, out, levelling=levelling)
         except ProbeError as e:
             raise CalibrationError(str(e)) from e
         pl = prov["probe_levelled"]

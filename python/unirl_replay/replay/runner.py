@@ -41,7 +41,7 @@ from unirl_replay.contract.workload_columns import read_columns
 from unirl_replay.replay.derive import derive_batches, derive_groups_values, derive_trajectories_values
 from unirl_replay.contract.errors import TraceFormatError, UnsupportedWorkloadError
 from unirl_replay.replay.simulators import DEFAULT_SIMULATOR, Simulator, SimulatorJob, get_simulator
-from unirl_replay.replay.timing_models import TimingModelError, parse_timing_model
+from unirl_replay.replay.timing_models import TimingModelError, parse_timing_model, profile_model_problem
 from unirl_replay.v1 import common_pb2, manifest_pb2, replay_pb2
 
 RESULT_FILE = "replay_result.json"
@@ -149,6 +149,9 @@ def replay_workload(index: WorkloadIndex, manifest: manifest_pb2.TraceManifest, 
                                    window_policy_version=policy, trace_format=trace_format,
                                    unmodelled=unmodelled)
     tm_msg, tm_dict = parse_timing_model(timing_model)
+    why = profile_model_problem(tm_msg, manifest)
+    if why:
+        raise TimingModelError(why)
     if tm_dict["type"] not in sim.timing_types:
         raise TimingModelError(f"timing model {timing_model!r} ({tm_dict['type']}) is not available on "
                                f"{type(sim).__name__}; it accepts {', '.join(sim.timing_types)}"

@@ -49,6 +49,41 @@ def _read_provenance(path: Path, npz) -> dict:
     return {}
 
 
+#: (TraceManifest.model field, the profile provenance's model.config key) compared by :func:`profile_model_problem`
+MODEL_FIELDS = (("architecture", "model_type"), ("num_layers", "num_hidden_layers"), ("hidden_size", "hidden_size"),
+                ("num_attention_heads", "num_attention_heads"), ("num_kv_heads", "num_key_value_heads"),
+                ("vocab_size", "vocab_size"), ("intermediate_size", "intermediate_size"))
+
+
+def profile_model_problem(tm: replay_pb2.TimingModel, manifest) -> str | None:
+    """Why a measured profile (``tm``: CALIBRATED / CALIBRATED+PROBE) is no calibration of ``manifest``'s model:
+    its provenance names another model (weights sha256, or an architecture field, where both sides record
+    it), else None. A profile measures one model's step times; on another model it is no calibration."""
+    if tm.kind != replay_pb2.TIMING_MODEL_KIND_PROFILE or tm.calibration not in (
+            replay_pb2.CALIBRATION_STATUS_CALIBRATED, replay_pb2.CALIBRATION_STATUS_CALIBRATED_PROBE):
+        return None
+    from unirl_replay.contract.profile_npz import load_profile
+
+    _, _, prov = load_profile(Path(tm.profile_path), PROFILE_KEYS, TimingModelError)
+    pm = prov.get("model") if isinstance(prov.get("model"), dict) else {}
+    cfg = pm.get("config") if isinstance(pm.get("config"), dict) else {}
+    mm = manifest.model
+    diff = []
+    sha = pm.get("weights_sha256")
+    if isinstance(sha, str) and sha and mm.weights_sha256 and sha != mm.weights_sha256:
+        diff.append(f"weights sha256 {sha[:12]}... vs {mm.weights_sha256[:12]}...")
+    for field, key in MODEL_FIELDS:
+        ours, theirs = getattr(mm, field), cfg.get(key)
+        if ours and theirs not in (None, "", 0) and not isinstance(theirs, (dict, list)) and str(theirs) != str(ours):
+            diff.append(f"{field} {theirs} vs {ours}")
+    if not diff:
+        return None
+    return (f"profile {tm.profile_path} was measured on another model than trace {manifest.trace_id!r}'s "
+            f"({'; '.join(diff)}; the profile's first): it is no calibration of this model, and a replay with it "
+            "would be labelled CALIBRATED. Calibrate on this trace's engine (`unirl-replay calibrate --like TRACE`) "
+            "or replay with an uncalibrated model (polynomial, fixed:P,D)")
+
+
 def parse_timing_model(spec: str) -> tuple[replay_pb2.TimingModel, dict]:
     """Parse a ``--timing-model`` spec.
 
