@@ -214,3 +214,20 @@ def test_a_profile_of_another_model_is_no_calibration_of_it(tmp_path, capsys, fi
     assert profile_model_problem(tm, open_trace(REPO / "traces" / "grpo-a").manifest) is None
     assert main(["calibrate", "--level-to-probe", str(REPO / "results" / "holdout-probe2" / "traces" / "grpo-r1"),
                  "--base", str(PROFILE), "--out", str(lev)]) == 0
+
+
+@pytest.mark.parametrize("coef,value,why", [("d1", 1e300, "the fit of decode_itl is"), ("d2", 1e308, "not finite and > 0"),
+                                            ("p1", 1e3, "the fit of prefill_ttft_ms is")])
+def test_level_to_probe_refuses_a_base_whose_fit_does_not_describe_its_tables(tmp_path, capsys, coef, value, why):
+    """s6-f: a provenance fit edited to d1 = 1e300 was levelled against: `decode x0.000` written as a CALIBRATED+PROBE
+    profile (the level is probe / fit, the table is what replay uses)."""
+    t, p = _tables_and_prov()
+    phase = "decode" if coef.startswith("d") else "prefill"
+    p["fit"][phase]["coefficients"][coef] = value
+    base = _profile(tmp_path / "edited.npz", prov=p)
+    trace = REPO / "results" / "holdout-probe2" / "traces" / "grpo-r1"
+    out = tmp_path / "lev.npz"
+    assert main(["calibrate", "--level-to-probe", str(trace), "--base", str(base), "--out", str(out)]) == 2
+    err = capsys.readouterr().err
+    assert "edited.npz" in err and why in err and "Traceback" not in err, err
+    assert not out.exists()

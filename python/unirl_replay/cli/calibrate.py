@@ -36,6 +36,23 @@ def _same_model(base: str, manifest) -> None:
         raise ProbeError(why)
 
 
+def _fit_describes_the_tables(base: str) -> None:
+    """The base profile's fit (what the probe's level is measured against) describes its own tables (a provenance
+    fit edited to d1 = 1e300 levelled the decode table by x0.000); a broken base is level_profile's to word."""
+    from pathlib import Path
+
+    from unirl_replay.calibrate.probe import PROFILE_TABLES, ProbeError
+    from unirl_replay.contract.profile_npz import fit_problem, load_profile
+
+    try:
+        _, tables, prov = load_profile(Path(base), PROFILE_TABLES, ProbeError)
+    except ProbeError:
+        return
+    why = fit_problem(tables, prov)
+    if why:
+        raise ProbeError(f"{base}: {why}; it cannot be levelled (was its provenance edited?)")
+
+
 @click.command("calibrate")
 @click.option("--like", "like", default=None, type=click.Path(exists=True, file_okay=False),
               help="Trace whose engine settings (manifest) and model the calibration engine copies. "
@@ -101,6 +118,7 @@ def command(like, probe_trace, base, levelling, out, workload_name, repeats, dec
         try:  # the gate: a probe validate rejects (manifest.probe: NaN medians, unknown phases) never levels
             manifest = gate(probe_trace, "calibrate").manifest
             _same_model(base, manifest)
+            _fit_describes_the_tables(base)
             path, prov = level_profile(base, manifest, out, levelling=levelling)
         except ProbeError as e:
             raise CalibrationError(str(e)) from e

@@ -72,7 +72,7 @@ PROVENANCE_SCHEMA = {
     },
 }
 
-__all__ = ["MAX_PROFILE_BYTES", "MAX_ARRAY_ELEMENTS", "MAX_PROVENANCE_CHARS", "MAX_STEP_MS", "PROVENANCE_SCHEMA", "check_provenance", "load_profile"]
+__all__ = ["MAX_PROFILE_BYTES", "MAX_ARRAY_ELEMENTS", "MAX_PROVENANCE_CHARS", "MAX_STEP_MS", "fit_problem", "PROVENANCE_SCHEMA", "check_provenance", "load_profile"]
 
 
 
@@ -109,6 +109,40 @@ def check_provenance(prov: object, name: str, err: Callable[[str], Exception]) -
         except TraceFormatError as e:
             raise err(f"profile {name!r}: provenance.conditions is not a RunConditions message: {e}") from None
     return prov
+
+
+#: :func:`fit_problem`: the fit's median ratio to the profile's own tables may lie at most this factor from 1
+MAX_FIT_TABLE_RATIO = 4.0
+
+
+def fit_problem(tables: dict, prov: dict) -> str | None:
+    """Why the fitted model in ``prov["fit"]`` (what ``calibrate --level-to-probe`` levels against) does not describe
+    the profile's own tables, or None (no fit recorded: None too). The fit is fitted to those tables (a calibrated
+    profile's tables are the fit; a probe-levelled one's are the fit times its level, 1.0-2.0 in every holdout):
+    a median table / fit ratio beyond :data:`MAX_FIT_TABLE_RATIO` either way, or a fit not finite and > 0 on the
+    tables' grid, is an edited or broken provenance."""
+    fit = prov.get("fit") if isinstance(prov.get("fit"), dict) else None
+    try:
+        p = {k: float(v) for k, v in fit["prefill"]["coefficients"].items()}
+        d = {k: float(v) for k, v in fit["decode"]["coefficients"].items()}
+        p0, p1, p2, d0, d1, d2 = p["p0"], p["p1"], p["p2"], d["d0"], d["d1"], d["d2"]
+    except (KeyError, TypeError, ValueError, AttributeError):
+        return None  # no fit: the caller says what it needs
+    max_seqs = float(((prov.get("engine") or {}).get("from_trace") or {}).get("max_num_seqs") or 1 << 20)
+    isl = np.asarray(tables["prefill_isl"], dtype=float)
+    K = np.asarray(tables["decode_active_kv_tokens"], dtype=float)[:, None]
+    C = np.asarray(tables["decode_context_length"], dtype=float)[None, :]
+    with np.errstate(all="ignore"):
+        fits = {"prefill_ttft_ms": p0 + p1 * isl + p2 * isl * isl,
+                "decode_itl": d0 + d1 * K + d2 * np.clip(K / C, 1.0, max_seqs)}
+        for k, f in fits.items():
+            if not np.all(np.isfinite(f)) or np.any(f <= 0):
+                return f"the fit of {k} is not finite and > 0 on the profile's own grid"
+            r = float(np.median(np.asarray(tables[k], dtype=float) / f))
+            if not (1 / MAX_FIT_TABLE_RATIO <= r <= MAX_FIT_TABLE_RATIO):
+                return (f"the fit of {k} is {1 / r if r else float('inf'):.3g}x the profile's own table (median over its "
+                        f"grid; at most {MAX_FIT_TABLE_RATIO:g}x either way): the fit does not describe this profile")
+    return None
 
 
 def load_profile(path: Path, keys: tuple[str, ...], err: Callable[[str], Exception]) -> tuple[bytes, dict, dict]:
