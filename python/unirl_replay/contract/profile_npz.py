@@ -137,7 +137,7 @@ def fit_problem(tables: dict, prov: dict) -> str | None:
                 "decode_itl": d0 + d1 * K + d2 * np.clip(K / C, 1.0, max_seqs)}
         for k, f in fits.items():
             if not np.all(np.isfinite(f)) or np.any(f <= 0):
-                return f"the fit of {k} is not finite and > 0 on the profile's own grid"
+                return f"the fit of {k} is not > 0 (or not finite) on the profile's own grid"
             r = float(np.median(np.asarray(tables[k], dtype=float) / f))
             if not (1 / MAX_FIT_TABLE_RATIO <= r <= MAX_FIT_TABLE_RATIO):
                 return (f"the fit of {k} is {1 / r if r else float('inf'):.3g}x the profile's own table (median over its "
