@@ -126,3 +126,37 @@ def test_a_trajectory_without_its_engine_id_still_finalizes(tmp_path, capsys):
     _edit_line(path, index, _set("engine_id", None))
     rc, err = _fin(capsys, raw, tmp_path / "t")
     assert rc == 0, err
+
+
+def _first_line_of(raw, kind):
+    for path in sorted(raw.glob("*.jsonl")):
+        for i, line in enumerate(path.read_text().splitlines()):
+            if f'"kind": "{kind}"' in line:
+                return path, i
+    raise AssertionError(kind)
+
+
+# the reference probe's records and the marks' snapshots (s6-f's probe fuzzer: ~1 in 4 of 120 mutants a traceback in
+# capture/probe.py, window_conditions.py or procfs.py)
+PROBE_EDITS = [
+    ("probe_generate", _set("probe", 2**64), "probe"),                                        # AttributeError
+    ("probe_generate", _set("probe", "point", {"a": 1}), "probe.point"),                      # unhashable
+    ("probe_generate", _set("probe", "batch_size", -2**63 - 1), "probe.batch_size"),          # ValueError range
+    ("probe_generate", _set("call_monotonic", []), "call_monotonic"),                         # IndexError
+    ("probe_generate", _set("requests", 0, "metrics", "x"), "requests.0.metrics"),            # AttributeError
+    ("probe_generate", _set("requests", 0, "output_tokens", 0, "1e400"), "requests.0.output_tokens.0"),
+    ("probe_start", _set("conditions", "engines", "x"), "conditions.engines"),                # TypeError
+    ("window_start", _set("conditions", "monotonic", ""), "conditions.monotonic"),            # ValueError
+]
+
+
+@pytest.mark.parametrize("kind,edit,where", PROBE_EDITS, ids=[e[2] for e in PROBE_EDITS])
+def test_a_probe_or_mark_record_of_the_wrong_type_is_a_typed_error(tmp_path, capsys, kind, edit, where):
+    from test_capture_conditions import _raw_with_probes
+
+    raw = tmp_path / "raw"
+    _raw_with_probes(raw)
+    path, index = _first_line_of(raw, kind)
+    _edit_line(path, index, edit)
+    rc, err = _fin(capsys, raw, tmp_path / "t", "--rollouts", "0:0")
+    assert rc != 0 and "[capture.shard_record]" in err and f"{path.name}:{index + 1}" in err and where in err, err

@@ -46,6 +46,21 @@ _METRICS = _opt({"type": "object", "properties": {
     k: _opt(_NUM) for k in ("arrival_time", "queued_ts", "scheduled_ts", "first_token_ts", "last_token_ts")}})
 _ROLLOUTS = _opt(_arr(_INT))
 
+#: one engine's process tree as procfs.process_tree writes it (CPU time bounded: end - start must fit int64)
+_TREE = {"type": "object", "properties": {
+    "cpu_ns": {"type": "integer", "minimum": 0, "maximum": 1 << 62}, "age_s": _opt(_NUM),
+    "processes": _arr(_obj({"pid": _INT, "comm": _STR, "threads": _COUNT, "cpu_ns": _opt(_INT),
+                            "affinity": {"type": "object", "additionalProperties": _COUNT},
+                            "env": {"type": "object", "additionalProperties": _STR}})),
+    "env": {"type": "object", "additionalProperties": _STR}}}
+#: a mark's host + engine snapshot (procfs.snapshot); one holding "error" is not read (window_conditions._snap)
+_SNAPSHOT = {"type": "object",
+             "if": {"required": ["error"]},
+             "else": {"properties": {"monotonic": _opt(_NUM), "wall": _opt(_NUM), "loadavg": _opt(_arr(_NUM)),
+                                     "stat": _opt(_arr(_INT)),
+                                     "engines": _opt({"type": "object", "additionalProperties": _TREE})}}}
+_MARK = _obj({"at": _AT, "rollout_ids": _ROLLOUTS, "probe_id": _opt(_ID), "conditions": _opt(_SNAPSHOT)}, ("at",))
+
 SCHEMAS: dict[str, dict] = {
     "process": _obj({"role": _opt(_STR), "host": _opt(_STR), "pid": _opt(_INT), "boot_id": _opt(_STR),
                      "engine_id": _opt(_STR), "clock_pair": _opt(_TIME), "unirl_rank": _opt(_ID),
@@ -96,8 +111,15 @@ SCHEMAS: dict[str, dict] = {
     "rollout_generate": _obj({"dispatch_id": _ID, "groups": _opt(_arr(_STR)), "rollout_ids": _ROLLOUTS,
                               "samples": _opt(_COUNT), "enter": _AT, "exit": _AT, "error": _opt(_STR)},
                              ("dispatch_id", "enter", "exit")),
-    "window_start": _obj({"at": _AT, "rollout_ids": _ROLLOUTS}, ("at",)),
-    "window_end": _obj({"at": _AT, "rollout_ids": _ROLLOUTS}, ("at",)),
+    "window_start": _MARK, "window_end": _MARK, "probe_start": _MARK, "probe_end": _MARK,
+    # the reference probe's generate calls (read by capture.probe.probe_points and window_conditions)
+    "probe_generate": _obj({
+        "engine_id": _STR, "pipe_request_id": _opt(_ID),
+        "probe": _obj({"probe_id": _ID, "when": _opt(_STR), "point": _STR, "repeat": _opt(_INT), "phase": _opt(_STR),
+                       "batch_size": _opt(_COUNT), "context_tokens": _opt(_COUNT), "prefill_tokens": _opt(_COUNT)}),
+        "call_monotonic": {"type": "array", "items": _NUM, "minItems": 2},
+        "requests": _arr(_obj({"prompt_tokens": _opt(_COUNT), "output_tokens": _arr(_COUNT), "metrics": _METRICS}))},
+        ("engine_id", "probe", "call_monotonic", "requests")),
     "labels": _obj({"labels": _opt({"type": "object"})}),
     "model_identity": _obj({"name": _opt(_STR)}),
 }
