@@ -35,6 +35,11 @@ def _ints(text: str | None) -> list[int] | None:
                    "(the scalar level with the reason recorded where they are refused), prefill level by pass size "
                    "between the isolated and the batched prefill points; scalar = one level per phase (the first "
                    "probe holdouts' method). Both are recorded in the provenance either way.")
+@click.option("--probe-condition", "probe_condition", default="isolated", show_default=True,
+              type=click.Choice(["isolated", "contended"]),
+              help="With --level-to-probe: isolated = the probe's points (every engine running the same point); "
+                   "contended = its contended points (each engine measured while the others ran a steady decode "
+                   "load; capture --probe-contended N), the variant CALIBRATED+PROBE contended.")
 @click.option("--out", "out", required=True, type=click.Path(dir_okay=False),
               help="Profile to write (dynamo_profile NPZ); the provenance goes next to it as <out>.provenance.json.")
 @click.option("--workload-name", default=None,
@@ -64,7 +69,7 @@ def _ints(text: str | None) -> list[int] | None:
 @click.option("--raw-out", default=None, type=click.Path(dir_okay=False), help="Also keep the raw driver JSON here.")
 @click.option("--from-raw", "raw_in", default=None, type=click.Path(exists=True, dir_okay=False),
               help="Refit an earlier --raw-out instead of measuring (the provenance says measured: the data were).")
-def command(like, probe_trace, base, levelling, out, workload_name, repeats, decode_repeats, osl, batches, lengths, max_kv,
+def command(like, probe_trace, base, levelling, probe_condition, out, workload_name, repeats, decode_repeats, osl, batches, lengths, max_kv,
             model, model_dir, max_load, engine_env, raw_out, raw_in) -> None:
     """Measure the real engine configured like the --like trace (reference environment) and write a dynamo_profile NPZ."""
     from unirl_replay.calibrate.profiler import CalibrationError, calibrate
@@ -83,7 +88,8 @@ def command(like, probe_trace, base, levelling, out, workload_name, repeats, dec
         if base is None:
             raise click.UsageError("--level-to-probe needs --base PROFILE.npz (the measured profile to level)")
         try:  # the gate: a probe validate rejects (manifest.probe: NaN medians, unknown phases) never levels
-            path, prov = level_profile(base, gate(probe_trace, "calibrate").manifest, out, levelling=levelling)
+            path, prov = level_profile(base, gate(probe_trace, "calibrate").manifest, out, levelling=levelling,
+                                       probe_condition=probe_condition)
         except ProbeError as e:
             raise CalibrationError(str(e)) from e
         pl = prov["probe_levelled"]
@@ -98,7 +104,7 @@ def command(like, probe_trace, base, levelling, out, workload_name, repeats, dec
         else:
             ptext = "prefill x" + ", ".join(f"{q['level']:.3f} at {q['tokens']} tokens"
                                             for q in pl["prefill"]["by_tokens"]["points"])
-        click.echo(f"{path}: {base} levelled to the probe of {pl['trace_id']} (CALIBRATED+PROBE, {levelling}): "
+        click.echo(f"{path}: {base} levelled to the probe of {pl['trace_id']} ({pl['variant']}, {levelling}): "
                    f"{dtext}; {ptext} (scalar levels: decode x{pl['decode_level']:.3f}, prefill x{pl['prefill_level']:.3f})")
         return
     if like is None:

@@ -61,7 +61,8 @@ def probe_problems(probe, engine_ids: set[str]) -> list[str]:
         path = PurePosixPath(probe.artifact_path)
         if path.is_absolute() or ".." in path.parts or "\\" in probe.artifact_path:
             out.append(f"artifact_path {probe.artifact_path!r} is not a path inside the trace directory")
-    for i, pt in enumerate(probe.points):
+    for i, pt in [(i, pt) for i, pt in enumerate(probe.points)] + [(f"contended {i}", pt) for i, pt in
+                                                                    enumerate(probe.contended_points)]:
         where = f"point {i} ({pt.phase or 'no phase'})"
         if pt.phase not in PROBE_PHASES:
             out.append(f"{where}: phase {pt.phase!r} is neither 'decode' nor 'prefill'")
