@@ -107,6 +107,8 @@ def command(like, probe_trace, base, levelling, probe_condition, out, workload_n
         click.echo(f"{path}: {base} levelled to the probe of {pl['trace_id']} ({pl['variant']}, {levelling}): "
                    f"{dtext}; {ptext} (scalar levels: decode x{pl['decode_level']:.3f}, prefill x{pl['prefill_level']:.3f})")
         return
+    if probe_condition != "isolated":
+        raise click.UsageError("--probe-condition is an option of --level-to-probe (which probe points it levels to)")
     if like is None:
         raise click.UsageError("--like TRACE_DIR is required (or --level-to-probe with --base)")
     if base is not None:
