@@ -120,7 +120,7 @@ EOF
           default) tm=polynomial ;;
         esac
         d="$H/$mode/r$r/$model"
-        plots=(--no-plots); [ "$r" = 1 ] && [ "$model" = probe ] && plots=()   # plots: run 1, probe-levelled
+        plots=(--no-plots); [ "$r" = 1 ] && [ "$model" = "${PLOT_MODEL:-probe}" ] && plots=()   # plots: run 1, PLOT_MODEL
         if [ "$mode" = agentic ]; then
           # the bracket: lanes = slots with the client's in-flight limit dropped (main), lanes = the limit (bound)
           "$CLI" replay "$t" --timing-model "$tm" --out "$d" --allow-unmodelled engine_client.inflight_limit
