@@ -347,6 +347,9 @@ def test_load_tokens_cover_the_lead_and_the_targets_points_at_the_measured_rate(
     assert P.load_tokens_for(10.0, 5.0, 100) == 361
     assert P.load_tokens_for(1e6, 5.0, 100) == P.MAX_LOAD_TOKENS  # bounded by the engines' max_model_len
     assert P.load_tokens_for(0.0, 1e6, 1) == P.PROBE_DECODE_STEPS
+    # the first guess: B=1 step 0.5 s / 32, B=32 step 4 s / 2 / 32; 12 rows: 11/31 of the way from one to the other
+    sec, n = P.first_load_rate(0.5, 4.0)
+    assert sec / n == pytest.approx(0.5 / 32 + 11 / 31 * (2.0 / 32 - 0.5 / 32))
 
 
 def _contended_records(eid, other, probe_id, t0, level):

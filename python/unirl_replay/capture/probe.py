@@ -192,6 +192,17 @@ def load_tokens_for(target_wall_s: float, load_wall_s: float, load_tokens: int) 
     return max(PROBE_DECODE_STEPS, min(MAX_LOAD_TOKENS, int(need / max(rate, 1e-3)) + 1))
 
 
+def first_load_rate(wall_b1_s: float, wall_b32_s: float) -> tuple[float, int]:
+    """The first load's rate guess, ``(seconds, tokens)`` for :func:`load_tokens_for`, from the load engine's isolated
+    decode points' wall times: a B=1 step ~ its wall / 32 (its 112-token prefill is small), a B=32 step ~ half its
+    wall / 32 (the other half: its 3.6 k-token prefill), a :data:`LOAD_ROWS`-row step interpolated linearly in B.
+    Every later load uses the rate its engine's last load measured."""
+    s1 = wall_b1_s / PROBE_DECODE_STEPS
+    s32 = max(s1, 0.5 * wall_b32_s / PROBE_DECODE_STEPS)
+    step = s1 + (LOAD_ROWS - 1) / 31 * (s32 - s1)
+    return step * 1000, 1000
+
+
 def _contended(slots: List[Any], results: List[Dict[str, Any]], when: str, probe_id: str, seed: int,
                repeats: int) -> List[Dict[str, Any]]:
     """The contended part: per repeat and target engine, the load on every other engine, then the target's points."""
@@ -200,9 +211,8 @@ def _contended(slots: List[Any], results: List[Dict[str, Any]], when: str, probe
         return float(statistics.median(xs))
 
     target_wall = [sum(med(r, point_key(p)) for p in PROBE_POINTS) for r in results]
-    # the load's first rate guess: the isolated B=32 decode point's wall (its 3.6 k-token prefill + 32 steps) over
-    # 2 x 32 tokens; every later load uses the rate its engine's last load measured
-    rate = [(med(r, point_key(("decode", 32, 128, 0))), 2 * PROBE_DECODE_STEPS) for r in results]
+    rate = [first_load_rate(med(r, point_key(("decode", 1, 128, 0))), med(r, point_key(("decode", 32, 128, 0))))
+            for r in results]
     out = []
     for rep in range(int(repeats)):
         for t, slot in enumerate(slots):
