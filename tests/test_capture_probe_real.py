@@ -175,7 +175,10 @@ def check_contended(raw: Path, out_dirs: list[Path], repeats: int) -> dict:
             assert sum(pt.repeats + pt.unusable_repeats for pt in p.contended_points) <= len(verdicts)
             assert by_point, f"no contended point usable in {d.name} {p.engine_id} {p.when}: {verdicts}"
         if BASE.exists():
-            _, prov = level_profile(BASE, m, d.parent / f"{d.name}-contended.npz", probe_condition="contended")
+            import tempfile
+
+            with tempfile.TemporaryDirectory() as tmp:
+                _, prov = level_profile(BASE, m, Path(tmp) / "contended.npz", probe_condition="contended")
             assert prov["probe_levelled"]["variant"] == "CALIBRATED+PROBE contended"
             assert prov["probe_levelled"]["decode_level"] > 0 and prov["probe_levelled"]["prefill_level"] > 0
     assert used >= unusable, (used, unusable)  # the load outlasts most targets: the mechanism works
