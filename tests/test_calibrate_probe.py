@@ -346,3 +346,14 @@ def test_cli_probe_condition_contended(tmp_path, capsys):
     assert "CALIBRATED+PROBE contended" in capsys.readouterr().out
     prov = json.loads(Path(str(out) + ".provenance.json").read_text())["probe_levelled"]
     assert prov["probe_condition"] == "contended" and prov["decode_level"] == pytest.approx(1.9)
+
+
+def test_mixed_levelling_takes_decode_contended_and_prefill_isolated(tmp_path):
+    man = contended_trace(tmp_path)
+    _, prov = level_profile(PROFILE, man, tmp_path / "mix.npz", probe_condition="mixed")
+    pl = prov["probe_levelled"]
+    assert pl["decode_level"] == pytest.approx(1.9) and pl["prefill_level"] == pytest.approx(2.0)
+    assert pl["variant"] == "CALIBRATED+PROBE mixed" and "exploratory" in pl["method"]
+    man2 = contended_trace(tmp_path / "b", with_contended=False)
+    with pytest.raises(ProbeError, match="no contended probe points"):
+        level_profile(PROFILE, man2, tmp_path / "y.npz", probe_condition="mixed")

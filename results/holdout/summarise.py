@@ -23,12 +23,13 @@ MODES = ("grpo", "agentic")
 #: the same probe, the scalar method (one level per phase) of the first probe holdouts, where the run has it
 #: probe-contended = the scalar levelling of the probe's contended points (ReferenceProbe.contended_points: each
 #: engine measured while the others ran a steady decode load), where the run has it
-MODELS = ("calibrated", "probe", "probe-scalar", "probe-contended", "default")
-PROBE_MODELS = ("probe", "probe-scalar", "probe-contended")
+MODELS = ("calibrated", "probe", "probe-scalar", "probe-contended", "probe-mixed", "default")
+PROBE_MODELS = ("probe", "probe-scalar", "probe-contended", "probe-mixed")
 TRACES_ROOT: list = [None]  # the holdout traces: ROOT/traces unless a second argument names them
 MODEL_WORDS = {"calibrated": "calibrated (base profile)", "probe": "CALIBRATED+PROBE (probe-levelled)",
                "probe-scalar": "CALIBRATED+PROBE, scalar levelling (one level per phase)",
                "probe-contended": "CALIBRATED+PROBE contended, scalar levelling of the contended probe points",
+               "probe-mixed": "CALIBRATED+PROBE mixed, decode from the contended points, prefill from the probe's own",
                "default": "default polynomial (UNCALIBRATED)"}
 TARGETS = {"ready_mape": 5.0, "e2e_mape": 8.0}  # GRPO, with the probe-levelled profile
 KEYS = (("COMPARISON_LEVEL_REQUEST", "e2e"), ("COMPARISON_LEVEL_REQUEST", "ttft"),

@@ -38,7 +38,9 @@ every engine running the same point at once; ``"contended"`` on ``contended_poin
 engine while every other engine ran a steady decode load (capture.probe's contended part,
 ``capture --probe-contended N``): a batched prefill pass ran ~1.2x slower while the other engine decoded
 than while it idled or prefilled (results/holdout-probe2/probe_overlap.md), and a GRPO window's engines
-decode side by side. The provenance names it (``probe_condition``; ``variant`` ``CALIBRATED+PROBE contended``).
+decode side by side; ``"mixed"`` takes decode from the contended points and prefill from the probe's own
+(exploratory: chosen after results/holdout-probe3, where the windows' decode sat nearer the contended level
+and their prefill nearer the isolated one). The provenance names it (``probe_condition``; ``variant`` ``CALIBRATED+PROBE contended``).
 
 The scalar levels are computed and recorded either way (``decode_level``, ``prefill_level``), so a
 report can show both. It is a separate calibration workload with its own provenance:
@@ -69,9 +71,12 @@ __all__ = ["PROBE_POINTS", "PROBE_REPEATS", "PROBE_DECODE_STEPS", "ProbeError", 
 #: ``level_profile(levelling=...)``
 LEVELLING_METHODS = ("two_term", "scalar")
 #: ``level_profile(probe_condition=...)``: which of a probe entry's points it rests on
-PROBE_CONDITIONS = ("isolated", "contended")
+PROBE_CONDITIONS = ("isolated", "contended", "mixed")
 CONTENDED_CONDITION = ("levelled to ReferenceProbe.contended_points (each point measured on one engine while every "
                        "other engine ran a steady decode load; capture.probe's contended part), not to points")
+MIXED_CONDITION = ("decode levelled to ReferenceProbe.contended_points (the other engines decoding), prefill to the "
+                   "probe's points (every engine running the same point): a GRPO window's engines decode side by "
+                   "side and start a batch's prefill together; exploratory (results/holdout-probe3)")
 #: the two-term decode system (columns scaled to unit norm) is refused above this condition number
 MAX_CONDITION = 100.0
 
@@ -314,7 +319,11 @@ def probes_for(manifest: mpb.TraceManifest, condition: str) -> list[mpb.Referenc
         if not any(pt.median_ms > 0 for pt in p.contended_points):
             continue
         q = mpb.ReferenceProbe(engine_id=p.engine_id, when=p.when, artifact_path=p.artifact_path)
-        q.points.extend(p.contended_points)
+        if condition == "mixed":  # decode from the contended points, prefill from the probe's own points
+            q.points.extend(pt for pt in p.contended_points if pt.phase == "decode")
+            q.points.extend(pt for pt in p.points if pt.phase == "prefill")
+        else:
+            q.points.extend(p.contended_points)
         q.conditions.CopyFrom(p.conditions)
         out.append(q)
     if not out:
@@ -395,7 +404,7 @@ def level_profile(base: str | Path, manifest: mpb.TraceManifest, out: str | Path
     new["probe_levelled"] = {
         "label": "CALIBRATED+PROBE",
         "probe_condition": probe_condition,
-        "variant": "CALIBRATED+PROBE" + (" contended" if probe_condition == "contended" else ""),
+        "variant": "CALIBRATED+PROBE" + ("" if probe_condition == "isolated" else f" {probe_condition}"),
         "base_profile": base.name, "base_sha256": hashlib.sha256(base.read_bytes()).hexdigest(),
         "trace_id": manifest.trace_id, "workload_name": manifest.workload_name,
         "decode_level": lv["decode_level"], "prefill_level": lv["prefill_level"], "points": lv["points"],
@@ -408,9 +417,10 @@ def level_profile(base: str | Path, manifest: mpb.TraceManifest, out: str | Path
            if "fallback_reason" in dec_applied else ""),
         "scalar_method": SCALAR_METHOD,
     }
-    if probe_condition == "contended":
-        new["probe_levelled"]["condition_method"] = CONTENDED_CONDITION
-        new["probe_levelled"]["method"] += "; " + CONTENDED_CONDITION
+    if probe_condition != "isolated":
+        new["probe_levelled"]["condition_method"] = (CONTENDED_CONDITION if probe_condition == "contended"
+                                                     else MIXED_CONDITION)
+        new["probe_levelled"]["method"] += "; " + new["probe_levelled"]["condition_method"]
     return write_profile(out, tables, new), new
 
 

@@ -36,10 +36,11 @@ def _ints(text: str | None) -> list[int] | None:
                    "between the isolated and the batched prefill points; scalar = one level per phase (the first "
                    "probe holdouts' method). Both are recorded in the provenance either way.")
 @click.option("--probe-condition", "probe_condition", default="isolated", show_default=True,
-              type=click.Choice(["isolated", "contended"]),
+              type=click.Choice(["isolated", "contended", "mixed"]),
               help="With --level-to-probe: isolated = the probe's points (every engine running the same point); "
                    "contended = its contended points (each engine measured while the others ran a steady decode "
-                   "load; capture --probe-contended N), the variant CALIBRATED+PROBE contended.")
+                   "load; capture --probe-contended N), the variant CALIBRATED+PROBE contended; mixed = decode from the contended "
+                   "points, prefill from the probe's points (exploratory).")
 @click.option("--out", "out", required=True, type=click.Path(dir_okay=False),
               help="Profile to write (dynamo_profile NPZ); the provenance goes next to it as <out>.provenance.json.")
 @click.option("--workload-name", default=None,
