@@ -88,6 +88,10 @@ report() {
       [ -f "$lv" ] || "$CLI" calibrate --level-to-probe "$t" --base "$BASE" --out "$lv" --levelling "$LEVELLING" > /dev/null
       lvs="$H/profiles/$mode-r$r+probe-scalar.npz"
       [ -f "$lvs" ] || "$CLI" calibrate --level-to-probe "$t" --base "$BASE" --out "$lvs" --levelling scalar > /dev/null
+      lvm="$H/profiles/$mode-r$r+probe-mixed.npz"   # decode contended, prefill isolated (exploratory)
+      case " ${REPORT_MODELS:-} " in *" probe-mixed "*)
+        [ -f "$lvm" ] || "$CLI" calibrate --level-to-probe "$t" --base "$BASE" --out "$lvm" --levelling scalar \
+          --probe-condition mixed > /dev/null ;; esac
       lvc="$H/profiles/$mode-r$r+probe-contended.npz"
       case " ${REPORT_MODELS:-calibrated probe probe-scalar default} " in *" probe-contended "*)
         [ -f "$lvc" ] || "$CLI" calibrate --level-to-probe "$t" --base "$BASE" --out "$lvc" --levelling scalar \
@@ -117,6 +121,7 @@ EOF
           probe) tm="profile:$lv" ;;
           probe-scalar) tm="profile:$lvs" ;;
           probe-contended) tm="profile:$lvc" ;;
+          probe-mixed) tm="profile:$lvm" ;;
           default) tm=polynomial ;;
         esac
         d="$H/$mode/r$r/$model"
