@@ -282,3 +282,85 @@ def test_unknown_levelling_is_refused(tmp_path):
     base, _ = small_profile(tmp_path)
     with pytest.raises(ProbeError, match="unknown levelling"):
         level_profile(base, hand_probe({(1, 128): 10.0}, {(0, 512): 266.0}), tmp_path / "x.npz", levelling="cubic")
+
+
+# --- the contended probe points (ReferenceProbe.contended_points) ------------------------------------------
+
+def contended_trace(tmp_path, iso=(1.5, 2.0), cont=(1.9, 2.4), with_contended=True):
+    """probed_trace's two entries (isolated levels ``iso``), each with contended points at the levels ``cont``."""
+    from unirl_replay.contract.trace_io import open_trace
+
+    prefill, decode = _fit_models(_prov())
+    d = probed_trace(tmp_path, *iso)
+    t = open_trace(d)
+    man = t.manifest
+    if with_contended:
+        for p in man.probes:
+            for b in (1, 32):
+                m = decode(b, 128) * cont[0]
+                p.contended_points.add(phase="decode", batch_size=b, context_tokens=128, repeats=2, median_ms=m,
+                                       p25_ms=0.99 * m, p75_ms=1.01 * m)
+            m = prefill(512) * cont[1]
+            p.contended_points.add(phase="prefill", prefill_tokens=512, repeats=2, median_ms=m, p25_ms=m, p75_ms=m)
+            p.contended_load = "the other engine decoding 12 rows"
+    return man
+
+
+def test_contended_levelling_rests_on_the_contended_points_only_and_is_named(tmp_path):
+    man = contended_trace(tmp_path)
+    a = np.load(PROFILE)
+    _, iso = level_profile(PROFILE, man, tmp_path / "iso.npz")
+    _, con = level_profile(PROFILE, man, tmp_path / "con.npz", probe_condition="contended")
+    assert iso["probe_levelled"]["decode_level"] == pytest.approx(1.5)
+    assert iso["probe_levelled"]["probe_condition"] == "isolated"
+    assert iso["probe_levelled"]["variant"] == "CALIBRATED+PROBE"
+    pl = con["probe_levelled"]
+    assert pl["decode_level"] == pytest.approx(1.9) and pl["prefill_level"] == pytest.approx(2.4)
+    assert pl["probe_condition"] == "contended" and pl["variant"] == "CALIBRATED+PROBE contended"
+    assert "contended_points" in pl["method"] and pl["label"] == "CALIBRATED+PROBE"
+    # the points it rests on are the contended ones (2 entries x 3 points), never the isolated ones
+    assert len(pl["points"]) == 6 and {round(q["level"], 3) for q in pl["points"]} == {1.9, 2.4}
+    b = np.load(tmp_path / "con.npz")
+    assert np.allclose(b["decode_itl"], 1.9 * a["decode_itl"]) and np.allclose(b["prefill_ttft_ms"], 2.4 * a["prefill_ttft_ms"])
+    tm, _ = parse_timing_model(f"profile:{tmp_path / 'con.npz'}")
+    assert tm.calibration == rpb.CALIBRATION_STATUS_CALIBRATED_PROBE
+
+
+def test_contended_levelling_without_contended_points_is_refused(tmp_path):
+    man = contended_trace(tmp_path, with_contended=False)
+    with pytest.raises(ProbeError, match="no contended probe points"):
+        level_profile(PROFILE, man, tmp_path / "x.npz", probe_condition="contended")
+    assert not (tmp_path / "x.npz").exists()
+    with pytest.raises(ProbeError, match="unknown probe condition"):
+        level_profile(PROFILE, man, tmp_path / "y.npz", probe_condition="busy")
+
+
+def test_cli_probe_condition_contended(tmp_path, capsys):
+    from unirl_replay.contract.trace_io import open_trace
+
+    man = contended_trace(tmp_path)
+    t = open_trace(tmp_path / "trace")
+    d = tmp_path / "trace2"
+    from tracebuild import grpo_trace as _g  # the same trace, the manifest with contended points
+
+    tb = _g()
+    tb.manifest.CopyFrom(man)
+    tb.write(d)
+    assert t.manifest.trace_id == man.trace_id
+    out = tmp_path / "c.npz"
+    assert main(["calibrate", "--level-to-probe", str(d), "--base", str(PROFILE), "--out", str(out),
+                 "--probe-condition", "contended"]) == 0
+    assert "CALIBRATED+PROBE contended" in capsys.readouterr().out
+    prov = json.loads(Path(str(out) + ".provenance.json").read_text())["probe_levelled"]
+    assert prov["probe_condition"] == "contended" and prov["decode_level"] == pytest.approx(1.9)
+
+
+def test_mixed_levelling_takes_decode_contended_and_prefill_isolated(tmp_path):
+    man = contended_trace(tmp_path)
+    _, prov = level_profile(PROFILE, man, tmp_path / "mix.npz", probe_condition="mixed")
+    pl = prov["probe_levelled"]
+    assert pl["decode_level"] == pytest.approx(1.9) and pl["prefill_level"] == pytest.approx(2.0)
+    assert pl["variant"] == "CALIBRATED+PROBE mixed" and "exploratory" in pl["method"]
+    man2 = contended_trace(tmp_path / "b", with_contended=False)
+    with pytest.raises(ProbeError, match="no contended probe points"):
+        level_profile(PROFILE, man2, tmp_path / "y.npz", probe_condition="mixed")

@@ -290,3 +290,106 @@ def test_levelling_a_profile_to_a_finalized_probe(tmp_path):
     assert len(lv["points"]) == 16
     with pytest.raises(ProbeError):
         levels([], prov)
+
+
+# --- the contended part of the probe -------------------------------------------------------------------------
+
+def _req(a, b, c, n=32, tokens=112):
+    return {"prompt_tokens": tokens, "output_tokens": [n],
+            "metrics": {"scheduled_ts": a, "first_token_ts": b, "last_token_ts": c}}
+
+
+def _ctag(point, rep, rnd, condition="contended", probe_id="p"):
+    return {**_tag(probe_id, point, rep), "condition": condition, "round": rnd}
+
+
+def _load_rec(eid, rnd, first, last, rows=P.LOAD_ROWS, probe_id="p"):
+    tag = {"probe_id": probe_id, "when": "before", "point": f"load:b{rows}", "repeat": 0, "phase": "load",
+           "batch_size": rows, "context_tokens": 0, "prefill_tokens": 0, "condition": "load", "round": rnd}
+    # the lead row's first token comes first; the steady decode starts with the last row's first token
+    reqs = [_req(first - 0.5, first - 0.2 if i == 0 else first, last, 400) for i in range(rows)]
+    return {"kind": "probe_generate", "engine_id": eid, "probe": tag, "call_monotonic": [first - 0.5, last],
+            "pipe_request_id": 1, "requests": reqs}
+
+
+def test_contended_repeats_are_used_only_inside_every_other_engines_steady_load():
+    b1 = ("decode", 1, 128, 0)
+    pre = ("prefill", 0, 0, 512)
+    recs = [
+        {"probe": _ctag(b1, 0, "0:0"), "requests": [_req(2.0, 2.1, 2.1 + 31 * 0.02)]},   # inside: used (20 ms)
+        {"probe": _ctag(pre, 0, "0:0"), "requests": [_req(9.9, 10.5, 10.5, 1, 512)]},   # past the load's end
+        {"probe": _ctag(b1, 1, "1:0"), "requests": [_req(3.0, 3.1, 3.1 + 31 * 0.03)]},  # round with no load
+        {"probe": _ctag(pre, 1, "2:0"), "requests": [_req(20.0, 20.6, 20.6, 1, 512)]},  # load never steady
+    ]
+    loads = {"e1": [_load_rec("e1", "0:0", 1.0, 10.0),
+                    {**_load_rec("e1", "2:0", 19.0, 25.0), "requests": [_req(19.0, 19.5, 19.4, 1)]}]}
+    pts, verdicts = P.contended_points(recs, loads)
+    assert [(p["phase"], p["repeats"], p["unusable_repeats"]) for p in pts] == [("decode", 1, 1), ("prefill", 0, 2)]
+    assert pts[0]["median_ms"] == pytest.approx(20.0) and "median_ms" not in pts[1]
+    assert [v["used"] for v in verdicts] == [True, False, False, False]
+    assert "not inside" in verdicts[1]["reason"] and "no load record for round 1:0" in verdicts[2]["reason"]
+    assert "never decoded steadily" in verdicts[3]["reason"]
+    # the steady interval starts at the LAST row's first token (the lead row's earlier one does not count)
+    assert P.load_steady(loads["e1"][0]["requests"]) == (1.0, 10.0)
+    # three engines: a repeat needs BOTH other engines' loads around it
+    two = {"e1": [_load_rec("e1", "0:0", 1.0, 10.0)], "e2": [_load_rec("e2", "0:0", 2.5, 10.0)]}
+    pts, verdicts = P.contended_points(recs[:1], two)
+    assert (pts[0]["repeats"], pts[0]["unusable_repeats"]) == (0, 1) and not verdicts[0]["used"]
+    assert "engine e2's load decoded steadily 2.500..10.000 s" in verdicts[0]["reason"]
+    two["e2"] = [_load_rec("e2", "0:0", 2.0, 10.0)]
+    assert P.contended_points(recs[:1], two)[0][0]["repeats"] == 1
+    # no other engine: nothing is contended, never the isolated points relabelled
+    assert P.contended_points(recs, {}) == ([], [])
+
+
+def test_load_tokens_cover_the_lead_and_the_targets_points_at_the_measured_rate():
+    # 10 s of target points, a load that took 5 s for 100 tokens (0.05 s/token): (2 + 1.6 x 10) / 0.05 = 360
+    assert P.load_tokens_for(10.0, 5.0, 100) == 361
+    assert P.load_tokens_for(1e6, 5.0, 100) == P.MAX_LOAD_TOKENS  # bounded by the engines' max_model_len
+    assert P.load_tokens_for(0.0, 1e6, 1) == P.PROBE_DECODE_STEPS
+    # the first guess: B=1 step 0.5 s / 32, B=32 step 4 s / 2 / 32; 12 rows: 11/31 of the way from one to the other
+    sec, n = P.first_load_rate(0.5, 4.0)
+    assert sec / n == pytest.approx(0.5 / 32 + 11 / 31 * (2.0 / 32 - 0.5 / 32))
+
+
+def _contended_records(eid, other, probe_id, t0, level):
+    """One contended round per point for ``eid`` (step = level x the isolated records' repeat 0) inside a load
+    on ``other`` from t0 - 1 to t0 + 10 s."""
+    out = [_load_rec(other, f"0:{eid}", t0 - 1.0, t0 + 10.0, probe_id=probe_id)]
+    for rec in _probe_records(eid, probe_id, t0, level)[:len(P.PROBE_POINTS)]:
+        rec["probe"].update(condition="contended", round=f"0:{eid}")
+        out.append(rec)
+    return out
+
+
+def test_finalize_keeps_the_contended_points_apart_from_the_probes_points(tmp_path):
+    raw = tmp_path / "raw"
+    _raw_with_probes(raw)
+    # probe "pa" (before window 0) also has a contended part: engine 21 at 1.3x while 22 loads, and the reverse
+    for e_pid, o_pid in ((21, 22), (22, 21)):
+        recs = _contended_records(_eng(e_pid), _eng(o_pid), "pa", 0.3 if e_pid == 21 else 0.45, 1.3)
+        by = {}
+        for r in recs:
+            by.setdefault(r["engine_id"], []).append(r)
+        for eid, rs in by.items():
+            with open(raw / f"engine-{HOST}-{eid.rsplit(':', 1)[1]}.jsonl", "a") as fh:
+                fh.write("".join(json.dumps(r) + "\n" for r in rs))
+    out = tmp_path / "w0"
+    finalize(raw, out, rollouts="0:0", workload_name="grpo-unit")
+    _valid(out)
+    man = _load(out)[0]
+    before = {p.engine_id: p for p in man.probes if p.when == "before"}
+    after = {p.engine_id: p for p in man.probes if p.when == "after"}
+    for eid, p in before.items():
+        level = 1.5 if eid == _eng(22) else 1.0
+        # the probe's points are unchanged (5 repeats each, their own level); the contended ones are their own
+        assert [pt.repeats for pt in p.points] == [5, 5, 5, 5]
+        assert p.points[0].median_ms == pytest.approx(4.0 * level)
+        assert [(pt.phase, pt.batch_size, pt.repeats, pt.unusable_repeats) for pt in p.contended_points] == [
+            ("decode", 1, 1, 0), ("decode", 32, 1, 0), ("prefill", 0, 1, 0), ("prefill", 8, 1, 0)]
+        assert p.contended_points[0].median_ms == pytest.approx(2.0 * 1.3)  # repeat 0's 2 ms at 1.3x
+        assert "12 rows" in p.contended_load
+        art = json.loads((out / p.artifact_path).read_text())
+        assert len(art["requests"]) == 20 and len(art["contended_requests"]) == 4
+        assert all(v["used"] for v in art["contended_verdicts"]) and art["contended_loads"]
+    assert all(not p.contended_points and not p.contended_load for p in after.values())

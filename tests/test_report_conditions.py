@@ -102,3 +102,15 @@ def test_thread_binding_difference_is_named_and_equal_binding_is_quiet():
     assert len(ws) == 1 and "vllm:e2" in ws[0] and "BIND=0-1" in ws[0]
     # a calibration that recorded no threads (older provenance) says nothing about binding
     assert not [w for w in condition_warnings(m, _replay(), PROV, None) if "thread binding" in w]
+
+
+def test_a_profile_levelled_to_the_contended_points_says_so():
+    m = _manifest()
+    m.trace_id = "grpo-r1"
+    p = m.probes.add(engine_id="e0", when="before")
+    p.points.add(phase="decode", batch_size=32, context_tokens=128, repeats=5, median_ms=3.0, p25_ms=2.9, p75_ms=3.1)
+    model = StepModel("fixed", 0, fixed=(10.0, 2.0))
+    prov = {**PROV, "probe_levelled": {"trace_id": "grpo-r1", "levelling": "scalar", "probe_condition": "contended"}}
+    hit = [w for w in condition_warnings(m, _replay(), prov, model) if "decode B=32 ctx 128" in w]
+    assert hit and "CONTENDED points" in hit[0] and "measured with every engine running it" in hit[0]
+    assert "(scalar levelling)" not in hit[0]

@@ -280,6 +280,11 @@ CASES = [
     ("manifest.probe", "e0", grpo_trace, lambda t: _probe(t, phase="prefill", prefill_tokens=4294967295, batch_size=0,
                                                           context_tokens=0)),
     ("manifest.probe", "e0", grpo_trace, lambda t: (_probe(t), t.manifest.probes.add().CopyFrom(t.manifest.probes[0]))),
+    # the contended points (ReferenceProbe.contended_points) get the same rules as the probe's points
+    ("manifest.probe", "e0", grpo_trace, lambda t: (_probe(t), t.manifest.probes[0].contended_points.add(
+        phase="decode", batch_size=1, context_tokens=128, repeats=1, median_ms=float("nan")))),
+    ("manifest.probe", "e0", grpo_trace, lambda t: (_probe(t), t.manifest.probes[0].contended_points.add(
+        phase="load", batch_size=12, repeats=1, median_ms=20.0, p25_ms=20.0, p75_ms=20.0))),
     # run conditions (manifest.proto RunConditions): were accepted with any value, and report/conditions.py then
     # warned of "CPU steal 250.0 %" or a load "up to -3.00", or stayed silent on NaN
     ("manifest.conditions", "test-trace", grpo_trace, lambda t: setattr(t.manifest.conditions, "steal_pct", float("nan"))),

@@ -12,7 +12,8 @@
 # `flock LOCK` (a shared machine). SESSIONS=separate gives every window its own engine session (engine start,
 # probe before, window, probe after), so the windows' spread includes engine-start variation; the default
 # (SESSIONS=shared) runs the 3 windows of a mode in one engine session. H=DIR writes elsewhere than
-# results/holdout; RAW=DIR keeps the sessions' shards (default /tmp/unirl-replay-holdout-raw). The single-process holdout of 2026-11-30 is in single-process/.
+# results/holdout; PROBE_CONTENDED=N adds the probe's contended part to the capture (and REPORT_MODELS may then name
+# probe-contended: the scalar levelling of the contended points); RAW=DIR keeps the sessions' shards (default /tmp/unirl-replay-holdout-raw). The single-process holdout of 2026-11-30 is in single-process/.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 H=${H:-results/holdout}
@@ -20,6 +21,8 @@ TRACES=${TRACES:-$H/traces}
 RAW=${RAW:-/tmp/unirl-replay-holdout-raw}   # the sessions' shards (not committed)
 BASE=${BASE:-profiles/vllm-cpu-tiny-qwen2-20261130b.npz}
 LEVELLING=${LEVELLING:-two_term}   # the probe model's levelling (calibrate --levelling); probe-scalar is always scalar
+PROBE_CONTENDED=${PROBE_CONTENDED:-0}   # capture --probe-contended N (the probe's contended part; 0 = off);
+                                        # the probe-contended model levels to it (scalar, --probe-condition contended)
 CLI=.venv/bin/unirl-replay
 WINDOWS=3
 BATCHES=2
@@ -45,7 +48,7 @@ capture() {
         if [ ! -d "$s/raw" ]; then
           echo "$(date -u +%FT%TZ) session $mode-r$r load before: $(load)" | tee -a "$H/loadavg.log"
           ${LOCK:+flock "$LOCK"} "$CLI" capture "$mode" --out "$s" "${args[@]}" --workload-name "${NAME[$mode]}" \
-            --batches $BATCHES --windows 1 --probe --overhead-pairs 0 --no-finalize > "$TRACES/$mode-r$r-session.log" 2>&1
+            --batches $BATCHES --windows 1 --probe --probe-contended "$PROBE_CONTENDED" --overhead-pairs 0 --no-finalize > "$TRACES/$mode-r$r-session.log" 2>&1
           echo "$(date -u +%FT%TZ) session $mode-r$r load after:  $(load)" | tee -a "$H/loadavg.log"
         fi
         "$CLI" capture finalize "$s/raw" --out "$out" --rollouts "0:$((BATCHES - 1))" --role holdout \
@@ -58,7 +61,7 @@ capture() {
     if [ ! -d "$s/raw" ]; then
       echo "$(date -u +%FT%TZ) session $mode load before: $(load)" | tee -a "$H/loadavg.log"
       ${LOCK:+flock "$LOCK"} "$CLI" capture "$mode" --out "$s" "${args[@]}" --workload-name "${NAME[$mode]}" \
-        --batches $BATCHES --windows $WINDOWS --probe --overhead-pairs 0 > "$TRACES/$mode-session.log" 2>&1
+        --batches $BATCHES --windows $WINDOWS --probe --probe-contended "$PROBE_CONTENDED" --overhead-pairs 0 > "$TRACES/$mode-session.log" 2>&1
       echo "$(date -u +%FT%TZ) session $mode load after:  $(load)" | tee -a "$H/loadavg.log"
     fi
     for r in $(seq 1 $WINDOWS); do
@@ -85,6 +88,24 @@ report() {
       [ -f "$lv" ] || "$CLI" calibrate --level-to-probe "$t" --base "$BASE" --out "$lv" --levelling "$LEVELLING" > /dev/null
       lvs="$H/profiles/$mode-r$r+probe-scalar.npz"
       [ -f "$lvs" ] || "$CLI" calibrate --level-to-probe "$t" --base "$BASE" --out "$lvs" --levelling scalar > /dev/null
+      lvm="$H/profiles/$mode-r$r+probe-mixed.npz"   # decode contended, prefill isolated (exploratory)
+      case " ${REPORT_MODELS:-} " in *" probe-mixed "*)
+        [ -f "$lvm" ] || "$CLI" calibrate --level-to-probe "$t" --base "$BASE" --out "$lvm" --levelling scalar \
+          --probe-condition mixed > /dev/null ;; esac
+      lvc="$H/profiles/$mode-r$r+probe-contended.npz"
+      case " ${REPORT_MODELS:-calibrated probe probe-scalar default} " in *" probe-contended "*)
+        [ -f "$lvc" ] || "$CLI" calibrate --level-to-probe "$t" --base "$BASE" --out "$lvc" --levelling scalar \
+          --probe-condition contended > /dev/null
+        .venv/bin/python - "$lvc" "$H/$mode/r$r/levels-contended.json" <<'EOF'
+import json, sys
+from pathlib import Path
+prov = json.loads(Path(sys.argv[1] + ".provenance.json").read_text())["probe_levelled"]
+keep = {k: prov[k] for k in ("label", "variant", "probe_condition", "base_profile", "base_sha256", "trace_id",
+                             "decode_level", "prefill_level", "points", "method", "levelling") if k in prov}
+Path(sys.argv[2]).parent.mkdir(parents=True, exist_ok=True)
+Path(sys.argv[2]).write_text(json.dumps(keep, indent=1) + "\n")
+EOF
+      ;; esac
       .venv/bin/python - "$lv" "$H/$mode/r$r/levels.json" <<'EOF'
 import json, sys
 from pathlib import Path
@@ -99,10 +120,12 @@ EOF
           calibrated) tm="profile:$BASE" ;;
           probe) tm="profile:$lv" ;;
           probe-scalar) tm="profile:$lvs" ;;
+          probe-contended) tm="profile:$lvc" ;;
+          probe-mixed) tm="profile:$lvm" ;;
           default) tm=polynomial ;;
         esac
         d="$H/$mode/r$r/$model"
-        plots=(--no-plots); [ "$r" = 1 ] && [ "$model" = probe ] && plots=()   # plots: run 1, probe-levelled
+        plots=(--no-plots); [ "$r" = 1 ] && [ "$model" = "${PLOT_MODEL:-probe}" ] && plots=()   # plots: run 1, PLOT_MODEL
         if [ "$mode" = agentic ]; then
           # the bracket: lanes = slots with the client's in-flight limit dropped (main), lanes = the limit (bound)
           "$CLI" replay "$t" --timing-model "$tm" --out "$d" --allow-unmodelled engine_client.inflight_limit

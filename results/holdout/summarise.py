@@ -21,10 +21,15 @@ from unirl_replay.contract.trace_io import open_trace
 MODES = ("grpo", "agentic")
 #: probe = the probe-levelled profile by the run's levelling (two_term since issue 14's third redo); probe-scalar =
 #: the same probe, the scalar method (one level per phase) of the first probe holdouts, where the run has it
-MODELS = ("calibrated", "probe", "probe-scalar", "default")
+#: probe-contended = the scalar levelling of the probe's contended points (ReferenceProbe.contended_points: each
+#: engine measured while the others ran a steady decode load), where the run has it
+MODELS = ("calibrated", "probe", "probe-scalar", "probe-contended", "probe-mixed", "default")
+PROBE_MODELS = ("probe", "probe-scalar", "probe-contended", "probe-mixed")
 TRACES_ROOT: list = [None]  # the holdout traces: ROOT/traces unless a second argument names them
 MODEL_WORDS = {"calibrated": "calibrated (base profile)", "probe": "CALIBRATED+PROBE (probe-levelled)",
                "probe-scalar": "CALIBRATED+PROBE, scalar levelling (one level per phase)",
+               "probe-contended": "CALIBRATED+PROBE contended, scalar levelling of the contended probe points",
+               "probe-mixed": "CALIBRATED+PROBE mixed, decode from the contended points, prefill from the probe's own",
                "default": "default polynomial (UNCALIBRATED)"}
 TARGETS = {"ready_mape": 5.0, "e2e_mape": 8.0}  # GRPO, with the probe-levelled profile
 KEYS = (("COMPARISON_LEVEL_REQUEST", "e2e"), ("COMPARISON_LEVEL_REQUEST", "ttft"),
@@ -158,7 +163,12 @@ def conditions(trace_dir: Path) -> dict:
                        "points": {(f"decode B={pt.batch_size}" if pt.phase == "decode" else
                                    f"prefill {pt.batch_size}x{pt.prefill_tokens}" if pt.batch_size > 1 else
                                    f"prefill {pt.prefill_tokens}"):
-                                  [pt.p25_ms, pt.median_ms, pt.p75_ms] for pt in p.points}})
+                                  [pt.p25_ms, pt.median_ms, pt.p75_ms] for pt in p.points},
+                       "contended_points": {(f"decode B={pt.batch_size}" if pt.phase == "decode" else
+                                             f"prefill {pt.batch_size}x{pt.prefill_tokens}" if pt.batch_size > 1 else
+                                             f"prefill {pt.prefill_tokens}"):
+                                            [pt.p25_ms, pt.median_ms, pt.p75_ms, pt.repeats, pt.unusable_repeats]
+                                            for pt in p.contended_points}})
     return {"loadavg_1m_start": c.loadavg_1m_start if c.HasField("loadavg_1m_start") else None,
             "loadavg_1m_end": c.loadavg_1m_end if c.HasField("loadavg_1m_end") else None,
             "host_busy_pct": c.host_busy_pct if c.HasField("host_busy_pct") else None,
@@ -391,14 +401,14 @@ def main(root: str) -> int:
 
         # targets (GRPO: probe-levelled profile; agentic: measured readiness inside the bracket)
         if mode == "grpo":
-            lines += ["Targets with the probe-levelled profile (each run next to the real runs' own spread):", ""]
-            for run in runs:
-                row = summary["runs"].get(f"{mode}/{run}/probe")
+            lines += ["Targets with each probe-levelled profile (each run next to the real runs' own spread):", ""]
+            for run, pm in [(r, pm) for pm in PROBE_MODELS for r in runs]:
+                row = summary["runs"].get(f"{mode}/{run}/{pm}")
                 if not row:
                     continue
                 ok = {k: row.get(k) is not None and row[k] <= v for k, v in TARGETS.items()}
-                summary["targets"][f"{mode}/{run}"] = ok
-                lines.append(f"- {run}: batch readiness error {fmt(row['ready_mape'])} % (target <= 5: "
+                summary["targets"][f"{mode}/{run}" + ("" if pm == "probe" else f"/{pm}")] = ok
+                lines.append(f"- {run} {pm}: batch readiness error {fmt(row['ready_mape'])} % (target <= 5: "
                              f"{'met' if ok['ready_mape'] else 'NOT met'}; real spread CV {fmt(row['spread_ready_cv'])} %, "
                              f"max dev {fmt(row['spread_ready_max'])} %), request E2E MAPE {fmt(row['e2e_mape'])} % "
                              f"(target <= 8: {'met' if ok['e2e_mape'] else 'NOT met'}; real spread CV "
@@ -410,7 +420,7 @@ def main(root: str) -> int:
                       "| run | model | lower bound bias % | upper bound bias % | batches inside | reading |",
                       "|---|---|---|---|---|---|"]
             for run in runs:
-                inside_all = True
+                inside_all = {}
                 for model in MODELS:
                     bk = summary["brackets"].get(f"{mode}/{run}/{model}")
                     xr = summary.get("readiness_across_engines", {}).get(f"{mode}/{run}/{model}")
@@ -433,15 +443,19 @@ def main(root: str) -> int:
                         continue
                     lo, hi = bk["bounds_bias_pct"][0], bk["bounds_bias_pct"][-1]
                     inside = bk["records_inside"] == bk["records"]
-                    if model == "probe":
-                        inside_all = inside
+                    if model in PROBE_MODELS:
+                        inside_all[model] = inside
                     lines.append(f"| {run} | {model} | {fmt(lo)} | {fmt(hi)} | {bk['records_inside']}/{bk['records']} | "
                                  f"{bk['reading']} |")
-                summary["targets"][f"{mode}/{run}"] = {"readiness_inside_bracket_probe": inside_all}
+                summary["targets"][f"{mode}/{run}"] = {f"readiness_inside_bracket_{pm}": v for pm, v in inside_all.items()}
             lines.append("")
-            lines += ["Target (measured readiness inside the bracket in every run, probe-levelled profile): "
-                      + ", ".join(f"{run} {'met' if summary['targets'][f'{mode}/{run}']['readiness_inside_bracket_probe'] else 'NOT met'}"
-                                  for run in runs), ""]
+            for pm in PROBE_MODELS:
+                key = f"readiness_inside_bracket_{pm}"
+                got = [(run, summary["targets"][f"{mode}/{run}"].get(key)) for run in runs]
+                if all(v is None for _, v in got):
+                    continue
+                lines += [f"Target (measured readiness inside the bracket in every run, {pm}): "
+                          + ", ".join(f"{run} {'-' if v is None else 'met' if v else 'NOT met'}" for run, v in got), ""]
 
         # decomposition of batch readiness (all rollout batches), % of measured
         lines += ["Decomposition of batch readiness error, all rollout batches of the run (report/decompose.py, "
@@ -504,8 +518,8 @@ def main(root: str) -> int:
                     ph = "; ".join(f"{x['phase']} {x['median_ratio']:.2f}x ({x['p25_ratio']:.2f}-{x['p75_ratio']:.2f}, "
                                    f"{x['intervals']} intervals)" for x in pc["phases"])
                     lines.append(f"- {run} {model}: {ph}. {pc.get('reading', '')}")
-                elif model == "probe":
-                    lines.append(f"- {run}: not available: {pc.get('unavailable_reason', '?')[:160]}...")
+                elif model in PROBE_MODELS and reps[(mode, model)].get(run):
+                    lines.append(f"- {run} {model}: not available: {pc.get('unavailable_reason', '?')[:160]}...")
         lines.append("")
 
         # conditions and probe levels
@@ -525,6 +539,11 @@ def main(root: str) -> int:
             lv = json.loads(lvp.read_text()) if lvp.exists() else {}
             summary["levels"][f"{mode}/{run}"] = {k: lv.get(k) for k in ("decode_level", "prefill_level", "levelling",
                                                                           "decode", "prefill")}
+            lvcp = root / mode / run / "levels-contended.json"
+            lvc = json.loads(lvcp.read_text()) if lvcp.exists() else {}
+            if lvc:
+                summary["levels"][f"{mode}/{run}"]["contended"] = {k: lvc.get(k) for k in (
+                    "decode_level", "prefill_level", "points", "variant")}
             dapp = (lv.get("decode") or {}).get("applied") or {}
             dtt = (lv.get("decode") or {}).get("two_term") or {}
             if dtt.get("method") == "two_term":
@@ -545,9 +564,19 @@ def main(root: str) -> int:
                 out = "/".join(fmt(x.get(k, [None, None])[1]) for k in ("decode B=1", "decode B=32", "prefill 512"))
                 return out + "".join(f"/{fmt(x[k][1])} ({k[8:]})" for k in batched)
             probes = "; ".join(f"{pts(w.get('before', {}))} -> {pts(w.get('after', {}))}" for _, w in sorted(per_eng.items()))
+            if lvc:
+                cont = defaultdict(dict)
+                for p in cd["probes"]:
+                    cont[p["engine_id"]][p["when"]] = {k: v[:3] for k, v in p["contended_points"].items()}
+                probes += ("<br>contended: " + "; ".join(f"{pts(w.get('before', {}))} -> {pts(w.get('after', {}))}"
+                                                         for _, w in sorted(cont.items())))
+                dl = f"{fmt(lv.get('decode_level'), 3)} (contended {fmt(lvc.get('decode_level'), 3)})"
+                pl = f"{fmt(lv.get('prefill_level'), 3)} (contended {fmt(lvc.get('prefill_level'), 3)})"
+            else:
+                dl, pl = fmt(lv.get('decode_level'), 3), fmt(lv.get('prefill_level'), 3)
             lines.append(f"| {run} | {fmt(cd['loadavg_1m_start'], 2)} -> {fmt(cd['loadavg_1m_end'], 2)} | "
                          f"{fmt(cd['host_busy_pct'])} | {fmt(cd['steal_pct'])} | {cpu or '-'} | {fmt(cd['engine_uptime_s'], 0)} | "
-                         f"{probes or '-'} | {fmt(lv.get('decode_level'), 3)} | {fmt(lv.get('prefill_level'), 3)} | "
+                         f"{probes or '-'} | {dl} | {pl} | "
                          f"{two} | {pre_by} |")
         lines.append("")
 

@@ -33,6 +33,15 @@ A **probe-levelled profile** is the base profile scaled to the level the probe m
   points of (probe / fitted ``D``); the prefill table x the median over the isolated prefill points
   (batch size <= 1) of (probe / fitted ``P``).
 
+Which points: ``probe_condition="isolated"`` (default) rests on ``ReferenceProbe.points``, measured with
+every engine running the same point at once; ``"contended"`` on ``contended_points``, each measured on one
+engine while every other engine ran a steady decode load (capture.probe's contended part,
+``capture --probe-contended N``): a batched prefill pass ran ~1.2x slower while the other engine decoded
+than while it idled or prefilled (results/holdout-probe2/probe_overlap.md), and a GRPO window's engines
+decode side by side; ``"mixed"`` takes decode from the contended points and prefill from the probe's own
+(exploratory: chosen after results/holdout-probe3, where the windows' decode sat nearer the contended level
+and their prefill nearer the isolated one). The provenance names it (``probe_condition``; ``variant`` ``CALIBRATED+PROBE contended``).
+
 The scalar levels are computed and recorded either way (``decode_level``, ``prefill_level``), so a
 report can show both. It is a separate calibration workload with its own provenance:
 ``probe_levelled`` holds the base profile's name and sha256, the probe entries, the method, both
@@ -56,10 +65,18 @@ from unirl_replay.contract.json_profile import to_dict
 from unirl_replay.v1 import manifest_pb2 as mpb
 
 __all__ = ["PROBE_POINTS", "PROBE_REPEATS", "PROBE_DECODE_STEPS", "ProbeError", "levels", "level_profile",
-           "decode_two_term", "prefill_by_tokens", "LEVELLING_METHODS", "MAX_CONDITION"]
+           "decode_two_term", "prefill_by_tokens", "LEVELLING_METHODS", "MAX_CONDITION", "PROBE_CONDITIONS",
+           "probes_for"]
 
 #: ``level_profile(levelling=...)``
 LEVELLING_METHODS = ("two_term", "scalar")
+#: ``level_profile(probe_condition=...)``: which of a probe entry's points it rests on
+PROBE_CONDITIONS = ("isolated", "contended", "mixed")
+CONTENDED_CONDITION = ("levelled to ReferenceProbe.contended_points (each point measured on one engine while every "
+                       "other engine ran a steady decode load; capture.probe's contended part), not to points")
+MIXED_CONDITION = ("decode levelled to ReferenceProbe.contended_points (the other engines decoding), prefill to the "
+                   "probe's points (every engine running the same point): a GRPO window's engines decode side by "
+                   "side and start a batch's prefill together; exploratory (results/holdout-probe3)")
 #: the two-term decode system (columns scaled to unit norm) is refused above this condition number
 MAX_CONDITION = 100.0
 
@@ -285,19 +302,54 @@ def levels(probes: list[mpb.ReferenceProbe], prov: dict[str, Any]) -> dict[str, 
     return {"decode_level": float(np.median(dec)), "prefill_level": float(np.median(pre)), "points": pts}
 
 
+def probes_for(manifest: mpb.TraceManifest, condition: str) -> list[mpb.ReferenceProbe]:
+    """The probe entries a levelling rests on: ``isolated`` = ``ReferenceProbe.points`` (every engine running
+    the same point), ``contended`` = copies whose points are ``contended_points`` (this engine measured while
+    every other engine ran a steady decode load); entries without contended points are left out.
+
+    Raises:
+        ProbeError: an unknown condition, or ``contended`` where no probe entry has contended points.
+    """
+    if condition not in PROBE_CONDITIONS:
+        raise ProbeError(f"unknown probe condition {condition!r}: expected one of {', '.join(PROBE_CONDITIONS)}")
+    if condition == "isolated":
+        return list(manifest.probes)
+    out = []
+    for p in manifest.probes:
+        if not any(pt.median_ms > 0 for pt in p.contended_points):
+            continue
+        q = mpb.ReferenceProbe(engine_id=p.engine_id, when=p.when, artifact_path=p.artifact_path)
+        if condition == "mixed":  # decode from the contended points, prefill from the probe's own points
+            q.points.extend(pt for pt in p.contended_points if pt.phase == "decode")
+            q.points.extend(pt for pt in p.points if pt.phase == "prefill")
+        else:
+            q.points.extend(p.contended_points)
+        q.conditions.CopyFrom(p.conditions)
+        out.append(q)
+    if not out:
+        raise ProbeError(f"trace {manifest.trace_id!r} has no contended probe points (ReferenceProbe.contended_points; "
+                         "capture --probe --probe-contended N records them): nothing to level the profile to under "
+                         "contention")
+    return out
+
+
 def level_profile(base: str | Path, manifest: mpb.TraceManifest, out: str | Path,
-                  levelling: str = "scalar") -> tuple[Path, dict[str, Any]]:
+                  levelling: str = "scalar", probe_condition: str = "isolated") -> tuple[Path, dict[str, Any]]:
     """Write ``out``: ``base`` scaled to the probe level of ``manifest.probes``; returns (path, provenance).
 
     ``levelling``: ``"two_term"`` (decode fixed + per-sequence factors, prefill level by pass size) or
-    ``"scalar"`` (one level per phase); see the module docstring.
+    ``"scalar"`` (one level per phase); see the module docstring. ``probe_condition``: which points
+    (:func:`probes_for`): ``isolated`` (the probe's points) or ``contended`` (its contended part); the
+    provenance names it (``probe_condition``, ``variant`` ``CALIBRATED+PROBE contended``).
 
     Raises:
-        ProbeError: no probe in the manifest, a base profile that is not measured, ``out`` == ``base``
-            or an unknown ``levelling``.
+        ProbeError: no probe in the manifest (or no contended point for ``contended``), a base profile
+            that is not measured, ``out`` == ``base``, an unknown ``levelling`` or ``probe_condition``.
     """
     if levelling not in LEVELLING_METHODS:
         raise ProbeError(f"unknown levelling {levelling!r}: expected one of {', '.join(LEVELLING_METHODS)}")
+    if probe_condition not in PROBE_CONDITIONS:
+        raise ProbeError(f"unknown probe condition {probe_condition!r}: expected one of {', '.join(PROBE_CONDITIONS)}")
     from unirl_replay.calibrate.profiler import write_profile
 
     from unirl_replay.contract.profile_npz import load_profile
@@ -315,7 +367,7 @@ def level_profile(base: str | Path, manifest: mpb.TraceManifest, out: str | Path
     _, tables, prov = load_profile(base, PROFILE_TABLES, ProbeError)
     if prov.get("measured") is not True:
         raise ProbeError(f"{base} is not a measured profile: only a calibrated profile can be probe-levelled")
-    probes = list(manifest.probes)
+    probes = probes_for(manifest, probe_condition)
     try:
         lv = levels(probes, prov)
         dec = decode_two_term(probes, prov)
@@ -351,6 +403,8 @@ def level_profile(base: str | Path, manifest: mpb.TraceManifest, out: str | Path
     new["kind"] = "dynamo_profile+probe"
     new["probe_levelled"] = {
         "label": "CALIBRATED+PROBE",
+        "probe_condition": probe_condition,
+        "variant": "CALIBRATED+PROBE" + ("" if probe_condition == "isolated" else f" {probe_condition}"),
         "base_profile": base.name, "base_sha256": hashlib.sha256(base.read_bytes()).hexdigest(),
         "trace_id": manifest.trace_id, "workload_name": manifest.workload_name,
         "decode_level": lv["decode_level"], "prefill_level": lv["prefill_level"], "points": lv["points"],
@@ -363,6 +417,10 @@ def level_profile(base: str | Path, manifest: mpb.TraceManifest, out: str | Path
            if "fallback_reason" in dec_applied else ""),
         "scalar_method": SCALAR_METHOD,
     }
+    if probe_condition != "isolated":
+        new["probe_levelled"]["condition_method"] = (CONTENDED_CONDITION if probe_condition == "contended"
+                                                     else MIXED_CONDITION)
+        new["probe_levelled"]["method"] += "; " + new["probe_levelled"]["condition_method"]
     return write_profile(out, tables, new), new
 
 

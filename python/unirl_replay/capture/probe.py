@@ -59,6 +59,16 @@ PROBE_REPEATS = 5
 PROBE_DECODE_STEPS = 32
 #: decode prompts: 112 tokens + 32 output tokens = a mean context of 128 tokens over the decode
 DECODE_PROMPT_TOKENS = 128 - PROBE_DECODE_STEPS // 2
+#: the contended part (``run(contended_repeats=N)``, ``capture --probe-contended N``): each point measured on one
+#: engine while every other engine decodes :data:`LOAD_ROWS` rows (a GRPO window's rows per engine: 3 prompts x 4
+#: samples) of :data:`DECODE_PROMPT_TOKENS`-token unique random prompts; the driver starts the load, waits
+#: :data:`LOAD_LEAD_S` (the load's prefill, ~1.3 k tokens), then starts the target's points
+LOAD_ROWS = 12
+LOAD_LEAD_S = 2.0
+#: the load's length covers the target's points (their isolated wall time x this margin) plus the lead
+LOAD_MARGIN = 1.6
+#: at most this many load output tokens (max_model_len 4096 of the tested engines, minus the prompt)
+MAX_LOAD_TOKENS = 3000
 TAG_KEY = "unirl_replay_probe"
 ROLE_METHOD = "unirl_replay_probe"
 SAMPLING = {"temperature": 1.0, "top_p": 1.0, "ignore_eos": True}
@@ -103,25 +113,48 @@ def _vllm_engine(engine: Any) -> Any:
 
 
 def run_in_engine(engine: Any, when: str, *, probe_id: str = "", seed: int = 0,
-                  points: Sequence[Sequence[Any]] = PROBE_POINTS, repeats: int = PROBE_REPEATS) -> Dict[str, Any]:
+                  points: Sequence[Sequence[Any]] = PROBE_POINTS, repeats: int = PROBE_REPEATS,
+                  condition: str = "isolated", round_id: str = "", first_repeat: int = 0) -> Dict[str, Any]:
     """Run the probe in this process's engine (a UniRL ``VLLMRolloutEngine`` or a wrapper of one).
 
     Returns a small summary (wall time per point); the measurement itself is what the engine
-    recorder writes (``probe_generate`` records, vLLM's own timestamps).
+    recorder writes (``probe_generate`` records, vLLM's own timestamps). ``condition="contended"``
+    (with the driver's ``round_id``) tags the records as the contended part's target.
     """
     eng = _vllm_engine(engine)
-    rng = random.Random(f"{seed}:{when}:{probe_id}:{id(eng)}:{time.monotonic_ns()}")
+    rng = random.Random(f"{seed}:{when}:{probe_id}:{condition}:{round_id}:{id(eng)}:{time.monotonic_ns()}")
     vocab = _vocab(eng)
     wall: Dict[str, List[float]] = {}
-    for rep in range(int(repeats)):
+    for rep in range(int(first_repeat), int(first_repeat) + int(repeats)):
         for point in points:
             tag = {"probe_id": probe_id, "when": when, "point": point_key(point), "repeat": rep,
                    "phase": point[0], "batch_size": int(point[1]), "context_tokens": int(point[2]),
                    "prefill_tokens": int(point[3])}
+            if condition != "isolated":
+                tag.update(condition=condition, round=round_id)
             t = time.monotonic()
             eng._request("generate", payloads=payloads(point, rng, vocab), record_id="batch", **{TAG_KEY: tag})
             wall.setdefault(point_key(point), []).append(time.monotonic() - t)
     return {"when": when, "probe_id": probe_id, "repeats": int(repeats), "wall_s": wall}
+
+
+def run_load_in_engine(engine: Any, when: str, *, probe_id: str, seed: int, round_id: str, repeat: int,
+                       max_new_tokens: int) -> Dict[str, Any]:
+    """The contended part's load in this engine: one ``generate`` of :data:`LOAD_ROWS` rows decoding
+    ``max_new_tokens`` tokens each (``ignore_eos``), tagged ``condition: load`` (a ``probe_generate``
+    record, never a window request); its timestamps say when it decoded steadily."""
+    eng = _vllm_engine(engine)
+    rng = random.Random(f"{seed}:{when}:{probe_id}:load:{round_id}:{id(eng)}:{time.monotonic_ns()}")
+    vocab = _vocab(eng)
+    n = max(2, min(int(max_new_tokens), MAX_LOAD_TOKENS))
+    rows = [{"input_ids": [rng.randrange(vocab) for _ in range(DECODE_PROMPT_TOKENS)], "return_logprob": True,
+             "sampling_params": {**SAMPLING, "max_new_tokens": n, "n": 1}} for _ in range(LOAD_ROWS)]
+    tag = {"probe_id": probe_id, "when": when, "point": f"load:b{LOAD_ROWS}", "repeat": int(repeat),
+           "phase": "load", "batch_size": LOAD_ROWS, "context_tokens": 0, "prefill_tokens": 0,
+           "condition": "load", "round": round_id}
+    t = time.monotonic()
+    eng._request("generate", payloads=rows, record_id="batch", **{TAG_KEY: tag})
+    return {"when": when, "probe_id": probe_id, "round": round_id, "load_tokens": n, "wall_s": time.monotonic() - t}
 
 
 def add_role_method(cls: Any) -> None:
@@ -129,7 +162,14 @@ def add_role_method(cls: Any) -> None:
     if getattr(cls, ROLE_METHOD, None) is not None:
         return
 
-    def unirl_replay_probe(self, when: str, probe_id: str = "", seed: int = 0) -> Dict[str, Any]:
+    def unirl_replay_probe(self, when: str, probe_id: str = "", seed: int = 0, mode: str = "isolated",
+                           round_id: str = "", repeat: int = 0, load_tokens: int = 0) -> Dict[str, Any]:
+        if mode == "load":
+            return run_load_in_engine(self, when, probe_id=probe_id, seed=seed, round_id=round_id, repeat=repeat,
+                                      max_new_tokens=load_tokens)
+        if mode == "contended":
+            return run_in_engine(self, when, probe_id=probe_id, seed=seed, repeats=1, condition="contended",
+                                 round_id=round_id, first_repeat=repeat)
         return run_in_engine(self, when, probe_id=probe_id, seed=seed)
 
     unirl_replay_probe.__doc__ = "unirl-replay reference probe (added by the capture switch; see unirl_replay.capture.probe)"
@@ -143,12 +183,65 @@ def add_role_method_for_module(module: Any) -> None:
             add_role_method(cls)
 
 
-def run(rollout: Any, when: str, *, probe_id: str = "", seed: int = 0) -> List[Dict[str, Any]]:
+def load_tokens_for(target_wall_s: float, load_wall_s: float, load_tokens: int) -> int:
+    """Load output tokens to cover ``LOAD_LEAD_S`` + the target's points (``target_wall_s``, their isolated
+    wall time) x :data:`LOAD_MARGIN`, at the load engine's rate (``load_wall_s`` seconds for
+    ``load_tokens`` tokens: its last load, or its isolated B=32 decode point's wall over 2 x its steps)."""
+    rate = load_wall_s / max(int(load_tokens), 1)
+    need = LOAD_LEAD_S + LOAD_MARGIN * target_wall_s
+    return max(PROBE_DECODE_STEPS, min(MAX_LOAD_TOKENS, int(need / max(rate, 1e-3)) + 1))
+
+
+def first_load_rate(wall_b1_s: float, wall_b32_s: float) -> tuple[float, int]:
+    """The first load's rate guess, ``(seconds, tokens)`` for :func:`load_tokens_for`, from the load engine's isolated
+    decode points' wall times: a B=1 step ~ its wall / 32 (its 112-token prefill is small), a B=32 step ~ half its
+    wall / 32 (the other half: its 3.6 k-token prefill), a :data:`LOAD_ROWS`-row step interpolated linearly in B.
+    Every later load uses the rate its engine's last load measured."""
+    s1 = wall_b1_s / PROBE_DECODE_STEPS
+    s32 = max(s1, 0.5 * wall_b32_s / PROBE_DECODE_STEPS)
+    step = s1 + (LOAD_ROWS - 1) / 31 * (s32 - s1)
+    return step * 1000, 1000
+
+
+def _contended(slots: List[Any], results: List[Dict[str, Any]], when: str, probe_id: str, seed: int,
+               repeats: int) -> List[Dict[str, Any]]:
+    """The contended part: per repeat and target engine, the load on every other engine, then the target's points."""
+    def med(res: Dict[str, Any], key: str) -> float:
+        xs = (res.get("wall_s") or {}).get(key) or [0.0]
+        return float(statistics.median(xs))
+
+    target_wall = [sum(med(r, point_key(p)) for p in PROBE_POINTS) for r in results]
+    rate = [first_load_rate(med(r, point_key(("decode", 1, 128, 0))), med(r, point_key(("decode", 32, 128, 0))))
+            for r in results]
+    out = []
+    for rep in range(int(repeats)):
+        for t, slot in enumerate(slots):
+            rid = f"{rep}:{t}"
+            loads = {o: slots[o].launch(ROLE_METHOD, when, probe_id, seed, "load", rid, rep,
+                                        load_tokens_for(target_wall[t], *rate[o]))
+                     for o in range(len(slots)) if o != t}
+            time.sleep(LOAD_LEAD_S)
+            got = slot.launch(ROLE_METHOD, when, probe_id, seed, "contended", rid, rep, 0).result()
+            for o, pending in loads.items():
+                res = pending.result()
+                rate[o] = (float(res["wall_s"]), int(res["load_tokens"]))
+                out.append(res)
+            out.append(got)
+    return out
+
+
+def run(rollout: Any, when: str, *, probe_id: str = "", seed: int = 0, contended_repeats: int = 0
+        ) -> List[Dict[str, Any]]:
     """Driver side: run the probe in every engine of UniRL's rollout ``Handle`` at once, and wait.
 
     ``when`` is ``"before"`` or ``"after"`` (the window it brackets). Marks ``probe_start`` /
     ``probe_end`` (with host and engine-process counters) in the driver's shard. Call it outside
     a window, with no rollout in flight. Needs the capture on (:func:`unirl_replay.capture.install`).
+
+    ``contended_repeats`` > 0 (and two or more engines): after the points above, the contended part
+    (``ReferenceProbe.contended_points``): that many repeats of each point on each engine in turn,
+    one engine at a time, while every other engine runs the load (:func:`run_load_in_engine`),
+    started :data:`LOAD_LEAD_S` before the target's points and sized to outlast them.
     """
     import os
 
@@ -162,7 +255,10 @@ def run(rollout: Any, when: str, *, probe_id: str = "", seed: int = 0) -> List[D
     driver_capture.mark("probe_start", when=when, probe_id=probe_id, engines=len(slots))
     pending = [slot.launch(ROLE_METHOD, when, probe_id, seed) for slot in slots]
     results = [p.result() for p in pending]
-    driver_capture.mark("probe_end", when=when, probe_id=probe_id, engines=len(slots))
+    if contended_repeats > 0 and len(slots) >= 2:
+        results += _contended(slots, results, when, probe_id, seed, contended_repeats)
+    driver_capture.mark("probe_end", when=when, probe_id=probe_id, engines=len(slots),
+                        contended_repeats=int(contended_repeats) if len(slots) >= 2 else 0)
     return results
 
 
@@ -233,8 +329,9 @@ def repeat_step_ms(tag: Dict[str, Any], requests: List[Dict[str, Any]]) -> Optio
     return statistics.median(per)
 
 
-def probe_points(records: List[Dict[str, Any]]) -> List[Dict[str, Any]]:
-    """``ProbePoint`` fields per point from one engine's ``probe_generate`` records of one probe."""
+def probe_points(records: List[Dict[str, Any]], keep_key: bool = False) -> List[Dict[str, Any]]:
+    """``ProbePoint`` fields per point from one engine's ``probe_generate`` records of one probe
+    (``keep_key``: each keeps its :func:`point_key` as ``"key"``)."""
     by: Dict[str, Dict[str, Any]] = {}
     for r in records:
         tag = r.get("probe") or {}
@@ -270,8 +367,106 @@ def probe_points(records: List[Dict[str, Any]]) -> List[Dict[str, Any]]:
         pt["key"] = key
         out.append(pt)
     order = {point_key(p): i for i, p in enumerate(PROBE_POINTS)}
-    out.sort(key=lambda p: order.get(p.pop("key"), 99))
+    out.sort(key=lambda p: order.get(p["key"] if keep_key else p.pop("key"), 99))
     return out
+
+
+def _interval(tag: Dict[str, Any], requests: List[Dict[str, Any]]) -> Optional[tuple]:
+    """(t0, t1) monotonic s of what one repeat measured: decode from the first row's first token to the last
+    row's last token; prefill from the first row's schedule to the last row's first token (for a batched
+    repeat that includes the lead row: stricter than its measured pass). None when a timestamp is missing."""
+    keys = ("first_token_ts", "last_token_ts") if tag.get("phase") == "decode" else ("scheduled_ts", "first_token_ts")
+    a, b = [], []
+    for r in requests:
+        m = r.get("metrics") or {}
+        x, y = m.get(keys[0]), m.get(keys[1])
+        if not (isinstance(x, (int, float)) and isinstance(y, (int, float))):
+            return None
+        a.append(float(x))
+        b.append(float(y))
+    return (min(a), max(b)) if a else None
+
+
+def load_steady(requests: List[Dict[str, Any]]) -> Optional[tuple]:
+    """(t0, t1) during which a load decoded steadily: every row past its first token, none finished
+    (the latest first token .. the earliest last token); None when a timestamp is missing or it never did."""
+    firsts, lasts = [], []
+    for r in requests:
+        m = r.get("metrics") or {}
+        a, b = m.get("first_token_ts"), m.get("last_token_ts")
+        if not (isinstance(a, (int, float)) and isinstance(b, (int, float))):
+            return None
+        firsts.append(float(a))
+        lasts.append(float(b))
+    if not firsts or max(firsts) >= min(lasts):
+        return None
+    return max(firsts), min(lasts)
+
+
+def contended_points(records: List[Dict[str, Any]], loads: Dict[str, List[Dict[str, Any]]]
+                     ) -> tuple[List[Dict[str, Any]], List[Dict[str, Any]]]:
+    """``ProbePoint`` fields of one engine's contended part, and one verdict per repeat.
+
+    ``records``: this engine's ``probe_generate`` records tagged ``condition: contended``; ``loads``:
+    per OTHER engine of the run, its ``condition: load`` records of the same probe. A repeat is used
+    only when, for every other engine, the load of its round decoded steadily (:func:`load_steady`)
+    over the whole interval the repeat measured (:func:`_interval`); else it counts in the point's
+    ``unusable_repeats`` and its verdict says why. No other engine: nothing is contended (empty).
+    """
+    if not loads:
+        return [], []
+    steady: Dict[tuple, Optional[tuple]] = {}
+    for eid, recs in loads.items():
+        for r in recs:
+            steady[(eid, str((r.get("probe") or {}).get("round")))] = load_steady(r.get("requests") or [])
+    used, verdicts = [], []
+    excluded: Dict[str, int] = {}
+    for r in records:
+        tag = r.get("probe") or {}
+        rid = str(tag.get("round"))
+        iv = _interval(tag, r.get("requests") or [])
+        why = None
+        if iv is None:
+            why = "a timestamp of the measured rows is missing"
+        else:
+            for eid in sorted(loads):
+                s = steady.get((eid, rid), "absent")
+                if s == "absent":
+                    why = f"engine {eid} has no load record for round {rid}"
+                elif s is None:
+                    why = f"engine {eid}'s load of round {rid} never decoded steadily (or lacks a timestamp)"
+                elif not (s[0] <= iv[0] and iv[1] <= s[1]):
+                    why = (f"engine {eid}'s load decoded steadily {s[0]:.3f}..{s[1]:.3f} s, the repeat measured "
+                           f"{iv[0]:.3f}..{iv[1]:.3f} s (not inside)")
+                if why:
+                    break
+        verdicts.append({"point": tag.get("point"), "repeat": tag.get("repeat"), "round": rid,
+                         "used": why is None, **({"reason": why} if why else {}),
+                         **({"interval": [round(iv[0], 6), round(iv[1], 6)]} if iv else {})})
+        if why is None:
+            used.append(r)
+        else:
+            excluded[str(tag.get("point"))] = excluded.get(str(tag.get("point")), 0) + 1
+    pts = probe_points(used, keep_key=True)
+    have = {p["key"] for p in pts}
+    for point in PROBE_POINTS:  # a point none of whose repeats was usable: kept with its count, no median
+        key = point_key(point)
+        if key in excluded and key not in have:
+            pts.append({"phase": point[0], "batch_size": int(point[1]), "context_tokens": int(point[2]),
+                        "prefill_tokens": int(point[3]), "repeats": 0, "unusable_repeats": 0, "step_ms": [],
+                        "key": key})
+    order = {point_key(p): i for i, p in enumerate(PROBE_POINTS)}
+    pts.sort(key=lambda p: order.get(p["key"], 99))
+    for p in pts:
+        p["unusable_repeats"] += excluded.pop(p["key"], 0)
+        p.pop("key")
+    return pts, verdicts
+
+
+def contended_load_words() -> str:
+    return (f"every other engine decoding {LOAD_ROWS} rows of {DECODE_PROMPT_TOKENS}-token unique random prompts "
+            f"(ignore_eos, sampling as the probe's), started {LOAD_LEAD_S:g} s before this engine's points and sized to "
+            f"outlast them ({LOAD_MARGIN:g} x their isolated wall time); one repeat per point per round")
 
 
 METHOD = (f"{PROBE_REPEATS} repeats of: decode B=1 and B=32 ({DECODE_PROMPT_TOKENS}-token unique random prompts, "
@@ -284,4 +479,11 @@ METHOD = (f"{PROBE_REPEATS} repeats of: decode B=1 and B=32 ({DECODE_PROMPT_TOKE
           "pipe (unirl_replay.capture.probe)")
 
 __all__ = ["PROBE_POINTS", "PROBE_REPEATS", "PROBE_DECODE_STEPS", "run", "run_in_engine", "add_role_method",
-           "probe_points", "batched_prefill_pass", "ROLE_METHOD", "TAG_KEY", "METHOD"]
+           "probe_points", "batched_prefill_pass", "ROLE_METHOD", "TAG_KEY", "METHOD", "run_load_in_engine",
+           "contended_points", "load_steady", "load_tokens_for", "LOAD_ROWS", "LOAD_LEAD_S", "CONTENDED_METHOD"]
+
+CONTENDED_METHOD = ("contended part (ReferenceProbe.contended_points): per repeat and engine in turn, the driver starts "
+                    f"a load on every other engine ({LOAD_ROWS} rows of {DECODE_PROMPT_TOKENS}-token unique random "
+                    f"prompts decoding, ignore_eos), waits {LOAD_LEAD_S:g} s, then runs one repeat of each point above "
+                    "on this engine; a repeat is used only when its measured interval lies inside every other "
+                    "engine's steady decode of that round (vLLM timestamps, host monotonic clock)")

@@ -89,23 +89,29 @@ def window_probes(recs: Dict[str, List[Dict[str, Any]]], start_mono: float, end_
     for when, p in chosen:
         a, b = _snap(p["start"]), _snap(p["end"])
         cond = conditions_fields(a, b, hardware=hw) if a and b else {}
+        by_engine = {eid: sorted(gens.get((p["probe_id"], eid), []), key=lambda r: r["call_monotonic"][0])
+                     for eid in {k[1] for k in gens if k[0] == p["probe_id"]}}
         for eid in engines:
-            rows = sorted(gens.get((p["probe_id"], eid), []), key=lambda r: r["call_monotonic"][0])
+            rows = by_engine.get(eid, [])
             if not rows:
                 continue
-            points = P.probe_points(rows)
+            # the probe's points (every engine running the same point) and its contended part, never mixed
+            iso = [r for r in rows if (r.get("probe") or {}).get("condition", "isolated") == "isolated"]
+            cont = [r for r in rows if (r.get("probe") or {}).get("condition") == "contended"]
+            loads = {o: [r for r in rs if (r.get("probe") or {}).get("condition") == "load"]
+                     for o, rs in by_engine.items() if o != eid}
+            loads = {o: rs for o, rs in loads.items() if rs}
+            points = P.probe_points(iso)
+            cpoints, verdicts = P.contended_points(cont, loads) if cont else ([], [])
             path = f"probes/{_safe(eid)}-{when}.json"
             rp = m.ReferenceProbe(engine_id=eid, when=when, artifact_path=path)
-            for pt in points:
-                if "median_ms" not in pt:
-                    continue
-                rp.points.append(m.ProbePoint(phase=pt["phase"], batch_size=pt["batch_size"],
-                                              context_tokens=pt["context_tokens"], prefill_tokens=pt["prefill_tokens"],
-                                              repeats=pt["repeats"], median_ms=pt["median_ms"], p25_ms=pt["p25_ms"],
-                                              p75_ms=pt["p75_ms"], unusable_repeats=pt["unusable_repeats"],
-                                              repeat_step_ms=pt.get("repeat_step_ms", []),
-                                              repeat_pass_tokens=pt.get("repeat_pass_tokens", []),
-                                              repeat_pass_rows=pt.get("repeat_pass_rows", [])))
+            for dest, pts in ((rp.points, points), (rp.contended_points, cpoints)):
+                for pt in pts:
+                    if "median_ms" not in pt:
+                        continue
+                    dest.append(_point(pt))
+            if cont:
+                rp.contended_load = P.contended_load_words()
             if cond:
                 rp.conditions.CopyFrom(_message(cond, [eid]))
             entries.append(rp)
@@ -114,9 +120,23 @@ def window_probes(recs: Dict[str, List[Dict[str, Any]]], start_mono: float, end_
                 "probe_id": p["probe_id"], "method": P.METHOD,
                 "window_offset_s": (p["t1"] - start_mono) if when == "before" else (p["t0"] - end_mono),
                 "probe_wall_s": p["t1"] - p["t0"], "points": points,
-                "requests": [_compact(r) for r in rows],
+                "requests": [_compact(r) for r in iso],
             }
+            if cont:  # the contended part: its points, one verdict per repeat, its requests and the loads' rows
+                artifacts[path].update({
+                    "contended_method": P.CONTENDED_METHOD, "contended_points": cpoints,
+                    "contended_verdicts": verdicts, "contended_requests": [_compact(r) for r in cont],
+                    "contended_loads": {o: [_compact(r) | {"round": (r.get("probe") or {}).get("round")} for r in rs]
+                                        for o, rs in sorted(loads.items())}})
     return entries, artifacts
+
+
+def _point(pt: Dict[str, Any]) -> m.ProbePoint:
+    return m.ProbePoint(phase=pt["phase"], batch_size=pt["batch_size"], context_tokens=pt["context_tokens"],
+                        prefill_tokens=pt["prefill_tokens"], repeats=pt["repeats"], median_ms=pt["median_ms"],
+                        p25_ms=pt["p25_ms"], p75_ms=pt["p75_ms"], unusable_repeats=pt["unusable_repeats"],
+                        repeat_step_ms=pt.get("repeat_step_ms", []), repeat_pass_tokens=pt.get("repeat_pass_tokens", []),
+                        repeat_pass_rows=pt.get("repeat_pass_rows", []))
 
 
 def _compact(r: Dict[str, Any]) -> Dict[str, Any]:

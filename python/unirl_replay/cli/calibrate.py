@@ -68,6 +68,12 @@ def _fit_describes_the_tables(base: str) -> None:
                    "(the scalar level with the reason recorded where they are refused), prefill level by pass size "
                    "between the isolated and the batched prefill points; scalar = one level per phase (the first "
                    "probe holdouts' method). Both are recorded in the provenance either way.")
+@click.option("--probe-condition", "probe_condition", default="isolated", show_default=True,
+              type=click.Choice(["isolated", "contended", "mixed"]),
+              help="With --level-to-probe: isolated = the probe's points (every engine running the same point); "
+                   "contended = its contended points (each engine measured while the others ran a steady decode "
+                   "load; capture --probe-contended N), the variant CALIBRATED+PROBE contended; mixed = decode from the contended "
+                   "points, prefill from the probe's points (exploratory).")
 @click.option("--out", "out", required=True, type=OutPath(dir_okay=False),
               help="Profile to write (dynamo_profile NPZ); the provenance goes next to it as <out>.provenance.json.")
 @click.option("--workload-name", default=None,
@@ -97,7 +103,7 @@ def _fit_describes_the_tables(base: str) -> None:
 @click.option("--raw-out", default=None, type=OutPath(dir_okay=False), help="Also keep the raw driver JSON here.")
 @click.option("--from-raw", "raw_in", default=None, type=click.Path(exists=True, dir_okay=False),
               help="Refit an earlier --raw-out instead of measuring (the provenance says measured: the data were).")
-def command(like, probe_trace, base, levelling, out, workload_name, repeats, decode_repeats, osl, batches, lengths, max_kv,
+def command(like, probe_trace, base, levelling, probe_condition, out, workload_name, repeats, decode_repeats, osl, batches, lengths, max_kv,
             model, model_dir, max_load, engine_env, raw_out, raw_in) -> None:
     """Measure the real engine configured like the --like trace (reference environment) and write a dynamo_profile NPZ."""
     from unirl_replay.calibrate.profiler import CalibrationError, calibrate
@@ -119,7 +125,8 @@ def command(like, probe_trace, base, levelling, out, workload_name, repeats, dec
             manifest = gate(probe_trace, "calibrate").manifest
             _same_model(base, manifest)
             _fit_describes_the_tables(base)
-            path, prov = level_profile(base, manifest, out, levelling=levelling)
+            path, prov = level_profile(base, manifest, out, levelling=levelling,
+                                       probe_condition=probe_condition)
         except ProbeError as e:
             raise CalibrationError(str(e)) from e
         pl = prov["probe_levelled"]
@@ -134,9 +141,11 @@ def command(like, probe_trace, base, levelling, out, workload_name, repeats, dec
         else:
             ptext = "prefill x" + ", ".join(f"{q['level']:.3f} at {q['tokens']} tokens"
                                             for q in pl["prefill"]["by_tokens"]["points"])
-        click.echo(f"{path}: {base} levelled to the probe of {pl['trace_id']} (CALIBRATED+PROBE, {levelling}): "
+        click.echo(f"{path}: {base} levelled to the probe of {pl['trace_id']} ({pl['variant']}, {levelling}): "
                    f"{dtext}; {ptext} (scalar levels: decode x{pl['decode_level']:.3f}, prefill x{pl['prefill_level']:.3f})")
         return
+    if probe_condition != "isolated":
+        raise click.UsageError("--probe-condition is an option of --level-to-probe (which probe points it levels to)")
     if like is None:
         raise click.UsageError("--like TRACE_DIR is required (or --level-to-probe with --base)")
     if base is not None:

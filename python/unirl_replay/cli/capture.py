@@ -149,6 +149,10 @@ def _validate(out_dir: str) -> None:
                    "than one, the shards are kept and one finalize command per window is printed.")
 @click.option("--probe", is_flag=True, help="Run the reference probe (unirl_replay.capture.probe) in every engine "
                                            "before the first window and after each one.")
+@click.option("--probe-contended", type=int, default=0, show_default=True, metavar="N",
+              help="With --probe and 2+ engines: also N repeats of each probe point on each engine in turn while "
+                   "every other engine runs a steady decode load (ReferenceProbe.contended_points; calibrate "
+                   "--probe-condition contended). 0 = off.")
 @click.option("--engines", type=int, default=2, show_default=True,
               help="Engines: Ray actors (UniRL DevicePool workers), each with its own vLLM-CPU engine.")
 @click.option("--model", "model", default=None, type=click.Path(file_okay=False, exists=True),
@@ -165,7 +169,7 @@ def _validate(out_dir: str) -> None:
 def run_command(mode: str, out_dir: str, role: str, workload_name: str | None, seed: int, batches: int,
                 prompts: int | None, samples: int, prompt_words: str | None, max_new_tokens: int | None,
                 group_size: int, per_worker_inflight: int, max_turns: int, tool_wait_ms: str | None,
-                overhead_pairs: int, windows: int, probe: bool, engines: int, model: str | None, model_dir: str | None, keep_raw: bool,
+                overhead_pairs: int, windows: int, probe: bool, probe_contended: int, engines: int, model: str | None, model_dir: str | None, keep_raw: bool,
                 no_finalize: bool, no_validate: bool, dump_prompts: str | None,
                 kill_engine_at_rollout: int | None) -> None:
     """Run a real UniRL rollout (MODE grpo or agentic) on UniRL's Ray wiring, capture it, finalize the trace."""
@@ -178,6 +182,8 @@ def run_command(mode: str, out_dir: str, role: str, workload_name: str | None, s
     py = reference_python()
     if engines < 1:
         raise click.BadParameter("at least 1 engine", param_hint="--engines")
+    if probe_contended < 0 or (probe_contended and not probe):
+        raise click.BadParameter("N >= 0, and only with --probe", param_hint="--probe-contended")
     argv = [str(py), "-m", "unirl_replay.reference.rollout_driver", mode, "--out", str(out),
             "--seed", str(seed), "--batches", str(batches), "--samples", str(samples),
             "--group-size", str(group_size), "--per-worker-inflight", str(per_worker_inflight),
@@ -186,7 +192,8 @@ def run_command(mode: str, out_dir: str, role: str, workload_name: str | None, s
     for flag, value in (("--prompts", prompts), ("--prompt-words", prompt_words),
                         ("--max-new-tokens", max_new_tokens), ("--tool-wait-ms", tool_wait_ms),
                         ("--model", str(Path(model).resolve()) if model else None), ("--model-dir", model_dir),
-                        ("--dump-prompts", dump_prompts), ("--kill-engine-at-rollout", kill_engine_at_rollout)):
+                        ("--dump-prompts", dump_prompts), ("--kill-engine-at-rollout", kill_engine_at_rollout),
+                        ("--probe-contended", probe_contended or None)):
         if value is not None:
             argv += [flag, str(value)]
     env = dict(os.environ)

@@ -224,7 +224,7 @@ class Harness:
         from unirl_replay.capture import probe as reference_probe
 
         t = time.monotonic()
-        reference_probe.run(rollout, when, seed=self.args.seed)
+        reference_probe.run(rollout, when, seed=self.args.seed, contended_repeats=self.args.probe_contended)
         progress(f"reference probe {when} window {window} in {self.args.engines} engines: {time.monotonic() - t:.1f} s")
 
     def begin_window(self, rollout, k: int, rids: List[int]) -> None:
@@ -488,6 +488,8 @@ def harness_labels(args, h: Harness, timings: Dict[str, Any]) -> Dict[str, str]:
     if args.probe:
         labels["reference_probe"] = ("unirl_replay.capture.probe.run before the first window and after each window, "
                                      "every engine at once")
+        if args.probe_contended:
+            labels["reference_probe.contended_repeats"] = str(args.probe_contended)
     if "start" in h.load and "end" in h.load:
         labels["loadavg.window"] = "start %s, end %s" % tuple(
             "/".join(f"{x:.2f}" for x in h.load[k]) for k in ("start", "end"))
@@ -542,6 +544,9 @@ def main(argv: List[str] | None = None) -> int:
     parser.add_argument("--probe", action="store_true",
                         help="run the reference probe (unirl_replay.capture.probe) in every engine before the first "
                              "window and after each")
+    parser.add_argument("--probe-contended", type=int, default=0,
+                        help="with --probe: N repeats of each point on each engine in turn while the other engines "
+                             "run a steady decode load (capture.probe contended part); 0 = off")
     parser.add_argument("--dump-prompts", default=None, help="tests only: write the prompts (text, token ids) here")
     parser.add_argument("--kill-engine-at-rollout", type=int, default=None,
                         help="tests only (agentic): kill -9 the rank-0 engine's vLLM runtime during this rollout")

@@ -165,6 +165,13 @@ def condition_warnings(manifest: mpb.TraceManifest, replay: rpb.ReplayResult, pr
                     else f"batched prefill, {pt.batch_size} rows, {pt.prefill_tokens} tokens in one pass"
                     if pt.batch_size > 1 else f"prefill {pt.prefill_tokens} tokens")
             if own_probe:  # the level is applied already: what is left is this point's misfit to the levelling
+                if levelled.get("probe_condition") == "contended":
+                    out.append(f"reference probe {when} the window ({what}, measured with every engine running it) "
+                               f"ran at {level:.2f}x the probe-levelled profile's time (probe spread "
+                               f"{100 * spread:.0f} %): the profile was levelled to this trace's own probe's "
+                               "CONTENDED points (each engine measured while the others decoded), so its "
+                               "isolated points differ from the level it applies")
+                    continue
                 out.append(f"reference probe {when} the window ({what}) ran at {level:.2f}x the probe-levelled "
                            f"profile's time (probe spread {100 * spread:.0f} %): the profile was levelled to this "
                            f"trace's own probe ({levelled.get('levelling', 'scalar')} levelling), and this point "

@@ -122,18 +122,22 @@ class RunConditions(_message.Message):
     def __init__(self, cpu_model: _Optional[str] = ..., cpu_count: _Optional[int] = ..., worker_threads: _Optional[_Mapping[str, str]] = ..., loadavg_1m_start: _Optional[float] = ..., loadavg_1m_end: _Optional[float] = ..., steal_pct: _Optional[float] = ..., host_busy_pct: _Optional[float] = ..., engine_process_cpu_ns: _Optional[_Mapping[str, int]] = ..., engine_uptime_ns: _Optional[int] = ..., cache_state: _Optional[_Union[_common_pb2.CacheStateKind, str]] = ..., duration_ns: _Optional[int] = ...) -> None: ...
 
 class ReferenceProbe(_message.Message):
-    __slots__ = ("engine_id", "when", "points", "artifact_path", "conditions")
+    __slots__ = ("engine_id", "when", "points", "artifact_path", "conditions", "contended_points", "contended_load")
     ENGINE_ID_FIELD_NUMBER: _ClassVar[int]
     WHEN_FIELD_NUMBER: _ClassVar[int]
     POINTS_FIELD_NUMBER: _ClassVar[int]
     ARTIFACT_PATH_FIELD_NUMBER: _ClassVar[int]
     CONDITIONS_FIELD_NUMBER: _ClassVar[int]
+    CONTENDED_POINTS_FIELD_NUMBER: _ClassVar[int]
+    CONTENDED_LOAD_FIELD_NUMBER: _ClassVar[int]
     engine_id: str
     when: str
     points: _containers.RepeatedCompositeFieldContainer[ProbePoint]
     artifact_path: str
     conditions: RunConditions
-    def __init__(self, engine_id: _Optional[str] = ..., when: _Optional[str] = ..., points: _Optional[_Iterable[_Union[ProbePoint, _Mapping]]] = ..., artifact_path: _Optional[str] = ..., conditions: _Optional[_Union[RunConditions, _Mapping]] = ...) -> None: ...
+    contended_points: _containers.RepeatedCompositeFieldContainer[ProbePoint]
+    contended_load: str
+    def __init__(self, engine_id: _Optional[str] = ..., when: _Optional[str] = ..., points: _Optional[_Iterable[_Union[ProbePoint, _Mapping]]] = ..., artifact_path: _Optional[str] = ..., conditions: _Optional[_Union[RunConditions, _Mapping]] = ..., contended_points: _Optional[_Iterable[_Union[ProbePoint, _Mapping]]] = ..., contended_load: _Optional[str] = ...) -> None: ...
 
 class ProbePoint(_message.Message):
     __slots__ = ("phase", "batch_size", "context_tokens", "prefill_tokens", "repeats", "median_ms", "p25_ms", "p75_ms", "unusable_repeats", "repeat_step_ms", "repeat_pass_tokens", "repeat_pass_rows")

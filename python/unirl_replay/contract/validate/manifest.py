@@ -113,7 +113,8 @@ def probe_problems(probe, engines) -> list[str]:
         elif path.parts[:1] and path.parts[0] in _TRACE_FILES or probe.artifact_path.endswith(PARTIAL_SUFFIX):
             out.append(f"artifact_path {probe.artifact_path!r} names a file of the trace itself (the manifest, a "
                        "record stream, a writer's partial file), not a probe artifact")
-    for i, pt in enumerate(probe.points):
+    for i, pt in [(i, pt) for i, pt in enumerate(probe.points)] + [(f"contended {i}", pt) for i, pt in
+                                                                    enumerate(probe.contended_points)]:
         where = f"point {i} ({pt.phase or 'no phase'})"
         if pt.phase not in PROBE_PHASES:
             out.append(f"{where}: phase {pt.phase!r} is neither 'decode' nor 'prefill'")
