@@ -64,8 +64,10 @@ def _safe(name: str) -> str:
 
 def _replay_engine(sim: Simulator, plan: EnginePlan, index: WorkloadIndex, fmt: str, tm: dict, work: Path,
                    digest: str) -> tuple[Conversion, dict | None, dict, int, list[str]]:
-    """Replay one engine. Returns (conversion, {(request_id, sample): row} or None when rows
-    cannot be mapped, upstream summary, upstream wall ns, notes)."""
+    """Replay one engine. Returns (conversion, rows, upstream summary, upstream wall ns, notes):
+    rows = the upstream's row list (agentic_mooncake: mapped back by id later, see
+    :func:`mapback.predicted_values_mapped`), {(request_id, sample): row} (mooncake, matched by
+    signature) or None when rows cannot be mapped."""
     convert = CONVERTERS[fmt]
     eargs, notes = engine_args(plan.engine, tm)
     stem = f"{_safe(plan.engine.engine_id)}.{fmt}"
@@ -86,10 +88,9 @@ def _replay_engine(sim: Simulator, plan: EnginePlan, index: WorkloadIndex, fmt: 
     if run.per_request is None:
         return conv, None, run.summary, wall, notes
     if fmt == "mooncake":
-        rows = mooncake.match_rows(conv, run.per_request)
-    else:
-        rows = mapback.map_rows(conv.sequences, run.per_request)  # = {sequences[id]: row for rows with known ids}
-    return conv, rows, run.summary, wall, notes
+        return conv, mooncake.match_rows(conv, run.per_request), run.summary, wall, notes
+    rows = run.per_request  # mapped back by upstream id (mapback.map_rows) with the values
+    return conv, rows if isinstance(rows, list) else list(rows), run.summary, wall, notes
 
 
 def _predicted(req, rows: dict, engine_id: str, shift_ms: float, offset_ns: int) -> replay_pb2.PredictedRequest:
@@ -221,8 +222,12 @@ def replay_workload(index: WorkloadIndex, manifest: manifest_pb2.TraceManifest, 
     sample_of = dict(zip(all_ids, counts))  # a plain dict: read once per request below
     for eid, (conv, rows, *_r) in done.items():
         ids = plans[eid].ids()
-        values.update(mapback.predicted_values_bulk(rows, ids, sample_of, conv.lead_ms,
-                                                    conv.origin_ns - global_origin))
+        if isinstance(rows, dict):  # mooncake: matched by signature
+            values.update(mapback.predicted_values_bulk(rows, ids, sample_of, conv.lead_ms,
+                                                        conv.origin_ns - global_origin))
+        else:  # = predicted_values_bulk(map_rows(conv.sequences, rows), ...)
+            values.update(mapback.predicted_values_mapped(conv.sequences, rows, ids, sample_of, conv.lead_ms,
+                                                          conv.origin_ns - global_origin))
         engine_of.update(dict.fromkeys(ids, eid))
     del sample_of
     add = res.requests
