@@ -230,18 +230,25 @@ def replay_workload(index: WorkloadIndex, manifest: manifest_pb2.TraceManifest, 
                                                           conv.origin_ns - global_origin))
         engine_of.update(dict.fromkeys(ids, eid))
     del sample_of
-    add = res.requests
-    add_predicted = mapback.add_predicted
+    reqs = res.requests
+    add, add_predicted = reqs.add, mapback.add_predicted
     incomplete = []
-    makespan = None
+    ends = []
     for q in all_ids:
         v = values[q]
-        add_predicted(add, q, engine_of[q], v)
+        if v is not None and v[1] is not None and v[2] is not None and v[3] is not None:
+            a, sch, f, e, cached = v  # every field: add_predicted's one-call case, inline
+            add(request_id=q, engine_id=engine_of[q], arrival_ns=a, scheduled_ns=sch, first_token_ns=f,
+                completion_ns=e, cached_tokens=cached)
+            ends.append(e)
+            continue
+        add_predicted(reqs, q, engine_of[q], v)
         if v is None or v[3] is None:
             incomplete.append(q)
-        elif makespan is None or v[3] > makespan:
-            makespan = v[3]
-    del engine_of
+        else:
+            ends.append(v[3])
+    makespan = max(ends) if ends else None
+    del engine_of, ends
     if incomplete:
         notes.append(f"{len(incomplete)} requests did not complete in the simulator (e.g. "
                      f"{incomplete[:3]}); their completion is absent")
