@@ -180,6 +180,8 @@ def predicted_values_mapped(seqs: Mapping[str, tuple[str, int]], rows: list, req
             cols = None
         if cols is not None:
             out: dict[str, tuple | None] = dict(zip(fast, zip(*cols)))
+            if ids == fast:  # workload order = file order (one list comparison)
+                return out
             for rid in ids:  # requests without a row (not in this engine's file): no prediction
                 if rid not in out:
                     out[rid] = None

@@ -223,11 +223,14 @@ def replay_workload(index: WorkloadIndex, manifest: manifest_pb2.TraceManifest, 
     for eid, (conv, rows, *_r) in done.items():
         ids = plans[eid].ids()
         if isinstance(rows, dict):  # mooncake: matched by signature
-            values.update(mapback.predicted_values_bulk(rows, ids, sample_of, conv.lead_ms,
-                                                        conv.origin_ns - global_origin))
+            got = mapback.predicted_values_bulk(rows, ids, sample_of, conv.lead_ms, conv.origin_ns - global_origin)
         else:  # = predicted_values_bulk(map_rows(conv.sequences, rows), ...)
-            values.update(mapback.predicted_values_mapped(conv.sequences, rows, ids, sample_of, conv.lead_ms,
-                                                          conv.origin_ns - global_origin))
+            got = mapback.predicted_values_mapped(conv.sequences, rows, ids, sample_of, conv.lead_ms,
+                                                  conv.origin_ns - global_origin)
+        if values:
+            values.update(got)
+        else:
+            values = got  # one engine: no copy
         engine_of.update(dict.fromkeys(ids, eid))
     del sample_of
     reqs = res.requests
