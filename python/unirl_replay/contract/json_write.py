@@ -227,9 +227,10 @@ def _columns_writer(fields: list) -> Callable[[list], bytes]:
         for k, (name, explicit, ftype, _spec, text) in enumerate(fields):
             vals = list(map(attrgetter(name), rows))
             bit = 1 << k
-            for i in [i for i, v in enumerate(vals) if not v]:  # the default: absent unless set
-                if not explicit or not rows[i].HasField(name):
-                    masks[i] = masks.get(i, 0) | bit
+            if not all(vals):  # a default value: absent unless set
+                for i in [i for i, v in enumerate(vals) if not v]:
+                    if not explicit or not rows[i].HasField(name):
+                        masks[i] = masks.get(i, 0) | bit
             if ftype == _T.TYPE_STRING:
                 uniq = set(vals)
                 if len(uniq) * 4 < len(vals):
