@@ -319,3 +319,62 @@ def test_mapped_values_for_requests_outside_the_file():
         want = mapback.predicted_values_bulk(mapback.map_rows(seqs, rows), ids + extra, samples, 0.5, 10)
         assert mapback.predicted_values_mapped(seqs, rows, ids + extra, samples, 0.5, 10) == want
     assert mapback._positional(seqs, rows, samples) is not None
+
+
+def _two_replays(run, monkeypatch, real, out):
+    """``run()`` twice on the same upstream answers (the real upstream called the first time only):
+    once with the bulk paths forced on every size (positional mapping, the column writer), once
+    with them off (the composition map_rows + predicted_values_bulk and encode(to_dict), main's
+    paths); returns the two written results (bytes) and the first result."""
+    from unirl_replay.replay import runner
+    from unirl_replay.contract import json_write
+    from unirl_replay.replay.simulators import dynamo
+
+    answers = []
+
+    def recording(*a, **k):
+        answers.append(real(*a, **k))
+        return answers[-1]
+    monkeypatch.setattr(dynamo, "run_upstream", recording)
+    monkeypatch.setattr(json_write, "_ROWS_MIN", 0)
+    monkeypatch.setattr(mapback, "_BULK_MIN", 1)
+    first = run()
+    a = runner.write_result(out / "fast", first).read_bytes()
+    replayed = iter(answers)
+    monkeypatch.setattr(dynamo, "run_upstream", lambda *a, **k: next(replayed))
+    monkeypatch.setattr(json_write, "_ROWS_MIN", 10**9)
+    monkeypatch.setattr(mapback, "_positional", lambda *a: None)
+    b = runner.write_result(out / "slow", run()).read_bytes()
+    assert next(replayed, None) is None
+    return a, b, first
+
+
+def test_whole_replay_writes_the_same_bytes_with_and_without_the_bulk_paths(tmp_path, monkeypatch):
+    """Real upstream: two bundled traces and a 180-request chain workload replayed and written
+    with the positional mapping and the column writer forced on every size, and with both off;
+    the same replay_result.json bytes."""
+    import pytest
+
+    pytest.importorskip("dynamo.replay")
+    from pathlib import Path
+
+    from replay_build import manifest
+    from unirl_replay.replay import runner
+    from unirl_replay.replay.simulators import dynamo
+
+    real_upstream = dynamo.run_upstream
+
+    root = Path(__file__).resolve().parents[1] / "traces"
+    cases = [(lambda: runner.replay_trace(root / "grpo-a", "fixed:20,2")),
+             (lambda: runner.replay_trace(root / "agentic-a", "fixed:20,2",
+                                          unmodelled=("engine_client.inflight_limit",))),
+             (lambda: runner.replay_workload(_chain_workload(60, 3, rev=True), manifest(), "fixed:20,2"))]
+    taken = []
+    real_positional = mapback._positional
+    monkeypatch.setattr(mapback, "_positional", lambda *a: taken.append(real_positional(*a)) or taken[-1])
+    for k, run in enumerate(cases):
+        a, b, res = _two_replays(run, monkeypatch, real_upstream, tmp_path / str(k))
+        assert len(res.requests) >= 16
+        assert a == b
+        monkeypatch.setattr(mapback, "_positional", lambda *a: taken.append(real_positional(*a)) or taken[-1])
+    assert any(t is not None for t in taken)  # the positional path ran on real upstream rows
