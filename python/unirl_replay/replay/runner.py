@@ -63,7 +63,7 @@ def _safe(name: str) -> str:
 
 
 def _replay_engine(sim: Simulator, plan: EnginePlan, index: WorkloadIndex, fmt: str, tm: dict, work: Path,
-                   digest: str) -> tuple[Conversion, dict | None, dict, int, list[str]]:
+                   digest: str) -> tuple[Conversion, list | dict | None, dict, int, list[str]]:
     """Replay one engine. Returns (conversion, rows, upstream summary, upstream wall ns, notes):
     rows = the upstream's row list (agentic_mooncake: mapped back by id later, see
     :func:`mapback.predicted_values_mapped`), {(request_id, sample): row} (mooncake, matched by
