@@ -5,6 +5,7 @@ messages equal after parsing back."""
 import json
 import re
 
+import msgspec
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -138,3 +139,100 @@ def test_flat_converters_on_defaults_and_extremes():
         a, b = json_write._table(m.DESCRIPTOR)(m), json_write._general(m.DESCRIPTOR)(m)
         assert list(a.items()) == list(b.items())
         check(m)
+
+
+# --- long repeated fields written by columns (json_write._rows_writer / _compact) -------------
+
+def _all_types():
+    from unirl_replay.v1 import common_pb2
+    from google.protobuf import message_factory
+    seen, out = set(), []
+
+    def visit(d):
+        if d.full_name in seen or d.GetOptions().map_entry:
+            return
+        seen.add(d.full_name)
+        out.append(d)
+        for n in d.nested_types:
+            visit(n)
+    for mod in (w, outcomes_pb2, manifest_pb2, replay_pb2, report_pb2, common_pb2):
+        for d in mod.DESCRIPTOR.message_types_by_name.values():
+            visit(d)
+    return [message_factory.GetMessageClass(d) for d in out]
+
+
+ROW_TYPES = [c for c in _all_types() if json_write._rows_writer(c.DESCRIPTOR) is not None]
+_ODD_TEXT = st.text(alphabet=st.sampled_from(['a', 'é', '"', '\\', '\x00', '\n', '\u2028', '😀', '/', '<']),
+                    max_size=6)
+
+
+def test_the_result_rows_are_written_by_columns():
+    names = {c.DESCRIPTOR.name for c in ROW_TYPES}
+    assert {"PredictedRequest", "PredictedTrajectory", "PredictedGroup", "PredictedBatch"} <= names
+    assert any(f.type == f.TYPE_ENUM for c in ROW_TYPES for f in c.DESCRIPTOR.fields)  # enums covered too
+    assert json_write._rows_writer(replay_pb2.ReplayResult.DESCRIPTOR) is None  # not flat
+
+
+@st.composite
+def _rows(draw, cls):
+    """A list of rows of ``cls``: random messages, some rows copied (long runs of one shape), some
+    fields set to the default explicitly, odd strings."""
+    rows = draw(st.lists(messages(cls), max_size=12))
+    out = []
+    for m in rows:
+        for _ in range(draw(st.integers(1, 4))):
+            c = cls()
+            c.CopyFrom(m)
+            for fd in cls.DESCRIPTOR.fields:
+                pick = draw(st.integers(0, 5))
+                if pick == 0 and fd.has_presence:
+                    setattr(c, fd.name, type(getattr(c, fd.name))())  # set to the default: present
+                elif pick == 1 and fd.type == fd.TYPE_STRING:
+                    setattr(c, fd.name, draw(_ODD_TEXT))
+                elif pick == 2:
+                    c.ClearField(fd.name)
+            out.append(c)
+    return out
+
+
+@settings(max_examples=150, suppress_health_check=[HealthCheck.too_slow], deadline=None)
+@given(data=st.data(), cls=st.sampled_from(ROW_TYPES))
+def test_rows_writer_equals_the_dict_path(data, cls):
+    rows = data.draw(_rows(cls))
+    got = json_write._rows_writer(cls.DESCRIPTOR)(rows)
+    assert got == json_write._encode([json_write.to_dict(m) for m in rows])
+
+
+@settings(max_examples=60, suppress_health_check=[HealthCheck.too_slow], deadline=None)
+@given(data=st.data(), rows_min=st.sampled_from([0, 1, 3]))
+def test_compact_result_equals_the_dict_path(data, rows_min):
+    res = data.draw(messages(replay_pb2.ReplayResult))
+    for field, cls in (("requests", replay_pb2.PredictedRequest), ("trajectories", replay_pb2.PredictedTrajectory),
+                       ("groups", replay_pb2.PredictedGroup), ("rollout_batches", replay_pb2.PredictedBatch)):
+        getattr(res, field).extend(data.draw(_rows(cls)))
+    old = json_write._ROWS_MIN
+    json_write._ROWS_MIN = rows_min
+    try:
+        got, text = json_write._compact(res), json_write.to_json_bytes(res)
+    finally:
+        json_write._ROWS_MIN = old
+    ref = json_write._encode(json_write.to_dict(res))
+    assert got == ref
+    assert text == json_write.to_json_bytes(res)  # the dict path at the default threshold (small lists)
+    assert text == msgspec.json.format(ref, indent=2) + b"\n"
+
+
+def test_a_long_result_is_written_as_the_dict_path_writes_it():
+    res = replay_pb2.ReplayResult(schema_version="1", trace_id="t\u00e9", makespan_ns=0)
+    res.notes.extend(["a", "b\n"])
+    res.aggregate["x"] = 1.5
+    for k in range(3 * json_write._ROWS_MIN):
+        p = res.requests.add(request_id=f"r{k}\"", engine_id="e0" if k % 3 else "e1")
+        if k % 7:
+            p.arrival_ns, p.cached_tokens = k - 5, k % 2
+        if k % 11:
+            p.completion_ns = -(2**63) if k % 5 == 0 else 2**63 - 1
+        res.trajectories.add(trajectory_id="" if k % 13 == 0 else f"t{k}", **({"start_ns": 0} if k % 2 else {}))
+    ref = json_write._encode(json_write.to_dict(res))
+    assert json_write._compact(res) == ref
+    assert json_write.to_json_bytes(res) == msgspec.json.format(ref, indent=2) + b"\n"

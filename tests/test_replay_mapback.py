@@ -241,3 +241,140 @@ def test_bulk_predicted_values_one_odd_value_among_plain_rows():
                     assert got[1] == want[1]
                     assert all(type(a) is type(b) for k in want[1] if want[1][k] is not None
                                for a, b in zip(got[1][k], want[1][k]))
+
+
+def _chain_workload(n_traj: int, turns: int, fan: int = 1, rev: bool = False):
+    from replay_build import dep
+    msgs = []
+    for t in range(n_traj):
+        tid = f"t{t}"
+        ids = []
+        for k in range(turns):
+            rid = f"{tid}-{k}"
+            msgs.append(req(rid, inp=8, out=(2,) * (fan if (t, k) == (0, 0) else 1), traj=tid, turn=k,
+                            at_ms=float(t) if not k else None, deps=() if not k else [dep(ids[-1], 1.0)]))
+            ids.append(rid)
+        msgs.append(traj(tid, ids, pool="p", order=n_traj - t if rev else t))  # rev: file order != workload order
+    msgs.append(pool("p", 4))
+    return index(*msgs)
+
+
+@settings(max_examples=60, deadline=None)
+@given(seed=st.integers(0, 2**32 - 1), n_traj=st.integers(1, 40), turns=st.integers(1, 4),
+       fan=st.sampled_from([1, 1, 1, 2]), change=st.sampled_from(
+           ["none", "none", "shuffle", "drop", "duplicate", "extra", "warm", "odd", "no_id", "ghost_id"]),
+       plain=st.booleans(), rev=st.booleans(), shift=st.sampled_from([0.0, 12.5, 3.3e4]),
+       offset=st.sampled_from([0, 10**12, -5, 2**63]))
+def test_mapped_values_equal_mapping_then_values(seed, n_traj, turns, fan, change, plain, rev, shift, offset):
+    """predicted_values_mapped = predicted_values_bulk(map_rows(...)): rows in file order (the
+    positional path) and every way they can differ from it."""
+    rng = random.Random(seed)
+    ix = _chain_workload(n_traj, turns, fan, rev)
+    plans, _ = check_supported(ix, {"e0": engine()})
+    conv = agentic_mooncake.convert_engine(plans["e0"], ix)
+    seqs = conv.sequences
+    rows = [dict(_odd_row(rng, plain, True), request_id=sid) for sid in seqs]
+    if change == "shuffle" and len(rows) > 1:
+        rows[0], rows[-1] = rows[-1], rows[0]
+    elif change == "drop":
+        rows.pop(rng.randrange(len(rows)))
+    elif change == "duplicate":
+        rows.insert(rng.randrange(len(rows)), dict(rng.choice(rows)))
+    elif change == "extra":
+        rows.append(dict(rows[0], request_id="not-a-sequence"))
+    elif change == "warm":
+        rows[rng.randrange(len(rows))]["request_id"] = "warmup:x"
+    elif change == "odd":
+        rows[rng.randrange(len(rows))][rng.choice(_KEYS)] = rng.choice(_ODD)
+    elif change == "no_id":
+        del rows[rng.randrange(len(rows))]["request_id"]
+    elif change == "ghost_id":
+        rows[rng.randrange(len(rows))]["request_id"] = 7
+    ids = plans["e0"].ids()
+    samples = dict(zip(ix.request_ids(), (ix.num_samples()[q] for q in ix.request_ids())))
+    want = _outcome(lambda: mapback.predicted_values_bulk(mapback.map_rows(seqs, rows), ids, samples, shift, offset))
+    got = _outcome(mapback.predicted_values_mapped, seqs, rows, ids, samples, shift, offset)
+    assert got[:2] == want[:2] and (got[0] == "ok" or got[2] == want[2])
+    if want[0] == "ok":
+        assert got[1] == want[1]
+        assert all(type(a) is type(b) for k in want[1] if want[1][k] is not None
+                   for a, b in zip(got[1][k], want[1][k]))
+    positional = mapback._positional(seqs, rows, samples)
+    if change == "none" and fan == 1:
+        assert sorted(positional) == sorted(ix.request_ids())  # the positional path is taken on the converter's rows
+        assert (positional == list(ix.request_ids())) == (not rev or n_traj == 1)
+    elif change in ("shuffle", "drop", "duplicate", "extra", "warm", "no_id", "ghost_id") or fan > 1:
+        assert positional is None or change == "shuffle" and len(rows) == 1
+
+
+def test_mapped_values_for_requests_outside_the_file():
+    ix = _chain_workload(30, 3, rev=True)
+    plans, _ = check_supported(ix, {"e0": engine()})
+    seqs = agentic_mooncake.convert_engine(plans["e0"], ix).sequences
+    rng = random.Random(1)
+    rows = [dict(_odd_row(rng, True, True), request_id=sid) for sid in seqs]
+    ids = plans["e0"].ids()
+    samples = {q: 1 for q in ix.request_ids()} | {"ghost": 1, "ghost2": 2}
+    for extra in ([], ["ghost"], ["ghost", "ghost2"], ids[:1]):
+        want = mapback.predicted_values_bulk(mapback.map_rows(seqs, rows), ids + extra, samples, 0.5, 10)
+        assert mapback.predicted_values_mapped(seqs, rows, ids + extra, samples, 0.5, 10) == want
+    assert mapback._positional(seqs, rows, samples) is not None
+
+
+def _two_replays(run, monkeypatch, real, out):
+    """``run()`` twice on the same upstream answers (the real upstream called the first time only):
+    once with the bulk paths forced on every size (positional mapping, the column writer), once
+    with them off (the composition map_rows + predicted_values_bulk and encode(to_dict), main's
+    paths); returns the two written results (bytes) and the first result."""
+    from unirl_replay.replay import runner
+    from unirl_replay.contract import json_write
+    from unirl_replay.replay.simulators import dynamo
+
+    answers = []
+
+    def recording(*a, **k):
+        answers.append(real(*a, **k))
+        return answers[-1]
+    monkeypatch.setattr(dynamo, "run_upstream", recording)
+    monkeypatch.setattr(json_write, "_ROWS_MIN", 0)
+    monkeypatch.setattr(mapback, "_BULK_MIN", 1)
+    first = run()
+    a = runner.write_result(out / "fast", first).read_bytes()
+    replayed = iter(answers)
+    monkeypatch.setattr(dynamo, "run_upstream", lambda *a, **k: next(replayed))
+    monkeypatch.setattr(json_write, "_ROWS_MIN", 10**9)
+    monkeypatch.setattr(mapback, "_positional", lambda *a: None)
+    b = runner.write_result(out / "slow", run()).read_bytes()
+    assert next(replayed, None) is None
+    return a, b, first
+
+
+def test_whole_replay_writes_the_same_bytes_with_and_without_the_bulk_paths(tmp_path, monkeypatch):
+    """Real upstream: two bundled traces and a 180-request chain workload replayed and written
+    with the positional mapping and the column writer forced on every size, and with both off;
+    the same replay_result.json bytes."""
+    import pytest
+
+    pytest.importorskip("dynamo.replay")
+    from pathlib import Path
+
+    from replay_build import manifest
+    from unirl_replay.replay import runner
+    from unirl_replay.replay.simulators import dynamo
+
+    real_upstream = dynamo.run_upstream
+
+    root = Path(__file__).resolve().parents[1] / "traces"
+    cases = [(lambda: runner.replay_trace(root / "grpo-a", "fixed:20,2")),
+             (lambda: runner.replay_trace(root / "agentic-a", "fixed:20,2",
+                                          unmodelled=("engine_client.inflight_limit",))),
+             (lambda: runner.replay_workload(_chain_workload(60, 3, rev=True), manifest(), "fixed:20,2"))]
+    taken = []
+    real_positional = mapback._positional
+    monkeypatch.setattr(mapback, "_positional", lambda *a: taken.append(real_positional(*a)) or taken[-1])
+    for k, run in enumerate(cases):
+        a, b, res = _two_replays(run, monkeypatch, real_upstream, tmp_path / str(k))
+        assert len(res.requests) >= 16
+        assert a == b
+        monkeypatch.setattr(mapback, "_positional", lambda *a: taken.append(real_positional(*a)) or taken[-1])
+    assert any(t is not None for t in taken)  # the positional path ran on real upstream rows

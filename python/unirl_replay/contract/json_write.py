@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import base64
 import math
+from operator import attrgetter
 from typing import Any, Callable
 
 import msgspec
@@ -174,6 +175,118 @@ def _general(desc: Descriptor) -> Callable[[Message], dict]:
     return convert
 
 
+# --- the same text, written column by column for long repeated fields of flat row types -------
+
+_ROWS_MIN = 256  # a repeated message field at least this long is written by columns (when its type allows)
+_COLUMNS: dict[Any, Callable[[list], bytes] | None] = {}  # Descriptor -> rows writer (None: not columnar)
+_COLUMN_TYPES = _SAME | _STR | {_T.TYPE_ENUM}
+
+
+def _rows_writer(desc: Descriptor) -> Callable[[list], bytes] | None:
+    """For a flat row type (every field a singular string, integer, bool or enum: the result rows
+    ``PredictedRequest`` / ``PredictedTrajectory`` / ``PredictedGroup`` / ``PredictedBatch``), a
+    writer of a list of its messages as the compact JSON array ``_encode([to_dict(m) for m in
+    rows])`` writes, byte for byte, built column by column: each field read once per row
+    (``attrgetter``), strings / bools / enums turned into their JSON text (the encoder's own
+    text for strings), then one ``%`` format per row with the template of the row's fields
+    (``"name":"%d"`` for 64-bit integers, as ``str`` writes them). A field is absent from a
+    row where ``to_dict`` leaves it out: its value is the default and (explicit presence)
+    ``HasField`` is false. Rows are grouped by the set of fields they lack; the most common
+    set's template formats every row, the others are formatted again with their own. None for
+    any other type. Tested against the dict path (``tests/test_json_write.py``)."""
+    if desc in _COLUMNS:
+        return _COLUMNS[desc]
+    fields = []
+    ok = _flat(desc) is not None
+    for fd in sorted(desc.fields, key=lambda f: f.number) if ok else ():
+        if fd.type not in _COLUMN_TYPES:
+            ok = False
+            break
+        key = _encode(fd.name) + b":"
+        if fd.type == _T.TYPE_STRING or fd.type == _T.TYPE_BOOL:
+            text = None
+        elif fd.type == _T.TYPE_ENUM:
+            text = {n: _encode(ev.name) for n, ev in fd.enum_type.values_by_number.items()}
+        else:
+            text = key + (b'"%d"' if fd.type in _STR else b"%d")
+        fields.append((fd.name, fd.has_presence, fd.type, key + b"%s" if text is None or isinstance(text, dict)
+                       else text, text))
+    conv = _columns_writer(fields) if ok else None
+    _COLUMNS[desc] = conv
+    return conv
+
+
+def _columns_writer(fields: list) -> Callable[[list], bytes]:
+    specs = [spec for _, _, _, spec, _ in fields]
+
+    def template(mask: int) -> bytes:  # the fields whose bit is not in ``mask``
+        return b"{" + b",".join(s for k, s in enumerate(specs) if not mask >> k & 1) + b"}"
+
+    def write(rows: list) -> bytes:
+        cols, masks = [], {}  # masks: row -> bits of the fields it lacks (rows lacking none: absent)
+        for k, (name, explicit, ftype, _spec, text) in enumerate(fields):
+            vals = list(map(attrgetter(name), rows))
+            bit = 1 << k
+            if not all(vals):  # a default value: absent unless set
+                for i in [i for i, v in enumerate(vals) if not v]:
+                    if not explicit or not rows[i].HasField(name):
+                        masks[i] = masks.get(i, 0) | bit
+            if ftype == _T.TYPE_STRING:
+                uniq = set(vals)
+                if len(uniq) * 4 < len(vals):
+                    enc = {u: _encode(u) for u in uniq}
+                    vals = list(map(enc.__getitem__, vals))
+                else:
+                    vals = list(map(_encode, vals))
+            elif ftype == _T.TYPE_BOOL:
+                vals = [b"true" if v else b"false" for v in vals]
+            elif ftype == _T.TYPE_ENUM:
+                vals = [text[v] if v in text else b"%d" % v for v in vals]
+            cols.append(vals)
+        groups: dict[int, list[int]] = {}
+        for i, m in masks.items():
+            groups.setdefault(m, []).append(i)
+        base = 0
+        if groups and len(rows) - len(masks) < max(map(len, groups.values())):
+            base = max(groups, key=lambda m: len(groups[m]))  # most rows lack these fields
+        keep = [c for k, c in enumerate(cols) if not base >> k & 1]
+        out = list(map(template(base).__mod__, zip(*keep))) if keep else [b"{}"] * len(rows)
+        for m, idx in groups.items():
+            if m == base:
+                continue
+            t = template(m)
+            own = [c for k, c in enumerate(cols) if not m >> k & 1]
+            for i in idx:
+                out[i] = t % tuple(c[i] for c in own)
+        if base:  # rows lacking nothing were formatted without the base's fields
+            t = template(0)
+            for i in range(len(rows)):
+                if i not in masks:
+                    out[i] = t % tuple(c[i] for c in cols)
+        return b"[" + b",".join(out) + b"]"
+    return write
+
+
+def _compact(msg: Message) -> bytes:
+    """``_encode(to_dict(msg))``, byte for byte, with the long repeated fields of flat row types
+    written by :func:`_rows_writer` (the others as before, field by field in number order: the
+    keys ``to_dict`` writes, in its order)."""
+    fields = msg.ListFields()
+    if not any(fd.is_repeated and fd.message_type is not None and len(v) >= _ROWS_MIN for fd, v in fields):
+        return _encode(to_dict(msg))
+    parts = []
+    for fd, v in fields:
+        w = _rows_writer(fd.message_type) if fd.is_repeated and fd.message_type is not None \
+            and not fd.message_type.GetOptions().map_entry and len(v) >= _ROWS_MIN else None
+        if w is not None:
+            text = w(list(v))
+        else:
+            c = _field(fd)
+            text = _encode(v if c is None else c(v))
+        parts.append(_encode(fd.name) + b":" + text)
+    return b"{" + b",".join(parts) + b"}"
+
+
 def to_dict(msg: Message) -> dict[str, Any]:
     """Message -> JSON-ready dict in the profile (:func:`json_profile.to_dict`'s value, maps sorted)."""
     if msg.DESCRIPTOR.full_name.startswith("google.protobuf."):
@@ -184,7 +297,7 @@ def to_dict(msg: Message) -> dict[str, Any]:
 @paused_gc()  # a large result is 100k+ new dicts: the collector would rescan them all, for nothing
 def to_json_bytes(msg: Message, *, indent: int | None = 2) -> bytes:
     """Message -> UTF-8 JSON text (pretty with ``indent``; a final newline when pretty)."""
-    raw = _encode(to_dict(msg))
+    raw = _compact(msg) if not msg.DESCRIPTOR.full_name.startswith("google.protobuf.") else _encode(to_dict(msg))
     if not indent:
         return raw
     return msgspec.json.format(raw, indent=indent) + b"\n"

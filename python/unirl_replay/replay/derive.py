@@ -79,13 +79,17 @@ def derive_trajectories_values(values: Mapping[str, tuple | None], trajectories:
 
     Returns trajectory id -> its end_ns (None when absent), what :func:`derive_groups_values` reads."""
     ends: dict[str, int | None] = {}
-    add = out.add
+    add, get, members = out.add, values.get, requests_by_traj.get
     for t in trajectories:
         tid = t.trajectory_id
-        vs = [values.get(q) for q in requests_by_traj.get(tid, t.request_ids)]
-        if vs and all(v is not None and v[3] is not None for v in vs):
-            end = max(v[3] for v in vs)
-            add(trajectory_id=tid, start_ns=min(v[0] for v in vs), end_ns=end)
+        vs = [get(q) for q in members(tid, t.request_ids)]
+        try:  # list comprehensions (inlined) instead of generators: a member without values raises
+            last = [v[3] for v in vs]
+        except TypeError:
+            last = None
+        if last and None not in last:
+            end = max(last)
+            add(trajectory_id=tid, start_ns=min([v[0] for v in vs]), end_ns=end)
             ends[tid] = end
         else:
             add(trajectory_id=tid)

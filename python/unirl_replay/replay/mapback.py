@@ -23,7 +23,7 @@ from operator import itemgetter
 
 import numpy as np
 
-from unirl_replay.replay.convert.common import SAMPLE_SEP, SequenceMap, parse_sequence_id
+from unirl_replay.replay.convert.common import ORDINAL_SEP, SAMPLE_SEP, SequenceMap, parse_sequence_id
 from unirl_replay.v1 import replay_pb2
 
 _Predicted = replay_pb2.PredictedRequest
@@ -159,6 +159,60 @@ def predicted_values_bulk(rows: Mapping, request_ids: Iterable[str], samples: Ma
         ss = [get((rid, k)) for k in range(n)]
         out[rid] = None if any(x is None for x in ss) else _values_many(ss, shift_ms, offset_ns)
     return out
+
+
+def predicted_values_mapped(seqs: Mapping[str, tuple[str, int]], rows: list, request_ids: Iterable[str],
+                            samples: Mapping[str, int], shift_ms: float, offset_ns: int) -> dict[str, tuple | None]:
+    """``predicted_values_bulk(map_rows(seqs, rows), request_ids, samples, shift_ms, offset_ns)``
+    (the same dict, same values, same types; its twin, tested), with the rows matched by
+    position when they are exactly the converter's real sequences in file order: the upstream
+    ids read once and compared with the ids the converter generated (``sequence_id``, every
+    request of one sample), then the times converted in bulk straight from the rows
+    (:func:`_bulk_columns`), without a ``(request_id, sample)`` dict. Anything else (other
+    orders, missing or extra rows, warm-ups, fan-out, odd values, a mooncake map): the
+    composition itself."""
+    ids = request_ids if isinstance(request_ids, list) else list(request_ids)
+    fast = _positional(seqs, rows, samples)
+    if fast is not None and len(rows) >= _BULK_MIN and -_NS_LIMIT < offset_ns < _NS_LIMIT:
+        try:
+            cols = _bulk_columns(rows, shift_ms, offset_ns)
+        except (KeyError, TypeError, ValueError, AttributeError):
+            cols = None
+        if cols is not None:
+            out: dict[str, tuple | None] = dict(zip(fast, zip(*cols)))
+            if ids == fast:  # workload order = file order (one list comparison)
+                return out
+            for rid in ids:  # requests without a row (not in this engine's file): no prediction
+                if rid not in out:
+                    out[rid] = None
+            if len(out) == len(ids):
+                return out
+    return predicted_values_bulk(map_rows(seqs, rows), ids, samples, shift_ms, offset_ns)
+
+
+def _positional(seqs, rows, samples: Mapping[str, int]) -> list[str] | None:
+    """The request ids in file order when ``rows`` are exactly ``seqs``' real sequences in that
+    order, every request of one sample (in ``seqs`` and in ``samples``); else None."""
+    if not isinstance(seqs, SequenceMap) or not seqs._real or not isinstance(rows, list):
+        return None
+    order = [rid for play in seqs._order for rid in seqs._plays[play]]
+    if len(order) != len(rows):
+        return None
+    try:
+        got = list(map(_ROW_ID, rows))
+        if set(map(samples.__getitem__, order)) != {1} or set(map(seqs._samples.__getitem__, order)) != {1}:
+            return None
+    except (KeyError, TypeError):
+        return None
+    w, sep = seqs.width, ORDINAL_SEP
+    if got != [f"{k:0{w}d}{sep}{rid}" for k, rid in enumerate(order)]:  # = sequence_id(rid, 0, 1, k, w)
+        return None
+    if seqs._warm and not seqs._warm.isdisjoint(got):
+        return None  # map_rows skips warm-up ids
+    return order
+
+
+_ROW_ID = itemgetter("request_id")
 
 
 def _bulk_ns(col: list, shift_ms: float, offset_ns: int) -> list | None:

@@ -63,9 +63,11 @@ def _safe(name: str) -> str:
 
 
 def _replay_engine(sim: Simulator, plan: EnginePlan, index: WorkloadIndex, fmt: str, tm: dict, work: Path,
-                   digest: str) -> tuple[Conversion, dict | None, dict, int, list[str]]:
-    """Replay one engine. Returns (conversion, {(request_id, sample): row} or None when rows
-    cannot be mapped, upstream summary, upstream wall ns, notes)."""
+                   digest: str) -> tuple[Conversion, list | dict | None, dict, int, list[str]]:
+    """Replay one engine. Returns (conversion, rows, upstream summary, upstream wall ns, notes):
+    rows = the upstream's row list (agentic_mooncake: mapped back by id later, see
+    :func:`mapback.predicted_values_mapped`), {(request_id, sample): row} (mooncake, matched by
+    signature) or None when rows cannot be mapped."""
     convert = CONVERTERS[fmt]
     eargs, notes = engine_args(plan.engine, tm)
     stem = f"{_safe(plan.engine.engine_id)}.{fmt}"
@@ -86,10 +88,9 @@ def _replay_engine(sim: Simulator, plan: EnginePlan, index: WorkloadIndex, fmt: 
     if run.per_request is None:
         return conv, None, run.summary, wall, notes
     if fmt == "mooncake":
-        rows = mooncake.match_rows(conv, run.per_request)
-    else:
-        rows = mapback.map_rows(conv.sequences, run.per_request)  # = {sequences[id]: row for rows with known ids}
-    return conv, rows, run.summary, wall, notes
+        return conv, mooncake.match_rows(conv, run.per_request), run.summary, wall, notes
+    rows = run.per_request  # mapped back by upstream id (mapback.map_rows) with the values
+    return conv, rows if isinstance(rows, list) else list(rows), run.summary, wall, notes
 
 
 def _predicted(req, rows: dict, engine_id: str, shift_ms: float, offset_ns: int) -> replay_pb2.PredictedRequest:
@@ -224,22 +225,36 @@ def replay_workload(index: WorkloadIndex, manifest: manifest_pb2.TraceManifest, 
     sample_of = dict(zip(all_ids, counts))  # a plain dict: read once per request below
     for eid, (conv, rows, *_r) in done.items():
         ids = plans[eid].ids()
-        values.update(mapback.predicted_values_bulk(rows, ids, sample_of, conv.lead_ms,
-                                                    conv.origin_ns - global_origin))
+        if isinstance(rows, dict):  # mooncake: matched by signature
+            got = mapback.predicted_values_bulk(rows, ids, sample_of, conv.lead_ms, conv.origin_ns - global_origin)
+        else:  # = predicted_values_bulk(map_rows(conv.sequences, rows), ...)
+            got = mapback.predicted_values_mapped(conv.sequences, rows, ids, sample_of, conv.lead_ms,
+                                                  conv.origin_ns - global_origin)
+        if values:
+            values.update(got)
+        else:
+            values = got  # one engine: no copy
         engine_of.update(dict.fromkeys(ids, eid))
     del sample_of
-    add = res.requests
-    add_predicted = mapback.add_predicted
+    reqs = res.requests
+    add, add_predicted = reqs.add, mapback.add_predicted
     incomplete = []
-    makespan = None
+    ends = []
     for q in all_ids:
         v = values[q]
-        add_predicted(add, q, engine_of[q], v)
+        if v is not None and v[1] is not None and v[2] is not None and v[3] is not None:
+            a, sch, f, e, cached = v  # every field: add_predicted's one-call case, inline
+            add(request_id=q, engine_id=engine_of[q], arrival_ns=a, scheduled_ns=sch, first_token_ns=f,
+                completion_ns=e, cached_tokens=cached)
+            ends.append(e)
+            continue
+        add_predicted(reqs, q, engine_of[q], v)
         if v is None or v[3] is None:
             incomplete.append(q)
-        elif makespan is None or v[3] > makespan:
-            makespan = v[3]
-    del engine_of
+        else:
+            ends.append(v[3])
+    makespan = max(ends) if ends else None
+    del engine_of, ends
     if incomplete:
         notes.append(f"{len(incomplete)} requests did not complete in the simulator (e.g. "
                      f"{incomplete[:3]}); their completion is absent")
