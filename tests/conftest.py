@@ -17,9 +17,10 @@ A capture that fails is not started again for the next test: its error is kept a
 
 ``whole_host``: a test that starts 2 vLLM engines (each real capture, the kill -9 capture) first waits for the
 light tests that ``scripts/run_tests.sh`` (``make test``) runs alongside the reference tests in a second pytest
-process: they share the 2 cores only with the one-core reference tests (the calibration sweep's single engine,
-the hook test's echo role, the tiny-model build), which run first (:func:`pytest_collection_modifyitems`). A plain
-``pytest`` run (no :data:`LIGHT_RUN_DONE_ENV`) waits for nothing.
+process: the light tests share the 2 cores only with the reference tests that start no pair of engines (the
+calibration sweep's single engine, the hook test's echo role, the tiny-model build), which run first
+(:func:`pytest_collection_modifyitems`); the 2-engine sessions and their probes have the host to themselves. A
+plain ``pytest`` run (no :data:`LIGHT_RUN_DONE_ENV`) waits for nothing.
 """
 
 from __future__ import annotations
