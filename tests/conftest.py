@@ -14,14 +14,56 @@ only reads a capture shares one:
   prompts dumped. Read by test_capture_real and test_capture_privacy.
 
 A capture that fails is not started again for the next test: its error is kept and raised for each.
+
+``whole_host``: a test that starts 2 vLLM engines (each real capture, the kill -9 capture) first waits for the
+light tests that ``scripts/run_tests.sh`` (``make test``) runs alongside the reference tests in a second pytest
+process: the light tests share the 2 cores only with the reference tests that start no pair of engines (the
+calibration sweep's single engine, the hook test's echo role, the tiny-model build), which run first
+(:func:`pytest_collection_modifyitems`); the 2-engine sessions and their probes have the host to themselves. A
+plain ``pytest`` run (no :data:`LIGHT_RUN_DONE_ENV`) waits for nothing.
 """
 
 from __future__ import annotations
 
+import os
+import sys
+import time
 from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
+
+#: set by scripts/run_tests.sh: the file the light run writes its exit status to when it ends
+LIGHT_RUN_DONE_ENV = "UNIRL_REPLAY_TESTS_LIGHT_DONE"
+#: the most a whole-host test waits for the light run (then it starts anyway, and says so)
+LIGHT_RUN_WAIT_S = 1800
+#: fixtures of the tests that start 2 vLLM engines (they run last, after the light run)
+WHOLE_HOST_FIXTURES = ("real_capture", "whole_host")
+
+
+def wait_for_light_run() -> None:
+    """Block until the light run of scripts/run_tests.sh has ended (nothing to wait for outside it)."""
+    done = os.environ.get(LIGHT_RUN_DONE_ENV)
+    if not done:
+        return
+    t0 = time.monotonic()
+    while not Path(done).exists():
+        if time.monotonic() - t0 > LIGHT_RUN_WAIT_S:
+            print(f"conftest: the light run has not ended after {LIGHT_RUN_WAIT_S} s; starting the engines anyway",
+                  file=sys.stderr)
+            return
+        time.sleep(1)
+
+
+def pytest_collection_modifyitems(session, config, items):
+    """The tests that need the whole host (2 engines) last; the order is otherwise kept."""
+    items.sort(key=lambda item: any(f in getattr(item, "fixturenames", ()) for f in WHOLE_HOST_FIXTURES))
+
+
+@pytest.fixture
+def whole_host():
+    """A test that starts 2 vLLM engines: the light run alongside (scripts/run_tests.sh) has ended first."""
+    wait_for_light_run()
 
 #: workload knobs of the small captures (seconds of engine work each; the engines' start is the cost)
 SMALL = {
@@ -50,6 +92,8 @@ def _knob(mode: str, flag: str) -> int:
 
 def _run_capture(mode: str, root: Path) -> RealCapture:
     from unirl_replay.cli.main import main
+
+    wait_for_light_run()
 
     out, dump = root / "trace", root / "prompts.json"
     name = f"{mode}-ci"

@@ -183,7 +183,7 @@ def test_real_multiprocess_capture_joins_every_engine_request_exactly_once(real_
 
 @pytest.mark.reference
 @needs_ref
-def test_kill_9_of_an_engine_mid_window_gives_an_incomplete_trace_naming_what_was_lost(tmp_path):
+def test_kill_9_of_an_engine_mid_window_gives_an_incomplete_trace_naming_what_was_lost(tmp_path, whole_host):
     """A real engine process (the vLLM runtime of UniRL rank 0) is killed with SIGKILL during the
     second rollout: finalize still writes a valid trace of the complete records, marked incomplete,
     naming the dead engine; the first rollout is whole and the other engine's work is kept."""
