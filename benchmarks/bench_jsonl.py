@@ -47,9 +47,11 @@ def _child(step: str, trace: str) -> None:
         from unirl_replay.contract.trace_io import open_trace
         res["records"] = sum(1 for _ in open_trace(trace).iter_workload())
     elif step == "columns":
+        from unirl_replay.contract.gc_pause import paused_gc
         from unirl_replay.contract.trace_io import open_trace
         from unirl_replay.contract.workload_columns import read_columns
-        cols = read_columns(open_trace(trace))
+        with paused_gc():  # as convert_trace / replay_trace call it
+            cols = read_columns(open_trace(trace))
         res["requests"] = None if cols is None else len(cols)  # None: declined (the code before jsonl_columns)
     elif step == "convert":
         import tempfile

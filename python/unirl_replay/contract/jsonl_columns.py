@@ -36,6 +36,7 @@ import numpy as np
 
 from unirl_replay.contract import fast_typed, trace_io
 from unirl_replay.contract.errors import TraceFormatError
+from unirl_replay.contract.gc_pause import paused_gc
 from unirl_replay.contract.workload_columns import (ARRIVAL_AFTER_DEPENDENCIES, ARRIVAL_NONE, ARRIVAL_OBSERVED,
                                                     WorkloadColumns, _put_other)
 from unirl_replay.v1.manifest_pb2 import ARTIFACT_KIND_WORKLOAD
@@ -56,6 +57,7 @@ def _dependency(d: dict, trig=_ENUMS["trigger"], rel=_ENUMS["relation"], absn=_E
             absn[d["delay_absence"]] if "delay_absence" in d else 0)
 
 
+@paused_gc()  # 100k+ fact tuples stay alive: the collector would rescan them all, for nothing
 def read_jsonl(trace) -> WorkloadColumns | None:
     """The JSONL workload of an opened trace as columns, or None (see the module doc)."""
     plan = fast_typed.plan_for(WorkloadRecord)
