@@ -1,7 +1,7 @@
 """Benchmark (not a test): JSONL read and validate against binpb, and against another checkout.
 
 Usage: .venv/bin/python benchmarks/bench_jsonl.py [--requests 100000] [--rounds 3] [--dir DIR]
-       [--old-tree /path/to/other/checkout] [--steps read,validate]
+       [--old-tree /path/to/other/checkout] [--steps read,columns,convert,validate] [--trace-dir D]
 
 The trace is ``bench_pipeline``'s (``bench_convert``'s agentic workload: ~80 prefix hashes per
 request, one outcome per request), written once per encoding into ``--dir`` and kept there (a
@@ -13,8 +13,16 @@ sensitive than wall time to the other jobs of a shared machine), peak RSS and th
 average before and after, then a summary: per cell the minimum over rounds, and the ratios
 JSONL / binpb of the same code and round (median over rounds).
 
-* ``read``     -- ``open_trace`` (digests verified) + streaming every workload record;
+* ``read``     -- ``open_trace`` (digests verified) + streaming every workload record (messages);
+* ``columns``  -- ``open_trace`` + ``workload_columns.read_columns`` (the facts the converter
+  reads, the hashes as one ``uint64`` array: what ``convert`` reads; JSONL since
+  ``contract/jsonl_columns.py``);
+* ``convert``  -- ``runner.convert_trace`` (agentic_mooncake, the upstream's input written to a
+  temporary directory);
 * ``validate`` -- ``validate.check_trace`` (workload and outcomes).
+
+``--trace-dir D`` takes the two traces from ``D/trace-binpb-N`` and ``D/trace-jsonl-N`` (e.g. the
+same workload written once per encoding by an earlier run) instead of ``--dir``.
 """
 
 from __future__ import annotations
@@ -38,6 +46,19 @@ def _child(step: str, trace: str) -> None:
     if step == "read":
         from unirl_replay.contract.trace_io import open_trace
         res["records"] = sum(1 for _ in open_trace(trace).iter_workload())
+    elif step == "columns":
+        from unirl_replay.contract.gc_pause import paused_gc
+        from unirl_replay.contract.trace_io import open_trace
+        from unirl_replay.contract.workload_columns import read_columns
+        with paused_gc():  # as convert_trace / replay_trace call it
+            cols = read_columns(open_trace(trace))
+        res["requests"] = None if cols is None else len(cols)  # None: declined (the code before jsonl_columns)
+    elif step == "convert":
+        import tempfile
+
+        from unirl_replay.replay.runner import convert_trace
+        with tempfile.TemporaryDirectory() as d:
+            convert_trace(trace, Path(d) / "upstream.jsonl")
     else:
         from unirl_replay.contract.validate import check_trace
         r = check_trace(trace)
@@ -56,6 +77,7 @@ def main() -> None:
     ap.add_argument("--dir", default="/tmp/bench_jsonl")
     ap.add_argument("--old-tree", default=None)
     ap.add_argument("--steps", default="read,validate")
+    ap.add_argument("--trace-dir", default=None)
     ap.add_argument("--child", default=None)
     ap.add_argument("--trace", default=None)
     a = ap.parse_args()
@@ -64,7 +86,7 @@ def main() -> None:
     sys.path.insert(0, str(HERE))
     from bench_pipeline import cpu_model
 
-    base = Path(a.dir)
+    base = Path(a.trace_dir or a.dir)
     base.mkdir(parents=True, exist_ok=True)
     traces = {}
     for enc in ("binpb", "jsonl"):

@@ -74,14 +74,25 @@ class _Doubt(Exception):
 
 
 def _int64(v: str) -> int:
-    """A canonical decimal string -> int; _Doubt for any other spelling.
+    """A canonical decimal string of a signed 64-bit integer -> int; _Doubt for any other spelling
+    or a value out of range.
 
     ``int()`` also reads ``"+1"``, ``" 1"``, ``"1_0"``, ``"01"``, ``"-0"`` and non-ASCII digits
-    (json_profile's ``int64_form``): for each of them ``str(int(v)) != v``. The 64-bit range is
-    the constructor's check (``ValueError``).
+    (json_profile's ``int64_form``): for each of them ``str(int(v)) != v``. The range is checked
+    here as well as by the constructor (``ValueError``), so that a caller that keeps the values
+    without building the message (:mod:`~unirl_replay.contract.jsonl_columns`) refuses what the
+    message path refuses.
     """
     n = int(v)
-    if str(n) != v:
+    if str(n) != v or not -0x8000000000000000 <= n <= 0x7FFFFFFFFFFFFFFF:
+        raise _Doubt
+    return n
+
+
+def _uint64(v: str) -> int:
+    """The unsigned twin of :func:`_int64` (0 <= value < 2**64)."""
+    n = int(v)
+    if str(n) != v or not 0 <= n <= 0xFFFFFFFFFFFFFFFF:
         raise _Doubt
     return n
 
@@ -135,7 +146,7 @@ class _Builder:
     def __init__(self):
         self.structs: dict[str, type] = {}
         self.ns: dict[str, Any] = {"_Doubt": _Doubt, "_u64_list": _u64_list, "_int64": _int64,
-                                   "_int64_list": _int64_list}
+                                   "_uint64": _uint64, "_int64_list": _int64_list}
         self.src: list[str] = []
         self.active: set[str] = set()
 
@@ -199,7 +210,9 @@ class _Builder:
             if t in _STRINGS_OF_INT:
                 return list[_SCALAR[t]], "_int64_list(v)"
             return list[_SCALAR[t]], "v"
-        return _SCALAR[t], ("_int64(v)" if t in _STRINGS_OF_INT else "v")
+        if t in _STRINGS_OF_INT:
+            return _SCALAR[t], ("_uint64(v)" if t in _UNSIGNED_64 else "_int64(v)")
+        return _SCALAR[t], "v"
 
 
 def plan_for(cls: type[Message]) -> _Plan | None:
