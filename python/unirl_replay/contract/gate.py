@@ -81,19 +81,19 @@ def gate(trace_dir: str | os.PathLike, stage: str) -> Trace:
 
 def gate_read(trace_dir: str | os.PathLike, stage: str) -> tuple[Trace, WorkloadColumns | None]:
     """:func:`gate`, and the workload the fast pass read as columns (``read_columns(trace,
-    facts=True)``; None when it read none): what ``convert`` reads next, read once."""
+    facts=True)``) when it passed the trace, else None: what ``convert`` reads next, read once."""
     if stage not in STAGES:
         raise ValueError(f"unknown gate stage {stage!r}; one of {sorted(STAGES)}")
-    cols = None
     if not STAGES[stage] and FAST and os.environ.get("UNIRL_REPLAY_GATE_FAST", "1") != "0":
         clean, cols = _fast(trace_dir)
         if clean:
             return open_trace(trace_dir, verify_digests=False), cols
+        cols = None  # not sure: the row rules read the trace again (the columns are not kept meanwhile)
     res = check_trace(trace_dir, outcomes=STAGES[stage])
     err = refusal(trace_dir, stage, res)
     if err is not None:
         raise err
-    return open_trace(trace_dir, verify_digests=False), cols  # verified by check_trace a moment ago
+    return open_trace(trace_dir, verify_digests=False), None  # verified by check_trace a moment ago
 
 
 @paused_gc()  # the columns are 100k+ tuples: the collector would rescan them all, for nothing
