@@ -111,6 +111,9 @@ def _fast(trace_dir) -> tuple[bool, WorkloadColumns | None]:
     except (UnirlReplayError, OSError):
         return False, None  # check_trace words it
     try:
-        return workload_clean(trace, cols), cols
+        clean = workload_clean(trace, cols)
     except Exception:  # noqa: BLE001 - not sure: the row rules decide (and word any problem)
-        return False, cols
+        clean = False
+    if cols is not None:
+        cols.facts = None  # the converter does not read them
+    return clean, cols
