@@ -220,3 +220,74 @@ def test_fuzzer_mutants(tmp_path):
             refused += 1
         shutil.rmtree(d, ignore_errors=True)
     assert clean and refused  # both answers occurred
+
+
+# random workloads (test_convert_fast_write's generator: trajectories, joins, lanes, warm-ups,
+# two engines, non-ASCII ids), with random edits of request fields the rules read
+def _edits():
+    from unirl_replay.v1 import common_pb2 as c
+
+    def dep_field(name, value):
+        def f(r, rnd):
+            if r.dependencies:
+                setattr(rnd.choice(r.dependencies), name, value)
+        return f
+
+    def set_(name, value):
+        return lambda r, rnd: setattr(r, name, value)
+
+    return [
+        set_("num_samples", 0), set_("num_samples", 2), set_("engine_id", "nope"), set_("engine_id", ""),
+        set_("input_tokens", 1 << 25), set_("input_tokens", 9999), set_("max_output_tokens", 0),
+        set_("request_id", "bad\x07id"), set_("request_id", "x" * 1100), set_("worker_id", "w\x85"),
+        set_("trajectory_id", ""), set_("trajectory_id", "elsewhere"), set_("group_id", "g-unknown"),
+        set_("rollout_batch_id", "b-unknown"), set_("policy_version", -3),
+        lambda r, rnd: r.ClearField("turn_index"),
+        lambda r, rnd: setattr(r, "turn_index", r.turn_index + 7),
+        lambda r, rnd: r.ClearField("arrival"),
+        lambda r, rnd: setattr(r.arrival, "observed_offset_ns", -1),
+        lambda r, rnd: setattr(r.arrival, "observed_offset_ns", 10**19 // 2),
+        lambda r, rnd: r.arrival.after_dependencies.SetInParent(),
+        lambda r, rnd: r.finish_reasons.append(c.FINISH_REASON_STOP),
+        lambda r, rnd: r.finish_reasons.__setitem__(0, 0) if r.finish_reasons else None,
+        lambda r, rnd: r.finish_reasons.__setitem__(0, 77) if r.finish_reasons else None,
+        lambda r, rnd: r.sample_ids.append("extra"),
+        lambda r, rnd: r.output_tokens.append(1 << 25),
+        lambda r, rnd: r.prefix.block_hashes.append(5),
+        lambda r, rnd: setattr(r.prefix, "block_size_tokens", 8),
+        lambda r, rnd: r.prefix.ClearField("block_size_tokens"),
+        dep_field("predecessor_request_id", "ghost"), dep_field("trigger", 0), dep_field("relation", 55),
+        dep_field("delay_absence", 1), dep_field("delay_absence", 99), dep_field("external_delay_ns", -5),
+        lambda r, rnd: r.ClearField("dependencies"),
+        lambda r, rnd: r.dependencies.add().CopyFrom(r.dependencies[0]) if r.dependencies else None,
+        lambda r, rnd: setattr(r.dependencies[0], "predecessor_request_id", r.request_id) if r.dependencies else None,
+    ]
+
+
+EDITS = _edits()
+
+
+@settings(max_examples=80, suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture],
+          deadline=None)
+@given(seed=st.integers(0, 10**6), edits=st.lists(st.tuples(st.integers(0, len(EDITS) - 1), st.integers(0, 10**6)),
+                                                  max_size=3),
+       encoding=st.sampled_from(ENCODINGS))
+def test_random_workloads(seed, edits, encoding, tmp_path_factory):
+    from test_convert_fast_write import random_workload
+    from tracebuild import TraceParts
+
+    ix, mf = random_workload(seed, two_engines=seed % 3 == 1, lanes=seed % 3 == 2, warm=seed % 4 == 0 and seed % 3 != 2)
+    rnd = random.Random(seed)
+    for k, s in edits:
+        r = random.Random(s).choice(ix.requests)
+        EDITS[k](r, rnd)
+    t = TraceParts(mf)
+    for m in [*ix.requests, *ix.trajectories.values(), *ix.slot_pools.values(), *ix.warmups]:
+        t.add(m)
+    try:
+        d = t.write(tmp_path_factory.mktemp("t"), encoding)
+    except Exception:  # noqa: BLE001 - a record this encoding's writer refuses
+        return
+    clean = sound(d)
+    if not edits and check_trace(d, outcomes=False).status == VALID:
+        assert clean  # an unedited valid workload takes the fast path
