@@ -20,14 +20,15 @@ from unirl_replay.cli import OutPath
 def command(trace_dir: str, trace_format: str, out_file: str, engine_id: str | None,
             unmodelled: tuple[str, ...]) -> None:
     """Convert TRACE_DIR to Dynamo Replay input (checks what upstream cannot express first)."""
-    from unirl_replay.contract.gate import gate
+    from unirl_replay.contract.gate import gate_read
     from unirl_replay.replay.runner import convert_trace
 
-    gate(trace_dir, "convert")  # nothing validate rejects reaches the converter
     from unirl_replay.replay.convert.sidecar import read_sidecar
 
+    # nothing validate rejects reaches the converter; the workload the gate read as columns is the
+    # converter's (read once; no reference kept here, so the converter frees it when done with it)
     for p in convert_trace(trace_dir, out_file, trace_format=trace_format, engine_id=engine_id,
-                           unmodelled=unmodelled):
+                           unmodelled=unmodelled, columns=gate_read(trace_dir, "convert")[1]):
         click.echo(str(p))
         for c in read_sidecar(p).get("unmodelled", ()):  # what the file lacks, as replay says it
             click.echo(f"UNMODELLED [{c['rule']}]: {c['reason']} (recorded in {p.name}.unirl-replay.json)", err=True)

@@ -41,7 +41,7 @@ from unirl_replay.contract.errors import IncompleteTraceError, TraceFormatError
 from unirl_replay.v1.manifest_pb2 import ARTIFACT_KIND_WORKLOAD, ENCODING_ARROW, ENCODING_BINPB, ENCODING_JSONL
 from unirl_replay.v1.workload_pb2 import WorkloadRecord
 
-__all__ = ["WorkloadColumns", "read_columns", "FIELDS"]
+__all__ = ["WorkloadColumns", "GateFacts", "read_columns", "FIELDS"]
 
 ARRIVAL_NONE, ARRIVAL_OBSERVED, ARRIVAL_AFTER_DEPENDENCIES = 0, 1, 2
 FIELDS = ("request_ids", "num_samples", "trajectory_ids", "turn_indices", "engine_ids", "policy_versions",
@@ -73,6 +73,7 @@ class WorkloadColumns:
     slot_pools: dict = field(default_factory=dict)
     engine_clients: dict = field(default_factory=dict)
     warmups: list = field(default_factory=list)
+    facts: "GateFacts | None" = None  # read_columns(..., facts=True): what validate's rules need besides
     _ids: list | None = field(default=None, repr=False)
     _samples: list | None = field(default=None, repr=False)
 
@@ -106,12 +107,59 @@ class WorkloadColumns:
         raise AttributeError(name)
 
 
+@dataclass
+class GateFacts:
+    """The per-request fields ``validate``'s request rules read that :data:`FIELDS` does not hold
+    (``read_columns(trace, facts=True)``; :mod:`unirl_replay.contract.validate.fast` reads them),
+    workload order: ``group_ids[i]``, ``batch_ids[i]`` (``rollout_batch_id``), ``worker_ids[i]``,
+    ``sample_ids[i]`` and ``finish_reasons[i]`` (tuples), ``max_output_tokens[i]`` (None when absent)."""
+
+    group_ids: list = field(default_factory=list)
+    batch_ids: list = field(default_factory=list)
+    worker_ids: list = field(default_factory=list)
+    sample_ids: list = field(default_factory=list)
+    finish_reasons: list = field(default_factory=list)
+    max_output_tokens: list = field(default_factory=list)
+    #: (arrow) per batch, the request fields as lists in :data:`FIELDS` order and the dependencies'
+    #: five fields as flat lists (the values the tuples were made of: no transposition needed)
+    parts: list = field(default_factory=list)
+    dep_parts: list = field(default_factory=list)
+
+
 _KEY_CHUNK = 1 << 20  # hashes per buffer of the copy (then one concatenation)
 
 
-def _read_messages(trace) -> WorkloadColumns | None:
+def _gate_records(trace):
+    """The workload's records for :func:`read_columns` with ``facts``: the frames parsed as
+    ``Trace.iter_workload`` parses them, in a trace opened to inspect unknown fields; a frame
+    that does not parse, a record count other than the manifest's, or a record that carries an
+    unknown field or is not written the canonical way (re-encoded without its unknown fields, it
+    is shorter or longer than its frame) -> _Declined (the message path reports it)."""
+    from google.protobuf.message import DecodeError
+
+    from unirl_replay.contract.trace_io import iter_frames, open_regular
+
+    a = trace.artifact(ARTIFACT_KIND_WORKLOAD)
+    parse = WorkloadRecord.FromString
+    n = 0
+    with open_regular(trace.dir / a.path, a.path) as f:
+        for n, payload in iter_frames(f, file=a.path):
+            try:
+                rec = parse(payload)
+            except (DecodeError, RecursionError):
+                raise _Declined from None
+            rec.DiscardUnknownFields()
+            if rec.ByteSize() != len(payload):
+                raise _Declined
+            yield n, rec
+    if n != a.record_count:
+        raise _Declined
+
+
+def _read_messages(trace, facts: bool = False) -> WorkloadColumns | None:
     cols = WorkloadColumns()
     add = cols.requests.append
+    gf = cols.facts = GateFacts() if facts else None
     row = cols.row
     parts: list[np.ndarray] = []
     counts: list[int] = []
@@ -119,7 +167,7 @@ def _read_messages(trace) -> WorkloadColumns | None:
     buf = np.empty(_KEY_CHUNK, np.uint64)
     used = k = 0
     try:
-        for _, rec in trace.iter_workload():
+        for _, rec in (_gate_records(trace) if facts else trace.iter_workload()):
             kind = rec.WhichOneof("record")
             if kind != "request":
                 if kind is None or not _put_other(cols, kind, getattr(rec, kind)):
@@ -152,6 +200,13 @@ def _read_messages(trace) -> WorkloadColumns | None:
                          d.external_delay_ns if d.HasField("external_delay_ns") else None,
                          d.delay_absence) for d in ds]) if ds else (),
                  p.block_size_tokens))
+            if gf is not None:
+                gf.group_ids.append(r.group_id)
+                gf.batch_ids.append(r.rollout_batch_id)
+                gf.worker_ids.append(r.worker_id)
+                gf.sample_ids.append(tuple(r.sample_ids))
+                gf.finish_reasons.append(tuple(r.finish_reasons))
+                gf.max_output_tokens.append(r.max_output_tokens if r.HasField("max_output_tokens") else None)
             hs = p.block_hashes
             n = len(hs)
             count(n)
@@ -162,7 +217,7 @@ def _read_messages(trace) -> WorkloadColumns | None:
                     used = 0
                 buf[used:used + n] = hs
                 used += n
-    except (TraceFormatError, IncompleteTraceError):
+    except (TraceFormatError, IncompleteTraceError, _Declined):
         return None
     parts.append(buf[:used])
     cols.keys = np.concatenate(parts) if len(parts) > 1 else parts[0].copy()
@@ -189,43 +244,51 @@ def _put_other(cols: WorkloadColumns, kind: str, msg) -> bool:
     return True
 
 
-def read_columns(trace) -> WorkloadColumns | None:
+def read_columns(trace, facts: bool = False) -> WorkloadColumns | None:
     """The workload of ``trace`` as :class:`WorkloadColumns`, or None when the ordinary message
     path must read it (see the module doc). Never raises for a bad record: the message path
-    words every error."""
+    words every error.
+
+    ``facts``: also keep :class:`GateFacts` (``cols.facts``) for the gate's fast pass
+    (:mod:`unirl_replay.contract.validate.fast`), and take a trace opened with ``inspect``
+    (as ``validate`` opens it): None also for a record with an unknown binpb field or an arrow
+    schema with columns this reader does not know (``validate``'s ``binpb.unknown_fields``)."""
     if trace.compat.newer:
         return None  # unknown fields are noted / refused by the message path
     enc = trace.artifact(ARTIFACT_KIND_WORKLOAD).encoding
     if enc == ENCODING_JSONL:
+        if facts:
+            return None  # the gate's fast pass reads binpb and arrow only (its GateFacts)
         # the typed decode straight to the facts; it takes only lines of the canonical profile,
         # which hold no off-profile form and no unknown key, so `inspect` finds nothing in them
         from unirl_replay.contract.jsonl_columns import read_jsonl
 
         return read_jsonl(trace)
-    if trace.inspect:
+    if trace.inspect and not facts:
         return None  # unknown binpb fields / arrow schema fields are noted by the message path
     if enc == ENCODING_ARROW:
-        return _read_arrow(trace)
+        return _read_arrow(trace, facts)
     if enc != ENCODING_BINPB:
         return None
-    return _read_messages(trace)
+    return _read_messages(trace, facts)
 
 
 class _Declined(Exception):
     """The arrow columns cannot decide (the message path reads the trace)."""
 
 
-def _read_arrow(trace) -> WorkloadColumns | None:
+def _read_arrow(trace, facts: bool = False) -> WorkloadColumns | None:
     from unirl_replay.contract import columnar
 
     a = trace.artifact(ARTIFACT_KIND_WORKLOAD)
+    skipped: list[str] = []
     try:
-        table = columnar.read_table(trace.dir / a.path, WorkloadRecord, a.path)
+        table = columnar.read_table(trace.dir / a.path, WorkloadRecord, a.path, skipped)
     except TraceFormatError:
         return None
-    if table.num_rows != a.record_count:
+    if table.num_rows != a.record_count or (facts and skipped):
         return None
-    cols = WorkloadColumns()
+    cols = WorkloadColumns(facts=GateFacts() if facts else None)
     key_parts: list[np.ndarray] = []
     count_parts: list[np.ndarray] = []
     try:
@@ -335,12 +398,27 @@ def _arrow_batch(batch, cols: WorkloadColumns, key_parts: list, count_parts: lis
         dpred, dtrig, drel, dabs = (dvals.field(k) for k in ("predecessor_request_id", "trigger", "relation",
                                                              "delay_absence"))
         _no_nulls(dpred, dtrig, drel, dabs)
-        flat = list(zip(dpred.to_pylist(), dtrig.to_pylist(), drel.to_pylist(),
-                        dvals.field("external_delay_ns").to_pylist(), dabs.to_pylist()))
+        dcols = (dpred.to_pylist(), dtrig.to_pylist(), drel.to_pylist(), dvals.field("external_delay_ns").to_pylist(),
+                 dabs.to_pylist())
+        flat = list(zip(*dcols))
         ends = np.cumsum(dlens).tolist()
         deps = [tuple(flat[e - c:e]) if c else () for e, c in zip(ends, dlens.tolist())]
     else:
+        dcols = ((),) * 5
         deps = [()] * len(ridx)
+    gf = cols.facts
+    if gf is not None:
+        gf.parts.append((rid, ns, tid, turn, eid, pv, inp, outs, kind, t, deps, bs))
+        gf.dep_parts.append(dcols)
+        gf.group_ids += field("group_id")
+        gf.batch_ids += field("rollout_batch_id")
+        gf.worker_ids += field("worker_id")
+        gf.max_output_tokens += field("max_output_tokens", True)
+        for name, out in (("sample_ids", gf.sample_ids), ("finish_reasons", gf.finish_reasons)):
+            lens, vals = _list_parts(req.field(name), rmask)
+            vl = vals.to_pylist()
+            ends = np.cumsum(lens[ridx]).tolist()
+            out += [tuple(vl[e - c:e]) for e, c in zip(ends, lens[ridx].tolist())]
     row = cols.row
     k = len(cols.requests)
     for r in rid:

@@ -300,24 +300,29 @@ def replay_trace(trace_dir: str | Path, timing_model: str, *, trace_format: str 
 
 @paused_gc()
 def convert_trace(trace_dir: str | Path, out_file: str | Path, *, trace_format: str = "agentic_mooncake",
-                  engine_id: str | None = None, unmodelled: Iterable[str] = ()) -> list[Path]:
+                  engine_id: str | None = None, unmodelled: Iterable[str] = (), columns=None) -> list[Path]:
     """Write the upstream input file(s) of a trace (no upstream call).
 
     One engine: ``out_file``. Several: ``<stem>.<engine_id><suffix>`` each, unless ``engine_id``
     picks one. Warm-ups are written first with ``lead_ms = 0`` (the runner measures the lead).
+    ``columns``: the workload already read by ``read_columns`` from this trace a moment ago (the
+    gate's, ``contract.gate.gate_read``; its digest verified then): not read again.
     Returns the written paths.
     """
     from unirl_replay.contract import trace_io
     from unirl_replay.v1.manifest_pb2 import ARTIFACT_KIND_WORKLOAD
 
-    trace = trace_io.open_trace(trace_dir)
+    trace = trace_io.open_trace(trace_dir, verify_digests=columns is None)
     m = trace.manifest
     policy = m.policy.policy_version if m.policy.HasField("policy_version") else None
     kw = dict(cache_state=m.cache_state or common_pb2.CACHE_STATE_KIND_COLD, window_policy_version=policy,
               trace_format=trace_format, unmodelled=unmodelled)
     engines = {e.engine_id: e for e in m.engines}
     plans = None
-    cols = read_columns(trace) if trace_format == "agentic_mooncake" else None
+    cols = None
+    if trace_format == "agentic_mooncake":
+        cols = columns if columns is not None else read_columns(trace)
+    del columns
     if cols is not None:  # columns: no Request message kept; on any doubt the messages decide
         index = WorkloadIndex.from_columns(cols)
         try:

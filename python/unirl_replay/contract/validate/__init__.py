@@ -15,7 +15,8 @@ Layout: ``registry`` (every rule: id, group, severity, summary), ``context`` (th
 and shared helpers), one module per rule group (``manifest``, ``requests``, ``dependencies``,
 ``lineage``, ``outcomes``, ``bounds``; framing and hostile-input errors come from
 ``contract.trace_io`` / ``contract.json_guard`` / ``contract.message_guard``), ``checker`` (the
-passes and :func:`check_trace`). ``contract.gate`` runs these rules in front of every command.
+passes and :func:`check_trace`), ``fast`` (the gate's fast pass: the workload rules proven silent over
+the columns, or no answer). ``contract.gate`` runs these rules in front of every command.
 """
 
 from unirl_replay.contract.validate.checker import check_trace, format_violation

@@ -43,26 +43,31 @@ class _Checker(ManifestRules, RequestRules, DependencyRules, LineageRules, Outco
             if kind is None:
                 self.v("record.empty", f, line, "", "WorkloadRecord with no record kind set")
                 continue
-            msg = getattr(rec, kind)
-            rid = getattr(msg, _REC_ID[kind])
-            fresh = self._unique(kind, f, line, rid, self.ids[kind])
-            self._known_enums(f, line, rid, msg)
-            self._good_ids(f, line, rid, msg)
-            if kind == "request":
-                self._request1(line, msg, fresh)
-                if not self.sp_doubt:
-                    self._sp_request(msg)
-            elif kind in ("trajectory", "group", "rollout_batch", "slot_pool"):
-                self._lineage1(kind, line, msg, rid, fresh)
-                if not self.sp_doubt and kind != "slot_pool":
-                    self._sp_lineage[kind](self, msg, fresh)
-            elif kind == "engine_client":
-                self._engine(f, line, rid, msg.engine_id)
-            elif kind == "cache_warmup":
-                self._engine(f, line, rid, msg.engine_id)
-                self._prefix(line, rid, msg.input_tokens, msg.HasField("prefix"), msg.prefix, msg.engine_id)
-                self._tokens(line, rid, msg.engine_id, msg.input_tokens, (), None)
+            self.record1(line, kind, getattr(rec, kind))
         self._engine_capacity()
+
+    def record1(self, line: int, kind: str, msg) -> None:
+        """Pass 1's rules of one record (``kind``: its oneof member; the gate's fast pass runs this
+        for every record that is not a request, contract/validate/fast.py)."""
+        f = self.wfile
+        rid = getattr(msg, _REC_ID[kind])
+        fresh = self._unique(kind, f, line, rid, self.ids[kind])
+        self._known_enums(f, line, rid, msg)
+        self._good_ids(f, line, rid, msg)
+        if kind == "request":
+            self._request1(line, msg, fresh)
+            if not self.sp_doubt:
+                self._sp_request(msg)
+        elif kind in ("trajectory", "group", "rollout_batch", "slot_pool"):
+            self._lineage1(kind, line, msg, rid, fresh)
+            if not self.sp_doubt and kind != "slot_pool":
+                self._sp_lineage[kind](self, msg, fresh)
+        elif kind == "engine_client":
+            self._engine(f, line, rid, msg.engine_id)
+        elif kind == "cache_warmup":
+            self._engine(f, line, rid, msg.engine_id)
+            self._prefix(line, rid, msg.input_tokens, msg.HasField("prefix"), msg.prefix, msg.engine_id)
+            self._tokens(line, rid, msg.engine_id, msg.input_tokens, (), None)
 
     _sp_lineage = {"trajectory": SinglePassRules._sp_trajectory, "group": SinglePassRules._sp_group,
                    "rollout_batch": lambda self, msg, fresh: self._sp_batch(msg)}

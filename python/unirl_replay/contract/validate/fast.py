@@ -1,0 +1,328 @@
+"""The gate's fast pass: ``validate``'s workload rules proven silent over columns, or no answer.
+
+:func:`workload_clean` answers one question about a trace opened as ``check_trace`` opens it
+(``open_trace(..., warn=False, inspect=True)``) and its workload read once as columns
+(``workload_columns.read_columns(trace, facts=True)``): would ``check_trace(trace_dir,
+outcomes=False)`` report no error? True means CLEAN (the gate passes the trace without the row
+rules); False means NOT SURE, and the gate runs ``check_trace`` exactly as before, so every
+violation a user sees, its wording and its order, is the row rules' own.
+
+It never says CLEAN where the row rules would report an error (tests/test_gate_fast.py: every
+rule's minimal violating example, the mutation fuzzer's mutants, random workloads):
+
+* the manifest rules, the window bound, pass 1 of every record that is not a request (few:
+  trajectories, groups, batches, pools, clients, warm-ups), the engine capacity and the proof
+  that pass 2 would be silent (``single_pass``) are the checker's own methods, run on a real
+  ``_Checker`` with a real sink;
+* the request rules of pass 1 (ids, enums, turn index, fan-out, finish reasons, engine
+  references, prefix counts and block sizes, arrivals and their units, dependencies, bounds) are
+  conditions over the columns, each one the row rule's "no error" condition or stronger; the
+  pass-1 state the other rules read (packed request facts, trajectory ordinals and counts, group
+  and sample bookkeeping, the single-pass proof's references) is built from the same columns;
+* anything it does not cover declines: a request that has no arrival, a dependency that is not on
+  an earlier turn of its own trajectory, a duplicate or empty id, a record the column reader
+  does not take (then there are no columns), a trace from a newer revision, any unknown field,
+  an ``id`` or enum field of ``Request`` other than those below (a contract change: the pass
+  declines until it is taught the new field).
+
+Warnings do not matter to the gate (only errors refuse), so the pass does not decide them.
+"""
+
+from __future__ import annotations
+
+import operator
+import re
+from collections import Counter
+from itertools import chain, repeat
+
+import numpy as np
+
+from unirl_replay.contract.message_guard import MAX_ID_CHARS, _id_plan, _plan
+from unirl_replay.contract.validate.checker import _Checker
+from unirl_replay.contract.validate.context import _Sink
+from unirl_replay.contract.validate.registry import MAX_DEPENDENCIES, MAX_SAMPLES, MAX_TOKENS, SUSPECT_SCALE
+from unirl_replay.contract.validate.single_pass import _MASK
+from unirl_replay.contract.workload_columns import ARRIVAL_AFTER_DEPENDENCIES, ARRIVAL_NONE
+from unirl_replay.v1 import workload_pb2 as w
+
+__all__ = ["workload_clean", "COVERED_ID_FIELDS", "COVERED_ENUM_FIELDS"]
+
+#: the id fields of ``Request`` (message_guard's ``*_id`` / ``*_ids`` strings) the pass checks
+COVERED_ID_FIELDS = frozenset({"request_id", "sample_ids", "trajectory_id", "group_id", "rollout_batch_id",
+                               "engine_id", "worker_id", "dependencies.predecessor_request_id"})
+#: the enum fields of ``Request`` the pass checks
+COVERED_ENUM_FIELDS = frozenset({"finish_reasons", "dependencies.trigger", "dependencies.relation",
+                                 "dependencies.delay_absence"})
+_CONTROL = re.compile(r"[\x00-\x1f\x7f-\x9f]")  # = message_guard's
+
+
+def _paths(plan, desc, prefix: str = "") -> set[str]:
+    own, subs = plan(desc)
+    out = {prefix + (f[0] if isinstance(f, tuple) else f).name for f in own}
+    for f in subs:
+        out |= _paths(plan, f.message_type, f"{prefix}{f.name}.")
+    return out
+
+
+def _known(desc, name: str, zero_ok: bool) -> frozenset[int]:
+    values = frozenset(desc.fields_by_name[name].enum_type.values_by_number)
+    return values if zero_ok else values - {0}
+
+
+_REQ, _DEP, _TRAJ = w.Request.DESCRIPTOR, w.Dependency.DESCRIPTOR, w.Trajectory.DESCRIPTOR
+#: the id fields of ``Trajectory`` the pass checks (it has no enum field)
+COVERED_TRAJECTORY_ID_FIELDS = frozenset({"trajectory_id", "group_id", "rollout_batch_id", "engine_id", "worker_id",
+                                          "slot_pool_id", "request_ids", "root_sample_id"})
+#: the pass applies only while Request's and Trajectory's id and enum fields are exactly the covered ones
+_PLAN_MATCHES = (_paths(_id_plan, _REQ) == COVERED_ID_FIELDS and _paths(_plan, _REQ) == COVERED_ENUM_FIELDS
+                 and _paths(_id_plan, _TRAJ) == COVERED_TRAJECTORY_ID_FIELDS and not _paths(_plan, _TRAJ))
+_FINISH = _known(_REQ, "finish_reasons", False)          # enum.unknown / enum.unspecified
+_TRIGGER = _known(_DEP, "trigger", False)
+_RELATION = _known(_DEP, "relation", False)
+_ABSENCE = _known(_DEP, "delay_absence", True)           # enum.unknown only (0 = measured)
+_OTHER_ORDER = (("group", "groups"), ("rollout_batch", "batches"),
+                ("slot_pool", "slot_pools"), ("engine_client", "engine_clients"))
+
+
+def _ids_ok(*columns) -> bool:
+    """Every string of every column is a usable id (message_guard.id_problem says None)."""
+    for col in columns:
+        if col and max(map(len, col)) > MAX_ID_CHARS:
+            return False
+    s = "".join(chain.from_iterable(columns))
+    return (s.isascii() and s.isprintable()) or _CONTROL.search(s) is None
+
+
+def _top(outs: tuple) -> int:
+    return max(outs) if outs else 0
+
+
+def workload_clean(trace, cols) -> bool:
+    """True only when ``check_trace(trace.dir, outcomes=False)`` would report no error (see the
+    module doc); False: not sure (the caller runs the row rules)."""
+    if cols is None or cols.facts is None or not _PLAN_MATCHES or trace.compat.newer:
+        return False
+    if trace.compat.foreign_fields or trace.compat.first_line:
+        return False
+    sink = _Sink(1)
+    ch = _Checker(trace, sink)
+    ch.manifest()
+    ch._window_bound()
+    if sink.errors or not cols.requests or len(cols.row) != len(cols.requests) or "" in cols.row:
+        return False
+    arrays = _requests(ch, cols)
+    if arrays is None:
+        return False
+    ch._sp_init()
+    to, tu, rid, tid = arrays
+    _sp_requests(ch, cols, rid, tid)
+    if not _trajectories(ch, cols, to, tu):
+        return False
+    for kind, attr in _OTHER_ORDER:  # the records after the requests: what pass 1 knows is complete
+        for msg in getattr(cols, attr).values():
+            ch.record1(0, kind, msg)
+    for msg in cols.warmups:
+        ch.record1(0, "cache_warmup", msg)
+    ch._engine_capacity()
+    if sink.errors or ch.sp_doubt or not ch.pass2_silent():
+        return False
+    return not ch.suspicious_traj and sink.errors == 0
+
+
+def _requests(ch: _Checker, cols):
+    """Pass 1's request rules over the columns (None: one may fire), and the state they leave;
+    returns each request's trajectory ordinal and turn index (-1: none) as arrays, and the request
+    and trajectory ids (workload order)."""
+    gf = cols.facts
+    if gf.parts:  # the arrow reader's lists, batch by batch
+        rid, ns, tid, turn, eid, _pv, inp, outs, akind, obs, deps, bs = (
+            tuple(chain.from_iterable(p[k] for p in gf.parts)) for k in range(12))
+        preds, trig, rel, delay, absence = (tuple(chain.from_iterable(p[k] for p in gf.dep_parts)) for k in range(5))
+    else:
+        rid, ns, tid, turn, eid, _pv, inp, outs, akind, obs, deps, bs = zip(*cols.requests)
+        flat_deps = list(chain.from_iterable(deps))
+        preds, trig, rel, delay, absence = zip(*flat_deps) if flat_deps else ((),) * 5
+    gid, bid, wid, sids, fins, maxout = (gf.group_ids, gf.batch_ids, gf.worker_ids, gf.sample_ids,
+                                         gf.finish_reasons, gf.max_output_tokens)
+    n = len(rid)
+    if not (len(gid) == len(bid) == len(wid) == len(sids) == len(fins) == len(maxout) == n):
+        return None
+    if len(preds) != sum(map(len, deps)):
+        return None
+    # id.invalid (id.empty / id.duplicate: the reader's row map, checked by the caller)
+    if not _ids_ok(rid, tid, gid, bid, eid, wid, tuple(chain.from_iterable(sids)), preds):
+        return None
+    # enum.unknown, enum.unspecified (finish reasons, dependency trigger / relation)
+    if not (set(chain.from_iterable(fins)) <= _FINISH and set(trig) <= _TRIGGER and set(rel) <= _RELATION
+            and set(absence) <= _ABSENCE):
+        return None
+    # turn.index: turn_index set exactly when trajectory_id is
+    if list(map(bool, tid)) != [t is not None for t in turn]:
+        return None
+    # fanout.count, bound.count
+    if min(ns) < 1 or max(ns) > MAX_SAMPLES:
+        return None
+    if not (tuple(map(len, sids)) == ns and tuple(map(len, outs)) == ns and tuple(map(len, fins)) == ns):
+        return None
+    if max(map(len, deps)) > MAX_DEPENDENCIES:
+        return None
+    # reference.engine
+    blocks = ch.engine_block
+    engines = set(eid)
+    if not engines <= blocks.keys():
+        return None
+    # prefix.count, prefix.block_size (block size 0 / no prefix: prefix.missing, a warning)
+    inp_a = np.fromiter(inp, np.int64, n)
+    bs_a = np.fromiter(bs, np.int64, n)
+    has = bs_a > 0
+    if has.any():
+        counts = np.diff(cols.offsets)
+        if len(counts) != n:
+            return None
+        b = bs_a[has]
+        if not np.array_equal(counts[has], -(-inp_a[has] // b)):
+            return None
+        eb = (np.full(n, blocks[next(iter(engines))], np.int64) if len(engines) == 1
+              else np.fromiter((blocks[e] for e in eid), np.int64, n))
+        if not np.array_equal(eb[has], b):
+            return None
+    # arrival.kind_missing / mixed_missing (pass 2): every request has one; arrival.dependencies
+    if ARRIVAL_NONE in akind:
+        return None
+    if [k == ARRIVAL_AFTER_DEPENDENCIES for k in akind] != list(map(bool, deps)):
+        return None
+    window = ch.window_ns
+    times = [t for t in obs if t is not None]
+    measured = [d for d in delay if d is not None]
+    for vals in (times, measured):  # units.negative, units.suspect_scale
+        if vals and (min(vals) < 0 or (window > 0 and max(vals) > SUSPECT_SCALE * window)):
+            return None
+    # dependency.delay_absence: exactly one of a measured delay and a reason it is absent
+    if any((d is None) == (a == 0) for d, a in zip(delay, absence)):
+        return None
+    # dependency.duplicate
+    if any(len(x) > 1 and len({d[0] for d in x}) != len(x) for x in deps):
+        return None
+    # bounds: bound.tokens, bound.model_len, bound.max_output_tokens
+    tops = np.fromiter(map(_top, outs), np.int64, n)
+    if n and (inp_a.max() > MAX_TOKENS or tops.max() > MAX_TOKENS):
+        return None
+    lens = {e: ch.engines[e].max_model_len or MAX_TOKENS for e in engines}
+    eix = {e: k for k, e in enumerate(sorted(engines))}
+    e_a = (np.zeros(n, np.int64) if len(engines) == 1 else np.fromiter((eix[e] for e in eid), np.int64, n))
+    limit = np.array([lens[e] for e in sorted(engines)], np.int64)[e_a]
+    seq = inp_a + tops
+    if (seq > limit).any():
+        return None
+    if any(m is not None and t > m for m, t in zip(maxout, tops.tolist())):
+        return None
+    # the state pass 1 leaves (read by the other records' rules, the capacity check and pass 2's proof)
+    if ch.traj_names != [""]:
+        return None
+    names = list(dict.fromkeys(tid))  # TraceState._ord of each in first-seen order: 1, 2, ...
+    if "" in names:
+        names.remove("")
+    ch.traj_names.extend(names)
+    ch.traj_ord.update(zip(names, range(1, len(names) + 1)))
+    tord = list(map(ch.traj_ord.__getitem__, tid))
+    tu = np.fromiter((-1 if u is None else u for u in turn), np.int64, n)
+    ns_a = np.fromiter(ns, np.int64, n)
+    low = ((tu + 1) << 20) | np.minimum(ns_a, (1 << 20) - 1)  # context._pack without the ordinal (< 2^53)
+    ch.req = dict(zip(rid, map(operator.or_, map(operator.lshift, tord, repeat(53, n)), low.tolist())))
+    ch.traj_req_count = Counter(tord)
+    del ch.traj_req_count[0]
+    ch.req_group = {r: g for r, g in zip(rid, gid) if g} if any(gid) else {}
+    ch.req_samples = {r: s for r, k, s in zip(rid, ns, sids) if k > 1} if max(ns) > 1 else {}
+    ch.ids["request"] = set(cols.row)
+    ch.observed = len(times)
+    ch.max_offset = max(times, default=0)
+    seq_c = np.minimum(seq, MAX_TOKENS)
+    prm_c = np.minimum(inp_a, MAX_TOKENS)
+    for e, k in eix.items():
+        sel = e_a == k
+        ch.longest[e] = int(seq_c[sel].max())
+        ch.longest_prompt[e] = int(prm_c[sel].max())
+    to = np.fromiter(tord, np.int64, n)
+    # dependencies: each on an earlier turn of the request's own trajectory (dependency.no_trajectory,
+    # .cycle, .unresolved, .cross_trajectory, turn.dependency_order; and no cycle pass is needed)
+    if preds:
+        owner = np.repeat(np.arange(n), np.fromiter(map(len, deps), np.int64, n))
+        row = cols.row
+        pred = np.fromiter((row.get(p, -1) for p in preds), np.int64, len(preds))
+        if (pred < 0).any() or (pred == owner).any():
+            return None
+        if not ((to[owner] != 0).all() and (to[pred] == to[owner]).all() and (tu[pred] >= 0).all()
+                and (tu[pred] < tu[owner]).all()):
+            return None
+    return to, tu, rid, tid
+
+
+def _sp_requests(ch: _Checker, cols, rid, tid) -> None:
+    """``SinglePassRules._sp_request`` of every request (each has an arrival, each dependency is
+    ordered: checked by :func:`_requests`), its bookkeeping only."""
+    gf = cols.facts
+    gid, bid = gf.group_ids, gf.batch_ids
+    gh, grb, tl = ch.sp_group_hash, ch.sp_group_req_batches, ch.sp_traj_lineage
+    if any(gid):
+        for r, g, b in zip(rid, gid, bid):
+            if g:
+                gh[g] = (gh[g] + hash((r, g))) & _MASK
+                grb.setdefault(g, set()).add(b)
+    tids = set(tid)
+    tids.discard("")
+    if any(gid) or any(bid):
+        for t, g, b in set(zip(tid, gid, bid)):
+            if t:
+                tl.setdefault(t, set()).add((g, b))
+    else:
+        tl.update((t, {("", "")}) for t in tids)
+    ch.sp_traj_refs.update(tids)
+    ch.sp_group_refs.update(set(gid) - {""})
+    ch.sp_batch_refs.update(set(bid) - {""})
+
+
+def _trajectories(ch: _Checker, cols, to: np.ndarray, tu: np.ndarray) -> bool:
+    """``record1`` of every Trajectory record (``_unique``, ``_good_ids``, ``_lineage1``,
+    ``_sp_trajectory``: there are no enums) over their fields, after the requests; False: a rule
+    may fire, or the single-pass proof would doubt."""
+    trajs = cols.trajectories
+    if not trajs:
+        return True
+    if "" in trajs:  # id.empty (a duplicate: the column reader declined)
+        return False
+    msgs = list(trajs.values())
+    ids = list(trajs)
+    gid = [m.group_id for m in msgs]
+    bid = [m.rollout_batch_id for m in msgs]
+    eid = [m.engine_id for m in msgs]
+    pool = [m.slot_pool_id for m in msgs]
+    rids = [m.request_ids for m in msgs]
+    flat = list(chain.from_iterable(rids))
+    if any(m.first_turn_index for m in msgs):
+        return False  # a resumed trajectory: the single-pass proof doubts (pass 2 decides)
+    if not _ids_ok(ids, gid, bid, eid, [m.worker_id for m in msgs], pool, [m.root_sample_id for m in msgs], flat):
+        return False
+    if not set(eid) <= ch.engine_block.keys():  # reference.engine
+        return False
+    ch.ids["trajectory"] = set(ids)
+    ch.traj_group.update(zip(ids, gid))
+    ch.traj_batch.update(zip(ids, bid))
+    for t in ids:
+        ch._ord(t)
+    ch.sp_group_refs.update(g for g in gid if g)
+    ch.sp_batch_refs.update(b for b in bid if b)
+    ch.sp_pool_refs.update(p for p in pool if p)
+    lens = np.fromiter(map(len, rids), np.int64, len(rids))
+    ords = np.fromiter((ch.traj_ord[t] for t in ids), np.int64, len(ids))
+    # request_ids[i] is a request of this trajectory, turn i (the proof's condition; pass 2's turn.order)
+    if flat:
+        row = cols.row
+        idx = np.fromiter((row.get(r, -1) for r in flat), np.int64, len(flat))
+        if (idx < 0).any():
+            return False
+        ends = np.cumsum(lens)
+        pos = np.arange(len(flat)) - np.repeat(ends - lens, lens)
+        if not (np.array_equal(to[idx], np.repeat(ords, lens)) and np.array_equal(tu[idx], pos)):
+            return False
+    ch.sp_claims.extend(zip(ords.tolist(), lens.tolist()))
+    return True
