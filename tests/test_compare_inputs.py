@@ -67,6 +67,19 @@ def _dup_batch(rp):
     rp.rollout_batches.add(rollout_batch_id="B1", ready_ns=5)
 
 
+def _assert_refused(tmp_path, trace, edit, rule, rid, capsys):
+    """compare of ``trace`` against its replay result edited by ``edit``: exit 2, the error names the rule, the
+    record and the result file, and no report directory is written."""
+    d = tmp_path / edit.__name__
+    d.mkdir()
+    rdir = _edited_replay(d, edit)
+    out = d / "cmp"
+    assert main(["compare", str(trace), str(rdir), "--out", str(out), "--no-plots"]) == 2, edit.__name__
+    err = capsys.readouterr().err
+    assert f"[{rule}]" in err and f"record {rid!r}" in err and "replay_result.json" in err, err
+    assert not out.exists()
+
+
 def test_replay_results_the_contract_does_not_allow_are_refused(tmp_path, capsys):
     """replay.proto: one row per Request.request_id, in order times; such rows were compared silently (a duplicate
     row: which one counts? a ghost id: another workload's replay)."""
@@ -74,14 +87,7 @@ def test_replay_results_the_contract_does_not_allow_are_refused(tmp_path, capsys
     for edit, rule, rid in ((_dup_row, "id.duplicate", "r1"), (_ghost, "replay.unmatched", "ghost"),
                             (_negative, "time.order", "r1"), (_completion_before_first_token, "time.order", "r2"),
                             (_dup_batch, "id.duplicate", "B1")):
-        d = tmp_path / edit.__name__
-        d.mkdir()
-        rdir = _edited_replay(d, edit)
-        out = d / "cmp"
-        assert main(["compare", str(trace), str(rdir), "--out", str(out), "--no-plots"]) == 2, edit.__name__
-        err = capsys.readouterr().err
-        assert f"[{rule}]" in err and f"record {rid!r}" in err and "replay_result.json" in err, err
-        assert not out.exists()
+        _assert_refused(tmp_path, trace, edit, rule, rid, capsys)
 
 
 def _negative_group(rp):
@@ -117,14 +123,7 @@ def test_derived_rows_the_contract_does_not_allow_are_refused(tmp_path, capsys):
                             (_trajectory_ends_before_start, "time.order", "T1"),
                             (_ghost_group, "replay.unmatched", "G9"), (_ghost_batch, "replay.unmatched", "B9"),
                             (_ghost_trajectory, "replay.unmatched", "T9")):
-        d = tmp_path / edit.__name__
-        d.mkdir()
-        rdir = _edited_replay(d, edit)
-        out = d / "cmp"
-        assert main(["compare", str(trace), str(rdir), "--out", str(out), "--no-plots"]) == 2, edit.__name__
-        err = capsys.readouterr().err
-        assert f"[{rule}]" in err and f"record {rid!r}" in err and "replay_result.json" in err, err
-        assert not out.exists()
+        _assert_refused(tmp_path, trace, edit, rule, rid, capsys)
 
 
 def test_a_result_of_another_schema_version_or_a_negative_makespan_is_refused(tmp_path, capsys):

@@ -72,7 +72,7 @@ def line(msg) -> bytes:
 @pytest.mark.parametrize("chunk", [1, 7, 1 << 20])
 @pytest.mark.parametrize("seed", range(10))
 def test_generated_workloads_are_taken_and_equal_binpb_columns(tmp_path, monkeypatch, seed, chunk):
-    monkeypatch.setattr(jc, "_KEY_CHUNK", chunk)  # every buffer boundary of the hash copy crossed
+    monkeypatch.setattr(wc, "_KEY_CHUNK", chunk)  # every buffer boundary of the hash copy (KeyBuffer) crossed
     msgs, mf = workload_msgs(seed)
     tj = open_trace(write(tmp_path, msgs, mf, "jsonl"))
     tb = open_trace(write(tmp_path, msgs, mf, "binpb"))

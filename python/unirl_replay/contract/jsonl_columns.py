@@ -32,19 +32,17 @@ compares the columns with the message path's facts on generated workloads and mu
 from __future__ import annotations
 
 import msgspec
-import numpy as np
 
 from unirl_replay.contract import fast_typed, trace_io
 from unirl_replay.contract.errors import TraceFormatError
 from unirl_replay.contract.gc_pause import paused_gc
 from unirl_replay.contract.workload_columns import (ARRIVAL_AFTER_DEPENDENCIES, ARRIVAL_NONE, ARRIVAL_OBSERVED,
-                                                    WorkloadColumns, _put_other)
+                                                    KeyBuffer, WorkloadColumns, _put_other)
 from unirl_replay.v1.manifest_pb2 import ARTIFACT_KIND_WORKLOAD
 from unirl_replay.v1.workload_pb2 import Dependency, WorkloadRecord
 
 __all__ = ["read_jsonl"]
 
-_KEY_CHUNK = 1 << 20  # hashes per buffer of the copy (then one concatenation)
 _ENUMS = {name: {n: v.number for n, v in Dependency.DESCRIPTOR.fields_by_name[name].enum_type.values_by_name.items()}
           for name in ("trigger", "relation", "delay_absence")}
 _REFUSED = (msgspec.DecodeError, msgspec.ValidationError, fast_typed._Doubt, TypeError, ValueError, OverflowError,
@@ -80,11 +78,9 @@ def _read(f, plan) -> tuple[WorkloadColumns, int] | None:
     cols = WorkloadColumns()
     add = cols.requests.append
     row = cols.row
-    parts: list[np.ndarray] = []
-    counts: list[int] = []
-    count = counts.append
-    buf = np.empty(_KEY_CHUNK, np.uint64)
-    used = k = n = 0
+    keys = KeyBuffer()
+    add_keys = keys.add
+    k = n = 0
     while raw := f.readline(limit + 1):
         n += 1
         if len(raw) > limit or raw[-1:] != b"\n":
@@ -134,20 +130,9 @@ def _read(f, plan) -> tuple[WorkloadColumns, int] | None:
              r.get("policy_version"), r.get("input_tokens", 0), tuple(r.get("output_tokens", ())), ak, t, deps,
              p.get("block_size_tokens", 0) if p else 0))
         hs = p.get("block_hashes") if p else None
-        m = len(hs) if hs else 0
-        count(m)
-        if m:
-            if used + m > len(buf):
-                parts.append(buf[:used])
-                buf = np.empty(max(_KEY_CHUNK, m), np.uint64)
-                used = 0
-            try:
-                buf[used:used + m] = hs
-            except OverflowError:
-                return None  # above 2**64-1: the constructor refuses it
-            used += m
-    parts.append(buf[:used])
-    cols.keys = np.concatenate(parts) if len(parts) > 1 else parts[0].copy()
-    cols.offsets = np.zeros(len(counts) + 1, np.int64)
-    np.cumsum(counts, out=cols.offsets[1:])
+        try:
+            add_keys(hs, len(hs) if hs else 0)
+        except OverflowError:
+            return None  # above 2**64-1: the constructor refuses it
+    keys.finish(cols)
     return cols, n

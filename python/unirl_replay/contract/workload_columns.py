@@ -129,6 +129,42 @@ class GateFacts:
 _KEY_CHUNK = 1 << 20  # hashes per buffer of the copy (then one concatenation)
 
 
+class KeyBuffer:
+    """The prefix block hashes of a workload copied request by request (the binpb and the JSONL column
+    readers): uint64 chunks of :data:`_KEY_CHUNK` values, then :meth:`finish` sets ``cols.keys`` (one
+    array) and ``cols.offsets`` (request ``i``'s hashes are ``keys[offsets[i]:offsets[i + 1]]``)."""
+
+    __slots__ = ("parts", "buf", "used", "counts")
+
+    def __init__(self) -> None:
+        self.parts: list[np.ndarray] = []
+        self.buf = np.empty(_KEY_CHUNK, np.uint64)
+        self.used = 0
+        self.counts: list[int] = []
+
+    def add(self, hs, n: int) -> None:
+        """Append the next request's ``n`` hashes ``hs`` (a sequence of ints; ``n`` = 0: none).
+
+        Raises:
+            OverflowError: a value outside uint64 (nothing of it counted)."""
+        if n:
+            used = self.used
+            if used + n > len(self.buf):
+                self.parts.append(self.buf[:used])
+                self.buf = np.empty(max(_KEY_CHUNK, n), np.uint64)
+                used = self.used = 0
+            self.buf[used:used + n] = hs
+            self.used = used + n
+        self.counts.append(n)
+
+    def finish(self, cols: "WorkloadColumns") -> None:
+        """``cols.keys`` and ``cols.offsets`` from the hashes added."""
+        parts = [*self.parts, self.buf[:self.used]]
+        cols.keys = np.concatenate(parts) if len(parts) > 1 else parts[0].copy()
+        cols.offsets = np.zeros(len(self.counts) + 1, np.int64)
+        np.cumsum(self.counts, out=cols.offsets[1:])
+
+
 def _gate_records(trace):
     """The workload's records for :func:`read_columns` with ``facts``: the frames parsed as
     ``Trace.iter_workload`` parses them, in a trace opened to inspect unknown fields; a frame
@@ -161,11 +197,9 @@ def _read_messages(trace, facts: bool = False) -> WorkloadColumns | None:
     add = cols.requests.append
     gf = cols.facts = GateFacts() if facts else None
     row = cols.row
-    parts: list[np.ndarray] = []
-    counts: list[int] = []
-    count = counts.append
-    buf = np.empty(_KEY_CHUNK, np.uint64)
-    used = k = 0
+    keys = KeyBuffer()
+    add_keys = keys.add
+    k = 0
     try:
         for _, rec in (_gate_records(trace) if facts else trace.iter_workload()):
             kind = rec.WhichOneof("record")
@@ -208,21 +242,10 @@ def _read_messages(trace, facts: bool = False) -> WorkloadColumns | None:
                 gf.finish_reasons.append(tuple(r.finish_reasons))
                 gf.max_output_tokens.append(r.max_output_tokens if r.HasField("max_output_tokens") else None)
             hs = p.block_hashes
-            n = len(hs)
-            count(n)
-            if n:
-                if used + n > len(buf):
-                    parts.append(buf[:used])
-                    buf = np.empty(max(_KEY_CHUNK, n), np.uint64)
-                    used = 0
-                buf[used:used + n] = hs
-                used += n
+            add_keys(hs, len(hs))
     except (TraceFormatError, IncompleteTraceError, _Declined):
         return None
-    parts.append(buf[:used])
-    cols.keys = np.concatenate(parts) if len(parts) > 1 else parts[0].copy()
-    cols.offsets = np.zeros(len(counts) + 1, np.int64)
-    np.cumsum(counts, out=cols.offsets[1:])
+    keys.finish(cols)
     return cols
 
 
