@@ -69,7 +69,11 @@ def test_a_real_two_window_capture_records_probes_and_conditions_and_keeps_probe
     raw = cap.raw
     probe_gens = [json.loads(line) for f in raw.glob("engine-*.jsonl") for line in f.read_text().splitlines()
                   if '"probe_generate"' in line]
-    assert len(probe_gens) == 2 * 3 * 5 * 4  # 2 engines x 3 probes x 5 repeats x 4 points
+    own = [g for g in probe_gens if g["probe"].get("condition") is None]  # the probe's points (both engines at once)
+    assert len(own) == 2 * 3 * 5 * 4  # 2 engines x 3 probes x 5 repeats x 4 points
+    # the rest is the contended part (tests/conftest.py: --probe-contended 1; test_a_real_contended_probe_... checks
+    # it): each engine's points measured while the other runs its load
+    assert {g["probe"]["condition"] for g in probe_gens if g not in own} <= {"contended", "load"}
     ids = {}
     for k in (0, 1):
         d = tmp_path / f"w{k}"
