@@ -343,13 +343,88 @@ def test_contended_repeats_are_used_only_inside_every_other_engines_steady_load(
 
 
 def test_load_tokens_cover_the_lead_and_the_targets_points_at_the_measured_rate():
-    # 10 s of target points, a load that took 5 s for 100 tokens (0.05 s/token): (2 + 1.6 x 10) / 0.05 = 360
-    assert P.load_tokens_for(10.0, 5.0, 100) == 361
+    # 10 s of target points, a load that took 5 s for 100 tokens (0.05 s/token): (2 + 2.0 x 10) / 0.05 = 440
+    assert P.load_tokens_for(10.0, 5.0, 100) == 441
     assert P.load_tokens_for(1e6, 5.0, 100) == P.MAX_LOAD_TOKENS  # bounded by the engines' max_model_len
     assert P.load_tokens_for(0.0, 1e6, 1) == P.PROBE_DECODE_STEPS
     # the first guess: B=1 step 0.5 s / 32, B=32 step 4 s / 2 / 32; 12 rows: 11/31 of the way from one to the other
     sec, n = P.first_load_rate(0.5, 4.0)
     assert sec / n == pytest.approx(0.5 / 32 + 11 / 31 * (2.0 / 32 - 0.5 / 32))
+
+
+class _FakeSlot:
+    """A rollout engine slot for the DRIVER's round logic only (``probe._contended``): ``launch`` answers what the
+    role method returns, from ``answer(mode, round_id, load_tokens)``; the real role method, engine and timestamps
+    are test_capture_probe_real's."""
+
+    def __init__(self, answer):
+        self.answer, self.calls = answer, []
+
+    def launch(self, method, when, probe_id, seed, mode="isolated", round_id="", repeat=0, load_tokens=0):
+        assert method == P.ROLE_METHOD
+        self.calls.append((mode, round_id, load_tokens))
+        res = self.answer(mode, round_id, load_tokens)
+        return type("Done", (), {"result": staticmethod(lambda: res)})()
+
+
+def _iso(wall_s):
+    return {"wall_s": {P.point_key(p): [wall_s] for p in P.PROBE_POINTS}}
+
+
+def test_a_round_whose_target_missed_its_load_runs_again_with_a_longer_load(monkeypatch):
+    monkeypatch.setattr(P.time, "sleep", lambda s: None)
+
+    sec, tokens = P.first_load_rate(1.0, 1.0)  # the driver's first guess of a load's rate, here the true one
+    per_token = sec / tokens
+
+    def engine(target):  # a load call runs from 0 s at ``per_token``; contended: ``target(round_id)``
+        def answer(mode, rid, n):
+            if mode == "load":
+                return {"round": rid, "load_tokens": n, "wall_s": per_token * n, "t0_mono": 0.0,
+                        "t1_mono": per_token * n}
+            assert mode == "contended"
+            start, end = target(rid)
+            return {"wall_s": {}, "t0_mono": start, "t1_mono": end}
+        return answer
+
+    def on_time(rid):
+        return P.LOAD_LEAD_S, P.LOAD_LEAD_S + 4.0
+
+    def late_once(rid):  # the first round's points reach the engine 30 s late (a stalled host)
+        return (30.0, 34.0) if rid == "0:0" else on_time(rid)
+
+    a, b = _FakeSlot(engine(late_once)), _FakeSlot(engine(on_time))
+    out = P._contended([a, b], [_iso(1.0), _iso(1.0)], "after", "p", 0, 1)
+    assert [c[1] for c in a.calls if c[0] == "contended"] == ["0:0", "0:0:1"]  # then covered: no third attempt
+    assert [c[1] for c in b.calls if c[0] == "contended"] == ["0:1"]
+    first, second = [c[2] for c in b.calls if c[0] == "load"]
+    assert second > first and per_token * second >= 34.0 + P.LOAD_TAIL_S  # the retry's load covers the 34 s it took
+    miss = [r for r in out if "round_miss" in r]
+    assert len(miss) == 1 and "ended" in miss[0]["round_miss"]
+    assert [r.get("round") for r in out if "load_tokens" in r] == ["0:0", "0:0:1", "0:1"]  # every load kept
+
+    def never(rid):  # never inside: the attempts are bounded, every one kept
+        return 0.1, 1e9
+
+    a = _FakeSlot(engine(never))
+    out = P._contended([a, _FakeSlot(engine(on_time))], [_iso(1.0), _iso(1.0)], "after", "p", 0, 1)
+    assert [c[1] for c in a.calls if c[0] == "contended"] == ["0:0"] + [f"0:0:{k}" for k in range(1, P.ROUND_ATTEMPTS)]
+    misses = [r["round_miss"] for r in out if "round_miss" in r]
+    assert len(misses) == P.ROUND_ATTEMPTS and all("started 0.10 s" in m for m in misses)
+
+
+def test_round_miss_judges_only_by_the_call_times_it_has():
+    load = {"t0_mono": 10.0, "t1_mono": 30.0}
+    assert P.round_miss({"t0_mono": 12.0, "t1_mono": 25.0}, [load]) is None
+    got = P.round_miss({"t0_mono": 12.0, "t1_mono": 29.8}, [load])
+    assert "ended -0.20 s" in got["reason"] and got["span_s"] == pytest.approx(19.8)
+    assert "started 0.50 s" in P.round_miss({"t0_mono": 10.5, "t1_mono": 20.0}, [load])["reason"]
+    # two loads: both must hold the target; the span runs from the earlier one's start
+    assert P.round_miss({"t0_mono": 12.0, "t1_mono": 25.0}, [load, {"t0_mono": 5.0, "t1_mono": 24.0}])["span_s"] == 20.0
+    for bad in ({}, {"t0_mono": None, "t1_mono": 1.0}, {"t0_mono": float("nan"), "t1_mono": 1.0},
+                {"t0_mono": True, "t1_mono": 1.0}):
+        assert P.round_miss({**{"t0_mono": 12.0, "t1_mono": 25.0}, **bad}, [load]) is None  # nothing to judge by
+    assert P.round_miss({"t0_mono": 12.0, "t1_mono": 25.0}, []) is None
 
 
 def _contended_records(eid, other, probe_id, t0, level):

@@ -144,10 +144,23 @@ def check_contended(raw: Path, out_dirs: list[Path], repeats: int) -> dict:
     probes = {g["probe"]["probe_id"] for g in gens}
     cont = [g for g in gens if g["probe"].get("condition") == "contended"]
     loads = [g for g in gens if g["probe"].get("condition") == "load"]
-    # per probe: each engine in turn is the target of `repeats` rounds of every point, the other engine loads
-    assert len(cont) == len(probes) * len(engines) * repeats * len(P.PROBE_POINTS), len(cont)
-    assert len(loads) == len(probes) * len(engines) * repeats * (len(engines) - 1), len(loads)
+    # per probe: each engine in turn is the target of `repeats` rounds of every point, the other engine loads; a
+    # round that missed its load ran again as <repeat>:<engine>:<attempt> (at most ROUND_ATTEMPTS in all)
+    rounds: dict = {}
+    for g in cont:
+        rounds.setdefault((g["probe"]["probe_id"], g["engine_id"], g["probe"]["round"]), []).append(g["probe"]["point"])
+    assert all(sorted(pts) == sorted(P.point_key(q) for q in P.PROBE_POINTS) for pts in rounds.values()), rounds
+    per_target: dict = {}
+    for pid, eid, rnd in rounds:
+        per_target.setdefault((pid, eid, rnd.split(":")[0]), []).append(rnd)
+    assert len(per_target) == len(probes) * len(engines) * repeats, per_target
+    assert all(1 <= len(rs) <= P.ROUND_ATTEMPTS for rs in per_target.values()), per_target
+    load_rounds = sorted((g["probe"]["probe_id"], g["probe"]["round"]) for g in loads)
+    assert load_rounds == sorted((pid, rnd) for pid, _, rnd in rounds for _ in range(len(engines) - 1)), load_rounds
     assert all(len(g["requests"]) == P.LOAD_ROWS for g in loads)
+    records_of = {(pid, eid): 0 for pid, eid, _ in rounds}
+    for g in cont:
+        records_of[(g["probe"]["probe_id"], g["engine_id"])] += 1
     used = unusable = 0
     for d in out_dirs:
         m = open_trace(d).manifest
@@ -157,7 +170,7 @@ def check_contended(raw: Path, out_dirs: list[Path], repeats: int) -> dict:
             assert len(art["requests"]) == P.PROBE_REPEATS * len(P.PROBE_POINTS)  # the probe's own, never mixed
             assert all(pt.repeats == 5 for pt in p.points[:3])
             verdicts = art["contended_verdicts"]
-            assert len(verdicts) == repeats * len(P.PROBE_POINTS)
+            assert len(verdicts) == records_of[(art["probe_id"], p.engine_id)], (len(verdicts), records_of)
             steady = {}
             for eid, rs in art["contended_loads"].items():
                 for r in rs:  # recomputed from the artifact's own rows: [scheduled, first token, last token, n]
