@@ -5,7 +5,8 @@ UniRL 0.2.0 on UniRL's Ray wiring, 2 vLLM-CPU engines as Ray actors, reference e
 mode and test session. Starting the engines is most of a capture's minutes on 2 cores, so every test that
 only reads a capture shares one:
 
-* ``grpo``: ``--windows 2 --probe --probe-contended 1`` (the reference probe, with one repeat of its contended part,
+* ``grpo``: ``--windows 2 --probe --probe-repeats 3 --probe-contended 1`` (the reference probe at 3 repeats of each
+  point, 5 by default: the probe is most of this capture's minutes; with one repeat of its contended part,
   before, between and after two windows of the same prompts) with one overhead pair, prompts dumped; window 0 is finalized with ``capture finalize`` into
   the run directory (raw shards kept there) as the ``calibration`` workload ``grpo-ci``. Read by
   test_capture_real (end to end, joins), test_capture_privacy (the scan, probe records included) and
@@ -73,6 +74,10 @@ SMALL = {
 }
 
 
+#: the grpo capture's probe repeats of each point (``--probe-repeats``; the product's default is 5)
+PROBE_REPEATS = 3
+
+
 @dataclass(frozen=True)
 class RealCapture:
     mode: str
@@ -84,6 +89,7 @@ class RealCapture:
     prompts_per_batch: int
     samples: int | None    #: GRPO samples per prompt (vLLM n); None for agentic
     max_new_tokens: int
+    probe_repeats: int | None = None  #: the probe's repeats of each point (grpo: PROBE_REPEATS); None: no probe
 
 
 def _knob(mode: str, flag: str) -> int:
@@ -101,7 +107,8 @@ def _run_capture(mode: str, root: Path) -> RealCapture:
               "--dump-prompts", str(dump), *SMALL[mode]]
     if mode == "grpo":
         # two windows with the probe: the shards are kept and nothing is finalized by the command
-        rc = main(["capture", mode, "--out", str(out), "--windows", "2", "--probe", "--probe-contended", "1", *common])
+        rc = main(["capture", mode, "--out", str(out), "--windows", "2", "--probe", "--probe-repeats", str(PROBE_REPEATS),
+                   "--probe-contended", "1", *common])
         assert rc == 0, "unirl-replay capture grpo --windows 2 --probe failed"
         assert not (out / "manifest.json").exists(), "a multi-window capture finalized a trace by itself"
         rc = main(["capture", "finalize", str(out / "raw"), "--out", str(out), "--rollouts", "0:0",
@@ -116,7 +123,8 @@ def _run_capture(mode: str, root: Path) -> RealCapture:
     return RealCapture(mode=mode, trace=out, raw=out / "raw", prompts=dump, window_rollouts=frozenset({0}),
                        windows=windows, prompts_per_batch=_knob(mode, "--prompts"),
                        samples=_knob(mode, "--samples") if mode == "grpo" else None,
-                       max_new_tokens=_knob(mode, "--max-new-tokens"))
+                       max_new_tokens=_knob(mode, "--max-new-tokens"),
+                       probe_repeats=PROBE_REPEATS if mode == "grpo" else None)
 
 
 @pytest.fixture(scope="session")

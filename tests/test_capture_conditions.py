@@ -468,3 +468,25 @@ def test_finalize_keeps_the_contended_points_apart_from_the_probes_points(tmp_pa
         assert len(art["requests"]) == 20 and len(art["contended_requests"]) == 4
         assert all(v["used"] for v in art["contended_verdicts"]) and art["contended_loads"]
     assert all(not p.contended_points and not p.contended_load for p in after.values())
+
+
+def test_capture_refuses_probe_counts_it_cannot_run(tmp_path):
+    from click.testing import CliRunner
+
+    from unirl_replay.cli.main import cli
+
+    for args, flag in ((["--probe", "--probe-repeats", "0"], "--probe-repeats"),
+                       (["--probe", "--probe-repeats", str(P.MAX_PROBE_REPEATS + 1)], "--probe-repeats"),
+                       (["--probe-repeats", "3"], "--probe-repeats"),  # without --probe: nothing would run it
+                       (["--probe", "--probe-contended", "-1"], "--probe-contended"),
+                       (["--probe-contended", "1"], "--probe-contended")):
+        res = CliRunner().invoke(cli, ["capture", "grpo", "--out", str(tmp_path / "t"), *args])
+        assert res.exit_code == 2 and flag in res.output and "Traceback" not in res.output, (args, res.output)
+        assert not (tmp_path / "t").exists()
+
+
+def test_the_probe_method_text_says_the_repeats_it_ran():
+    assert P.method_words().startswith(f"{P.PROBE_REPEATS} repeats of: decode")
+    assert P.method_words(3).startswith("3 repeats of: decode") and P.method_words(3)[1:] == P.METHOD[1:]
+    with pytest.raises(ValueError, match="1..50 repeats"):
+        P.run(object(), "before", repeats=0)

@@ -57,6 +57,8 @@ from typing import Any, Dict, List, Optional, Sequence
 #: (the batched prefill point: 8 rows of 256 tokens, after a lead row; see the module docstring)
 PROBE_POINTS = (("decode", 1, 128, 0), ("decode", 32, 128, 0), ("prefill", 0, 0, 512), ("prefill", 8, 0, 2048))
 PROBE_REPEATS = 5
+#: ``run(repeats=N)`` / ``capture --probe-repeats N``: at most this many (the default is :data:`PROBE_REPEATS`)
+MAX_PROBE_REPEATS = 50
 PROBE_DECODE_STEPS = 32
 #: decode prompts: 112 tokens + 32 output tokens = a mean context of 128 tokens over the decode
 DECODE_PROMPT_TOKENS = 128 - PROBE_DECODE_STEPS // 2
@@ -178,14 +180,15 @@ def add_role_method(cls: Any) -> None:
         return
 
     def unirl_replay_probe(self, when: str, probe_id: str = "", seed: int = 0, mode: str = "isolated",
-                           round_id: str = "", repeat: int = 0, load_tokens: int = 0) -> Dict[str, Any]:
+                           round_id: str = "", repeat: int = 0, load_tokens: int = 0,
+                           repeats: int = PROBE_REPEATS) -> Dict[str, Any]:
         if mode == "load":
             return run_load_in_engine(self, when, probe_id=probe_id, seed=seed, round_id=round_id, repeat=repeat,
                                       max_new_tokens=load_tokens)
         if mode == "contended":
             return run_in_engine(self, when, probe_id=probe_id, seed=seed, repeats=1, condition="contended",
                                  round_id=round_id, first_repeat=repeat)
-        return run_in_engine(self, when, probe_id=probe_id, seed=seed)
+        return run_in_engine(self, when, probe_id=probe_id, seed=seed, repeats=repeats)
 
     unirl_replay_probe.__doc__ = "unirl-replay reference probe (added by the capture switch; see unirl_replay.capture.probe)"
     setattr(cls, ROLE_METHOD, unirl_replay_probe)
@@ -285,11 +288,12 @@ def _contended(slots: List[Any], results: List[Dict[str, Any]], when: str, probe
     return out
 
 
-def run(rollout: Any, when: str, *, probe_id: str = "", seed: int = 0, contended_repeats: int = 0
-        ) -> List[Dict[str, Any]]:
+def run(rollout: Any, when: str, *, probe_id: str = "", seed: int = 0, contended_repeats: int = 0,
+        repeats: int = PROBE_REPEATS) -> List[Dict[str, Any]]:
     """Driver side: run the probe in every engine of UniRL's rollout ``Handle`` at once, and wait.
 
-    ``when`` is ``"before"`` or ``"after"`` (the window it brackets). Marks ``probe_start`` /
+    ``when`` is ``"before"`` or ``"after"`` (the window it brackets). ``repeats``: of each point (default
+    :data:`PROBE_REPEATS`; 1..:data:`MAX_PROBE_REPEATS`, else ValueError). Marks ``probe_start`` /
     ``probe_end`` (with host and engine-process counters) in the driver's shard. Call it outside
     a window, with no rollout in flight. Needs the capture on (:func:`unirl_replay.capture.install`).
 
@@ -302,13 +306,15 @@ def run(rollout: Any, when: str, *, probe_id: str = "", seed: int = 0, contended
 
     from unirl_replay.capture import driver_capture, shard
 
+    if not 1 <= int(repeats) <= MAX_PROBE_REPEATS:
+        raise ValueError(f"repeats {repeats!r}: the probe runs 1..{MAX_PROBE_REPEATS} repeats of each point")
     if not os.environ.get(shard.TRACE_DIR_ENV):
         raise RuntimeError("the reference probe records through the capture: set UNIRL_REPLAY_TRACE_DIR and call "
                            "unirl_replay.capture.install() before Ray starts")
     probe_id = probe_id or shard.new_id()
     slots = list(rollout.engine_slots)
     driver_capture.mark("probe_start", when=when, probe_id=probe_id, engines=len(slots))
-    pending = [slot.launch(ROLE_METHOD, when, probe_id, seed) for slot in slots]
+    pending = [slot.launch(ROLE_METHOD, when, probe_id, seed, "isolated", "", 0, 0, int(repeats)) for slot in slots]
     results = [p.result() for p in pending]
     if contended_repeats > 0 and len(slots) >= 2:
         results += _contended(slots, results, when, probe_id, seed, contended_repeats)
@@ -526,6 +532,11 @@ def contended_load_words() -> str:
             "attempts)")
 
 
+def method_words(repeats: int = PROBE_REPEATS) -> str:
+    """The probe's method text with its repeat count (the capture's ``--probe-repeats``, default 5)."""
+    return METHOD.replace(f"{PROBE_REPEATS} repeats of:", f"{int(repeats)} repeats of:", 1)
+
+
 METHOD = (f"{PROBE_REPEATS} repeats of: decode B=1 and B=32 ({DECODE_PROMPT_TOKENS}-token unique random prompts, "
           f"{PROBE_DECODE_STEPS} output tokens, ignore_eos: mean context 128), step = median over the requests of "
           "(last_token_ts - first_token_ts) / (tokens - 1); prefill of 512 unique random tokens alone, step = "
@@ -538,7 +549,7 @@ METHOD = (f"{PROBE_REPEATS} repeats of: decode B=1 and B=32 ({DECODE_PROMPT_TOKE
 __all__ = ["PROBE_POINTS", "PROBE_REPEATS", "PROBE_DECODE_STEPS", "run", "run_in_engine", "add_role_method",
            "probe_points", "batched_prefill_pass", "ROLE_METHOD", "TAG_KEY", "METHOD", "run_load_in_engine",
            "contended_points", "load_steady", "load_tokens_for", "LOAD_ROWS", "LOAD_LEAD_S", "CONTENDED_METHOD",
-           "round_miss", "ROUND_ATTEMPTS"]
+           "round_miss", "ROUND_ATTEMPTS", "method_words", "MAX_PROBE_REPEATS"]
 
 CONTENDED_METHOD = ("contended part (ReferenceProbe.contended_points): per repeat and engine in turn, the driver starts "
                     f"a load on every other engine ({LOAD_ROWS} rows of {DECODE_PROMPT_TOKENS}-token unique random "

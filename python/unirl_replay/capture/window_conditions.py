@@ -117,7 +117,9 @@ def window_probes(recs: Dict[str, List[Dict[str, Any]]], start_mono: float, end_
             entries.append(rp)
             artifacts[path] = {
                 "schema": ARTIFACT_SCHEMA, "role": "calibration", "engine_id": eid, "when": when,
-                "probe_id": p["probe_id"], "method": P.METHOD,
+                "probe_id": p["probe_id"],
+                "method": P.method_words(1 + max((int((r.get("probe") or {}).get("repeat") or 0) for r in iso), default=-1)
+                                         if iso else P.PROBE_REPEATS),
                 "window_offset_s": (p["t1"] - start_mono) if when == "before" else (p["t0"] - end_mono),
                 "probe_wall_s": p["t1"] - p["t0"], "points": points,
                 "requests": [_compact(r) for r in iso],

@@ -21,6 +21,7 @@ from pathlib import Path
 
 import click
 
+from unirl_replay.capture.probe import MAX_PROBE_REPEATS, PROBE_REPEATS
 from unirl_replay.cli import OutPath
 from unirl_replay.reference import environments
 
@@ -149,6 +150,9 @@ def _validate(out_dir: str) -> None:
                    "than one, the shards are kept and one finalize command per window is printed.")
 @click.option("--probe", is_flag=True, help="Run the reference probe (unirl_replay.capture.probe) in every engine "
                                            "before the first window and after each one.")
+@click.option("--probe-repeats", type=int, default=PROBE_REPEATS, show_default=True, metavar="N",
+              help=f"With --probe: repeats of each probe point, 1..{MAX_PROBE_REPEATS} (fewer: a cheaper probe, wider "
+                   "quartiles).")
 @click.option("--probe-contended", type=int, default=0, show_default=True, metavar="N",
               help="With --probe and 2+ engines: also N repeats of each probe point on each engine in turn while "
                    "every other engine runs a steady decode load (ReferenceProbe.contended_points; calibrate "
@@ -169,7 +173,7 @@ def _validate(out_dir: str) -> None:
 def run_command(mode: str, out_dir: str, role: str, workload_name: str | None, seed: int, batches: int,
                 prompts: int | None, samples: int, prompt_words: str | None, max_new_tokens: int | None,
                 group_size: int, per_worker_inflight: int, max_turns: int, tool_wait_ms: str | None,
-                overhead_pairs: int, windows: int, probe: bool, probe_contended: int, engines: int, model: str | None, model_dir: str | None, keep_raw: bool,
+                overhead_pairs: int, windows: int, probe: bool, probe_repeats: int, probe_contended: int, engines: int, model: str | None, model_dir: str | None, keep_raw: bool,
                 no_finalize: bool, no_validate: bool, dump_prompts: str | None,
                 kill_engine_at_rollout: int | None) -> None:
     """Run a real UniRL rollout (MODE grpo or agentic) on UniRL's Ray wiring, capture it, finalize the trace."""
@@ -179,11 +183,13 @@ def run_command(mode: str, out_dir: str, role: str, workload_name: str | None, s
     out = Path(out_dir).resolve()
     if (out / "manifest.json").exists():
         raise click.ClickException(f"{out} already holds a trace; choose another --out")
-    py = reference_python()
     if engines < 1:
         raise click.BadParameter("at least 1 engine", param_hint="--engines")
     if probe_contended < 0 or (probe_contended and not probe):
         raise click.BadParameter("N >= 0, and only with --probe", param_hint="--probe-contended")
+    if not 1 <= probe_repeats <= MAX_PROBE_REPEATS or (probe_repeats != PROBE_REPEATS and not probe):
+        raise click.BadParameter(f"1 <= N <= {MAX_PROBE_REPEATS}, and only with --probe", param_hint="--probe-repeats")
+    py = reference_python()
     argv = [str(py), "-m", "unirl_replay.reference.rollout_driver", mode, "--out", str(out),
             "--seed", str(seed), "--batches", str(batches), "--samples", str(samples),
             "--group-size", str(group_size), "--per-worker-inflight", str(per_worker_inflight),
@@ -193,7 +199,8 @@ def run_command(mode: str, out_dir: str, role: str, workload_name: str | None, s
                         ("--max-new-tokens", max_new_tokens), ("--tool-wait-ms", tool_wait_ms),
                         ("--model", str(Path(model).resolve()) if model else None), ("--model-dir", model_dir),
                         ("--dump-prompts", dump_prompts), ("--kill-engine-at-rollout", kill_engine_at_rollout),
-                        ("--probe-contended", probe_contended or None)):
+                        ("--probe-contended", probe_contended or None),
+                        ("--probe-repeats", probe_repeats if probe else None)):
         if value is not None:
             argv += [flag, str(value)]
     env = dict(os.environ)

@@ -224,7 +224,8 @@ class Harness:
         from unirl_replay.capture import probe as reference_probe
 
         t = time.monotonic()
-        reference_probe.run(rollout, when, seed=self.args.seed, contended_repeats=self.args.probe_contended)
+        reference_probe.run(rollout, when, seed=self.args.seed, contended_repeats=self.args.probe_contended,
+                            repeats=self.args.probe_repeats)
         progress(f"reference probe {when} window {window} in {self.args.engines} engines: {time.monotonic() - t:.1f} s")
 
     def begin_window(self, rollout, k: int, rids: List[int]) -> None:
@@ -488,6 +489,7 @@ def harness_labels(args, h: Harness, timings: Dict[str, Any]) -> Dict[str, str]:
     if args.probe:
         labels["reference_probe"] = ("unirl_replay.capture.probe.run before the first window and after each window, "
                                      "every engine at once")
+        labels["reference_probe.repeats"] = str(args.probe_repeats)
         if args.probe_contended:
             labels["reference_probe.contended_repeats"] = str(args.probe_contended)
     if "start" in h.load and "end" in h.load:
@@ -544,6 +546,10 @@ def main(argv: List[str] | None = None) -> int:
     parser.add_argument("--probe", action="store_true",
                         help="run the reference probe (unirl_replay.capture.probe) in every engine before the first "
                              "window and after each")
+    from unirl_replay.capture.probe import PROBE_REPEATS
+
+    parser.add_argument("--probe-repeats", type=int, default=PROBE_REPEATS,
+                        help="with --probe: repeats of each probe point (capture.probe.PROBE_REPEATS by default)")
     parser.add_argument("--probe-contended", type=int, default=0,
                         help="with --probe: N repeats of each point on each engine in turn while the other engines "
                              "run a steady decode load (capture.probe contended part); 0 = off")
