@@ -28,6 +28,7 @@ import pytest
 from click.testing import CliRunner
 from test_capture_real import needs_ref
 
+from unirl_replay.capture import probe as P
 from unirl_replay.contract.outcomes_io import iter_outcomes
 from unirl_replay.contract.trace_io import open_trace
 from unirl_replay.contract.validate import check_trace, format_violation
@@ -112,7 +113,8 @@ def test_a_real_two_window_capture_records_probes_and_conditions_and_keeps_probe
             if bp.prefill_tokens > 512:
                 assert bp.median_ms > p.points[2].median_ms
             art = json.loads((d / p.artifact_path).read_text())
-            assert art["role"] == "calibration" and len(art["requests"]) == 20
+            assert art["role"] == "calibration" and len(art["requests"]) == cap.probe_repeats * len(P.PROBE_POINTS)
+            assert art["method"].startswith(f"{cap.probe_repeats} repeats of:")
             ids[(k, p.engine_id, p.when)] = art["probe_id"]
             assert p.conditions.engine_process_cpu_ns[p.engine_id] > 0
         c = m.conditions
