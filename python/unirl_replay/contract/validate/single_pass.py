@@ -118,7 +118,7 @@ class SinglePassRules(TraceState):
         if unit == w.GROUP_UNIT_SAMPLES:
             for mid in members:
                 pv = self.req.get(mid)
-                if pv is None:
+                if pv is None or self.member_group.get(mid) != gid:  # another group listed it first
                     self.sp_doubt = True
                     return
                 size += _unpack(pv)[2]
