@@ -184,8 +184,10 @@ def _gate_records(trace):
                 rec = parse(payload)
             except (DecodeError, RecursionError):
                 raise _Declined from None
-            rec.DiscardUnknownFields()  # then its bytes are the frame's only without unknown fields (the
-            if rec.SerializeToString() != payload:  # same size is not enough: compat.unknown_binpb_fields)
+            # re-encoded without unknown fields, a record is its frame's bytes only when the frame held none
+            # (the same size is not enough: compat.unknown_binpb_fields)
+            rec.DiscardUnknownFields()
+            if rec.SerializeToString() != payload:
                 raise _Declined
             yield n, rec
     if n != a.record_count:
