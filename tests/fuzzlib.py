@@ -449,6 +449,16 @@ def _art(doc, rng):
     return rng.choice(doc["artifacts"])
 
 
+def _off_by(key: str, delta: int):
+    """One artifact's ``key`` (record_count / size_bytes) changed by ``delta``: the artifact is drawn
+    once (drawing it again for the old value could pick the other one and write back the value the
+    edited artifact already had: a mutant that breaks nothing, counted as a silent accept)."""
+    def edit(doc, rng):
+        a = _art(doc, rng)
+        a[key] = str(int(a.get(key, 0)) + delta)
+    return edit
+
+
 def _fs(kind: str):
     def f(d: Path, seed: Seed, rng: random.Random) -> None:
         if kind == "manifest_missing":
@@ -532,10 +542,8 @@ MUTATIONS: list[tuple[str, str, bool, Callable]] = [
                                                        "workload.jsonl/../workload.jsonl"])))),
     ("manifest", "artifact_dropped", True, _manifest_json(lambda d, r: d["artifacts"].pop(r.randrange(2)))),
     ("manifest", "encoding_99", True, _manifest_json(lambda d, r: _art(d, r).update(encoding=99))),
-    ("manifest", "record_count_off", True, _manifest_json(
-        lambda d, r: _art(d, r).update(record_count=str(int(_art(d, r).get("record_count", 0)) + 1)))),
-    ("manifest", "size_off", True, _manifest_json(
-        lambda d, r: _art(d, r).update(size_bytes=str(int(_art(d, r).get("size_bytes", 0)) + 7)))),
+    ("manifest", "record_count_off", True, _manifest_json(_off_by("record_count", 1))),
+    ("manifest", "size_off", True, _manifest_json(_off_by("size_bytes", 7))),
     ("manifest", "window_zero", True, _manifest_json(lambda d, r: d["window"].pop("duration_ns", None))),
     ("manifest", "clock_domain_99", True, _manifest_json(lambda d, r: d["window"].update(clock_domain=99))),
     ("manifest", "max_model_len_1", True, _manifest_json(

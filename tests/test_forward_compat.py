@@ -400,3 +400,54 @@ def test_arrow_changed_known_field_is_refused(tmp_path: Path, case: str) -> None
         with pytest.raises(TraceFormatError) as e2:
             runner.convert_trace(d, tmp_path / "up.jsonl", unmodelled=("engine_client.inflight_limit",))
         assert e2.value.rule == "arrow.schema"
+
+
+def _unpacked_request_with_an_unknown_field(d: Path) -> None:
+    """Rewrite the first request frame of the binpb trace ``d``: its one-element ``output_tokens`` and
+    ``finish_reasons`` encoded unpacked (a byte shorter each, still valid protobuf) and an unknown
+    field #3 (2 bytes) in its PrefixBlocks, so the record re-encoded without it has the frame's size."""
+    from google.protobuf.internal.decoder import _DecodeVarint
+    from google.protobuf.internal.encoder import _VarintBytes
+
+
+    p = d / "workload.binpb"
+    b, pos, frames = p.read_bytes(), 0, []
+    while pos < len(b):
+        n, pos = _DecodeVarint(b, pos)
+        frames.append(b[pos:pos + n])
+        pos += n
+    i = next(k for k, f in enumerate(frames) if workload_pb2.WorkloadRecord.FromString(f).HasField("request"))
+    r = workload_pb2.WorkloadRecord.FromString(frames[i]).request
+    assert len(r.output_tokens) == len(r.finish_reasons) == 1
+    out, fin, pre = r.output_tokens[0], r.finish_reasons[0], r.prefix.SerializeToString()
+    del r.output_tokens[:], r.finish_reasons[:]
+    r.ClearField("prefix")
+    body = (r.SerializeToString() + b"\x6a" + _VarintBytes(len(pre) + 2) + pre + b"\x18\x00"
+            + b"\x60" + _VarintBytes(out) + b"\x80\x01" + _VarintBytes(fin))
+    frames[i] = b"\x0a" + _VarintBytes(len(body)) + body
+    bare = workload_pb2.WorkloadRecord.FromString(frames[i])
+    bare.DiscardUnknownFields()
+    assert bare.ByteSize() == len(frames[i])  # the attack: the size alone cannot tell
+    p.write_bytes(b"".join(_VarintBytes(len(f)) + f for f in frames))
+    m = trace_io.read_message_json(d / "manifest.json", manifest_pb2.TraceManifest)
+    art = next(a for a in m.artifacts if a.path == "workload.binpb")
+    art.sha256, art.size_bytes = trace_io.sha256_file(p)
+    trace_io.write_message_json(d / "manifest.json", m)
+
+
+def test_binpb_unknown_field_hidden_by_an_unpacked_list_is_flagged(tmp_path: Path) -> None:
+    """An unknown field is found even when the record, re-encoded without it, has the frame's size
+    (attack-s7: the size test of compat.unknown_binpb_fields and of the gate's column reader)."""
+    from tracebuild import agentic_trace
+
+    from unirl_replay.cli.main import main as cli_main
+    from unirl_replay.contract import gate as gate_mod
+
+    d = agentic_trace().write(tmp_path / "t", "binpb")
+    _unpacked_request_with_an_unknown_field(d)
+    res = check_trace(d, outcomes=False)
+    assert res.status == TraceCheck.STATUS_INVALID
+    assert [v.rule for v in res.violations if v.severity != WARNING] == ["binpb.unknown_fields"]
+    assert "request.prefix.#3" in res.violations[0].message
+    assert not gate_mod._fast(d)[0]  # the gate's fast pass is not sure either
+    assert cli_main(["convert", str(d), "--out", str(tmp_path / "o" / "in.jsonl")]) == 2

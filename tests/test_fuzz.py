@@ -6,6 +6,7 @@ mutation breaks a contract rule, every later stage run on every accepted mutant.
 
 from __future__ import annotations
 
+import json
 import os
 
 import fuzzlib
@@ -36,3 +37,24 @@ def test_the_fuzzer_detects_crashes_and_silent_accepts(tmp_path):
     tally = fuzzlib.Tally()
     fuzzlib._run(tally, "byte", "x", "seed", "validate", boom)
     assert tally.outcome[("byte", "validate", "CRASH")] == 1
+
+
+def test_count_and_size_mutations_edit_one_artifact(tmp_path):
+    """record_count_off / size_off change the artifact they draw (attack-s7: the artifact was drawn twice, so
+    1 draw in 2 wrote the other artifact's count + 1 into it: on traces/grpo-a, 35 workload and 34 outcome
+    records, the workload's count stayed 35 and `make fuzz` --seed 71 reported a silent accept)."""
+    import random
+    import shutil
+
+    seed = next(s for s in fuzzlib.seeds(tmp_path / "seeds") if s.name == "grpo-a")
+    for name in ("record_count_off", "size_off"):
+        fn = next(m[3] for m in fuzzlib.MUTATIONS if m[1] == name)
+        for k in range(8):
+            d = tmp_path / f"{name}{k}"
+            shutil.copytree(seed.dir, d)
+            before = json.loads((d / "manifest.json").read_text())["artifacts"]
+            fn(d, seed, random.Random(k))
+            after = json.loads((d / "manifest.json").read_text())["artifacts"]
+            changed = [(a, b) for a, b in zip(before, after) if a != b]
+            key = "record_count" if name == "record_count_off" else "size_bytes"
+            assert len(changed) == 1 and int(changed[0][1][key]) != int(changed[0][0].get(key, 0)), (name, k)

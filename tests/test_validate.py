@@ -179,6 +179,9 @@ CASES = [
     ("trajectory.requests", "traj-0", agentic_trace, lambda t: t.trajectory("traj-0").request_ids.pop()),
     ("group.members", "g0", agentic_trace, lambda t: t.group("g0").member_ids.append("traj-0")),
     ("group.members", "g0", grpo_trace, lambda t: t.group("g0").member_ids.append("ghost")),
+    # a request listed by two SAMPLES groups (attack-s7: VALID while its samples counted toward both sizes)
+    ("group.members", "g1", grpo_trace,
+     lambda t: (t.group("g1").member_ids.append("req-0"), setattr(t.group("g1"), "expected_size", 8))),
     ("group.size", "g0", grpo_trace, lambda t: setattr(t.group("g0"), "expected_size", 8)),
     ("group.size", "g0", agentic_trace, _singleton),
     ("group.singleton", "g0", agentic_trace, _singleton),

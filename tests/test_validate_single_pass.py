@@ -51,3 +51,18 @@ def test_shuffled_traces_same_report(case, seed, builder, tmp_path_factory):
         CASES[case][3](t)
     random.Random(seed).shuffle(t.workload)
     both(t, tmp_path_factory.mktemp("t"), "binpb")
+
+
+@pytest.mark.parametrize("first,turns_shift", [(1, 0), (2, 1), (1, 1), (0, 1)])
+def test_resumed_trajectory_same_report(first, turns_shift, tmp_path):
+    """A trajectory's ``first_turn_index`` is the turn of its ``request_ids[0]`` (pass 2's turn.order);
+    the single-pass proof checked ``request_ids[i]`` against turn ``i`` (attack-s7: a trajectory
+    claiming to resume at turn 1 over turns 0, 1, 2 was VALID)."""
+    t = agentic_trace()
+    t.trajectory("traj-0").first_turn_index = first
+    for r in t.requests():
+        if r.trajectory_id == "traj-0":
+            r.turn_index += turns_shift
+    res = both(t, tmp_path / "t", "binpb")
+    fires = any(v.rule == "turn.order" for v in res.violations)
+    assert fires == (first != turns_shift)

@@ -47,7 +47,8 @@ MAX_LISTED = 50
 MAX_FORMS_KEPT = 1000
 
 __all__ = ["CONTRACT_REVISION", "REVISIONS", "ForwardCompatWarning", "CompatLog", "writer_revision",
-           "manifest_revision_of_dict", "unknown_json_keys", "strip_unknown_json_keys", "unknown_binpb_fields"]
+           "manifest_revision_of_dict", "unknown_json_keys", "strip_unknown_json_keys", "unknown_binpb_fields",
+           "bare_serialization"]
 
 
 class ForwardCompatWarning(UserWarning):
@@ -148,17 +149,24 @@ def unknown_binpb_fields(msg: Message, payload: bytes | None = None) -> list[str
     The protobuf runtime keeps them and writes them back on ``SerializeToString``; their names are
     not in this reader's descriptors, so they are named by number. With ``payload`` (the bytes the
     message was parsed from) a fast test comes first: a copy without unknown fields that serializes
-    to as many bytes has none (about 10x cheaper than walking the message).
+    to exactly ``payload`` has none (about 10x cheaper than walking the message). The same *size*
+    proves nothing: a writer that encodes a one-element repeated scalar unpacked saves a byte per
+    field, which an unknown field can fill (attack-s7).
     """
-    if payload is not None:
-        bare = type(msg)()
-        bare.CopyFrom(msg)
-        bare.DiscardUnknownFields()
-        if bare.ByteSize() == len(payload):
-            return []
+    if payload is not None and bare_serialization(msg) == payload:
+        return []
     out: list[str] = []
     _walk_msg(msg, "", out)
     return out
+
+
+def bare_serialization(msg: Message) -> bytes:
+    """``msg``'s canonical bytes without its unknown fields (``msg`` itself unchanged): equal to the
+    bytes it was parsed from exactly when those carried no unknown field and were canonical."""
+    bare = type(msg)()
+    bare.CopyFrom(msg)
+    bare.DiscardUnknownFields()
+    return bare.SerializeToString()
 
 
 def _generic(path: str) -> str:

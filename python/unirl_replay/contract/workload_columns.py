@@ -170,7 +170,7 @@ def _gate_records(trace):
     ``Trace.iter_workload`` parses them, in a trace opened to inspect unknown fields; a frame
     that does not parse, a record count other than the manifest's, or a record that carries an
     unknown field or is not written the canonical way (re-encoded without its unknown fields, it
-    is shorter or longer than its frame) -> _Declined (the message path reports it)."""
+    is not its frame's bytes) -> _Declined (the message path reports it)."""
     from google.protobuf.message import DecodeError
 
     from unirl_replay.contract.trace_io import iter_frames, open_regular
@@ -184,8 +184,10 @@ def _gate_records(trace):
                 rec = parse(payload)
             except (DecodeError, RecursionError):
                 raise _Declined from None
+            # re-encoded without unknown fields, a record is its frame's bytes only when the frame held none
+            # (the same size is not enough: compat.unknown_binpb_fields)
             rec.DiscardUnknownFields()
-            if rec.ByteSize() != len(payload):
+            if rec.SerializeToString() != payload:
                 raise _Declined
             yield n, rec
     if n != a.record_count:

@@ -99,6 +99,11 @@ class LineageRules(TraceState):
                 if pv is None:
                     self.v("group.members", f, line, gid, f"member {mid!r} is no request (unit SAMPLES)")
                     continue
+                first = self.member_group.get(mid)
+                if first != gid:  # its samples would count toward two groups (the first listing is checked
+                    # against the request's group_id by _lineage_agreement)
+                    self.v("group.members", f, line, gid, f"member request {mid!r} is listed by group {first!r} "
+                           "too: a request belongs to one group")
                 size += _unpack(pv)[2]
             elif g.unit == w.GROUP_UNIT_TRAJECTORIES:
                 tg = self.traj_group.get(mid)

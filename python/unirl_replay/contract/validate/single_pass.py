@@ -90,7 +90,8 @@ class SinglePassRules(TraceState):
         o = self.traj_ord.get(t.trajectory_id, -1)
         ids = t.request_ids
         req = self.req
-        for i, r in enumerate(ids):
+        first = t.first_turn_index  # request_ids[i] is turn first + i (pass 2's turn.order)
+        for i, r in enumerate(ids, first):
             pv = req.get(r)
             if pv is None:
                 self.sp_doubt = True
@@ -117,7 +118,7 @@ class SinglePassRules(TraceState):
         if unit == w.GROUP_UNIT_SAMPLES:
             for mid in members:
                 pv = self.req.get(mid)
-                if pv is None:
+                if pv is None or self.member_group.get(mid) != gid:  # another group listed it first
                     self.sp_doubt = True
                     return
                 size += _unpack(pv)[2]
