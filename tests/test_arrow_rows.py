@@ -112,3 +112,40 @@ def test_a_small_conversion_never_loads_pyarrow(tmp_path):
             "bad = sorted(m for m in sys.modules if m.split('.')[0] == 'pyarrow')\nassert not bad, bad\nprint('ok')\n")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
     assert out.returncode == 0 and out.stdout.strip() == "ok", out.stderr[-1500:]
+
+
+_SPECIAL = [0.0, -0.0, 1.0, -1.0, 1e-4, 9.999999999999999e-05, 1e-5, 0.00012, 1e14, 1e15, 999999999999999.9,
+            1e16, 9999999999999998.0, 123456789012345.0, 2.0**49, 5e-324, 1.7976931348623157e308, 4.327302,
+            305.14294199999995, 0.1 + 0.2, float("inf"), float("-inf"), float("nan")]
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.lists(st.one_of(st.floats(), st.floats(min_value=0, max_value=1e9), st.sampled_from(_SPECIAL),
+                          st.integers(0, 2**63 - 1).map(lambda ns: ns / 1e6),
+                          st.integers(-2**63, 2**63 - 1).map(lambda ns: ns / 1e6)), max_size=60))
+def test_float_text_is_json_float(xs):
+    """Arrow's float text, fixed up where it differs, is exactly json's (repr) for every double."""
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    from unirl_replay.replay.convert.common import json_float
+
+    assert arrow_rows._float_text(pa, pc, xs).to_pylist() == [json_float(x) for x in xs]
+
+
+def test_float_text_on_many_random_doubles():
+    """Random bit patterns and the value shapes the converter writes (ms from int ns), 200k values."""
+    import numpy as np
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    from unirl_replay.replay.convert.common import json_float
+
+    rng = np.random.default_rng(17)
+    bits = rng.integers(0, 2**64, 50_000, dtype=np.uint64).view(np.float64)
+    ms = rng.integers(0, 2**62, 50_000) / 1e6
+    near = np.exp(rng.uniform(np.log(1e-5), np.log(1e17), 50_000))
+    whole = rng.integers(0, 10**16, 50_000).astype(np.float64)
+    for xs in (bits, ms, near, whole):
+        vals = xs.tolist()
+        assert arrow_rows._float_text(pa, pc, vals).to_pylist() == [json_float(x) for x in vals]

@@ -130,6 +130,33 @@ def _floats(xs: list[float]) -> list[str]:
     return [json_float(x) for x in xs]
 
 
+_POSITIONAL = (1e-4, 1e15)  # |x| where repr is positional and Arrow's shortest text may be too
+
+
+def _float_text(pa, pc, xs) -> object:
+    """:func:`_floats` of ``xs`` (floats) as an Arrow string array, formatted by Arrow's cast where
+    that gives ``repr``'s text: both write the shortest digits that read back as the same double;
+    for a finite value with ``1e-4 <= |x| < 1e15`` (or a zero) whose Arrow text has no exponent, the
+    two differ only in ``repr``'s ``.0`` after an integral value, which is added. Every other value
+    (an exponent in either text) is formatted by ``repr`` itself. (tests/test_arrow_rows.py compares
+    the two on random doubles.)"""
+    s = pa.string()
+    a = np.asarray(xs, np.float64)
+    if not len(a):
+        return pa.array([], s)
+    if not np.isfinite(a).all():
+        return pa.array(_floats(list(xs)), s)
+    txt = pc.cast(pa.array(a), s)
+    txt = pc.if_else(pc.match_substring(txt, "."), txt, pc.binary_join_element_wise(txt, ".0", ""))
+    mag = np.abs(a)
+    other = ~((mag == 0) | ((mag >= _POSITIONAL[0]) & (mag < _POSITIONAL[1])))
+    other |= pc.match_substring(txt, "e").to_numpy(zero_copy_only=False)
+    if other.any():
+        at = np.flatnonzero(other)
+        txt = pc.replace_with_mask(txt, pa.array(other), pa.array(list(map(float.__repr__, a[at].tolist())), s))
+    return txt
+
+
 def _chunks(pa, pc, order, fl, plays, nb, d_k, d_pid, d_ord, d_pn, d_trig, d_rel, d_delay, d_cnt, ids, offsets,
             first, width, model, triggers, relations) -> Iterator[bytes]:
     # order / d_pid: the ids as json writes them between quotes; d_ord: each predecessor's ordinal
@@ -140,7 +167,7 @@ def _chunks(pa, pc, order, fl, plays, nb, d_k, d_pid, d_ord, d_pn, d_trig, d_rel
     # per request
     qplay = pa.array([_q(p) for p, c in plays for _ in range(c)], s)
     inp = pa.array([f[1] for f in fl], pa.int64())
-    nb_s = pa.array(_floats(nb), s)
+    nb_s = _float_text(pa, pc, nb)
     rid_a = pa.array(order, s)
     hid_all = pa.array(ids[int(offsets[first]):int(offsets[first + nr])])
     hoff = offsets[first:first + nr + 1] - offsets[first]
@@ -155,7 +182,7 @@ def _chunks(pa, pc, order, fl, plays, nb, d_k, d_pid, d_ord, d_pn, d_trig, d_rel
         tail = pc.binary_join_element_wise(
             pa.array([',"trigger":' + _q(triggers[x]) + ',"delay_ms":' for x in tnames], s).take(
                 pa.array([tnames.index(x) for x in d_trig], pa.int64())),
-            pa.array(_floats([ns_to_ms(d) if d is not None else 0.0 for d in d_delay]), s),
+            _float_text(pa, pc, [ns_to_ms(d) if d is not None else 0.0 for d in d_delay]),
             pa.array([',"relation":' + _q(relations[x]) + "}" for x in rnames], s).take(
                 pa.array([rnames.index(x) for x in d_rel], pa.int64())), "")
         pk = pa.array(d_ord, pa.int64())
