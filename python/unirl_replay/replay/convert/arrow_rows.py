@@ -80,6 +80,28 @@ def rows_text(plan, facts: dict, ids: np.ndarray, offsets: np.ndarray, first: in
         return None
     lanes = plan.lanes is not None
     fl = [facts[r] for r in order]
+    got = _deps_arrays(fl, lanes, lead_ms, origin, ordinal, triggers, relations) if VECTORISED else None
+    if got is not None:
+        plays = [(play, len(plan.plays[play])) for play in plan.play_order]
+        nb, d_k, d_pid, d_ord, d_pn, d_trig, d_rel, d_delay_ms, d_cnt = got
+    else:
+        got = _deps_loop(plan, facts, fl, lanes, lead_ms, origin, ordinal, triggers, relations)
+        if got is None:
+            return None  # the Python writer raises what it raises
+        plays, nb, d_k, d_pid, d_ord, d_pn, d_trig, d_rel, d_delay_ms, d_cnt = got
+    if nr > _MAX_ROWS or len(d_k) > _MAX_ROWS:
+        return None  # the per-trace string arrays below have int32 offsets
+    # request ids as json writes them between the quotes (escaped only where a string needs it)
+    esc = order if _plain(pa, pc, order) else [_q(r)[1:-1] for r in order]
+    d_esc = d_pid if _plain(pa, pc, d_pid) else [_q(r)[1:-1] for r in d_pid]
+    return _chunks(pa, pc, esc, fl, plays, nb, d_k, d_esc, d_ord, d_pn, d_trig, d_rel, d_delay_ms, d_cnt, ids, offsets,
+                   first, width, model, triggers, relations)
+
+
+def _deps_loop(plan, facts, fl, lanes, lead_ms, origin, ordinal, triggers, relations):
+    """Per request in file order: ``not_before_ms``, and the dependencies' columns (the loop over the
+    facts; :func:`_deps_arrays` is its array form). None: a trigger / relation without a name."""
+    nr = len(fl)
     plays, nb = [], []
     d_k, d_pid, d_ord, d_pn, d_trig, d_rel, d_delay = [], [], [], [], [], [], []
     d_cnt = [0] * nr
@@ -102,7 +124,7 @@ def rows_text(plan, facts: dict, ids: np.ndarray, offsets: np.ndarray, first: in
                     if v is None or b > v:
                         v = b
                     if trigger not in triggers or relation not in relations:
-                        return None  # the Python writer raises what it raises
+                        return None
                     d_k.append(k)
                     d_pid.append(prid)
                     d_ord.append(ordinal[prid])
@@ -114,13 +136,69 @@ def rows_text(plan, facts: dict, ids: np.ndarray, offsets: np.ndarray, first: in
                 bounds[rid] = v
             nb.append(v)
             k += 1
-    if nr > _MAX_ROWS or len(d_k) > _MAX_ROWS:
-        return None  # the per-trace string arrays below have int32 offsets
-    # request ids as json writes them between the quotes (escaped only where a string needs it)
-    esc = order if _plain(pa, pc, order) else [_q(r)[1:-1] for r in order]
-    d_esc = d_pid if _plain(pa, pc, d_pid) else [_q(r)[1:-1] for r in d_pid]
-    return _chunks(pa, pc, esc, fl, plays, nb, d_k, d_esc, d_ord, d_pn, d_trig, d_rel, d_delay, d_cnt, ids, offsets,
-                   first, width, model, triggers, relations)
+    d_delay_ms = [ns_to_ms(d) if d is not None else 0.0 for d in d_delay]
+    return plays, nb, d_k, d_pid, d_ord, d_pn, d_trig, d_rel, d_delay_ms, d_cnt
+
+
+VECTORISED = True
+"""False: :func:`rows_text` computes the bounds with its per-request loop (tests compare the two)."""
+_MAX_ROUNDS = 64  # dependency depth the array form resolves (then the loop)
+
+
+def _deps_arrays(fl, lanes, lead_ms, origin, ordinal, triggers, relations):
+    """:func:`_deps_loop`'s results as arrays: ``not_before_ms`` of every request, the same arithmetic in
+    the same order per value (a root: ``lead_ms + (t - origin) / 1e6``; a dependent: the max over its
+    dependencies of the predecessor's bound, 0 for a root with lanes, + ``delay / 1e6``), resolved by
+    rounds of dependency depth. None: not sure (the loop decides): a trigger / relation without a
+    name, a predecessor outside the plan, a time span int64 does not hold, deeper chains."""
+    from itertools import chain
+
+    nr = len(fl)
+    _n, _inp, _outs, t, deps, _h = zip(*fl)
+    dlen = np.fromiter(map(len, deps), np.int64, nr)
+    root = dlen == 0
+    nb = np.zeros(nr, np.float64)
+    if root.any():
+        tr = [x for x, r in zip(t, root.tolist()) if r]
+        if None in tr or max(tr) - origin >= 2**63 or min(tr) - origin < -2**63 or not -2**63 <= origin < 2**63:
+            return None
+        nb[root] = lead_ms + (np.array(tr, np.int64) - np.int64(origin)) / 1e6
+    flat = list(chain.from_iterable(deps))
+    nd = len(flat)
+    if not nd:
+        e = np.zeros(0, np.int64)
+        return nb, e, [], e, e, e, e, np.zeros(0, np.float64), dlen
+    pid, pn, trig, rel, delay = zip(*flat)
+    if not (set(trig) <= triggers.keys() and set(rel) <= relations.keys()):
+        return None
+    try:
+        pk = np.fromiter(map(ordinal.__getitem__, pid), np.int64, nd)
+    except KeyError:
+        return None
+    dms = np.fromiter([0 if d is None else d for d in delay], np.int64, nd) / 1e6  # 0 / 1e6 = 0.0, as the loop
+    owner = np.repeat(np.arange(nr), dlen)
+    bound = np.where(root, 0.0 if lanes else nb, np.nan)
+    resolved = root.copy()
+    dep_rows = np.flatnonzero(~root)
+    starts = np.zeros(len(dep_rows), np.int64)
+    np.cumsum(dlen[dep_rows][:-1], out=starts[1:])
+    todo = np.ones(len(dep_rows), np.bool_)
+    for _ in range(_MAX_ROUNDS):
+        ready = np.logical_and.reduceat(resolved[pk], starts) & todo
+        if not ready.any():
+            break
+        vals = np.maximum.reduceat(bound[pk] + dms, starts)
+        rows = dep_rows[ready]
+        bound[rows] = vals[ready]
+        resolved[rows] = True
+        todo &= ~ready
+        if not todo.any():
+            break
+    if todo.any():
+        return None
+    nb[dep_rows] = bound[dep_rows]
+    return (nb, owner, list(pid), pk, np.array(pn, np.int64), np.array(trig, np.int64), np.array(rel, np.int64),
+            dms, dlen)
 
 
 def _floats(xs: list[float]) -> list[str]:
@@ -157,7 +235,7 @@ def _float_text(pa, pc, xs) -> object:
     return txt
 
 
-def _chunks(pa, pc, order, fl, plays, nb, d_k, d_pid, d_ord, d_pn, d_trig, d_rel, d_delay, d_cnt, ids, offsets,
+def _chunks(pa, pc, order, fl, plays, nb, d_k, d_pid, d_ord, d_pn, d_trig, d_rel, d_delay_ms, d_cnt, ids, offsets,
             first, width, model, triggers, relations) -> Iterator[bytes]:
     # order / d_pid: the ids as json writes them between quotes; d_ord: each predecessor's ordinal
     nr = len(order)
@@ -165,13 +243,15 @@ def _chunks(pa, pc, order, fl, plays, nb, d_k, d_pid, d_ord, d_pn, d_trig, d_rel
     ns = np.fromiter((f[0] for f in fl), np.int64, nr)
     multi = bool((ns != 1).any())
     # per request
-    qplay = pa.array([_q(p) for p, c in plays for _ in range(c)], s)
+    qplay = pa.array([_q(p) for p, _c in plays], s).take(
+        pa.array(np.repeat(np.arange(len(plays)), np.fromiter((c for _p, c in plays), np.int64, len(plays)))))
     inp = pa.array([f[1] for f in fl], pa.int64())
     nb_s = _float_text(pa, pc, nb)
     rid_a = pa.array(order, s)
     hid_all = pa.array(ids[int(offsets[first]):int(offsets[first + nr])])
     hoff = offsets[first:first + nr + 1] - offsets[first]
     # per dependency (one entry per predecessor sample)
+    # d_delay_ms: each dependency's delay in ms (0.0 when none by construction)
     nd = len(d_k)
     if nd:
         pn = np.asarray(d_pn, np.int64)
@@ -181,10 +261,10 @@ def _chunks(pa, pc, order, fl, plays, nb, d_k, d_pid, d_ord, d_pn, d_trig, d_rel
         rnames = sorted(relations)
         tail = pc.binary_join_element_wise(
             pa.array([',"trigger":' + _q(triggers[x]) + ',"delay_ms":' for x in tnames], s).take(
-                pa.array([tnames.index(x) for x in d_trig], pa.int64())),
-            _float_text(pa, pc, [ns_to_ms(d) if d is not None else 0.0 for d in d_delay]),
+                pa.array(np.searchsorted(tnames, np.asarray(d_trig, np.int64)))),
+            _float_text(pa, pc, d_delay_ms),
             pa.array([',"relation":' + _q(relations[x]) + "}" for x in rnames], s).take(
-                pa.array([rnames.index(x) for x in d_rel], pa.int64())), "")
+                pa.array(np.searchsorted(rnames, np.asarray(d_rel, np.int64)))), "")
         pk = pa.array(d_ord, pa.int64())
         pid_a = pa.array(d_pid, s)
         suffix = None
