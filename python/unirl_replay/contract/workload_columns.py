@@ -124,6 +124,19 @@ class GateFacts:
     #: five fields as flat lists (the values the tuples were made of: no transposition needed)
     parts: list = field(default_factory=list)
     dep_parts: list = field(default_factory=list)
+    #: (arrow) ``sample_ids`` / ``finish_reasons`` kept flat instead (``sample_ids`` and
+    #: ``finish_reasons`` then stay empty): per batch, every request's values in order and the
+    #: per-request counts (numpy)
+    flat_lists: bool = False
+    sample_flat: list = field(default_factory=list)
+    sample_counts: list = field(default_factory=list)
+    finish_flat: list = field(default_factory=list)
+    finish_counts: list = field(default_factory=list)
+    #: (arrow) every byte of the request id fields (request, trajectory, group, batch, engine, worker,
+    #: sample and predecessor ids) is printable ASCII (0x20-0x7e), and the longest of them in bytes;
+    #: None: not measured (the fast pass checks the strings themselves)
+    ids_printable_ascii: bool | None = None
+    ids_max_bytes: int = 0
 
 
 _KEY_CHUNK = 1 << 20  # hashes per buffer of the copy (then one concatenation)
@@ -326,6 +339,28 @@ def _read_arrow(trace, facts: bool = False) -> WorkloadColumns | None:
     return cols
 
 
+def _note_ids(gf: GateFacts, arr) -> None:
+    """Fold one (non-null) id column into ``gf.ids_printable_ascii`` / ``gf.ids_max_bytes`` (from its
+    offsets and data buffer: no strings made)."""
+    import pyarrow as pa
+
+    if gf.ids_printable_ascii is False or not len(arr):
+        return
+    if arr.type != pa.string():
+        gf.ids_printable_ascii = False
+        return
+    bufs = arr.buffers()
+    offs = np.frombuffer(bufs[1], np.int32, len(arr) + 1, arr.offset * 4)
+    gf.ids_max_bytes = max(gf.ids_max_bytes, int(np.diff(offs).max()))
+    if bufs[2] is not None and offs[-1] > offs[0]:
+        data = np.frombuffer(bufs[2], np.uint8)[int(offs[0]):int(offs[-1])]
+        if not ((data >= 0x20) & (data <= 0x7E)).all():
+            gf.ids_printable_ascii = False
+            return
+    if gf.ids_printable_ascii is None:
+        gf.ids_printable_ascii = True
+
+
 def _valid(arr) -> np.ndarray:
     """Validity of an Arrow array as a numpy bool array."""
     if arr.null_count == 0:
@@ -374,14 +409,19 @@ def _arrow_batch(batch, cols: WorkloadColumns, key_parts: list, count_parts: lis
     req = batch.column(names.index("request"))
     take = pa.array(ridx)
 
-    def field(name, nullable=False):
+    gf = cols.facts
+
+    def field(name, nullable=False, ids=False):
         x = req.field(name).take(take)
         if not nullable:
             _no_nulls(x)
+        if ids and gf is not None:
+            _note_ids(gf, x)
         return x.to_pylist()
 
-    rid = field("request_id")
-    ns, tid, eid, inp = field("num_samples"), field("trajectory_id"), field("engine_id"), field("input_tokens")
+    rid = field("request_id", ids=True)
+    ns, tid, eid, inp = (field("num_samples"), field("trajectory_id", ids=True), field("engine_id", ids=True),
+                         field("input_tokens"))
     turn, pv = field("turn_index", True), field("policy_version", True)
     # arrival: observed offset / after dependencies / none (a null arrival = unset)
     arr = req.field("arrival").take(take)
@@ -421,6 +461,8 @@ def _arrow_batch(batch, cols: WorkloadColumns, key_parts: list, count_parts: lis
         dpred, dtrig, drel, dabs = (dvals.field(k) for k in ("predecessor_request_id", "trigger", "relation",
                                                              "delay_absence"))
         _no_nulls(dpred, dtrig, drel, dabs)
+        if cols.facts is not None:
+            _note_ids(cols.facts, dpred)
         dcols = (dpred.to_pylist(), dtrig.to_pylist(), drel.to_pylist(), dvals.field("external_delay_ns").to_pylist(),
                  dabs.to_pylist())
         flat = list(zip(*dcols))
@@ -429,19 +471,21 @@ def _arrow_batch(batch, cols: WorkloadColumns, key_parts: list, count_parts: lis
     else:
         dcols = ((),) * 5
         deps = [()] * len(ridx)
-    gf = cols.facts
     if gf is not None:
         gf.parts.append((rid, ns, tid, turn, eid, pv, inp, outs, kind, t, deps, bs))
         gf.dep_parts.append(dcols)
-        gf.group_ids += field("group_id")
-        gf.batch_ids += field("rollout_batch_id")
-        gf.worker_ids += field("worker_id")
+        gf.group_ids += field("group_id", ids=True)
+        gf.batch_ids += field("rollout_batch_id", ids=True)
+        gf.worker_ids += field("worker_id", ids=True)
         gf.max_output_tokens += field("max_output_tokens", True)
-        for name, out in (("sample_ids", gf.sample_ids), ("finish_reasons", gf.finish_reasons)):
+        gf.flat_lists = True
+        for name, flat, counts in (("sample_ids", gf.sample_flat, gf.sample_counts),
+                                   ("finish_reasons", gf.finish_flat, gf.finish_counts)):
             lens, vals = _list_parts(req.field(name), rmask)
-            vl = vals.to_pylist()
-            ends = np.cumsum(lens[ridx]).tolist()
-            out += [tuple(vl[e - c:e]) for e, c in zip(ends, lens[ridx].tolist())]
+            if name == "sample_ids":
+                _note_ids(gf, vals)
+            flat += vals.to_pylist()
+            counts.append(lens[ridx].astype(np.int64))
     row = cols.row
     k = len(cols.requests)
     for r in rid:

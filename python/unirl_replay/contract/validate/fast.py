@@ -142,18 +142,32 @@ def _requests(ch: _Checker, cols):
         rid, ns, tid, turn, eid, _pv, inp, outs, akind, obs, deps, bs = zip(*cols.requests)
         flat_deps = list(chain.from_iterable(deps))
         preds, trig, rel, delay, absence = zip(*flat_deps) if flat_deps else ((),) * 5
-    gid, bid, wid, sids, fins, maxout = (gf.group_ids, gf.batch_ids, gf.worker_ids, gf.sample_ids,
-                                         gf.finish_reasons, gf.max_output_tokens)
+    gid, bid, wid, maxout = gf.group_ids, gf.batch_ids, gf.worker_ids, gf.max_output_tokens
     n = len(rid)
-    if not (len(gid) == len(bid) == len(wid) == len(sids) == len(fins) == len(maxout) == n):
+    if gf.flat_lists:  # the arrow reader: sample ids / finish reasons flat, with per-request counts
+        sflat, fflat = gf.sample_flat, gf.finish_flat
+        scount = np.concatenate(gf.sample_counts) if gf.sample_counts else np.zeros(0, np.int64)
+        fcount = np.concatenate(gf.finish_counts) if gf.finish_counts else np.zeros(0, np.int64)
+        if gf.sample_ids or gf.finish_reasons or int(scount.sum()) != len(sflat) or int(fcount.sum()) != len(fflat):
+            return None
+    else:
+        sids, fins = gf.sample_ids, gf.finish_reasons
+        if len(sids) != n or len(fins) != n:
+            return None
+        sflat, fflat = tuple(chain.from_iterable(sids)), tuple(chain.from_iterable(fins))
+        scount = np.fromiter(map(len, sids), np.int64, n)
+        fcount = np.fromiter(map(len, fins), np.int64, n)
+    if not (len(gid) == len(bid) == len(wid) == len(scount) == len(fcount) == len(maxout) == n):
         return None
     if len(preds) != sum(map(len, deps)):
         return None
-    # id.invalid (id.empty / id.duplicate: the reader's row map, checked by the caller)
-    if not _ids_ok(rid, tid, gid, bid, eid, wid, tuple(chain.from_iterable(sids)), preds):
+    # id.invalid (id.empty / id.duplicate: the reader's row map, checked by the caller); the arrow
+    # reader measured the id columns' bytes: all printable ASCII within the length bound is no problem
+    if not (gf.ids_printable_ascii and gf.ids_max_bytes <= MAX_ID_CHARS) and \
+            not _ids_ok(rid, tid, gid, bid, eid, wid, sflat, preds):
         return None
     # enum.unknown, enum.unspecified (finish reasons, dependency trigger / relation)
-    if not (set(chain.from_iterable(fins)) <= _FINISH and set(trig) <= _TRIGGER and set(rel) <= _RELATION
+    if not (set(fflat) <= _FINISH and set(trig) <= _TRIGGER and set(rel) <= _RELATION
             and set(absence) <= _ABSENCE):
         return None
     # turn.index: turn_index set exactly when trajectory_id is
@@ -162,7 +176,8 @@ def _requests(ch: _Checker, cols):
     # fanout.count, bound.count
     if min(ns) < 1 or max(ns) > MAX_SAMPLES:
         return None
-    if not (tuple(map(len, sids)) == ns and tuple(map(len, outs)) == ns and tuple(map(len, fins)) == ns):
+    ns_a = np.fromiter(ns, np.int64, n)
+    if not (np.array_equal(scount, ns_a) and tuple(map(len, outs)) == ns and np.array_equal(fcount, ns_a)):
         return None
     if max(map(len, deps)) > MAX_DEPENDENCIES:
         return None
@@ -226,13 +241,16 @@ def _requests(ch: _Checker, cols):
     ch.traj_ord.update(zip(names, range(1, len(names) + 1)))
     tord = list(map(ch.traj_ord.__getitem__, tid))
     tu = np.fromiter((-1 if u is None else u for u in turn), np.int64, n)
-    ns_a = np.fromiter(ns, np.int64, n)
     low = ((tu + 1) << 20) | np.minimum(ns_a, (1 << 20) - 1)  # context._pack without the ordinal (< 2^53)
     ch.req = dict(zip(rid, map(operator.or_, map(operator.lshift, tord, repeat(53, n)), low.tolist())))
     ch.traj_req_count = Counter(tord)
     del ch.traj_req_count[0]
     ch.req_group = {r: g for r, g in zip(rid, gid) if g} if any(gid) else {}
-    ch.req_samples = {r: s for r, k, s in zip(rid, ns, sids) if k > 1} if max(ns) > 1 else {}
+    if max(ns) > 1:  # the sample ids of each request with several (scount = ns: checked above)
+        ends = np.cumsum(scount).tolist()
+        ch.req_samples = {rid[i]: tuple(sflat[ends[i] - k:ends[i]]) for i, k in enumerate(ns) if k > 1}
+    else:
+        ch.req_samples = {}
     ch.ids["request"] = set(cols.row)
     ch.observed = len(times)
     ch.max_offset = max(times, default=0)

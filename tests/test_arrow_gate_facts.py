@@ -1,0 +1,98 @@
+"""The arrow reader's gate facts kept flat (sample ids, finish reasons) and its byte-level id
+measure (workload_columns._note_ids), against the strings themselves: _note_ids says printable
+ASCII and the longest id exactly as Python reads the strings (sliced arrays, empty strings,
+non-ASCII, control characters, long ids); and the gate's fast pass answers the same on arrow
+traces with the measure on and off (off: the fast pass checks the strings), on random workloads
+with random edits (test_gate_fast's), ASCII-only ids included so that the measure is used."""
+
+from __future__ import annotations
+
+import random
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+pytest.importorskip("pyarrow")
+
+from test_gate_fast import EDITS  # noqa: E402
+from tracebuild import TraceParts  # noqa: E402
+
+from unirl_replay.contract import gate as gate_mod  # noqa: E402
+from unirl_replay.contract import workload_columns as wc  # noqa: E402
+
+
+def measure(strings: list[str], start: int):
+    import pyarrow as pa
+
+    arr = pa.array(strings, pa.string()).slice(start)
+    gf = wc.GateFacts()
+    wc._note_ids(gf, arr)
+    return gf.ids_printable_ascii, gf.ids_max_bytes
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(st.one_of(st.text(max_size=12), st.text(st.characters(min_codepoint=0x20, max_codepoint=0x7E)),
+                          st.sampled_from(["", "a\x07", "\x7f", "é", "x" * 1100, "ok"])), max_size=20),
+       st.integers(0, 3))
+def test_note_ids_reads_the_bytes_as_python_reads_the_strings(strings, start):
+    got = measure(strings, start)
+    rest = strings[start:]
+    if not rest:
+        assert got == (None, 0)
+        return
+    plain = all(0x20 <= ord(ch) <= 0x7E for s in rest for ch in s)
+    assert got[0] is plain
+    if plain:
+        assert got[1] == max(map(len, rest))
+
+
+def ascii_ids(ix) -> None:
+    """The random workload's ids made ASCII (its non-ASCII trajectory / request ids renamed)."""
+    def a(s: str) -> str:
+        return s.encode("ascii", "backslashreplace").decode().replace("\\", "/")
+    for r in ix.requests:
+        r.request_id, r.trajectory_id = a(r.request_id), a(r.trajectory_id)
+        for d in r.dependencies:
+            d.predecessor_request_id = a(d.predecessor_request_id)
+        r.ClearField("sample_ids")
+        r.sample_ids.extend(f"{r.request_id}/s{i}" for i in range(r.num_samples))
+    for t in list(ix.trajectories.values()):
+        t.trajectory_id = a(t.trajectory_id)
+        ids = [a(q) for q in t.request_ids]
+        t.ClearField("request_ids")
+        t.request_ids.extend(ids)
+
+
+@settings(max_examples=60, suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture],
+          deadline=None)
+@given(seed=st.integers(0, 10**6), edits=st.lists(st.tuples(st.integers(0, len(EDITS) - 1), st.integers(0, 10**6)),
+                                                  max_size=2), ascii_only=st.booleans())
+def test_fast_pass_same_answer_with_and_without_the_byte_measure(seed, edits, ascii_only, tmp_path_factory,
+                                                                 monkeypatch):
+    from test_convert_fast_write import random_workload
+
+    ix, mf = random_workload(seed, two_engines=seed % 3 == 1, lanes=seed % 3 == 2, warm=seed % 4 == 0 and seed % 3 != 2)
+    if ascii_only:
+        ascii_ids(ix)
+    rnd = random.Random(seed)
+    for k, s in edits:
+        EDITS[k](random.Random(s).choice(ix.requests), rnd)
+    t = TraceParts(mf)
+    for m in [*ix.requests, *ix.trajectories.values(), *ix.slot_pools.values(), *ix.warmups]:
+        t.add(m)
+    try:
+        d = t.write(tmp_path_factory.mktemp("t"), "arrow")
+    except Exception:  # noqa: BLE001 - a record the arrow writer refuses
+        return
+    on = gate_mod._fast(d)[0]
+    with monkeypatch.context() as m:
+        m.setattr(wc, "_note_ids", lambda gf, arr: None)  # not measured: the strings are checked
+        off = gate_mod._fast(d)[0]
+    assert on == off
+    if ascii_only and not edits:
+        from unirl_replay.contract.trace_io import open_trace
+
+        cols = wc.read_columns(open_trace(d, warn=False, inspect=True, verify_digests=False), facts=True)
+        assert cols.facts.ids_printable_ascii and cols.facts.flat_lists  # the measure is what decides
+        assert on  # an unedited ASCII workload: clean
