@@ -190,7 +190,7 @@ def check_supported(
         notes.append(f"{none_by_construction} dependencies carry no external wait by construction "
                      "(DELAY_ABSENCE_NONE_BY_CONSTRUCTION) and were replayed with delay_ms = 0")
 
-    has_request = index.has_request
+    known = index.columns.row if index.columns is not None else index.by_id  # = has_request's mapping
     for gid, grp in index.groups.items():
         if grp.HasField("resumed_from_rollout_batch_id"):
             raise UnsupportedWorkloadError(
@@ -198,7 +198,7 @@ def check_supported(
                 f"{grp.resumed_from_rollout_batch_id!r} (partial / async rollout): its earlier members are not "
                 "in the trace", [gid])
     for tid, traj in index.trajectories.items():
-        missing = [q for q in traj.request_ids if not has_request(q)]
+        missing = [q for q in traj.request_ids if q not in known]
         if missing:
             raise UnsupportedWorkloadError(
                 "resume.partial", f"trajectory {tid!r} lists requests outside the window", missing)

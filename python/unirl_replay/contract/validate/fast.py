@@ -219,7 +219,8 @@ def _requests(ch: _Checker, cols):
     if any(len(x) > 1 and len({d[0] for d in x}) != len(x) for x in deps):
         return None
     # bounds: bound.tokens, bound.model_len, bound.max_output_tokens
-    tops = np.fromiter(map(_top, outs), np.int64, n)
+    # every request has num_samples >= 1 output lengths (checked above): one each -> that one
+    tops = np.fromiter(map(operator.itemgetter(0) if ns_a.max() == 1 else _top, outs), np.int64, n)
     if n and (inp_a.max() > MAX_TOKENS or tops.max() > MAX_TOKENS):
         return None
     lens = {e: ch.engines[e].max_model_len or MAX_TOKENS for e in engines}
