@@ -96,3 +96,78 @@ def test_fast_pass_same_answer_with_and_without_the_byte_measure(seed, edits, as
         cols = wc.read_columns(open_trace(d, warn=False, inspect=True, verify_digests=False), facts=True)
         assert cols.facts.ids_printable_ascii and cols.facts.flat_lists  # the measure is what decides
         assert on  # an unedited ASCII workload: clean
+
+
+def write_random(tmp, seed: int, edits=(), ascii_only=False):
+    from test_convert_fast_write import random_workload
+
+    ix, mf = random_workload(seed, two_engines=seed % 3 == 1, lanes=seed % 3 == 2, warm=seed % 4 == 0 and seed % 3 != 2)
+    if ascii_only:
+        ascii_ids(ix)
+    rnd = random.Random(seed)
+    for k, s in edits:
+        EDITS[k](random.Random(s).choice(ix.requests), rnd)
+    t = TraceParts(mf)
+    for m in [*ix.requests, *ix.trajectories.values(), *ix.slot_pools.values(), *ix.warmups]:
+        t.add(m)
+    return t.write(tmp, "arrow")
+
+
+@pytest.mark.parametrize("seed", range(12))
+def test_lazy_trajectories_are_the_messages(tmp_path, seed, monkeypatch):
+    """MessageColumns holds the same messages, in the same order, as the dict the reader builds
+    otherwise; its columns are the messages' fields (a null / absent optional: None)."""
+    from unirl_replay.contract.trace_io import open_trace
+
+    d = write_random(tmp_path, seed)
+    lazy = wc.read_columns(open_trace(d))
+    with monkeypatch.context() as m:
+        m.setattr(wc, "LAZY_KINDS", ())
+        eager = wc.read_columns(open_trace(d))
+    assert isinstance(lazy.trajectories, wc.MessageColumns) and type(eager.trajectories) is dict
+    assert list(lazy.trajectories) == list(eager.trajectories)
+    assert len(lazy.trajectories) == len(eager.trajectories)
+    for tid, msg in eager.trajectories.items():
+        assert tid in lazy.trajectories and lazy.trajectories.get(tid) == msg
+        i = lazy.trajectories.position(tid)
+        assert lazy.trajectories.column("request_ids")[i] == list(msg.request_ids)
+        assert lazy.trajectories.column("start_order")[i] == (msg.start_order if msg.HasField("start_order") else None)
+        assert lazy.trajectories.column("slot_pool_id")[i] == msg.slot_pool_id
+    assert "ghost" not in lazy.trajectories and lazy.trajectories.position("ghost") is None
+    assert dict(lazy.trajectories) == eager.trajectories
+
+
+@settings(max_examples=60, suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture],
+          deadline=None)
+@given(seed=st.integers(0, 10**6), edits=st.lists(st.tuples(st.integers(0, len(EDITS) - 1), st.integers(0, 10**6)),
+                                                  max_size=2), ascii_only=st.booleans())
+def test_lazy_trajectories_same_gate_and_convert(seed, edits, ascii_only, tmp_path_factory, monkeypatch):
+    """The gate's fast pass and, where it passes the trace, convert (file bytes or the typed error)
+    are the same with the trajectories read lazily and as messages."""
+    from unirl_replay.contract.errors import UnirlReplayError
+    from unirl_replay.replay import runner
+
+    def outcome(fn):
+        try:
+            return ("ok", fn())
+        except UnirlReplayError as e:
+            return (type(e).__name__, getattr(e, "rule", None), str(e))
+
+    tmp = tmp_path_factory.mktemp("t")
+    try:
+        d = write_random(tmp, seed, edits, ascii_only)
+    except Exception:  # noqa: BLE001 - a record the arrow writer refuses
+        return
+    res = []
+    for kinds in (wc.LAZY_KINDS, ()):
+        with monkeypatch.context() as m:
+            m.setattr(wc, "LAZY_KINDS", kinds)
+            clean, cols = gate_mod._fast(d)
+            conv = None
+            if clean:  # as the CLI: convert only what the gate passed (a refused trace may not convert at all)
+                out = tmp / f"out{len(kinds)}"
+                out.mkdir()
+                conv = outcome(lambda: [p.read_bytes() for p in runner.convert_trace(d, out / "up.jsonl",
+                                                                                   columns=cols)])
+            res.append((clean, conv))
+    assert res[0] == res[1]

@@ -33,6 +33,8 @@ more than upb's per-element copy into numpy, ~125 ns.)
 
 from __future__ import annotations
 
+import functools
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -41,7 +43,7 @@ from unirl_replay.contract.errors import IncompleteTraceError, TraceFormatError
 from unirl_replay.v1.manifest_pb2 import ARTIFACT_KIND_WORKLOAD, ENCODING_ARROW, ENCODING_BINPB, ENCODING_JSONL
 from unirl_replay.v1.workload_pb2 import WorkloadRecord
 
-__all__ = ["WorkloadColumns", "GateFacts", "read_columns", "FIELDS"]
+__all__ = ["WorkloadColumns", "GateFacts", "MessageColumns", "read_columns", "FIELDS"]
 
 ARRIVAL_NONE, ARRIVAL_OBSERVED, ARRIVAL_AFTER_DEPENDENCIES = 0, 1, 2
 FIELDS = ("request_ids", "num_samples", "trajectory_ids", "turn_indices", "engine_ids", "policy_versions",
@@ -137,6 +139,63 @@ class GateFacts:
     #: None: not measured (the fast pass checks the strings themselves)
     ids_printable_ascii: bool | None = None
     ids_max_bytes: int = 0
+
+
+class MessageColumns(Mapping):
+    """id -> message of one record kind read as columns (the arrow reader's trajectories): the same
+    mapping as the dict of messages the reader builds for the other kinds (keys in record order),
+    each message built on first access (``cls(**fields)`` of its row, then kept). :meth:`column`
+    reads one field of every record without building any (what the gate's fast pass and the support
+    checks read). Only for a message type whose fields are strings, integers and repeated strings
+    (:func:`_flat_kind`), from a table whose schema the reader validated: building never fails."""
+
+    __slots__ = ("_cls", "_columns", "_index", "_built")
+
+    def __init__(self, cls, columns: dict[str, list], key: str) -> None:
+        self._cls, self._columns = cls, columns
+        self._index = {k: i for i, k in enumerate(columns[key])}
+        self._built: dict = {}
+
+    def __getitem__(self, key):
+        m = self._built.get(key)
+        if m is None:
+            i = self._index[key]
+            m = self._built[key] = self._cls(**{f: col[i] for f, col in self._columns.items()})
+        return m
+
+    def __contains__(self, key) -> bool:
+        return key in self._index
+
+    def __iter__(self):
+        return iter(self._index)
+
+    def __len__(self) -> int:
+        return len(self._index)
+
+    def column(self, name: str) -> list:
+        """Field ``name`` of every record, in key order (a list of values; a repeated field: lists; an
+        absent ``optional`` field: None)."""
+        return self._columns[name]
+
+    def position(self, key) -> int | None:
+        """The record's index in :meth:`column`'s lists, None when there is no such key."""
+        return self._index.get(key)
+
+
+@functools.cache
+def _flat_kind(desc) -> bool:
+    """The record kind's message has only string, integer and repeated string fields (no message,
+    enum, bytes, oneof but proto3 ``optional``): :class:`MessageColumns` builds it from Arrow values."""
+    from google.protobuf.descriptor import FieldDescriptor as F
+
+    from unirl_replay.contract import columnar
+
+    ints = {F.TYPE_INT32, F.TYPE_INT64, F.TYPE_UINT32, F.TYPE_UINT64}
+    for f in desc.fields:
+        rep = columnar._is_repeated(f)
+        if not (f.type == F.TYPE_STRING or (f.type in ints and not rep)):
+            return False
+    return not columnar._real_oneofs(desc)
 
 
 _KEY_CHUNK = 1 << 20  # hashes per buffer of the copy (then one concatenation)
@@ -327,9 +386,17 @@ def _read_arrow(trace, facts: bool = False) -> WorkloadColumns | None:
     cols = WorkloadColumns(facts=GateFacts() if facts else None)
     key_parts: list[np.ndarray] = []
     count_parts: list[np.ndarray] = []
+    lazy: dict[str, dict[str, list]] = {}  # record kind -> field -> values (MessageColumns)
     try:
         for batch in table.to_batches():
-            _arrow_batch(batch, cols, key_parts, count_parts)
+            _arrow_batch(batch, cols, key_parts, count_parts, lazy)
+        for kind, columns in lazy.items():
+            attr, key = _OTHER[kind]
+            desc = WorkloadRecord.DESCRIPTOR.fields_by_name[kind].message_type
+            m = MessageColumns(columnar.message_class(desc), columns, key)
+            if len(m) != len(columns[key]) or getattr(cols, attr):
+                raise _Declined  # a duplicate id: the message path raises it
+            setattr(cols, attr, m)
     except _Declined:
         return None
     cols.keys = np.concatenate(key_parts) if key_parts else np.zeros(0, np.uint64)  # a writable copy
@@ -388,7 +455,11 @@ def _list_parts(lst, keep: np.ndarray) -> tuple[np.ndarray, object]:
     return lens, vals
 
 
-def _arrow_batch(batch, cols: WorkloadColumns, key_parts: list, count_parts: list) -> None:
+#: record kinds the arrow reader keeps as :class:`MessageColumns` (many per trace; flat messages)
+LAZY_KINDS = ("trajectory",)
+
+
+def _arrow_batch(batch, cols: WorkloadColumns, key_parts: list, count_parts: list, lazy: dict | None = None) -> None:
     import pyarrow as pa
 
     names = batch.schema.names
@@ -401,7 +472,13 @@ def _arrow_batch(batch, cols: WorkloadColumns, key_parts: list, count_parts: lis
     if len(ridx) < batch.num_rows:  # the other records, as messages (few), kind by kind (order kept per kind)
         for k, kind in enumerate(names):
             if kind != "request" and valid[k].any():
-                for msg in _other_messages(kind, batch.column(k).take(pa.array(np.flatnonzero(valid[k])))):
+                rows = batch.column(k).take(pa.array(np.flatnonzero(valid[k])))
+                if lazy is not None and kind in LAZY_KINDS and _flat_kind(rows_desc := _desc_of(kind)):
+                    got = lazy.setdefault(kind, {f.name: [] for f in rows_desc.fields})
+                    for name, values in got.items():
+                        values += rows.field(name).to_pylist()
+                    continue
+                for msg in _other_messages(kind, rows):
                     if not _put_other(cols, kind, msg):
                         raise _Declined
     if not len(ridx):
@@ -494,6 +571,10 @@ def _arrow_batch(batch, cols: WorkloadColumns, key_parts: list, count_parts: lis
         row[r] = k
         k += 1
     cols.requests.extend(zip(rid, ns, tid, turn, eid, pv, inp, outs, kind, t, deps, bs))
+
+
+def _desc_of(kind: str):
+    return WorkloadRecord.DESCRIPTOR.fields_by_name[kind].message_type
 
 
 def _other_messages(kind: str, rows):

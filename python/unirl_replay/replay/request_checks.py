@@ -11,6 +11,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 
 from unirl_replay.contract.errors import TraceFormatError, UnsupportedWorkloadError
+from unirl_replay.contract.workload_columns import MessageColumns
 from unirl_replay.replay.workload import (
     WORKLOAD_FILE,
     EnginePlan,
@@ -361,10 +362,17 @@ def _scan_tail(versions: set, window_policy_version: int | None, trajectories: M
         versions.add(window_policy_version)
     if len(versions) > 1:
         return False
-    for tid, eid in traj_engine.items():
-        traj = trajectories.get(tid)
-        if traj is not None and traj.engine_id and traj.engine_id != eid:
-            return False
+    if isinstance(trajectories, MessageColumns):  # the arrow reader's: the engine ids without the messages
+        pos, engine = trajectories.position, trajectories.column("engine_id")
+        for tid, eid in traj_engine.items():
+            i = pos(tid)
+            if i is not None and engine[i] and engine[i] != eid:
+                return False
+    else:
+        for tid, eid in traj_engine.items():
+            traj = trajectories.get(tid)
+            if traj is not None and traj.engine_id and traj.engine_id != eid:
+                return False
     for ts in turns.values():
         ts.sort()
         if ts[0] != 0 or ts[-1] != len(ts) - 1 or ts != list(range(len(ts))):

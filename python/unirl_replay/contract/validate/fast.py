@@ -42,7 +42,7 @@ from unirl_replay.contract.validate.checker import _Checker
 from unirl_replay.contract.validate.context import _Sink
 from unirl_replay.contract.validate.registry import MAX_DEPENDENCIES, MAX_SAMPLES, MAX_TOKENS, SUSPECT_SCALE
 from unirl_replay.contract.validate.single_pass import _MASK
-from unirl_replay.contract.workload_columns import ARRIVAL_AFTER_DEPENDENCIES, ARRIVAL_NONE
+from unirl_replay.contract.workload_columns import ARRIVAL_AFTER_DEPENDENCIES, ARRIVAL_NONE, MessageColumns
 from unirl_replay.v1 import workload_pb2 as w
 
 __all__ = ["workload_clean", "COVERED_ID_FIELDS", "COVERED_ENUM_FIELDS"]
@@ -309,17 +309,29 @@ def _trajectories(ch: _Checker, cols, to: np.ndarray, tu: np.ndarray) -> bool:
         return True
     if "" in trajs:  # id.empty (a duplicate: the column reader declined)
         return False
-    msgs = list(trajs.values())
     ids = list(trajs)
-    gid = [m.group_id for m in msgs]
-    bid = [m.rollout_batch_id for m in msgs]
-    eid = [m.engine_id for m in msgs]
-    pool = [m.slot_pool_id for m in msgs]
-    rids = [m.request_ids for m in msgs]
+    if isinstance(trajs, MessageColumns):  # the arrow reader's: the fields without the messages
+        col = trajs.column
+        gid, bid, eid, pool, rids = (col("group_id"), col("rollout_batch_id"), col("engine_id"), col("slot_pool_id"),
+                                     col("request_ids"))
+        if None in ids or None in gid or None in bid or None in eid or None in pool or None in rids:
+            return False  # a null where a message holds a value (its default): not this pass's case
+        wid, root, first = col("worker_id"), col("root_sample_id"), col("first_turn_index")
+        if None in wid or None in root:
+            return False
+    else:
+        msgs = list(trajs.values())
+        gid = [m.group_id for m in msgs]
+        bid = [m.rollout_batch_id for m in msgs]
+        eid = [m.engine_id for m in msgs]
+        pool = [m.slot_pool_id for m in msgs]
+        rids = [m.request_ids for m in msgs]
+        wid, root, first = [m.worker_id for m in msgs], [m.root_sample_id for m in msgs], [m.first_turn_index
+                                                                                          for m in msgs]
     flat = list(chain.from_iterable(rids))
-    if any(m.first_turn_index for m in msgs):
+    if any(first):
         return False  # a resumed trajectory: the single-pass proof doubts (pass 2 decides)
-    if not _ids_ok(ids, gid, bid, eid, [m.worker_id for m in msgs], pool, [m.root_sample_id for m in msgs], flat):
+    if not _ids_ok(ids, gid, bid, eid, wid, pool, root, flat):
         return False
     if not set(eid) <= ch.engine_block.keys():  # reference.engine
         return False
