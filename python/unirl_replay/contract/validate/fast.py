@@ -267,7 +267,7 @@ def _requests(ch: _Checker, cols):
     if preds:
         owner = np.repeat(np.arange(n), np.fromiter(map(len, deps), np.int64, n))
         row = cols.row
-        pred = np.fromiter((row.get(p, -1) for p in preds), np.int64, len(preds))
+        pred = np.fromiter(map(row.get, preds, repeat(-1)), np.int64, len(preds))
         if (pred < 0).any() or (pred == owner).any():
             return None
         if not ((to[owner] != 0).all() and (to[pred] == to[owner]).all() and (tu[pred] >= 0).all()
@@ -348,7 +348,7 @@ def _trajectories(ch: _Checker, cols, to: np.ndarray, tu: np.ndarray) -> bool:
     # request_ids[i] is a request of this trajectory, turn i (the proof's condition; pass 2's turn.order)
     if flat:
         row = cols.row
-        idx = np.fromiter((row.get(r, -1) for r in flat), np.int64, len(flat))
+        idx = np.fromiter(map(row.get, flat, repeat(-1)), np.int64, len(flat))
         if (idx < 0).any():
             return False
         ends = np.cumsum(lens)
