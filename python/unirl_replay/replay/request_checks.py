@@ -490,8 +490,13 @@ def _scan_columns_arrays(cols, engines: Mapping[str, manifest_pb2.EngineConfig],
             return None
         nbc = int((ua == common_pb2.DELAY_ABSENCE_NONE_BY_CONSTRUCTION).sum())
         dl = list(zip(preds, map(ns.__getitem__, j.tolist()), trig, rel, delay))
-        ends = np.cumsum(dlen).tolist()
-        fdeps = [tuple(dl[e - c:e]) if c else () for e, c in zip(ends, dlen.tolist())]
+        if dlen.max() == 1:  # one dependency each (chains): its 1-tuple, placed by position
+            fdeps = [()] * n
+            for i, one in zip(np.flatnonzero(dlen).tolist(), zip(dl)):
+                fdeps[i] = one
+        else:
+            ends = np.cumsum(dlen).tolist()
+            fdeps = [tuple(dl[e - c:e]) if c else () for e, c in zip(ends, dlen.tolist())]
     else:
         fdeps = deps
     first = {eid: min([x for x, o in zip(t, observed.tolist()) if o])} if observed.any() else {}
@@ -504,9 +509,15 @@ def _scan_columns_arrays(cols, engines: Mapping[str, manifest_pb2.EngineConfig],
         return None
     plan = plans[eid]
     plays = plan.plays
-    sd = plays.setdefault
-    for p, r in zip([a or b for a, b in zip(tid, rid)], rid):
-        sd(p, []).append(r)
+    if not plays and (to > 0).all():  # every request in a trajectory: plays = trajectories, first-seen order
+        order = np.argsort(to, kind="stable")  # grouped by trajectory ordinal (1, 2, ...), workload order within
+        ids = list(map(rid.__getitem__, order.tolist()))
+        ends = np.cumsum(np.bincount(to, minlength=len(tmap) + 1)[1:]).tolist()
+        plays.update(zip(tmap, (ids[a:b] for a, b in zip([0, *ends[:-1]], ends))))
+    else:
+        sd = plays.setdefault
+        for p, r in zip([a or b for a, b in zip(tid, rid)], rid):
+            sd(p, []).append(r)
     plan.none_by_construction += nbc
     for e in facts:
         plans[e].request_ids = list(rid) if e == eid else []
