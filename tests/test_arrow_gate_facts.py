@@ -171,3 +171,24 @@ def test_lazy_trajectories_same_gate_and_convert(seed, edits, ascii_only, tmp_pa
                                                                                    columns=cols)])
             res.append((clean, conv))
     assert res[0] == res[1]
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.lists(st.one_of(st.none(), st.integers(0, 5)), max_size=70), st.integers(0, 9), st.integers(0, 70),
+       st.sampled_from(["int", "string", "struct", "list"]))
+def test_valid_is_is_valid(values, start, length, kind):
+    """workload_columns._valid (the unpacked bitmap) equals Arrow's is_valid on sliced arrays of each kind."""
+    import numpy as np
+    import pyarrow as pa
+
+    if kind == "int":
+        arr = pa.array(values, pa.int64())
+    elif kind == "string":
+        arr = pa.array([None if v is None else "s" * v for v in values], pa.string())
+    elif kind == "struct":
+        arr = pa.array([None if v is None else {"a": v} for v in values], pa.struct([("a", pa.int64())]))
+    else:
+        arr = pa.array([None if v is None else [v] * v for v in values], pa.list_(pa.int64()))
+    arr = arr.slice(min(start, len(arr)), length)
+    got = wc._valid(arr)
+    assert got.dtype == np.bool_ and got.tolist() == arr.is_valid().to_pylist()

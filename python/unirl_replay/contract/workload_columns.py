@@ -429,10 +429,14 @@ def _note_ids(gf: GateFacts, arr) -> None:
 
 
 def _valid(arr) -> np.ndarray:
-    """Validity of an Arrow array as a numpy bool array."""
+    """Validity of an Arrow array as a numpy bool array (its validity bitmap unpacked; = ``is_valid()``)."""
     if arr.null_count == 0:
         return np.ones(len(arr), np.bool_)
-    return arr.is_valid().to_numpy(zero_copy_only=False)
+    buf = arr.buffers()[0]
+    if buf is None or buf.size * 8 < arr.offset + len(arr):
+        return arr.is_valid().to_numpy(zero_copy_only=False)
+    bits = np.unpackbits(np.frombuffer(buf, np.uint8), count=arr.offset + len(arr), bitorder="little")
+    return bits[arr.offset:].view(np.bool_)
 
 
 def _no_nulls(*arrs) -> None:
