@@ -531,7 +531,7 @@ def _arrow_batch(batch, cols: WorkloadColumns, key_parts: list, count_parts: lis
     olens = olens[ridx]
     ov_l = ovals.to_pylist()
     if (olens == 1).all():
-        outs = [(x,) for x in ov_l]
+        outs = list(zip(ov_l))  # one 1-tuple each
     else:
         ends = np.cumsum(olens).tolist()
         outs = [tuple(ov_l[e - c:e]) for e, c in zip(ends, olens.tolist())]
@@ -547,8 +547,13 @@ def _arrow_batch(batch, cols: WorkloadColumns, key_parts: list, count_parts: lis
         dcols = (dpred.to_pylist(), dtrig.to_pylist(), drel.to_pylist(), dvals.field("external_delay_ns").to_pylist(),
                  dabs.to_pylist())
         flat = list(zip(*dcols))
-        ends = np.cumsum(dlens).tolist()
-        deps = [tuple(flat[e - c:e]) if c else () for e, c in zip(ends, dlens.tolist())]
+        if dlens.max() == 1:  # one dependency each (chains): its 1-tuple, placed by position
+            deps = [()] * len(ridx)
+            for i, one in zip(np.flatnonzero(dlens).tolist(), zip(flat)):
+                deps[i] = one
+        else:
+            ends = np.cumsum(dlens).tolist()
+            deps = [tuple(flat[e - c:e]) if c else () for e, c in zip(ends, dlens.tolist())]
     else:
         dcols = ((),) * 5
         deps = [()] * len(ridx)
@@ -569,11 +574,9 @@ def _arrow_batch(batch, cols: WorkloadColumns, key_parts: list, count_parts: lis
             counts.append(lens[ridx].astype(np.int64))
     row = cols.row
     k = len(cols.requests)
-    for r in rid:
-        if r in row:
-            raise _Declined  # duplicate id: the message path raises it
-        row[r] = k
-        k += 1
+    row.update(zip(rid, range(k, k + len(rid))))
+    if len(row) != k + len(rid):
+        raise _Declined  # a duplicate id: the message path raises it
     cols.requests.extend(zip(rid, ns, tid, turn, eid, pv, inp, outs, kind, t, deps, bs))
 
 
