@@ -20,6 +20,7 @@ from __future__ import annotations
 import sys
 from collections.abc import Iterator
 from json.encoder import encode_basestring_ascii as _q
+from operator import itemgetter
 
 import numpy as np
 
@@ -79,7 +80,7 @@ def rows_text(plan, facts: dict, ids: np.ndarray, offsets: np.ndarray, first: in
     if int(offsets[first + nr]) - int(offsets[first]) >= 2**31 - 1:
         return None
     lanes = plan.lanes is not None
-    fl = [facts[r] for r in order]
+    fl = list(map(facts.__getitem__, order))
     got = _deps_arrays(fl, lanes, lead_ms, origin, ordinal, triggers, relations) if VECTORISED else None
     if got is not None:
         plays = [(play, len(plan.plays[play])) for play in plan.play_order]
@@ -240,12 +241,12 @@ def _chunks(pa, pc, order, fl, plays, nb, d_k, d_pid, d_ord, d_pn, d_trig, d_rel
     # order / d_pid: the ids as json writes them between quotes; d_ord: each predecessor's ordinal
     nr = len(order)
     s = pa.string()
-    ns = np.fromiter((f[0] for f in fl), np.int64, nr)
+    ns = np.fromiter(map(itemgetter(0), fl), np.int64, nr)
     multi = bool((ns != 1).any())
     # per request
     qplay = pa.array([_q(p) for p, _c in plays], s).take(
         pa.array(np.repeat(np.arange(len(plays)), np.fromiter((c for _p, c in plays), np.int64, len(plays)))))
-    inp = pa.array([f[1] for f in fl], pa.int64())
+    inp = pa.array(list(map(itemgetter(1), fl)), pa.int64())
     nb_s = _float_text(pa, pc, nb)
     rid_a = pa.array(order, s)
     hid_all = pa.array(ids[int(offsets[first]):int(offsets[first + nr])])
