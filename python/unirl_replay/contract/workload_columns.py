@@ -18,8 +18,9 @@ errors and their wording are always the message path's.
 
 An ``arrow`` workload (:mod:`~unirl_replay.contract.columnar`) is read as columns directly, batch
 by batch: the request struct's children become the same tuples, its ``block_hashes`` values are
-copied once into the key array, and only the other records become messages. Anything the message
-path would read differently (a row with zero or several record kinds, a null where the schema has
+copied once into the key array, and only the other records become messages (the trajectories, many
+per trace, a :class:`MessageColumns`: each message built when first looked up, the fields readable
+as columns without building any). Anything the message path would read differently (a row with zero or several record kinds, a null where the schema has
 no nulls, a oneof with two members, values under an absent prefix / list) -> None, as above.
 
 A ``jsonl`` workload is decoded straight to the same facts, without messages, by
