@@ -112,3 +112,94 @@ def test_a_small_conversion_never_loads_pyarrow(tmp_path):
             "bad = sorted(m for m in sys.modules if m.split('.')[0] == 'pyarrow')\nassert not bad, bad\nprint('ok')\n")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
     assert out.returncode == 0 and out.stdout.strip() == "ok", out.stderr[-1500:]
+
+
+_SPECIAL = [0.0, -0.0, 1.0, -1.0, 1e-4, 9.999999999999999e-05, 1e-5, 0.00012, 1e14, 1e15, 999999999999999.9,
+            1e16, 9999999999999998.0, 123456789012345.0, 2.0**49, 5e-324, 1.7976931348623157e308, 4.327302,
+            305.14294199999995, 0.1 + 0.2, float("inf"), float("-inf"), float("nan")]
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.lists(st.one_of(st.floats(), st.floats(min_value=0, max_value=1e9), st.sampled_from(_SPECIAL),
+                          st.integers(0, 2**63 - 1).map(lambda ns: ns / 1e6),
+                          st.integers(-2**63, 2**63 - 1).map(lambda ns: ns / 1e6)), max_size=60))
+def test_float_text_is_json_float(xs):
+    """Arrow's float text, fixed up where it differs, is exactly json's (repr) for every double."""
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    from unirl_replay.replay.convert.common import json_float
+
+    assert arrow_rows._float_text(pa, pc, xs).to_pylist() == [json_float(x) for x in xs]
+
+
+def test_float_text_on_many_random_doubles():
+    """Random bit patterns and the value shapes the converter writes (ms from int ns), 200k values."""
+    import numpy as np
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    from unirl_replay.replay.convert.common import json_float
+
+    rng = np.random.default_rng(17)
+    bits = rng.integers(0, 2**64, 50_000, dtype=np.uint64).view(np.float64)
+    ms = rng.integers(0, 2**62, 50_000) / 1e6
+    near = np.exp(rng.uniform(np.log(1e-5), np.log(1e17), 50_000))
+    whole = rng.integers(0, 10**16, 50_000).astype(np.float64)
+    for xs in (bits, ms, near, whole):
+        vals = xs.tolist()
+        assert arrow_rows._float_text(pa, pc, vals).to_pylist() == [json_float(x) for x in vals]
+
+
+def deps_both(plan, lead=0.0):
+    """(array form, loop) of rows_text's bounds and dependency columns for ``plan``, as plain lists."""
+    from unirl_replay.replay.convert.common import origin_of
+    from unirl_replay.replay.workload import plan_facts
+
+    facts = plan_facts(plan, {})
+    order = [rid for play in plan.play_order for rid in plan.plays[play]]
+    ordinal = {rid: k for k, rid in enumerate(order)}
+    fl = [facts[r] for r in order]
+    lanes = plan.lanes is not None
+    origin = plan.first_arrival_ns if plan.first_arrival_ns is not None else origin_of(plan.requests)
+    args = (lanes, lead, origin, ordinal, agentic_mooncake._TRIGGER, agentic_mooncake._RELATION)
+    a = arrow_rows._deps_arrays(fl, *args)
+    b = arrow_rows._deps_loop(plan, facts, fl, *args)
+    as_list = (lambda x: [v.item() if hasattr(v, "item") else v for v in x])
+    if a is not None:
+        a = [as_list(x) for x in a]
+    if b is not None:
+        b = [as_list(x) for x in b[1:]]  # the loop also returns the plays
+    return a, b
+
+
+@pytest.mark.parametrize("seed", range(16))
+def test_bound_arrays_equal_the_loop(seed):
+    """Same not_before_ms (as float bits), same dependency columns, on the random workloads."""
+    import struct
+
+    ix, mf = random_workload(seed, two_engines=seed % 3 == 1, lanes=seed % 3 == 2, warm=seed % 4 == 0 and seed % 3 != 2)
+    plans, _ = check_supported(ix, {e.engine_id: e for e in mf.engines}, cache_state=mf.cache_state)
+    for plan in plans.values():
+        for lead in (0.0, 12.25, 1e-7):
+            a, b = deps_both(plan, lead)
+            assert a is not None
+            assert [struct.pack("<d", x) for x in a[0]] == [struct.pack("<d", x) for x in b[0]]
+            assert a[1:] == b[1:]
+
+
+@pytest.mark.parametrize("depth", [1, 2, 63, 64, 65, 200])
+def test_bound_arrays_deep_chains(depth):
+    """A chain deeper than the rounds the array form runs: it declines (the loop decides), else it agrees."""
+    rids = [f"r{k}" for k in range(depth + 1)]
+    msgs = [req(rid, traj="t", turn=k, hashes=[k, 1], deps=[dep(rids[k - 1], 0.1 * k)] if k else (),
+                at_ms=None if k else 5.0) for k, rid in enumerate(rids)]
+    msgs.append(traj("t", rids))
+    msgs.reverse()
+    ix = index(*msgs)
+    plans, _ = check_supported(ix, {"e0": engine()})
+    a, b = deps_both(plans["e0"])
+    if depth > arrow_rows._MAX_ROUNDS:
+        assert a is None
+    else:
+        assert a == b

@@ -18,8 +18,9 @@ errors and their wording are always the message path's.
 
 An ``arrow`` workload (:mod:`~unirl_replay.contract.columnar`) is read as columns directly, batch
 by batch: the request struct's children become the same tuples, its ``block_hashes`` values are
-copied once into the key array, and only the other records become messages. Anything the message
-path would read differently (a row with zero or several record kinds, a null where the schema has
+copied once into the key array, and only the other records become messages (the trajectories, many
+per trace, a :class:`MessageColumns`: each message built when first looked up, the fields readable
+as columns without building any). Anything the message path would read differently (a row with zero or several record kinds, a null where the schema has
 no nulls, a oneof with two members, values under an absent prefix / list) -> None, as above.
 
 A ``jsonl`` workload is decoded straight to the same facts, without messages, by
@@ -33,6 +34,8 @@ more than upb's per-element copy into numpy, ~125 ns.)
 
 from __future__ import annotations
 
+import functools
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -41,7 +44,7 @@ from unirl_replay.contract.errors import IncompleteTraceError, TraceFormatError
 from unirl_replay.v1.manifest_pb2 import ARTIFACT_KIND_WORKLOAD, ENCODING_ARROW, ENCODING_BINPB, ENCODING_JSONL
 from unirl_replay.v1.workload_pb2 import WorkloadRecord
 
-__all__ = ["WorkloadColumns", "GateFacts", "read_columns", "FIELDS"]
+__all__ = ["WorkloadColumns", "GateFacts", "MessageColumns", "read_columns", "FIELDS"]
 
 ARRIVAL_NONE, ARRIVAL_OBSERVED, ARRIVAL_AFTER_DEPENDENCIES = 0, 1, 2
 FIELDS = ("request_ids", "num_samples", "trajectory_ids", "turn_indices", "engine_ids", "policy_versions",
@@ -124,6 +127,76 @@ class GateFacts:
     #: five fields as flat lists (the values the tuples were made of: no transposition needed)
     parts: list = field(default_factory=list)
     dep_parts: list = field(default_factory=list)
+    #: (arrow) ``sample_ids`` / ``finish_reasons`` kept flat instead (``sample_ids`` and
+    #: ``finish_reasons`` then stay empty): per batch, every request's values in order and the
+    #: per-request counts (numpy)
+    flat_lists: bool = False
+    sample_flat: list = field(default_factory=list)
+    sample_counts: list = field(default_factory=list)
+    finish_flat: list = field(default_factory=list)
+    finish_counts: list = field(default_factory=list)
+    #: (arrow) every byte of the request id fields (request, trajectory, group, batch, engine, worker,
+    #: sample and predecessor ids) is printable ASCII (0x20-0x7e), and the longest of them in bytes;
+    #: None: not measured (the fast pass checks the strings themselves)
+    ids_printable_ascii: bool | None = None
+    ids_max_bytes: int = 0
+
+
+class MessageColumns(Mapping):
+    """id -> message of one record kind read as columns (the arrow reader's trajectories): the same
+    mapping as the dict of messages the reader builds for the other kinds (keys in record order),
+    each message built on first access (``cls(**fields)`` of its row, then kept). :meth:`column`
+    reads one field of every record without building any (what the gate's fast pass and the support
+    checks read). Only for a message type whose fields are strings, integers and repeated strings
+    (:func:`_flat_kind`), from a table whose schema the reader validated: building never fails."""
+
+    __slots__ = ("_cls", "_columns", "_index", "_built")
+
+    def __init__(self, cls, columns: dict[str, list], key: str) -> None:
+        self._cls, self._columns = cls, columns
+        self._index = {k: i for i, k in enumerate(columns[key])}
+        self._built: dict = {}
+
+    def __getitem__(self, key):
+        m = self._built.get(key)
+        if m is None:
+            i = self._index[key]
+            m = self._built[key] = self._cls(**{f: col[i] for f, col in self._columns.items()})
+        return m
+
+    def __contains__(self, key) -> bool:
+        return key in self._index
+
+    def __iter__(self):
+        return iter(self._index)
+
+    def __len__(self) -> int:
+        return len(self._index)
+
+    def column(self, name: str) -> list:
+        """Field ``name`` of every record, in key order (a list of values; a repeated field: lists; an
+        absent ``optional`` field: None)."""
+        return self._columns[name]
+
+    def position(self, key) -> int | None:
+        """The record's index in :meth:`column`'s lists, None when there is no such key."""
+        return self._index.get(key)
+
+
+@functools.cache
+def _flat_kind(desc) -> bool:
+    """The record kind's message has only string, integer and repeated string fields (no message,
+    enum, bytes, oneof but proto3 ``optional``): :class:`MessageColumns` builds it from Arrow values."""
+    from google.protobuf.descriptor import FieldDescriptor as F
+
+    from unirl_replay.contract import columnar
+
+    ints = {F.TYPE_INT32, F.TYPE_INT64, F.TYPE_UINT32, F.TYPE_UINT64}
+    for f in desc.fields:
+        rep = columnar._is_repeated(f)
+        if not (f.type == F.TYPE_STRING or (f.type in ints and not rep)):
+            return False
+    return not columnar._real_oneofs(desc)
 
 
 _KEY_CHUNK = 1 << 20  # hashes per buffer of the copy (then one concatenation)
@@ -316,9 +389,17 @@ def _read_arrow(trace, facts: bool = False) -> WorkloadColumns | None:
     cols = WorkloadColumns(facts=GateFacts() if facts else None)
     key_parts: list[np.ndarray] = []
     count_parts: list[np.ndarray] = []
+    lazy: dict[str, dict[str, list]] = {}  # record kind -> field -> values (MessageColumns)
     try:
         for batch in table.to_batches():
-            _arrow_batch(batch, cols, key_parts, count_parts)
+            _arrow_batch(batch, cols, key_parts, count_parts, lazy)
+        for kind, columns in lazy.items():
+            attr, key = _OTHER[kind]
+            desc = WorkloadRecord.DESCRIPTOR.fields_by_name[kind].message_type
+            m = MessageColumns(columnar.message_class(desc), columns, key)
+            if len(m) != len(columns[key]) or getattr(cols, attr):
+                raise _Declined  # a duplicate id: the message path raises it
+            setattr(cols, attr, m)
     except _Declined:
         return None
     cols.keys = np.concatenate(key_parts) if key_parts else np.zeros(0, np.uint64)  # a writable copy
@@ -328,11 +409,37 @@ def _read_arrow(trace, facts: bool = False) -> WorkloadColumns | None:
     return cols
 
 
+def _note_ids(gf: GateFacts, arr) -> None:
+    """Fold one (non-null) id column into ``gf.ids_printable_ascii`` / ``gf.ids_max_bytes`` (from its
+    offsets and data buffer: no strings made)."""
+    import pyarrow as pa
+
+    if gf.ids_printable_ascii is False or not len(arr):
+        return
+    if arr.type != pa.string():
+        gf.ids_printable_ascii = False
+        return
+    bufs = arr.buffers()
+    offs = np.frombuffer(bufs[1], np.int32, len(arr) + 1, arr.offset * 4)
+    gf.ids_max_bytes = max(gf.ids_max_bytes, int(np.diff(offs).max()))
+    if bufs[2] is not None and offs[-1] > offs[0]:
+        data = np.frombuffer(bufs[2], np.uint8)[int(offs[0]):int(offs[-1])]
+        if not ((data >= 0x20) & (data <= 0x7E)).all():
+            gf.ids_printable_ascii = False
+            return
+    if gf.ids_printable_ascii is None:
+        gf.ids_printable_ascii = True
+
+
 def _valid(arr) -> np.ndarray:
-    """Validity of an Arrow array as a numpy bool array."""
+    """Validity of an Arrow array as a numpy bool array (its validity bitmap unpacked; = ``is_valid()``)."""
     if arr.null_count == 0:
         return np.ones(len(arr), np.bool_)
-    return arr.is_valid().to_numpy(zero_copy_only=False)
+    buf = arr.buffers()[0]
+    if buf is None or buf.size * 8 < arr.offset + len(arr):
+        return arr.is_valid().to_numpy(zero_copy_only=False)
+    bits = np.unpackbits(np.frombuffer(buf, np.uint8), count=arr.offset + len(arr), bitorder="little")
+    return bits[arr.offset:].view(np.bool_)
 
 
 def _no_nulls(*arrs) -> None:
@@ -355,7 +462,11 @@ def _list_parts(lst, keep: np.ndarray) -> tuple[np.ndarray, object]:
     return lens, vals
 
 
-def _arrow_batch(batch, cols: WorkloadColumns, key_parts: list, count_parts: list) -> None:
+#: record kinds the arrow reader keeps as :class:`MessageColumns` (many per trace; flat messages)
+LAZY_KINDS = ("trajectory",)
+
+
+def _arrow_batch(batch, cols: WorkloadColumns, key_parts: list, count_parts: list, lazy: dict | None = None) -> None:
     import pyarrow as pa
 
     names = batch.schema.names
@@ -368,7 +479,13 @@ def _arrow_batch(batch, cols: WorkloadColumns, key_parts: list, count_parts: lis
     if len(ridx) < batch.num_rows:  # the other records, as messages (few), kind by kind (order kept per kind)
         for k, kind in enumerate(names):
             if kind != "request" and valid[k].any():
-                for msg in _other_messages(kind, batch.column(k).take(pa.array(np.flatnonzero(valid[k])))):
+                rows = batch.column(k).take(pa.array(np.flatnonzero(valid[k])))
+                if lazy is not None and kind in LAZY_KINDS and _flat_kind(rows_desc := _desc_of(kind)):
+                    got = lazy.setdefault(kind, {f.name: [] for f in rows_desc.fields})
+                    for name, values in got.items():
+                        values += rows.field(name).to_pylist()
+                    continue
+                for msg in _other_messages(kind, rows):
                     if not _put_other(cols, kind, msg):
                         raise _Declined
     if not len(ridx):
@@ -376,14 +493,19 @@ def _arrow_batch(batch, cols: WorkloadColumns, key_parts: list, count_parts: lis
     req = batch.column(names.index("request"))
     take = pa.array(ridx)
 
-    def field(name, nullable=False):
+    gf = cols.facts
+
+    def field(name, nullable=False, ids=False):
         x = req.field(name).take(take)
         if not nullable:
             _no_nulls(x)
+        if ids and gf is not None:
+            _note_ids(gf, x)
         return x.to_pylist()
 
-    rid = field("request_id")
-    ns, tid, eid, inp = field("num_samples"), field("trajectory_id"), field("engine_id"), field("input_tokens")
+    rid = field("request_id", ids=True)
+    ns, tid, eid, inp = (field("num_samples"), field("trajectory_id", ids=True), field("engine_id", ids=True),
+                         field("input_tokens"))
     turn, pv = field("turn_index", True), field("policy_version", True)
     # arrival: observed offset / after dependencies / none (a null arrival = unset)
     arr = req.field("arrival").take(take)
@@ -412,7 +534,7 @@ def _arrow_batch(batch, cols: WorkloadColumns, key_parts: list, count_parts: lis
     olens = olens[ridx]
     ov_l = ovals.to_pylist()
     if (olens == 1).all():
-        outs = [(x,) for x in ov_l]
+        outs = list(zip(ov_l))  # one 1-tuple each
     else:
         ends = np.cumsum(olens).tolist()
         outs = [tuple(ov_l[e - c:e]) for e, c in zip(ends, olens.tolist())]
@@ -423,35 +545,46 @@ def _arrow_batch(batch, cols: WorkloadColumns, key_parts: list, count_parts: lis
         dpred, dtrig, drel, dabs = (dvals.field(k) for k in ("predecessor_request_id", "trigger", "relation",
                                                              "delay_absence"))
         _no_nulls(dpred, dtrig, drel, dabs)
+        if cols.facts is not None:
+            _note_ids(cols.facts, dpred)
         dcols = (dpred.to_pylist(), dtrig.to_pylist(), drel.to_pylist(), dvals.field("external_delay_ns").to_pylist(),
                  dabs.to_pylist())
         flat = list(zip(*dcols))
-        ends = np.cumsum(dlens).tolist()
-        deps = [tuple(flat[e - c:e]) if c else () for e, c in zip(ends, dlens.tolist())]
+        if dlens.max() == 1:  # one dependency each (chains): its 1-tuple, placed by position
+            deps = [()] * len(ridx)
+            for i, one in zip(np.flatnonzero(dlens).tolist(), zip(flat)):
+                deps[i] = one
+        else:
+            ends = np.cumsum(dlens).tolist()
+            deps = [tuple(flat[e - c:e]) if c else () for e, c in zip(ends, dlens.tolist())]
     else:
         dcols = ((),) * 5
         deps = [()] * len(ridx)
-    gf = cols.facts
     if gf is not None:
         gf.parts.append((rid, ns, tid, turn, eid, pv, inp, outs, kind, t, deps, bs))
         gf.dep_parts.append(dcols)
-        gf.group_ids += field("group_id")
-        gf.batch_ids += field("rollout_batch_id")
-        gf.worker_ids += field("worker_id")
+        gf.group_ids += field("group_id", ids=True)
+        gf.batch_ids += field("rollout_batch_id", ids=True)
+        gf.worker_ids += field("worker_id", ids=True)
         gf.max_output_tokens += field("max_output_tokens", True)
-        for name, out in (("sample_ids", gf.sample_ids), ("finish_reasons", gf.finish_reasons)):
+        gf.flat_lists = True
+        for name, flat, counts in (("sample_ids", gf.sample_flat, gf.sample_counts),
+                                   ("finish_reasons", gf.finish_flat, gf.finish_counts)):
             lens, vals = _list_parts(req.field(name), rmask)
-            vl = vals.to_pylist()
-            ends = np.cumsum(lens[ridx]).tolist()
-            out += [tuple(vl[e - c:e]) for e, c in zip(ends, lens[ridx].tolist())]
+            if name == "sample_ids":
+                _note_ids(gf, vals)
+            flat += vals.to_pylist()
+            counts.append(lens[ridx].astype(np.int64))
     row = cols.row
     k = len(cols.requests)
-    for r in rid:
-        if r in row:
-            raise _Declined  # duplicate id: the message path raises it
-        row[r] = k
-        k += 1
+    row.update(zip(rid, range(k, k + len(rid))))
+    if len(row) != k + len(rid):
+        raise _Declined  # a duplicate id: the message path raises it
     cols.requests.extend(zip(rid, ns, tid, turn, eid, pv, inp, outs, kind, t, deps, bs))
+
+
+def _desc_of(kind: str):
+    return WorkloadRecord.DESCRIPTOR.fields_by_name[kind].message_type
 
 
 def _other_messages(kind: str, rows):

@@ -11,6 +11,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 
 from unirl_replay.contract.errors import TraceFormatError, UnsupportedWorkloadError
+from unirl_replay.contract.workload_columns import MessageColumns
 from unirl_replay.replay.workload import (
     WORKLOAD_FILE,
     EnginePlan,
@@ -270,6 +271,13 @@ def scan_columns(cols, engines: Mapping[str, manifest_pb2.EngineConfig], window_
     """
     from unirl_replay.contract.workload_columns import ARRIVAL_NONE, ARRIVAL_OBSERVED
 
+    if VECTORISED and len(cols.requests) >= VECTORISED_MIN_REQUESTS:
+        try:
+            ok = _scan_columns_arrays(cols, engines, window_policy_version, plans)
+        except (OverflowError, ValueError, TypeError):
+            ok = None  # a value numpy does not hold as int64: the loop below decides
+        if ok:
+            return True
     row = cols.row
     counts = (cols.offsets[1:] - cols.offsets[:-1]).tolist()
     cfg = {eid: (e.block_size_tokens, e.enable_prefix_caching, plans[eid]) for eid, e in engines.items()}
@@ -354,10 +362,17 @@ def _scan_tail(versions: set, window_policy_version: int | None, trajectories: M
         versions.add(window_policy_version)
     if len(versions) > 1:
         return False
-    for tid, eid in traj_engine.items():
-        traj = trajectories.get(tid)
-        if traj is not None and traj.engine_id and traj.engine_id != eid:
-            return False
+    if isinstance(trajectories, MessageColumns):  # the arrow reader's: the engine ids without the messages
+        pos, engine = trajectories.position, trajectories.column("engine_id")
+        for tid, eid in traj_engine.items():
+            i = pos(tid)
+            if i is not None and engine[i] and engine[i] != eid:
+                return False
+    else:
+        for tid, eid in traj_engine.items():
+            traj = trajectories.get(tid)
+            if traj is not None and traj.engine_id and traj.engine_id != eid:
+                return False
     for ts in turns.values():
         ts.sort()
         if ts[0] != 0 or ts[-1] != len(ts) - 1 or ts != list(range(len(ts))):
@@ -366,4 +381,144 @@ def _scan_tail(versions: set, window_policy_version: int | None, trajectories: M
         plans[eid].first_arrival_ns = t
     for eid, f in facts.items():
         plans[eid].facts = f
+    return True
+
+
+VECTORISED = True
+"""False: :func:`scan_columns` always runs its per-request loop (tests compare the two)."""
+VECTORISED_MIN_REQUESTS = 256
+"""Below this many requests the loop is cheaper than the arrays' set-up."""
+_EXACT_FLOAT_INT = 1 << 53  # input_tokens / block_size as Python's float division gives it, for ints below
+
+
+def _scan_columns_arrays(cols, engines: Mapping[str, manifest_pb2.EngineConfig], window_policy_version: int | None,
+                         plans: dict[str, EnginePlan]) -> bool | None:
+    """:func:`scan_columns`'s per-request loop as array operations, for the workloads whose requests
+    all go to one engine: True (the plans filled exactly as the loop fills them: ``facts``,
+    ``request_ids``, ``plays``, ``none_by_construction``, ``first_arrival_ns``), or None when it is
+    not sure (nothing in the plans touched; the loop then decides and words nothing itself)."""
+    import operator
+    from itertools import chain, repeat
+
+    import numpy as np
+
+    from unirl_replay.contract.workload_columns import ARRIVAL_AFTER_DEPENDENCIES, ARRIVAL_OBSERVED
+
+    reqs = cols.requests
+    n = len(reqs)
+    rid, ns, tid, turn, eids, pv, inp, outs, kind, t, deps, pbs = zip(*reqs)
+    used = set(eids)
+    only = next(iter(engines)) if len(engines) == 1 else None
+    if "" in used:
+        if only is None:
+            return None
+        used.discard("")
+        used.add(only)
+    if len(used) != 1:
+        return None  # several engines (or none known): the loop splits them
+    eid = next(iter(used))
+    cfg = engines.get(eid)
+    if cfg is None:
+        return None
+    bs, caching = cfg.block_size_tokens, cfg.enable_prefix_caching
+    ns_a = np.fromiter(ns, np.int64, n)
+    inp_a = np.fromiter(inp, np.int64, n)
+    dlen = np.fromiter(map(len, deps), np.int64, n)
+    kind_a = np.fromiter(kind, np.int64, n)
+    # n >= 1, one output length per sample, input_tokens >= 1
+    if ns_a.min() < 1 or inp_a.min() < 1 or not np.array_equal(np.fromiter(map(len, outs), np.int64, n), ns_a):
+        return None
+    # an observed arrival without dependencies, or after dependencies with some (never none)
+    observed = kind_a == ARRIVAL_OBSERVED
+    if not ((observed & (dlen == 0)) | ((kind_a == ARRIVAL_AFTER_DEPENDENCIES) & (dlen > 0))).all():
+        return None
+    # prefix hashes: the engine's block size and ceil(input / block size) of them; none only without caching
+    counts = np.diff(cols.offsets)
+    if len(counts) != n:
+        return None
+    has = counts > 0
+    if has.any():
+        if bs <= 0 or inp_a.max() >= _EXACT_FLOAT_INT:
+            return None
+        if not (np.fromiter(pbs, np.int64, n)[has] == bs).all():
+            return None
+        if not np.array_equal(np.ceil(inp_a[has] / float(bs)), counts[has].astype(np.float64)):
+            return None  # = expected_hash_count (math.ceil of the float quotient; exact below 2^53)
+    if caching and not has.all():
+        return None
+    versions = set(pv)
+    versions.discard(None)
+    # trajectories: one engine (here: the only one); turn indices 0..k-1 per trajectory
+    tmap: dict[str, int] = {"": 0}
+    tsd = tmap.setdefault
+    to = np.fromiter([tsd(x, len(tmap)) for x in tid], np.int64, n)  # 0: no trajectory
+    has_turn = np.fromiter(map(operator.is_not, turn, repeat(None)), np.bool_, n) & (to > 0)
+    if has_turn.any():
+        tt = np.fromiter([u for u, h in zip(turn, has_turn.tolist()) if h], np.int64)
+        tr = to[has_turn]
+        order = np.lexsort((tt, tr))
+        tr, tt = tr[order], tt[order]
+        start = np.flatnonzero(np.concatenate(([True], tr[1:] != tr[:-1])))
+        pos = np.arange(len(tr)) - np.repeat(start, np.diff(np.append(start, len(tr))))
+        if not np.array_equal(tt, pos):
+            return None
+    del tmap[""]
+    # dependencies: on a request of the same (non-empty) trajectory; a trigger; a measured delay >= 0
+    # with no absence reason, or none by construction (counted), never absent unexplained
+    flat = list(chain.from_iterable(deps))
+    nbc = 0
+    if flat:
+        preds, trig, rel, delay, absence = zip(*flat)
+        nd = len(flat)
+        row = cols.row
+        j = np.fromiter(map(row.get, preds, repeat(-1)), np.int64, nd)
+        if (j < 0).any():
+            return None
+        owner = np.repeat(np.arange(n), dlen)
+        if not ((to[owner] > 0).all() and np.array_equal(to[j], to[owner])):
+            return None
+        if not np.fromiter(trig, np.int64, nd).all():  # DEPENDENCY_TRIGGER_UNSPECIFIED = 0
+            return None
+        measured = np.fromiter(map(operator.is_not, delay, repeat(None)), np.bool_, nd)
+        ab = np.fromiter(absence, np.int64, nd)
+        if measured.any():
+            dv = np.fromiter([d for d, m in zip(delay, measured.tolist()) if m], np.int64)
+            if (dv < 0).any() or (ab[measured] != common_pb2.DELAY_ABSENCE_UNSPECIFIED).any():
+                return None
+        ua = ab[~measured]
+        if ((ua == common_pb2.DELAY_ABSENCE_NOT_MEASURED) | (ua == common_pb2.DELAY_ABSENCE_UNSPECIFIED)).any():
+            return None
+        nbc = int((ua == common_pb2.DELAY_ABSENCE_NONE_BY_CONSTRUCTION).sum())
+        dl = list(zip(preds, map(ns.__getitem__, j.tolist()), trig, rel, delay))
+        if dlen.max() == 1:  # one dependency each (chains): its 1-tuple, placed by position
+            fdeps = [()] * n
+            for i, one in zip(np.flatnonzero(dlen).tolist(), zip(dl)):
+                fdeps[i] = one
+        else:
+            ends = np.cumsum(dlen).tolist()
+            fdeps = [tuple(dl[e - c:e]) if c else () for e, c in zip(ends, dlen.tolist())]
+    else:
+        fdeps = deps
+    first = {eid: min([x for x, o in zip(t, observed.tolist()) if o])} if observed.any() else {}
+    facts = {e: {} for e in engines}
+    facts[eid] = dict(zip(rid, zip(ns, inp, outs, t, fdeps, repeat(None))))
+    if len(facts[eid]) != n:
+        return None  # a duplicate id (the column reader declines those): the loop decides
+    if not _scan_tail(versions, window_policy_version, cols.trajectories, dict.fromkeys(tmap, eid), {}, first, facts,
+                      plans):
+        return None
+    plan = plans[eid]
+    plays = plan.plays
+    if not plays and (to > 0).all():  # every request in a trajectory: plays = trajectories, first-seen order
+        order = np.argsort(to, kind="stable")  # grouped by trajectory ordinal (1, 2, ...), workload order within
+        ids = list(map(rid.__getitem__, order.tolist()))
+        ends = np.cumsum(np.bincount(to, minlength=len(tmap) + 1)[1:]).tolist()
+        plays.update(zip(tmap, (ids[a:b] for a, b in zip([0, *ends[:-1]], ends))))
+    else:
+        sd = plays.setdefault
+        for p, r in zip([a or b for a, b in zip(tid, rid)], rid):
+            sd(p, []).append(r)
+    plan.none_by_construction += nbc
+    for e in facts:
+        plans[e].request_ids = list(rid) if e == eid else []
     return True

@@ -51,6 +51,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 
 from unirl_replay.contract.errors import TraceFormatError, UnsupportedWorkloadError
+from unirl_replay.contract.workload_columns import MessageColumns
 from unirl_replay.replay.request_checks import check_requests, scan_columns, scan_requests
 from unirl_replay.replay.workload import WORKLOAD_FILE, EnginePlan, WorkloadIndex, expected_hash_count
 from unirl_replay.v1 import common_pb2, manifest_pb2, replay_pb2, workload_pb2
@@ -190,15 +191,18 @@ def check_supported(
         notes.append(f"{none_by_construction} dependencies carry no external wait by construction "
                      "(DELAY_ABSENCE_NONE_BY_CONSTRUCTION) and were replayed with delay_ms = 0")
 
-    has_request = index.has_request
+    known = index.columns.row if index.columns is not None else index.by_id  # = has_request's mapping
     for gid, grp in index.groups.items():
         if grp.HasField("resumed_from_rollout_batch_id"):
             raise UnsupportedWorkloadError(
                 "resume.cross_batch", f"group {gid!r} resumed in rollout batch {grp.rollout_batch_id!r} from "
                 f"{grp.resumed_from_rollout_batch_id!r} (partial / async rollout): its earlier members are not "
                 "in the trace", [gid])
-    for tid, traj in index.trajectories.items():
-        missing = [q for q in traj.request_ids if not has_request(q)]
+    trajectories = index.trajectories
+    lazy = isinstance(trajectories, MessageColumns)  # the arrow reader's: fields read without the messages
+    for tid, rids in (zip(trajectories, trajectories.column("request_ids")) if lazy else
+                      ((tid, traj.request_ids) for tid, traj in trajectories.items())):
+        missing = [q for q in rids or () if q not in known]
         if missing:
             raise UnsupportedWorkloadError(
                 "resume.partial", f"trajectory {tid!r} lists requests outside the window", missing)
@@ -214,11 +218,27 @@ def check_supported(
         if pool.trajectory_slots < 1:
             raise TraceFormatError("trajectory_slots must be >= 1", record_id=pid,
                                    file=WORKLOAD_FILE, rule="slot_pool.slots")
-    trajectories = index.trajectories
+    if lazy:
+        t_pos, t_pool, t_start = trajectories.position, trajectories.column("slot_pool_id"), \
+            trajectories.column("start_order")
     for eid, plan in plans.items():
         pools: dict[str, list[str]] = {}
         start: dict[str, int] = {}  # play -> Trajectory.start_order, where set (read once)
         for play in plan.plays:
+            if lazy:
+                i = t_pos(play)
+                if i is None:
+                    pid = ""
+                else:
+                    pid = t_pool[i] or ""  # a null: the message's default
+                    if t_start[i] is not None:
+                        start[play] = t_start[i]
+                group = pools.get(pid)
+                if group is None:
+                    pools[pid] = [play]
+                else:
+                    group.append(play)
+                continue
             traj = trajectories.get(play)
             if traj is None:
                 pid = ""

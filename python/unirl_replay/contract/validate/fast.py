@@ -42,7 +42,7 @@ from unirl_replay.contract.validate.checker import _Checker
 from unirl_replay.contract.validate.context import _Sink
 from unirl_replay.contract.validate.registry import MAX_DEPENDENCIES, MAX_SAMPLES, MAX_TOKENS, SUSPECT_SCALE
 from unirl_replay.contract.validate.single_pass import _MASK
-from unirl_replay.contract.workload_columns import ARRIVAL_AFTER_DEPENDENCIES, ARRIVAL_NONE
+from unirl_replay.contract.workload_columns import ARRIVAL_AFTER_DEPENDENCIES, ARRIVAL_NONE, MessageColumns
 from unirl_replay.v1 import workload_pb2 as w
 
 __all__ = ["workload_clean", "COVERED_ID_FIELDS", "COVERED_ENUM_FIELDS"]
@@ -142,18 +142,32 @@ def _requests(ch: _Checker, cols):
         rid, ns, tid, turn, eid, _pv, inp, outs, akind, obs, deps, bs = zip(*cols.requests)
         flat_deps = list(chain.from_iterable(deps))
         preds, trig, rel, delay, absence = zip(*flat_deps) if flat_deps else ((),) * 5
-    gid, bid, wid, sids, fins, maxout = (gf.group_ids, gf.batch_ids, gf.worker_ids, gf.sample_ids,
-                                         gf.finish_reasons, gf.max_output_tokens)
+    gid, bid, wid, maxout = gf.group_ids, gf.batch_ids, gf.worker_ids, gf.max_output_tokens
     n = len(rid)
-    if not (len(gid) == len(bid) == len(wid) == len(sids) == len(fins) == len(maxout) == n):
+    if gf.flat_lists:  # the arrow reader: sample ids / finish reasons flat, with per-request counts
+        sflat, fflat = gf.sample_flat, gf.finish_flat
+        scount = np.concatenate(gf.sample_counts) if gf.sample_counts else np.zeros(0, np.int64)
+        fcount = np.concatenate(gf.finish_counts) if gf.finish_counts else np.zeros(0, np.int64)
+        if gf.sample_ids or gf.finish_reasons or int(scount.sum()) != len(sflat) or int(fcount.sum()) != len(fflat):
+            return None
+    else:
+        sids, fins = gf.sample_ids, gf.finish_reasons
+        if len(sids) != n or len(fins) != n:
+            return None
+        sflat, fflat = tuple(chain.from_iterable(sids)), tuple(chain.from_iterable(fins))
+        scount = np.fromiter(map(len, sids), np.int64, n)
+        fcount = np.fromiter(map(len, fins), np.int64, n)
+    if not (len(gid) == len(bid) == len(wid) == len(scount) == len(fcount) == len(maxout) == n):
         return None
     if len(preds) != sum(map(len, deps)):
         return None
-    # id.invalid (id.empty / id.duplicate: the reader's row map, checked by the caller)
-    if not _ids_ok(rid, tid, gid, bid, eid, wid, tuple(chain.from_iterable(sids)), preds):
+    # id.invalid (id.empty / id.duplicate: the reader's row map, checked by the caller); the arrow
+    # reader measured the id columns' bytes: all printable ASCII within the length bound is no problem
+    if not (gf.ids_printable_ascii and gf.ids_max_bytes <= MAX_ID_CHARS) and \
+            not _ids_ok(rid, tid, gid, bid, eid, wid, sflat, preds):
         return None
     # enum.unknown, enum.unspecified (finish reasons, dependency trigger / relation)
-    if not (set(chain.from_iterable(fins)) <= _FINISH and set(trig) <= _TRIGGER and set(rel) <= _RELATION
+    if not (set(fflat) <= _FINISH and set(trig) <= _TRIGGER and set(rel) <= _RELATION
             and set(absence) <= _ABSENCE):
         return None
     # turn.index: turn_index set exactly when trajectory_id is
@@ -162,7 +176,8 @@ def _requests(ch: _Checker, cols):
     # fanout.count, bound.count
     if min(ns) < 1 or max(ns) > MAX_SAMPLES:
         return None
-    if not (tuple(map(len, sids)) == ns and tuple(map(len, outs)) == ns and tuple(map(len, fins)) == ns):
+    ns_a = np.fromiter(ns, np.int64, n)
+    if not (np.array_equal(scount, ns_a) and tuple(map(len, outs)) == ns and np.array_equal(fcount, ns_a)):
         return None
     if max(map(len, deps)) > MAX_DEPENDENCIES:
         return None
@@ -204,7 +219,8 @@ def _requests(ch: _Checker, cols):
     if any(len(x) > 1 and len({d[0] for d in x}) != len(x) for x in deps):
         return None
     # bounds: bound.tokens, bound.model_len, bound.max_output_tokens
-    tops = np.fromiter(map(_top, outs), np.int64, n)
+    # every request has num_samples >= 1 output lengths (checked above): one each -> that one
+    tops = np.fromiter(map(operator.itemgetter(0) if ns_a.max() == 1 else _top, outs), np.int64, n)
     if n and (inp_a.max() > MAX_TOKENS or tops.max() > MAX_TOKENS):
         return None
     lens = {e: ch.engines[e].max_model_len or MAX_TOKENS for e in engines}
@@ -226,13 +242,16 @@ def _requests(ch: _Checker, cols):
     ch.traj_ord.update(zip(names, range(1, len(names) + 1)))
     tord = list(map(ch.traj_ord.__getitem__, tid))
     tu = np.fromiter((-1 if u is None else u for u in turn), np.int64, n)
-    ns_a = np.fromiter(ns, np.int64, n)
     low = ((tu + 1) << 20) | np.minimum(ns_a, (1 << 20) - 1)  # context._pack without the ordinal (< 2^53)
     ch.req = dict(zip(rid, map(operator.or_, map(operator.lshift, tord, repeat(53, n)), low.tolist())))
     ch.traj_req_count = Counter(tord)
     del ch.traj_req_count[0]
     ch.req_group = {r: g for r, g in zip(rid, gid) if g} if any(gid) else {}
-    ch.req_samples = {r: s for r, k, s in zip(rid, ns, sids) if k > 1} if max(ns) > 1 else {}
+    if max(ns) > 1:  # the sample ids of each request with several (scount = ns: checked above)
+        ends = np.cumsum(scount).tolist()
+        ch.req_samples = {rid[i]: tuple(sflat[ends[i] - k:ends[i]]) for i, k in enumerate(ns) if k > 1}
+    else:
+        ch.req_samples = {}
     ch.ids["request"] = set(cols.row)
     ch.observed = len(times)
     ch.max_offset = max(times, default=0)
@@ -248,7 +267,7 @@ def _requests(ch: _Checker, cols):
     if preds:
         owner = np.repeat(np.arange(n), np.fromiter(map(len, deps), np.int64, n))
         row = cols.row
-        pred = np.fromiter((row.get(p, -1) for p in preds), np.int64, len(preds))
+        pred = np.fromiter(map(row.get, preds, repeat(-1)), np.int64, len(preds))
         if (pred < 0).any() or (pred == owner).any():
             return None
         if not ((to[owner] != 0).all() and (to[pred] == to[owner]).all() and (tu[pred] >= 0).all()
@@ -290,17 +309,29 @@ def _trajectories(ch: _Checker, cols, to: np.ndarray, tu: np.ndarray) -> bool:
         return True
     if "" in trajs:  # id.empty (a duplicate: the column reader declined)
         return False
-    msgs = list(trajs.values())
     ids = list(trajs)
-    gid = [m.group_id for m in msgs]
-    bid = [m.rollout_batch_id for m in msgs]
-    eid = [m.engine_id for m in msgs]
-    pool = [m.slot_pool_id for m in msgs]
-    rids = [m.request_ids for m in msgs]
+    if isinstance(trajs, MessageColumns):  # the arrow reader's: the fields without the messages
+        col = trajs.column
+        gid, bid, eid, pool, rids = (col("group_id"), col("rollout_batch_id"), col("engine_id"), col("slot_pool_id"),
+                                     col("request_ids"))
+        if None in ids or None in gid or None in bid or None in eid or None in pool or None in rids:
+            return False  # a null where a message holds a value (its default): not this pass's case
+        wid, root, first = col("worker_id"), col("root_sample_id"), col("first_turn_index")
+        if None in wid or None in root:
+            return False
+    else:
+        msgs = list(trajs.values())
+        gid = [m.group_id for m in msgs]
+        bid = [m.rollout_batch_id for m in msgs]
+        eid = [m.engine_id for m in msgs]
+        pool = [m.slot_pool_id for m in msgs]
+        rids = [m.request_ids for m in msgs]
+        wid, root, first = [m.worker_id for m in msgs], [m.root_sample_id for m in msgs], [m.first_turn_index
+                                                                                          for m in msgs]
     flat = list(chain.from_iterable(rids))
-    if any(m.first_turn_index for m in msgs):
+    if any(first):
         return False  # a resumed trajectory: the single-pass proof doubts (pass 2 decides)
-    if not _ids_ok(ids, gid, bid, eid, [m.worker_id for m in msgs], pool, [m.root_sample_id for m in msgs], flat):
+    if not _ids_ok(ids, gid, bid, eid, wid, pool, root, flat):
         return False
     if not set(eid) <= ch.engine_block.keys():  # reference.engine
         return False
@@ -317,7 +348,7 @@ def _trajectories(ch: _Checker, cols, to: np.ndarray, tu: np.ndarray) -> bool:
     # request_ids[i] is a request of this trajectory, turn i (the proof's condition; pass 2's turn.order)
     if flat:
         row = cols.row
-        idx = np.fromiter((row.get(r, -1) for r in flat), np.int64, len(flat))
+        idx = np.fromiter(map(row.get, flat, repeat(-1)), np.int64, len(flat))
         if (idx < 0).any():
             return False
         ends = np.cumsum(lens)

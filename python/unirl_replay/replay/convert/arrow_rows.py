@@ -20,6 +20,7 @@ from __future__ import annotations
 import sys
 from collections.abc import Iterator
 from json.encoder import encode_basestring_ascii as _q
+from operator import itemgetter
 
 import numpy as np
 
@@ -79,7 +80,29 @@ def rows_text(plan, facts: dict, ids: np.ndarray, offsets: np.ndarray, first: in
     if int(offsets[first + nr]) - int(offsets[first]) >= 2**31 - 1:
         return None
     lanes = plan.lanes is not None
-    fl = [facts[r] for r in order]
+    fl = list(map(facts.__getitem__, order))
+    got = _deps_arrays(fl, lanes, lead_ms, origin, ordinal, triggers, relations) if VECTORISED else None
+    if got is not None:
+        plays = [(play, len(plan.plays[play])) for play in plan.play_order]
+        nb, d_k, d_pid, d_ord, d_pn, d_trig, d_rel, d_delay_ms, d_cnt = got
+    else:
+        got = _deps_loop(plan, facts, fl, lanes, lead_ms, origin, ordinal, triggers, relations)
+        if got is None:
+            return None  # the Python writer raises what it raises
+        plays, nb, d_k, d_pid, d_ord, d_pn, d_trig, d_rel, d_delay_ms, d_cnt = got
+    if nr > _MAX_ROWS or len(d_k) > _MAX_ROWS:
+        return None  # the per-trace string arrays below have int32 offsets
+    # request ids as json writes them between the quotes (escaped only where a string needs it)
+    esc = order if _plain(pa, pc, order) else [_q(r)[1:-1] for r in order]
+    d_esc = d_pid if _plain(pa, pc, d_pid) else [_q(r)[1:-1] for r in d_pid]
+    return _chunks(pa, pc, esc, fl, plays, nb, d_k, d_esc, d_ord, d_pn, d_trig, d_rel, d_delay_ms, d_cnt, ids, offsets,
+                   first, width, model, triggers, relations)
+
+
+def _deps_loop(plan, facts, fl, lanes, lead_ms, origin, ordinal, triggers, relations):
+    """Per request in file order: ``not_before_ms``, and the dependencies' columns (the loop over the
+    facts; :func:`_deps_arrays` is its array form). None: a trigger / relation without a name."""
+    nr = len(fl)
     plays, nb = [], []
     d_k, d_pid, d_ord, d_pn, d_trig, d_rel, d_delay = [], [], [], [], [], [], []
     d_cnt = [0] * nr
@@ -102,7 +125,7 @@ def rows_text(plan, facts: dict, ids: np.ndarray, offsets: np.ndarray, first: in
                     if v is None or b > v:
                         v = b
                     if trigger not in triggers or relation not in relations:
-                        return None  # the Python writer raises what it raises
+                        return None
                     d_k.append(k)
                     d_pid.append(prid)
                     d_ord.append(ordinal[prid])
@@ -114,13 +137,69 @@ def rows_text(plan, facts: dict, ids: np.ndarray, offsets: np.ndarray, first: in
                 bounds[rid] = v
             nb.append(v)
             k += 1
-    if nr > _MAX_ROWS or len(d_k) > _MAX_ROWS:
-        return None  # the per-trace string arrays below have int32 offsets
-    # request ids as json writes them between the quotes (escaped only where a string needs it)
-    esc = order if _plain(pa, pc, order) else [_q(r)[1:-1] for r in order]
-    d_esc = d_pid if _plain(pa, pc, d_pid) else [_q(r)[1:-1] for r in d_pid]
-    return _chunks(pa, pc, esc, fl, plays, nb, d_k, d_esc, d_ord, d_pn, d_trig, d_rel, d_delay, d_cnt, ids, offsets,
-                   first, width, model, triggers, relations)
+    d_delay_ms = [ns_to_ms(d) if d is not None else 0.0 for d in d_delay]
+    return plays, nb, d_k, d_pid, d_ord, d_pn, d_trig, d_rel, d_delay_ms, d_cnt
+
+
+VECTORISED = True
+"""False: :func:`rows_text` computes the bounds with its per-request loop (tests compare the two)."""
+_MAX_ROUNDS = 64  # dependency depth the array form resolves (then the loop)
+
+
+def _deps_arrays(fl, lanes, lead_ms, origin, ordinal, triggers, relations):
+    """:func:`_deps_loop`'s results as arrays: ``not_before_ms`` of every request, the same arithmetic in
+    the same order per value (a root: ``lead_ms + (t - origin) / 1e6``; a dependent: the max over its
+    dependencies of the predecessor's bound, 0 for a root with lanes, + ``delay / 1e6``), resolved by
+    rounds of dependency depth. None: not sure (the loop decides): a trigger / relation without a
+    name, a predecessor outside the plan, a time span int64 does not hold, deeper chains."""
+    from itertools import chain
+
+    nr = len(fl)
+    _n, _inp, _outs, t, deps, _h = zip(*fl)
+    dlen = np.fromiter(map(len, deps), np.int64, nr)
+    root = dlen == 0
+    nb = np.zeros(nr, np.float64)
+    if root.any():
+        tr = [x for x, r in zip(t, root.tolist()) if r]
+        if None in tr or max(tr) - origin >= 2**63 or min(tr) - origin < -2**63 or not -2**63 <= origin < 2**63:
+            return None
+        nb[root] = lead_ms + (np.array(tr, np.int64) - np.int64(origin)) / 1e6
+    flat = list(chain.from_iterable(deps))
+    nd = len(flat)
+    if not nd:
+        e = np.zeros(0, np.int64)
+        return nb, e, [], e, e, e, e, np.zeros(0, np.float64), dlen
+    pid, pn, trig, rel, delay = zip(*flat)
+    if not (set(trig) <= triggers.keys() and set(rel) <= relations.keys()):
+        return None
+    try:
+        pk = np.fromiter(map(ordinal.__getitem__, pid), np.int64, nd)
+    except KeyError:
+        return None
+    dms = np.fromiter([0 if d is None else d for d in delay], np.int64, nd) / 1e6  # 0 / 1e6 = 0.0, as the loop
+    owner = np.repeat(np.arange(nr), dlen)
+    bound = np.where(root, 0.0 if lanes else nb, np.nan)
+    resolved = root.copy()
+    dep_rows = np.flatnonzero(~root)
+    starts = np.zeros(len(dep_rows), np.int64)
+    np.cumsum(dlen[dep_rows][:-1], out=starts[1:])
+    todo = np.ones(len(dep_rows), np.bool_)
+    for _ in range(_MAX_ROUNDS):
+        ready = np.logical_and.reduceat(resolved[pk], starts) & todo
+        if not ready.any():
+            break
+        vals = np.maximum.reduceat(bound[pk] + dms, starts)
+        rows = dep_rows[ready]
+        bound[rows] = vals[ready]
+        resolved[rows] = True
+        todo &= ~ready
+        if not todo.any():
+            break
+    if todo.any():
+        return None
+    nb[dep_rows] = bound[dep_rows]
+    return (nb, owner, list(pid), pk, np.array(pn, np.int64), np.array(trig, np.int64), np.array(rel, np.int64),
+            dms, dlen)
 
 
 def _floats(xs: list[float]) -> list[str]:
@@ -130,21 +209,50 @@ def _floats(xs: list[float]) -> list[str]:
     return [json_float(x) for x in xs]
 
 
-def _chunks(pa, pc, order, fl, plays, nb, d_k, d_pid, d_ord, d_pn, d_trig, d_rel, d_delay, d_cnt, ids, offsets,
+_POSITIONAL = (1e-4, 1e15)  # |x| where repr is positional and Arrow's shortest text may be too
+
+
+def _float_text(pa, pc, xs) -> object:
+    """:func:`_floats` of ``xs`` (floats) as an Arrow string array, formatted by Arrow's cast where
+    that gives ``repr``'s text: both write the shortest digits that read back as the same double;
+    for a finite value with ``1e-4 <= |x| < 1e15`` (or a zero) whose Arrow text has no exponent, the
+    two differ only in ``repr``'s ``.0`` after an integral value, which is added. Every other value
+    (an exponent in either text) is formatted by ``repr`` itself. (tests/test_arrow_rows.py compares
+    the two on random doubles.)"""
+    s = pa.string()
+    a = np.asarray(xs, np.float64)
+    if not len(a):
+        return pa.array([], s)
+    if not np.isfinite(a).all():
+        return pa.array(_floats(list(xs)), s)
+    txt = pc.cast(pa.array(a), s)
+    txt = pc.if_else(pc.match_substring(txt, "."), txt, pc.binary_join_element_wise(txt, ".0", ""))
+    mag = np.abs(a)
+    other = ~((mag == 0) | ((mag >= _POSITIONAL[0]) & (mag < _POSITIONAL[1])))
+    other |= pc.match_substring(txt, "e").to_numpy(zero_copy_only=False)
+    if other.any():
+        at = np.flatnonzero(other)
+        txt = pc.replace_with_mask(txt, pa.array(other), pa.array(list(map(float.__repr__, a[at].tolist())), s))
+    return txt
+
+
+def _chunks(pa, pc, order, fl, plays, nb, d_k, d_pid, d_ord, d_pn, d_trig, d_rel, d_delay_ms, d_cnt, ids, offsets,
             first, width, model, triggers, relations) -> Iterator[bytes]:
     # order / d_pid: the ids as json writes them between quotes; d_ord: each predecessor's ordinal
     nr = len(order)
     s = pa.string()
-    ns = np.fromiter((f[0] for f in fl), np.int64, nr)
+    ns = np.fromiter(map(itemgetter(0), fl), np.int64, nr)
     multi = bool((ns != 1).any())
     # per request
-    qplay = pa.array([_q(p) for p, c in plays for _ in range(c)], s)
-    inp = pa.array([f[1] for f in fl], pa.int64())
-    nb_s = pa.array(_floats(nb), s)
+    qplay = pa.array([_q(p) for p, _c in plays], s).take(
+        pa.array(np.repeat(np.arange(len(plays)), np.fromiter((c for _p, c in plays), np.int64, len(plays)))))
+    inp = pa.array(list(map(itemgetter(1), fl)), pa.int64())
+    nb_s = _float_text(pa, pc, nb)
     rid_a = pa.array(order, s)
     hid_all = pa.array(ids[int(offsets[first]):int(offsets[first + nr])])
     hoff = offsets[first:first + nr + 1] - offsets[first]
     # per dependency (one entry per predecessor sample)
+    # d_delay_ms: each dependency's delay in ms (0.0 when none by construction)
     nd = len(d_k)
     if nd:
         pn = np.asarray(d_pn, np.int64)
@@ -154,10 +262,10 @@ def _chunks(pa, pc, order, fl, plays, nb, d_k, d_pid, d_ord, d_pn, d_trig, d_rel
         rnames = sorted(relations)
         tail = pc.binary_join_element_wise(
             pa.array([',"trigger":' + _q(triggers[x]) + ',"delay_ms":' for x in tnames], s).take(
-                pa.array([tnames.index(x) for x in d_trig], pa.int64())),
-            pa.array(_floats([ns_to_ms(d) if d is not None else 0.0 for d in d_delay]), s),
+                pa.array(np.searchsorted(tnames, np.asarray(d_trig, np.int64)))),
+            _float_text(pa, pc, d_delay_ms),
             pa.array([',"relation":' + _q(relations[x]) + "}" for x in rnames], s).take(
-                pa.array([rnames.index(x) for x in d_rel], pa.int64())), "")
+                pa.array(np.searchsorted(rnames, np.asarray(d_rel, np.int64)))), "")
         pk = pa.array(d_ord, pa.int64())
         pid_a = pa.array(d_pid, s)
         suffix = None

@@ -353,7 +353,7 @@ def dense_prompt_ids_columns(warmups: Sequence, cols, request_ids: Sequence[str]
     off = cols.offsets
     row = cols.row
     nr = len(request_ids)
-    rows = np.fromiter((row[r] for r in request_ids), np.int64, nr)
+    rows = np.fromiter(map(row.__getitem__, request_ids), np.int64, nr)
     starts = off[rows]
     cnt = off[rows + 1] - starts
     fresh_req = cnt == 0
