@@ -562,20 +562,33 @@ def fill_not_before(rid: str, bounds: dict, facts: dict, lanes: bool, lead_ms: f
     predecessors' bounds plus the measured delay after each (a root: 0 with lanes, else ``lead_ms`` + its arrival
     in ms after ``origin``). ``facts[rid][3]`` is the arrival ns, ``facts[rid][4]`` the dependencies as
     (predecessor, n, trigger, relation, delay ns or None). Iterative: a long chain never hits the recursion limit.
-    Shared by both agentic_mooncake row writers (the Python one and arrow_rows), so their bytes agree."""
+    Shared by both agentic_mooncake row writers (the Python one and arrow_rows), so their bytes agree.
+
+    Raises TraceFormatError (``dependency.cycle``: a request that depends on itself, directly or through others;
+    ``dependency.unresolved``: on a request ``facts`` does not hold): the gate refuses both first, but this is
+    reachable by calling the converter on an ungated trace, where it looped (and grew its stack) forever."""
     stack = [rid]
+    entered: set = set()  # requests whose predecessors were pushed: met again unbounded = on a cycle
     while stack:
         cur = stack[-1]
         if cur in bounds:
             stack.pop()
             continue
-        t, deps = facts[cur][3], facts[cur][4]
+        fact = facts.get(cur)
+        if fact is None:
+            raise TraceFormatError(f"a dependency names request {cur!r}, which the workload does not hold",
+                                   record_id=str(stack[-2] if len(stack) > 1 else cur), rule="dependency.unresolved")
+        t, deps = fact[3], fact[4]
         if not deps:
             bounds[cur] = 0.0 if lanes else lead_ms + ns_to_ms(t - origin)
             stack.pop()
             continue
         todo = [d[0] for d in deps if d[0] not in bounds]
         if todo:
+            if cur in entered:
+                raise TraceFormatError("the request depends on itself through its dependencies (a cycle): no "
+                                       "not_before bound exists", record_id=str(cur), rule="dependency.cycle")
+            entered.add(cur)
             stack.extend(todo)
             continue
         bounds[cur] = max(bounds[prid] + (ns_to_ms(delay) if delay is not None else 0.0)
