@@ -70,19 +70,8 @@ def ascii_ids(ix) -> None:
                                                   max_size=2), ascii_only=st.booleans())
 def test_fast_pass_same_answer_with_and_without_the_byte_measure(seed, edits, ascii_only, tmp_path_factory,
                                                                  monkeypatch):
-    from test_convert_fast_write import random_workload
-
-    ix, mf = random_workload(seed, two_engines=seed % 3 == 1, lanes=seed % 3 == 2, warm=seed % 4 == 0 and seed % 3 != 2)
-    if ascii_only:
-        ascii_ids(ix)
-    rnd = random.Random(seed)
-    for k, s in edits:
-        EDITS[k](random.Random(s).choice(ix.requests), rnd)
-    t = TraceParts(mf)
-    for m in [*ix.requests, *ix.trajectories.values(), *ix.slot_pools.values(), *ix.warmups]:
-        t.add(m)
     try:
-        d = t.write(tmp_path_factory.mktemp("t"), "arrow")
+        d = write_random(tmp_path_factory.mktemp("t"), seed, edits, ascii_only)
     except Exception:  # noqa: BLE001 - a record the arrow writer refuses
         return
     on = gate_mod._fast(d)[0]
