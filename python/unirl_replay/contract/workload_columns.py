@@ -448,6 +448,19 @@ def _no_nulls(*arrs) -> None:
             raise _Declined
 
 
+def tuples_by_lengths(flat: list, lens: np.ndarray) -> list:
+    """``flat`` cut into one tuple per row: row i holds the next ``lens[i]`` items (``()`` for 0).
+    ``lens``: int array, one per row, summing to ``len(flat)``. At most one item per row (chains of
+    dependencies): each item's 1-tuple placed by position, no slicing."""
+    if len(lens) and lens.max() == 1:
+        out = [()] * len(lens)
+        for i, one in zip(np.flatnonzero(lens).tolist(), zip(flat)):
+            out[i] = one
+        return out
+    ends = np.cumsum(lens).tolist()
+    return [tuple(flat[e - c:e]) if c else () for e, c in zip(ends, lens.tolist())]
+
+
 def _list_parts(lst, keep: np.ndarray) -> tuple[np.ndarray, object]:
     """(per-row lengths, the values of every row, contiguous) of a list array, where every row
     outside ``keep`` (and every null slot) must hold no values (its length is then 0)."""
@@ -549,14 +562,7 @@ def _arrow_batch(batch, cols: WorkloadColumns, key_parts: list, count_parts: lis
             _note_ids(cols.facts, dpred)
         dcols = (dpred.to_pylist(), dtrig.to_pylist(), drel.to_pylist(), dvals.field("external_delay_ns").to_pylist(),
                  dabs.to_pylist())
-        flat = list(zip(*dcols))
-        if dlens.max() == 1:  # one dependency each (chains): its 1-tuple, placed by position
-            deps = [()] * len(ridx)
-            for i, one in zip(np.flatnonzero(dlens).tolist(), zip(flat)):
-                deps[i] = one
-        else:
-            ends = np.cumsum(dlens).tolist()
-            deps = [tuple(flat[e - c:e]) if c else () for e, c in zip(ends, dlens.tolist())]
+        deps = tuples_by_lengths(list(zip(*dcols)), dlens)
     else:
         dcols = ((),) * 5
         deps = [()] * len(ridx)

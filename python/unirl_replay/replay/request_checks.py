@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 
 from unirl_replay.contract.errors import TraceFormatError, UnsupportedWorkloadError
-from unirl_replay.contract.workload_columns import MessageColumns
+from unirl_replay.contract.workload_columns import MessageColumns, tuples_by_lengths
 from unirl_replay.replay.workload import (
     WORKLOAD_FILE,
     EnginePlan,
@@ -489,14 +489,7 @@ def _scan_columns_arrays(cols, engines: Mapping[str, manifest_pb2.EngineConfig],
         if ((ua == common_pb2.DELAY_ABSENCE_NOT_MEASURED) | (ua == common_pb2.DELAY_ABSENCE_UNSPECIFIED)).any():
             return None
         nbc = int((ua == common_pb2.DELAY_ABSENCE_NONE_BY_CONSTRUCTION).sum())
-        dl = list(zip(preds, map(ns.__getitem__, j.tolist()), trig, rel, delay))
-        if dlen.max() == 1:  # one dependency each (chains): its 1-tuple, placed by position
-            fdeps = [()] * n
-            for i, one in zip(np.flatnonzero(dlen).tolist(), zip(dl)):
-                fdeps[i] = one
-        else:
-            ends = np.cumsum(dlen).tolist()
-            fdeps = [tuple(dl[e - c:e]) if c else () for e, c in zip(ends, dlen.tolist())]
+        fdeps = tuples_by_lengths(list(zip(preds, map(ns.__getitem__, j.tolist()), trig, rel, delay)), dlen)
     else:
         fdeps = deps
     first = {eid: min([x for x, o in zip(t, observed.tolist()) if o])} if observed.any() else {}
