@@ -35,7 +35,13 @@ def ray_cluster():
     from ray.cluster_utils import Cluster
 
     assert not ray_constants.ENABLE_RAY_CLUSTER, "Ray was imported before this module set loopback-only mode"
+    from ray._common.utils import get_ray_address_file
+
     tmp = tempfile.mkdtemp(prefix="ray-", dir="/tmp")  # private: other Ray users on the host share /tmp/ray
+    # Cluster writes the host's address file under Ray's default temp root (/tmp/ray, or $RAY_TMPDIR/ray) whatever
+    # temp_dir says; on a host where no Ray ran yet that directory is missing and the head node's start fails with
+    # FileNotFoundError (this test passed only when an earlier test had started Ray).
+    os.makedirs(os.path.dirname(get_ray_address_file(None)), exist_ok=True)
     cluster = None
     try:
         for attempt in range(3):  # Ray gives a raylet a fixed 30 s to register: a loaded host can miss it
