@@ -11,6 +11,10 @@
 # ended (tests/conftest.py, `whole_host`: the file named by UNIRL_REPLAY_TESTS_LIGHT_DONE), and pytest orders them
 # after the one-core reference tests, so the 2-engine sessions and their probes never share the host with the light
 # tests. Nothing is skipped or deselected: the two selections together are the whole suite.
+# The light run itself is spread over LIGHT_WORKERS pytest-xdist workers (default 2, whole files per worker:
+# `--dist loadfile`, so a file's module fixtures are built once): once the one-core reference tests are done, the
+# light tests have both cores, and the 2-engine tests that wait for them start sooner. LIGHT_WORKERS=0 runs them in
+# one process, as before.
 #
 #   scripts/run_tests.sh [PYTEST ARGS...]     # extra arguments go to both pytest runs
 #
@@ -26,10 +30,13 @@ trap cleanup EXIT
 trap 'exit 130' INT TERM
 
 t0=$SECONDS
-( "$py" -m pytest -q -m "not reference" "$@" >"$work/light.log" 2>&1
+light_workers=${LIGHT_WORKERS:-2}
+xdist=(); ((light_workers > 0)) && xdist=(-n "$light_workers" --dist loadfile)
+( "$py" -m pytest -q -m "not reference" "${xdist[@]}" "$@" >"$work/light.log" 2>&1
   echo $? >"$work/light.rc.tmp" && mv "$work/light.rc.tmp" "$work/light.rc" ) &
 light_pid=$!
-echo "run_tests: the light tests (-m \"not reference\") run alongside, pid $light_pid; their output follows the reference tests'"
+echo "run_tests: the light tests (-m \"not reference\", ${light_workers} xdist workers) run alongside, pid $light_pid;" \
+     "their output follows the reference tests'"
 UNIRL_REPLAY_TESTS_LIGHT_DONE="$work/light.rc" "$py" -m pytest -q -m reference "$@"
 ref_rc=$?
 wait "$light_pid"
