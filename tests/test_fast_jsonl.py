@@ -7,6 +7,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from json_mutations import replace_one_value
 from tracebuild import agentic_trace, grpo_trace, messages
 from unirl_replay.contract import fast_jsonl, json_profile
 from unirl_replay.contract.errors import TraceFormatError
@@ -149,16 +150,6 @@ def test_mutated_records_match_the_reference(data):
                                st.floats(allow_nan=False, allow_infinity=False) | st.text(max_size=4),
                                lambda ch: st.lists(ch, max_size=3) | st.dictionaries(st.text(max_size=4), ch,
                                                                                      max_size=3), max_leaves=5)
-    node = d
-    path = []
-    while isinstance(node, dict) and node and data.draw(st.booleans()):
-        k = data.draw(st.sampled_from(sorted(node)))
-        path.append(k)
-        if not isinstance(node[k], dict):
-            break
-        node = node[k]
-    if isinstance(node, dict):
-        key = data.draw(st.sampled_from(sorted(node)) | st.text(max_size=6)) if node else data.draw(st.text(max_size=6))
-        node[key] = data.draw(json_values)
+    replace_one_value(data, d, json_values, into_arrays=False)
     raw = json.dumps(d, ensure_ascii=data.draw(st.booleans())).encode("utf-8", "surrogatepass")
     assert_same(raw, w.WorkloadRecord)

@@ -12,6 +12,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from json_mutations import BYTE_EDITS, replace_one_value
 from tracebuild import agentic_trace, grpo_trace, messages
 from unirl_replay.contract import fast_jsonl, fast_typed, json_guard, json_profile, json_write
 from unirl_replay.contract.errors import TraceFormatError
@@ -83,39 +84,14 @@ def test_random_records_typed_equals_reference(data, cls):
     assert check(line[:-1], cls)  # without its newline (the reader strips nothing else)
 
 
-_JSON_VALUES = st.recursive(
-    st.none() | st.booleans() | st.integers(-2**70, 2**70) | st.floats(allow_nan=False, allow_infinity=False)
-    | st.text(max_size=4) | st.sampled_from(["0", "01", "-0", "+1", "1e3", " 1", "18446744073709551616",
-                                             "18446744073709551615", "9223372036854775808", "-9223372036854775809",
-                                             "FINISH_REASON_STOP", "\ud800", "1.0"]),
-    lambda ch: st.lists(ch, max_size=3) | st.dictionaries(st.text(max_size=4), ch, max_size=3), max_leaves=5)
-
-
 @settings(max_examples=400, suppress_health_check=[HealthCheck.too_slow], deadline=None)
 @given(data=st.data(), cls=st.sampled_from(RECORDS))
 def test_value_mutations_of_compact_lines(data, cls):
     """One value anywhere replaced by an arbitrary JSON value (or a key added), written compactly."""
     d = json_profile.to_dict(data.draw(messages(cls)))
-    node = d
-    while isinstance(node, dict) and node and data.draw(st.booleans()):
-        k = data.draw(st.sampled_from(sorted(node)))
-        if isinstance(node[k], list) and node[k] and data.draw(st.booleans()):
-            i = data.draw(st.integers(0, len(node[k]) - 1))
-            node[k][i] = data.draw(_JSON_VALUES)  # one element of an array (a block hash, an enum...)
-            node = None
-            break
-        if not isinstance(node[k], dict):
-            break
-        node = node[k]
-    if isinstance(node, dict):
-        key = data.draw(st.sampled_from(sorted(node)) | st.text(max_size=6)) if node else data.draw(st.text(max_size=6))
-        node[key] = data.draw(_JSON_VALUES)
+    replace_one_value(data, d)
     raw = json.dumps(d, separators=(",", ":"), ensure_ascii=data.draw(st.booleans())).encode("utf-8", "surrogatepass")
     check(raw, cls)
-
-
-_BYTE_EDITS = [b" ", b"\t", b"\n", b"\r", b'"', b"\\", b",", b":", b"0", b"-", b"+", b".", b"e", b"1", b"[", b"]",
-               b"{", b"}", b"null", b"\\u0030", b"\xff", b"\xef\xbb\xbf", b"\x00", b"9" * 30]
 
 
 @settings(max_examples=400, suppress_health_check=[HealthCheck.too_slow], deadline=None)
@@ -136,7 +112,7 @@ def test_byte_mutations_of_compact_lines(data, cls):
                     e = ends[0]
                     line[e:e] = b"," + line[s:e]
             continue
-        piece = data.draw(st.sampled_from(_BYTE_EDITS))
+        piece = data.draw(st.sampled_from(BYTE_EDITS))
         if kind == "insert":
             line[at:at] = piece
         elif kind == "delete":

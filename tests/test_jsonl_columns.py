@@ -19,7 +19,8 @@ from pathlib import Path
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from test_fast_typed import _BYTE_EDITS, _JSON_VALUES, EDGE
+from json_mutations import BYTE_EDITS, replace_one_value
+from test_fast_typed import EDGE
 from test_workload_columns import as_dict, columns_from_messages, workload_msgs, write
 from tracebuild import messages
 
@@ -113,20 +114,7 @@ def test_value_mutations(tmp_path_factory, data):
     lines = _requests(data)
     k = data.draw(st.integers(0, len(lines) - 1))
     d = json.loads(lines[k])
-    node = d
-    while isinstance(node, dict) and node and data.draw(st.booleans()):
-        key = data.draw(st.sampled_from(sorted(node)))
-        if isinstance(node[key], list) and node[key] and data.draw(st.booleans()):
-            i = data.draw(st.integers(0, len(node[key]) - 1))
-            node[key][i] = data.draw(_JSON_VALUES)
-            node = None
-            break
-        if not isinstance(node[key], dict):
-            break
-        node = node[key]
-    if isinstance(node, dict):
-        key = data.draw(st.sampled_from(sorted(node)) | st.text(max_size=6)) if node else data.draw(st.text(max_size=6))
-        node[key] = data.draw(_JSON_VALUES)
+    replace_one_value(data, d)
     lines[k] = json.dumps(d, separators=(",", ":"), ensure_ascii=data.draw(st.booleans())).encode(
         "utf-8", "surrogatepass") + b"\n"
     compare(tmp_path_factory.mktemp("v"), lines)
@@ -142,7 +130,7 @@ def test_byte_mutations(tmp_path_factory, data):
     for _ in range(data.draw(st.integers(1, 3))):
         kind = data.draw(st.sampled_from(["insert", "delete", "replace"]))
         at = data.draw(st.integers(0, len(b)))
-        piece = data.draw(st.sampled_from(_BYTE_EDITS))
+        piece = data.draw(st.sampled_from(BYTE_EDITS))
         if kind == "insert":
             b[at:at] = piece
         elif kind == "delete":
