@@ -262,7 +262,8 @@ def _chain_workload(n_traj: int, turns: int, fan: int = 1, rev: bool = False):
 @settings(max_examples=60, deadline=None)
 @given(seed=st.integers(0, 2**32 - 1), n_traj=st.integers(1, 40), turns=st.integers(1, 4),
        fan=st.sampled_from([1, 1, 1, 2]), change=st.sampled_from(
-           ["none", "none", "shuffle", "drop", "duplicate", "extra", "warm", "odd", "no_id", "ghost_id"]),
+           ["none", "none", "shuffle", "drop", "duplicate", "extra", "warm", "odd", "no_id", "ghost_id", "head",
+            "short", "sep", "rest", "rest"]),
        plain=st.booleans(), rev=st.booleans(), shift=st.sampled_from([0.0, 12.5, 3.3e4]),
        offset=st.sampled_from([0, 10**12, -5, 2**63]))
 def test_mapped_values_equal_mapping_then_values(seed, n_traj, turns, fan, change, plain, rev, shift, offset):
@@ -290,6 +291,14 @@ def test_mapped_values_equal_mapping_then_values(seed, n_traj, turns, fan, chang
         del rows[rng.randrange(len(rows))]["request_id"]
     elif change == "ghost_id":
         rows[rng.randrange(len(rows))]["request_id"] = 7
+    elif change in ("head", "short", "sep"):  # an id edited where the positional check compares it
+        row = rows[rng.randrange(len(rows))]
+        sid, w = row["request_id"], seqs.width
+        row["request_id"] = (sid[:w - 1] + ("1" if sid[w - 1] == "0" else "0") + sid[w:] if change == "head"
+                             else sid[:w - 2] if change == "short" else sid[:w] + ":" + sid[w + 1:])
+    elif change == "rest" and len(rows) > 1:  # the first row's head with another request's id
+        w = seqs.width
+        rows[0]["request_id"] = rows[0]["request_id"][:w + 1] + rows[-1]["request_id"][w + 1:]
     ids = plans["e0"].ids()
     samples = dict(zip(ix.request_ids(), (ix.num_samples()[q] for q in ix.request_ids())))
     want = _outcome(lambda: mapback.predicted_values_bulk(mapback.map_rows(seqs, rows), ids, samples, shift, offset))
@@ -299,11 +308,23 @@ def test_mapped_values_equal_mapping_then_values(seed, n_traj, turns, fan, chang
         assert got[1] == want[1]
         assert all(type(a) is type(b) for k in want[1] if want[1][k] is not None
                    for a, b in zip(got[1][k], want[1][k]))
+    all_ids = list(ix.request_ids())
+    cols = _outcome(mapback.predicted_columns, seqs, rows, all_ids, samples, shift, offset)
+    assert cols[0] == "ok"  # never raises: on any doubt None
+    if cols[1] is not None:  # the columns are the values of the dict, request by request, same types
+        assert want[0] == "ok" and len(ids) == len(all_ids) and all(len(c) == len(all_ids) for c in cols[1])
+        for k, q in enumerate(all_ids):
+            v = tuple(c[k] for c in cols[1])
+            assert v == want[1][q] and all(type(a) is type(b) for a, b in zip(v, want[1][q]))
     positional = mapback._positional(seqs, rows, samples)
+    if change == "none" and fan == 1 and not rev and len(rows) >= mapback._BULK_MIN and -2**62 < offset < 2**62 \
+            and plain:
+        assert cols[1] is not None  # the converter's rows in workload order: columns
     if change == "none" and fan == 1:
         assert sorted(positional) == sorted(ix.request_ids())  # the positional path is taken on the converter's rows
         assert (positional == list(ix.request_ids())) == (not rev or n_traj == 1)
-    elif change in ("shuffle", "drop", "duplicate", "extra", "warm", "no_id", "ghost_id") or fan > 1:
+    elif change in ("shuffle", "drop", "duplicate", "extra", "warm", "no_id", "ghost_id", "head", "short",
+                    "sep") or change == "rest" and len(rows) > 1 or fan > 1:
         assert positional is None or change == "shuffle" and len(rows) == 1
 
 
@@ -319,6 +340,12 @@ def test_mapped_values_for_requests_outside_the_file():
         want = mapback.predicted_values_bulk(mapback.map_rows(seqs, rows), ids + extra, samples, 0.5, 10)
         assert mapback.predicted_values_mapped(seqs, rows, ids + extra, samples, 0.5, 10) == want
     assert mapback._positional(seqs, rows, samples) is not None
+
+
+def test_heads_are_the_ordinal_prefixes():
+    for n in (0, 1, 9, 10, 11, 999, 1000, 1001, 123457):
+        for w in (1, 2, 3, 6, 7):
+            assert mapback._heads(n, w) == "".join(f"{k:0{w}d}|" for k in range(n)), (n, w)
 
 
 def _two_replays(run, monkeypatch, real, out):
