@@ -98,9 +98,9 @@ def main() -> None:
             finally:
                 parts[name] = parts.get(name, 0.0) + time.process_time() - c
         setattr(mod, name, g)
-    for name in ("map_rows", "predicted_values", "predicted_values_bulk", "predicted_values_mapped"):
+    for name in ("map_rows", "predicted_values", "predicted_values_bulk", "predicted_values_mapped", "predicted_columns"):
         timed(mapback, name)
-    for name in ("derive_trajectories_values", "derive_groups_values", "derive_batches"):
+    for name in ("derive_trajectories_values", "derive_trajectories_columns", "derive_groups_values", "derive_batches"):
         timed(runner, name)
     timed(json_write, "to_json_bytes")
     out = Path(a.out) if a.out else Path(tempfile.mkdtemp(prefix="bench_after_"))

@@ -348,6 +348,43 @@ def test_heads_are_the_ordinal_prefixes():
             assert mapback._heads(n, w) == "".join(f"{k:0{w}d}|" for k in range(n)), (n, w)
 
 
+@settings(max_examples=150, deadline=None)
+@given(seed=st.integers(0, 2**32 - 1), n_traj=st.integers(0, 30), n_req=st.integers(0, 120),
+       none_rate=st.sampled_from([0.0, 0.0, 0.05, 0.5]), lonely=st.sampled_from([0.0, 0.2, 1.0]))
+def test_trajectories_from_columns_equal_the_values_path(seed, n_traj, n_req, none_rate, lonely):
+    """derive_trajectories_columns = derive_trajectories_values on the same requests: requests
+    naming trajectories, no trajectory, an unknown one or the id ""; trajectories no request names
+    (their own request_ids: known, unknown, none); completions absent; int64 extremes."""
+    rng = random.Random(seed)
+    tids = [f"t{k}" for k in range(n_traj)] + ([""] if rng.random() < 0.3 else [])
+    rng.shuffle(tids)
+    ids = [f"r{k}" for k in range(n_req)]
+    named = [t for t in tids if rng.random() >= lonely]
+    choices = named + ["", "ghost"]
+    of = [rng.choice(choices) for _ in ids]
+    big = 2**63 - 1
+    arrival = [rng.choice([0, -big - 1, big, rng.randrange(-10**15, 10**15)]) for _ in ids]
+    completion = [None if rng.random() < none_rate else rng.choice([0, big, -big - 1, rng.randrange(-10**15, 10**15)])
+                  for _ in ids]
+    trajectories = {t: wpb.Trajectory(trajectory_id=t, request_ids=rng.sample(ids + ["nope"], min(3, len(ids) + 1))
+                                      if rng.random() < 0.8 else []) for t in tids}
+    values = {q: (a, None, None, e, 0) for q, a, e in zip(ids, arrival, completion)}
+    by_traj: dict = {}
+    for q, t in zip(ids, of):
+        if t:
+            by_traj.setdefault(t, []).append(q)
+    want, got = replay_pb2.ReplayResult(), replay_pb2.ReplayResult()
+    built = []
+    ends_want = derive.derive_trajectories_values(values, trajectories.values(), by_traj, want.trajectories)
+    ends_got = derive.derive_trajectories_columns(trajectories, of, arrival, completion,
+                                                  lambda: built.append(1) or values, got.trajectories)
+    assert ends_got == ends_want
+    assert list(ends_got) == list(ends_want)
+    assert got.SerializeToString() == want.SerializeToString()
+    assert [t.HasField("start_ns") for t in got.trajectories] == [t.HasField("start_ns") for t in want.trajectories]
+    assert not built or any(t not in by_traj for t in tids)  # the values are built only for a lonely trajectory
+
+
 def _two_replays(run, monkeypatch, real, out):
     """``run()`` twice on the same upstream answers (the real upstream called the first time only):
     once with the bulk paths forced on every size (positional mapping, the column writer), once
@@ -395,8 +432,12 @@ def test_whole_replay_writes_the_same_bytes_with_and_without_the_bulk_paths(tmp_
     cases = [(lambda: runner.replay_trace(root / "grpo-a", "fixed:20,2")),
              (lambda: runner.replay_trace(root / "agentic-a", "fixed:20,2",
                                           unmodelled=("engine_client.inflight_limit",))),
-             (lambda: runner.replay_workload(_chain_workload(60, 3, rev=True), manifest(), "fixed:20,2"))]
+             (lambda: runner.replay_workload(_chain_workload(60, 3, rev=True), manifest(), "fixed:20,2")),
+             (lambda: runner.replay_workload(_chain_workload(70, 3), manifest(), "fixed:20,2"))]
     taken = []
+    columns = []
+    real_columns = runner._columns_result
+    monkeypatch.setattr(runner, "_columns_result", lambda *a: columns.append(1) or real_columns(*a))
     real_positional = mapback._positional
     monkeypatch.setattr(mapback, "_positional", lambda *a: taken.append(real_positional(*a)) or taken[-1])
     for k, run in enumerate(cases):
@@ -405,3 +446,4 @@ def test_whole_replay_writes_the_same_bytes_with_and_without_the_bulk_paths(tmp_
         assert a == b
         monkeypatch.setattr(mapback, "_positional", lambda *a: taken.append(real_positional(*a)) or taken[-1])
     assert any(t is not None for t in taken)  # the positional path ran on real upstream rows
+    assert columns  # and the per-request part from columns (runner._columns_result) in the fast replays
