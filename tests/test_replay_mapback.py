@@ -447,3 +447,91 @@ def test_whole_replay_writes_the_same_bytes_with_and_without_the_bulk_paths(tmp_
         monkeypatch.setattr(mapback, "_positional", lambda *a: taken.append(real_positional(*a)) or taken[-1])
     assert any(t is not None for t in taken)  # the positional path ran on real upstream rows
     assert columns  # and the per-request part from columns (runner._columns_result) in the fast replays
+
+
+class _RowsSimulator:
+    """A simulator answering the converter's file with rows in file order, their values random
+    (some not completed, some fields absent): what the upstream can answer, without running it."""
+
+    timing_types = ("fixed",)
+
+    def __init__(self, seed: int, odd: float):
+        self.rng, self.odd = random.Random(seed), odd
+
+    def identity(self):
+        from unirl_replay.replay.simulators import Identity
+        return Identity("fake", "0")
+
+    def run(self, job):
+        import json
+
+        from unirl_replay.replay.simulators import SimulatorRun
+        rows = []
+        with open(job.trace_file) as f:
+            for line in f:
+                rec = json.loads(line)
+                if "request_id" not in rec:
+                    continue  # the header
+                rng = self.rng
+                a = round(rng.uniform(0, 1e4), 3)
+                row = {"request_id": rec["request_id"], "arrival_time_ms": a, "first_admit_ms": a + 1.0,
+                       "first_token_ms": a + 2.5, "terminal_time_ms": a + rng.uniform(3, 900),
+                       "terminal_status": "completed", "reused_input_tokens": rng.choice([0, 4, 8])}
+                if rng.random() < self.odd:
+                    key = rng.choice(["first_admit_ms", "first_token_ms", "terminal_time_ms", "terminal_status"])
+                    row[key] = "cancelled" if key == "terminal_status" else None
+                rows.append(row)
+        return SimulatorRun(per_request=rows, summary={"completed_requests": len(rows)}, wall_ns=1)
+
+
+@settings(max_examples=25, deadline=None)
+@given(seed=st.integers(0, 2**32 - 1), n_traj=st.integers(22, 40), odd=st.sampled_from([0.0, 0.1, 0.6]),
+       lonely=st.booleans())
+def test_columns_result_equals_the_values_path(tmp_path_factory, seed, n_traj, odd, lonely):
+    """runner._columns_result (the positional case) writes what the values-dict path writes:
+    requests (incomplete ones, absent fields), makespan, notes, trajectories (one no request
+    names), groups of samples and of trajectories, batches."""
+    from replay_build import batch, dep, manifest
+    from unirl_replay.replay import runner
+
+    msgs, tids, ids = [], [], []
+    for t in range(n_traj):
+        tid = f"t{t}"
+        rids = []
+        for k in range(3):
+            rid = f"{tid}-{k}"
+            msgs.append(req(rid, inp=8, out=(2,), traj=tid, turn=k, at_ms=float(t) if not k else None,
+                            deps=() if not k else [dep(rids[-1], 1.0)]))
+            rids.append(rid)
+        msgs.append(traj(tid, rids, pool="p", order=t))
+        tids.append(tid)
+        ids += rids
+    if lonely:
+        msgs.append(traj("t-lonely", ids[:2], pool="p", order=n_traj))
+    msgs += [group("g-s", ids[:6], 6, batch="b"), group("g-t", tids[:4], 4, unit=wpb.GROUP_UNIT_TRAJECTORIES, batch="b"),
+             group("g-big", ids[:3], 9), batch("b", ["g-s", "g-t"]),
+             batch("b1", ["g-s", "g-t", "g-big"], rule=wpb.BATCH_READINESS_RULE_FIRST_N_GROUPS, n=2),
+             pool("p", 4)]
+    out = tmp_path_factory.mktemp("cols")
+    taken = []
+    real = runner._columns_result
+
+    def spy(*a):
+        taken.append(1)
+        return real(*a)
+    runner._columns_result, saved = spy, runner._columns_result
+    try:
+        fast = runner.replay_workload(index(*msgs), manifest(), "fixed:20,2", simulator=_RowsSimulator(seed, odd))
+    finally:
+        runner._columns_result = saved
+    columns, saved = mapback.predicted_columns, mapback.predicted_columns
+    mapback.predicted_columns = lambda *a: None
+    try:
+        slow = runner.replay_workload(index(*msgs), manifest(), "fixed:20,2", simulator=_RowsSimulator(seed, odd))
+    finally:
+        mapback.predicted_columns = saved
+    assert taken  # the columns path ran on the first replay (3 * n_traj >= mapback._BULK_MIN rows)
+    a = runner.write_result(out / "fast", fast).read_bytes()
+    b = runner.write_result(out / "slow", slow).read_bytes()
+    assert a == b
+    assert fast.SerializeToString(deterministic=True) == slow.SerializeToString(deterministic=True)
