@@ -524,7 +524,7 @@ def test_columns_result_equals_the_values_path(tmp_path_factory, seed, n_traj, o
         fast = runner.replay_workload(index(*msgs), manifest(), "fixed:20,2", simulator=_RowsSimulator(seed, odd))
     finally:
         runner._columns_result = saved
-    columns, saved = mapback.predicted_columns, mapback.predicted_columns
+    saved = mapback.predicted_columns
     mapback.predicted_columns = lambda *a: None
     try:
         slow = runner.replay_workload(index(*msgs), manifest(), "fixed:20,2", simulator=_RowsSimulator(seed, odd))
