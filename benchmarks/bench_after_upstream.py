@@ -17,8 +17,11 @@ Printed (one JSON line): the process CPU time after the (last) upstream answer u
 written, split into the replay part (``replay_trace``'s return) and the write; per-function CPU
 of the parts that exist in the code being run; the resident size when the upstream answered, the
 peak after it (``VmHWM`` reset at that moment through ``/proc/self/clear_refs``) and the growth;
-the load average. Not counted here, unlike in ``bench_pipeline.py --steps replay``: freeing the
-upstream's rows (the pickle keeps them alive), about 0.4 s per 100k rows on the project machine.
+the load average. Not counted here by default, unlike in ``bench_pipeline.py --steps replay``:
+freeing the upstream's rows (the pickle keeps them alive), about 0.4-0.6 s per 100k rows on the
+project machine. With ``--count-free`` the bench drops its own reference when it hands the answer
+over, so the rows are freed where ``replay`` frees them (when ``replay_workload`` returns) and
+that cost is in the replay part, as in a real run.
 """
 
 from __future__ import annotations
@@ -49,6 +52,8 @@ def main() -> None:
     ap.add_argument("--save", help="run the real upstream once and pickle its answer here")
     ap.add_argument("--rows", help="the pickled upstream answer to replay")
     ap.add_argument("--out", default=None, help="result directory (a temporary one by default)")
+    ap.add_argument("--count-free", action="store_true", help="free the upstream's rows where replay frees them "
+                    "(the bench keeps no reference): their freeing is counted in the replay part")
     a = ap.parse_args()
     from unirl_replay.contract import json_write
     from unirl_replay.replay import mapback, runner
@@ -69,7 +74,7 @@ def main() -> None:
     if not a.rows:
         ap.error("--rows or --save")
     with open(a.rows, "rb") as f:
-        answer = pickle.load(f)
+        held = [pickle.load(f)]  # with --count-free, handed over and no longer referenced here
     mark: dict = {}
 
     def answering(*_args, **_kw):
@@ -82,7 +87,7 @@ def main() -> None:
         mark["rss_at_answer_mib"] = _status_mib("VmRSS:")
         mark["cpu"] = time.process_time()
         mark["wall"] = time.perf_counter()
-        return answer
+        return held.pop() if a.count_free else held[0]
     dynamo.run_upstream = answering
     parts: dict[str, float] = {}
 
@@ -98,9 +103,9 @@ def main() -> None:
             finally:
                 parts[name] = parts.get(name, 0.0) + time.process_time() - c
         setattr(mod, name, g)
-    for name in ("map_rows", "predicted_values", "predicted_values_bulk", "predicted_values_mapped"):
+    for name in ("map_rows", "predicted_values", "predicted_values_bulk", "predicted_values_mapped", "predicted_columns"):
         timed(mapback, name)
-    for name in ("derive_trajectories_values", "derive_groups_values", "derive_batches"):
+    for name in ("derive_trajectories_values", "derive_trajectories_columns", "derive_groups_values", "derive_batches"):
         timed(runner, name)
     timed(json_write, "to_json_bytes")
     out = Path(a.out) if a.out else Path(tempfile.mkdtemp(prefix="bench_after_"))
@@ -117,7 +122,7 @@ def main() -> None:
         "requests": len(res.requests), "result_sha256": hashlib.sha256(path.read_bytes()).hexdigest(),
         "rss_at_answer_mib": round(mark["rss_at_answer_mib"], 1), "peak_after_mib": round(peak, 1),
         "growth_mib": round(peak - mark["rss_at_answer_mib"], 1), "peak_reset": mark["peak_reset"],
-        "load": [round(load0, 2), round(os.getloadavg()[0], 2)]}))
+        "rows_freed_in_replay_part": a.count_free, "load": [round(load0, 2), round(os.getloadavg()[0], 2)]}))
     if not a.out:
         shutil.rmtree(out, ignore_errors=True)
 

@@ -262,7 +262,8 @@ def _chain_workload(n_traj: int, turns: int, fan: int = 1, rev: bool = False):
 @settings(max_examples=60, deadline=None)
 @given(seed=st.integers(0, 2**32 - 1), n_traj=st.integers(1, 40), turns=st.integers(1, 4),
        fan=st.sampled_from([1, 1, 1, 2]), change=st.sampled_from(
-           ["none", "none", "shuffle", "drop", "duplicate", "extra", "warm", "odd", "no_id", "ghost_id"]),
+           ["none", "none", "shuffle", "drop", "duplicate", "extra", "warm", "odd", "no_id", "ghost_id", "head",
+            "short", "sep", "rest", "rest"]),
        plain=st.booleans(), rev=st.booleans(), shift=st.sampled_from([0.0, 12.5, 3.3e4]),
        offset=st.sampled_from([0, 10**12, -5, 2**63]))
 def test_mapped_values_equal_mapping_then_values(seed, n_traj, turns, fan, change, plain, rev, shift, offset):
@@ -290,6 +291,14 @@ def test_mapped_values_equal_mapping_then_values(seed, n_traj, turns, fan, chang
         del rows[rng.randrange(len(rows))]["request_id"]
     elif change == "ghost_id":
         rows[rng.randrange(len(rows))]["request_id"] = 7
+    elif change in ("head", "short", "sep"):  # an id edited where the positional check compares it
+        row = rows[rng.randrange(len(rows))]
+        sid, w = row["request_id"], seqs.width
+        row["request_id"] = (sid[:w - 1] + ("1" if sid[w - 1] == "0" else "0") + sid[w:] if change == "head"
+                             else sid[:w - 2] if change == "short" else sid[:w] + ":" + sid[w + 1:])
+    elif change == "rest" and len(rows) > 1:  # the first row's head with another request's id
+        w = seqs.width
+        rows[0]["request_id"] = rows[0]["request_id"][:w + 1] + rows[-1]["request_id"][w + 1:]
     ids = plans["e0"].ids()
     samples = dict(zip(ix.request_ids(), (ix.num_samples()[q] for q in ix.request_ids())))
     want = _outcome(lambda: mapback.predicted_values_bulk(mapback.map_rows(seqs, rows), ids, samples, shift, offset))
@@ -299,11 +308,23 @@ def test_mapped_values_equal_mapping_then_values(seed, n_traj, turns, fan, chang
         assert got[1] == want[1]
         assert all(type(a) is type(b) for k in want[1] if want[1][k] is not None
                    for a, b in zip(got[1][k], want[1][k]))
+    all_ids = list(ix.request_ids())
+    cols = _outcome(mapback.predicted_columns, seqs, rows, all_ids, samples, shift, offset)
+    assert cols[0] == "ok"  # never raises: on any doubt None
+    if cols[1] is not None:  # the columns are the values of the dict, request by request, same types
+        assert want[0] == "ok" and len(ids) == len(all_ids) and all(len(c) == len(all_ids) for c in cols[1])
+        for k, q in enumerate(all_ids):
+            v = tuple(c[k] for c in cols[1])
+            assert v == want[1][q] and all(type(a) is type(b) for a, b in zip(v, want[1][q]))
     positional = mapback._positional(seqs, rows, samples)
+    if change == "none" and fan == 1 and not rev and len(rows) >= mapback._BULK_MIN and -2**62 < offset < 2**62 \
+            and plain:
+        assert cols[1] is not None  # the converter's rows in workload order: columns
     if change == "none" and fan == 1:
         assert sorted(positional) == sorted(ix.request_ids())  # the positional path is taken on the converter's rows
         assert (positional == list(ix.request_ids())) == (not rev or n_traj == 1)
-    elif change in ("shuffle", "drop", "duplicate", "extra", "warm", "no_id", "ghost_id") or fan > 1:
+    elif change in ("shuffle", "drop", "duplicate", "extra", "warm", "no_id", "ghost_id", "head", "short",
+                    "sep") or change == "rest" and len(rows) > 1 or fan > 1:
         assert positional is None or change == "shuffle" and len(rows) == 1
 
 
@@ -319,6 +340,49 @@ def test_mapped_values_for_requests_outside_the_file():
         want = mapback.predicted_values_bulk(mapback.map_rows(seqs, rows), ids + extra, samples, 0.5, 10)
         assert mapback.predicted_values_mapped(seqs, rows, ids + extra, samples, 0.5, 10) == want
     assert mapback._positional(seqs, rows, samples) is not None
+
+
+def test_heads_are_the_ordinal_prefixes():
+    for n in (0, 1, 9, 10, 11, 999, 1000, 1001, 123457):
+        for w in (1, 2, 3, 6, 7):
+            assert mapback._heads(n, w) == "".join(f"{k:0{w}d}|" for k in range(n)), (n, w)
+
+
+@settings(max_examples=150, deadline=None)
+@given(seed=st.integers(0, 2**32 - 1), n_traj=st.integers(0, 30), n_req=st.integers(0, 120),
+       none_rate=st.sampled_from([0.0, 0.0, 0.05, 0.5]), lonely=st.sampled_from([0.0, 0.2, 1.0]))
+def test_trajectories_from_columns_equal_the_values_path(seed, n_traj, n_req, none_rate, lonely):
+    """derive_trajectories_columns = derive_trajectories_values on the same requests: requests
+    naming trajectories, no trajectory, an unknown one or the id ""; trajectories no request names
+    (their own request_ids: known, unknown, none); completions absent; int64 extremes."""
+    rng = random.Random(seed)
+    tids = [f"t{k}" for k in range(n_traj)] + ([""] if rng.random() < 0.3 else [])
+    rng.shuffle(tids)
+    ids = [f"r{k}" for k in range(n_req)]
+    named = [t for t in tids if rng.random() >= lonely]
+    choices = named + ["", "ghost"]
+    of = [rng.choice(choices) for _ in ids]
+    big = 2**63 - 1
+    arrival = [rng.choice([0, -big - 1, big, rng.randrange(-10**15, 10**15)]) for _ in ids]
+    completion = [None if rng.random() < none_rate else rng.choice([0, big, -big - 1, rng.randrange(-10**15, 10**15)])
+                  for _ in ids]
+    trajectories = {t: wpb.Trajectory(trajectory_id=t, request_ids=rng.sample(ids + ["nope"], min(3, len(ids) + 1))
+                                      if rng.random() < 0.8 else []) for t in tids}
+    values = {q: (a, None, None, e, 0) for q, a, e in zip(ids, arrival, completion)}
+    by_traj: dict = {}
+    for q, t in zip(ids, of):
+        if t:
+            by_traj.setdefault(t, []).append(q)
+    want, got = replay_pb2.ReplayResult(), replay_pb2.ReplayResult()
+    built = []
+    ends_want = derive.derive_trajectories_values(values, trajectories.values(), by_traj, want.trajectories)
+    ends_got = derive.derive_trajectories_columns(trajectories, of, arrival, completion,
+                                                  lambda: built.append(1) or values, got.trajectories)
+    assert ends_got == ends_want
+    assert list(ends_got) == list(ends_want)
+    assert got.SerializeToString() == want.SerializeToString()
+    assert [t.HasField("start_ns") for t in got.trajectories] == [t.HasField("start_ns") for t in want.trajectories]
+    assert not built or any(t not in by_traj for t in tids)  # the values are built only for a lonely trajectory
 
 
 def _two_replays(run, monkeypatch, real, out):
@@ -368,8 +432,12 @@ def test_whole_replay_writes_the_same_bytes_with_and_without_the_bulk_paths(tmp_
     cases = [(lambda: runner.replay_trace(root / "grpo-a", "fixed:20,2")),
              (lambda: runner.replay_trace(root / "agentic-a", "fixed:20,2",
                                           unmodelled=("engine_client.inflight_limit",))),
-             (lambda: runner.replay_workload(_chain_workload(60, 3, rev=True), manifest(), "fixed:20,2"))]
+             (lambda: runner.replay_workload(_chain_workload(60, 3, rev=True), manifest(), "fixed:20,2")),
+             (lambda: runner.replay_workload(_chain_workload(70, 3), manifest(), "fixed:20,2"))]
     taken = []
+    columns = []
+    real_columns = runner._columns_result
+    monkeypatch.setattr(runner, "_columns_result", lambda *a: columns.append(1) or real_columns(*a))
     real_positional = mapback._positional
     monkeypatch.setattr(mapback, "_positional", lambda *a: taken.append(real_positional(*a)) or taken[-1])
     for k, run in enumerate(cases):
@@ -378,3 +446,92 @@ def test_whole_replay_writes_the_same_bytes_with_and_without_the_bulk_paths(tmp_
         assert a == b
         monkeypatch.setattr(mapback, "_positional", lambda *a: taken.append(real_positional(*a)) or taken[-1])
     assert any(t is not None for t in taken)  # the positional path ran on real upstream rows
+    assert columns  # and the per-request part from columns (runner._columns_result) in the fast replays
+
+
+class _RowsSimulator:
+    """A simulator answering the converter's file with rows in file order, their values random
+    (some not completed, some fields absent): what the upstream can answer, without running it."""
+
+    timing_types = ("fixed",)
+
+    def __init__(self, seed: int, odd: float):
+        self.rng, self.odd = random.Random(seed), odd
+
+    def identity(self):
+        from unirl_replay.replay.simulators import Identity
+        return Identity("fake", "0")
+
+    def run(self, job):
+        import json
+
+        from unirl_replay.replay.simulators import SimulatorRun
+        rows = []
+        with open(job.trace_file) as f:
+            for line in f:
+                rec = json.loads(line)
+                if "request_id" not in rec:
+                    continue  # the header
+                rng = self.rng
+                a = round(rng.uniform(0, 1e4), 3)
+                row = {"request_id": rec["request_id"], "arrival_time_ms": a, "first_admit_ms": a + 1.0,
+                       "first_token_ms": a + 2.5, "terminal_time_ms": a + rng.uniform(3, 900),
+                       "terminal_status": "completed", "reused_input_tokens": rng.choice([0, 4, 8])}
+                if rng.random() < self.odd:
+                    key = rng.choice(["first_admit_ms", "first_token_ms", "terminal_time_ms", "terminal_status"])
+                    row[key] = "cancelled" if key == "terminal_status" else None
+                rows.append(row)
+        return SimulatorRun(per_request=rows, summary={"completed_requests": len(rows)}, wall_ns=1)
+
+
+@settings(max_examples=25, deadline=None)
+@given(seed=st.integers(0, 2**32 - 1), n_traj=st.integers(22, 40), odd=st.sampled_from([0.0, 0.1, 0.6]),
+       lonely=st.booleans())
+def test_columns_result_equals_the_values_path(tmp_path_factory, seed, n_traj, odd, lonely):
+    """runner._columns_result (the positional case) writes what the values-dict path writes:
+    requests (incomplete ones, absent fields), makespan, notes, trajectories (one no request
+    names), groups of samples and of trajectories, batches."""
+    from replay_build import batch, dep, manifest
+    from unirl_replay.replay import runner
+
+    msgs, tids, ids = [], [], []
+    for t in range(n_traj):
+        tid = f"t{t}"
+        rids = []
+        for k in range(3):
+            rid = f"{tid}-{k}"
+            msgs.append(req(rid, inp=8, out=(2,), traj=tid, turn=k, at_ms=float(t) if not k else None,
+                            deps=() if not k else [dep(rids[-1], 1.0)]))
+            rids.append(rid)
+        msgs.append(traj(tid, rids, pool="p", order=t))
+        tids.append(tid)
+        ids += rids
+    if lonely:
+        msgs.append(traj("t-lonely", ids[:2], pool="p", order=n_traj))
+    msgs += [group("g-s", ids[:6], 6, batch="b"), group("g-t", tids[:4], 4, unit=wpb.GROUP_UNIT_TRAJECTORIES, batch="b"),
+             group("g-big", ids[:3], 9), batch("b", ["g-s", "g-t"]),
+             batch("b1", ["g-s", "g-t", "g-big"], rule=wpb.BATCH_READINESS_RULE_FIRST_N_GROUPS, n=2),
+             pool("p", 4)]
+    out = tmp_path_factory.mktemp("cols")
+    taken = []
+    real = runner._columns_result
+
+    def spy(*a):
+        taken.append(1)
+        return real(*a)
+    runner._columns_result, saved = spy, runner._columns_result
+    try:
+        fast = runner.replay_workload(index(*msgs), manifest(), "fixed:20,2", simulator=_RowsSimulator(seed, odd))
+    finally:
+        runner._columns_result = saved
+    saved = mapback.predicted_columns
+    mapback.predicted_columns = lambda *a: None
+    try:
+        slow = runner.replay_workload(index(*msgs), manifest(), "fixed:20,2", simulator=_RowsSimulator(seed, odd))
+    finally:
+        mapback.predicted_columns = saved
+    assert taken  # the columns path ran on the first replay (3 * n_traj >= mapback._BULK_MIN rows)
+    a = runner.write_result(out / "fast", fast).read_bytes()
+    b = runner.write_result(out / "slow", slow).read_bytes()
+    assert a == b
+    assert fast.SerializeToString(deterministic=True) == slow.SerializeToString(deterministic=True)

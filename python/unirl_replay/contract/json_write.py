@@ -21,10 +21,11 @@ from __future__ import annotations
 
 import base64
 import math
-from operator import attrgetter
+from operator import attrgetter, itemgetter
 from typing import Any, Callable
 
 import msgspec
+import numpy as np
 from google.protobuf import json_format
 from google.protobuf.descriptor import Descriptor, FieldDescriptor
 from google.protobuf.internal.type_checkers import ToShortestFloat
@@ -211,7 +212,7 @@ def _rows_writer(desc: Descriptor) -> Callable[[list], bytes] | None:
             text = key + (b'"%d"' if fd.type in _STR else b"%d")
         fields.append((fd.name, fd.has_presence, fd.type, key + b"%s" if text is None or isinstance(text, dict)
                        else text, text))
-    conv = _columns_writer(fields) if ok else None
+    conv = _columns_writer(fields) if ok and len(fields) < 63 else None  # the bits of a row fit an int64
     _COLUMNS[desc] = conv
     return conv
 
@@ -223,14 +224,18 @@ def _columns_writer(fields: list) -> Callable[[list], bytes]:
         return b"{" + b",".join(s for k, s in enumerate(specs) if not mask >> k & 1) + b"}"
 
     def write(rows: list) -> bytes:
-        cols, masks = [], {}  # masks: row -> bits of the fields it lacks (rows lacking none: absent)
+        n = len(rows)
+        cols, masks = [], None  # masks: per row, the bits of the fields it lacks (numpy; None: none lacks any)
         for k, (name, explicit, ftype, _spec, text) in enumerate(fields):
             vals = list(map(attrgetter(name), rows))
-            bit = 1 << k
             if not all(vals):  # a default value: absent unless set
-                for i in [i for i, v in enumerate(vals) if not v]:
-                    if not explicit or not rows[i].HasField(name):
-                        masks[i] = masks.get(i, 0) | bit
+                idx = [i for i, v in enumerate(vals) if not v]
+                if explicit:
+                    idx = [i for i in idx if not rows[i].HasField(name)]
+                if idx:
+                    if masks is None:
+                        masks = np.zeros(n, np.int64)
+                    masks[idx] |= 1 << k
             if ftype == _T.TYPE_STRING:
                 uniq = set(vals)
                 if len(uniq) * 4 < len(vals):
@@ -243,26 +248,29 @@ def _columns_writer(fields: list) -> Callable[[list], bytes]:
             elif ftype == _T.TYPE_ENUM:
                 vals = [text[v] if v in text else b"%d" % v for v in vals]
             cols.append(vals)
-        groups: dict[int, list[int]] = {}
-        for i, m in masks.items():
-            groups.setdefault(m, []).append(i)
-        base = 0
-        if groups and len(rows) - len(masks) < max(map(len, groups.values())):
-            base = max(groups, key=lambda m: len(groups[m]))  # most rows lack these fields
+        if masks is None:
+            out = list(map(template(0).__mod__, zip(*cols))) if cols else [b"{}"] * n
+            return b"[" + b",".join(out) + b"]"
+        kinds, counts = np.unique(masks, return_counts=True)
+        base = int(kinds[np.argmax(counts)])  # most rows lack these fields (any choice writes the same text)
         keep = [c for k, c in enumerate(cols) if not base >> k & 1]
-        out = list(map(template(base).__mod__, zip(*keep))) if keep else [b"{}"] * len(rows)
-        for m, idx in groups.items():
+        out = list(map(template(base).__mod__, zip(*keep))) if keep else [b"{}"] * n
+        for m in kinds.tolist():
             if m == base:
                 continue
-            t = template(m)
+            idx = np.flatnonzero(masks == m).tolist()
             own = [c for k, c in enumerate(cols) if not m >> k & 1]
-            for i in idx:
-                out[i] = t % tuple(c[i] for c in own)
-        if base:  # rows lacking nothing were formatted without the base's fields
-            t = template(0)
-            for i in range(len(rows)):
-                if i not in masks:
-                    out[i] = t % tuple(c[i] for c in cols)
+            t = template(m)
+            if own:
+                if len(idx) == 1:
+                    texts = [t % tuple(c[idx[0]] for c in own)]
+                else:
+                    pick = itemgetter(*idx)
+                    texts = list(map(t.__mod__, zip(*[pick(c) for c in own])))
+            else:
+                texts = [t] * len(idx)
+            for i, v in zip(idx, texts):
+                out[i] = v
         return b"[" + b",".join(out) + b"]"
     return write
 

@@ -15,7 +15,10 @@ reconstructed from aggregates: a value whose inputs are missing stays absent.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
+from itertools import repeat
+
+import numpy as np
 
 from unirl_replay.v1 import replay_pb2, workload_pb2
 
@@ -94,6 +97,67 @@ def derive_trajectories_values(values: Mapping[str, tuple | None], trajectories:
         else:
             add(trajectory_id=tid)
             ends[tid] = None
+    return ends
+
+
+def derive_trajectories_columns(trajectories: Mapping[str, workload_pb2.Trajectory], trajectory_of: list[str],
+                                arrival: list[int], completion: list, values: Callable[[], Mapping[str, tuple | None]],
+                                out) -> dict[str, int | None]:
+    """:func:`derive_trajectories_values` (the same messages appended to ``out``, the same
+    returned ends; its twin, tested) for requests whose values are columns: request ``i``
+    (workload order) has ``trajectory_of[i]`` (``Request.trajectory_id``), ``arrival[i]`` (an
+    int) and ``completion[i]`` (an int or None), every request predicted. A trajectory's
+    members are the requests naming it (``requests_by_traj`` in the twin), its start the min of
+    their arrivals and its end the max of their completions, absent when one has none: computed
+    per trajectory in numpy (``ufunc.at``). A trajectory no request names takes its
+    ``request_ids`` through the twin's code with ``values()`` (the values as a mapping, built
+    only then); ``trajectories``: id -> message, in output order (a dict or the reader's
+    ``MessageColumns``: no message is built for a trajectory requests name)."""
+    tids = list(trajectories)
+    pos = {tid: k for k, tid in enumerate(tids)}
+    pos.pop("", None)  # a request without a trajectory id is no trajectory's member
+    n, t = len(trajectory_of), len(tids)
+    codes = np.fromiter(map(pos.get, trajectory_of, repeat(-1)), np.int64, n)
+    member = codes >= 0
+    c = codes[member]
+    counts = np.bincount(c, minlength=t)
+    arr = np.fromiter(arrival, np.int64, n)[member]  # ints within int64 (mapback's bulk columns)
+    start = np.full(t, np.iinfo(np.int64).max, np.int64)
+    np.minimum.at(start, c, arr)
+    if None in completion:
+        missing = np.fromiter((e is None for e in completion), bool, n)[member]
+        bad = np.bincount(c, weights=missing, minlength=t) > 0
+        comp = np.array([0 if e is None else e for e in completion], np.int64)[member]
+    else:
+        bad = np.zeros(t, bool)
+        comp = np.fromiter(completion, np.int64, n)[member]
+    end = np.full(t, np.iinfo(np.int64).min, np.int64)
+    np.maximum.at(end, c, comp)
+    ends: dict[str, int | None] = {}
+    add = out.add
+    got = None
+    for tid, k, s, e, b in zip(tids, counts.tolist(), start.tolist(), end.tolist(), bad.tolist()):
+        if k == 0:  # no request names it: its own request_ids (the twin's code)
+            if got is None:
+                got = values().get
+            vs = [got(q) for q in trajectories[tid].request_ids]
+            try:
+                last = [v[3] for v in vs]
+            except TypeError:
+                last = None
+            if last and None not in last:
+                e = max(last)
+                add(trajectory_id=tid, start_ns=min([v[0] for v in vs]), end_ns=e)
+                ends[tid] = e
+            else:
+                add(trajectory_id=tid)
+                ends[tid] = None
+        elif b:
+            add(trajectory_id=tid)
+            ends[tid] = None
+        else:
+            add(trajectory_id=tid, start_ns=s, end_ns=e)
+            ends[tid] = e
     return ends
 
 

@@ -23,7 +23,7 @@ from operator import itemgetter
 
 import numpy as np
 
-from unirl_replay.replay.convert.common import ORDINAL_SEP, SAMPLE_SEP, SequenceMap, parse_sequence_id
+from unirl_replay.replay.convert.common import ORDINAL_SEP, SAMPLE_SEP, FactSamples, SequenceMap, parse_sequence_id
 from unirl_replay.v1 import replay_pb2
 
 _Predicted = replay_pb2.PredictedRequest
@@ -172,22 +172,60 @@ def predicted_values_mapped(seqs: Mapping[str, tuple[str, int]], rows: list, req
     orders, missing or extra rows, warm-ups, fan-out, odd values, a mooncake map): the
     composition itself."""
     ids = request_ids if isinstance(request_ids, list) else list(request_ids)
-    fast = _positional(seqs, rows, samples)
-    if fast is not None and len(rows) >= _BULK_MIN and -_NS_LIMIT < offset_ns < _NS_LIMIT:
-        try:
-            cols = _bulk_columns(rows, shift_ms, offset_ns)
-        except (KeyError, TypeError, ValueError, AttributeError):
-            cols = None
-        if cols is not None:
-            out: dict[str, tuple | None] = dict(zip(fast, zip(*cols)))
-            if ids == fast:  # workload order = file order (one list comparison)
-                return out
-            for rid in ids:  # requests without a row (not in this engine's file): no prediction
-                if rid not in out:
-                    out[rid] = None
-            if len(out) == len(ids):
-                return out
+    got = _mapped_columns(seqs, rows, samples, shift_ms, offset_ns)
+    if got is not None:
+        fast, cols = got
+        out: dict[str, tuple | None] = dict(zip(fast, zip(*cols)))
+        if ids == fast:  # workload order = file order (one list comparison)
+            return out
+        for rid in ids:  # requests without a row (not in this engine's file): no prediction
+            if rid not in out:
+                out[rid] = None
+        if len(out) == len(ids):
+            return out
     return predicted_values_bulk(map_rows(seqs, rows), ids, samples, shift_ms, offset_ns)
+
+
+def predicted_columns(seqs: Mapping[str, tuple[str, int]], rows: list, request_ids: list[str],
+                      samples: Mapping[str, int], shift_ms: float, offset_ns: int) -> tuple | None:
+    """The values of :func:`predicted_values_mapped` as five columns aligned with
+    ``request_ids`` -- ``(arrival_ns, scheduled_ns, first_token_ns, completion_ns,
+    cached_tokens)``, lists, so that ``predicted_values_mapped(...)[request_ids[i]] ==
+    tuple(c[i] for c in cols)`` for every ``i`` -- when the rows are exactly the converter's
+    real sequences in file order and ``request_ids`` is that order (the positional case, every
+    request predicted); None otherwise (the caller then takes :func:`predicted_values_mapped`).
+    Arrival is never None here; the other columns may hold None (an absent field)."""
+    got = _mapped_columns(seqs, rows, samples, shift_ms, offset_ns)
+    if got is None or not isinstance(request_ids, list) or got[0] != request_ids:
+        return None
+    return got[1]
+
+
+def _mapped_columns(seqs, rows, samples: Mapping[str, int], shift_ms: float, offset_ns: int) -> tuple | None:
+    """(request ids in file order, the five value columns) of the positional case, or None."""
+    fast = _positional(seqs, rows, samples)
+    if fast is None or len(rows) < _BULK_MIN or not -_NS_LIMIT < offset_ns < _NS_LIMIT:
+        return None
+    try:
+        cols = _bulk_columns(rows, shift_ms, offset_ns)
+    except (KeyError, TypeError, ValueError, AttributeError):
+        cols = None
+    return None if cols is None else (fast, cols)
+
+
+def _heads(n: int, width: int) -> str:
+    """``"".join(f"{k:0{width}d}{ORDINAL_SEP}" for k in range(n))``, the digits made in numpy."""
+    if n == 0:
+        return ""
+    if width < len(str(n - 1)):  # an ordinal wider than the width: the f-strings themselves
+        return "".join(f"{k:0{width}d}{ORDINAL_SEP}" for k in range(n))
+    mat = np.empty((n, width + 1), np.uint8)
+    mat[:, width] = ord(ORDINAL_SEP)
+    k = np.arange(n, dtype=np.int64)
+    for d in range(width - 1, -1, -1):
+        mat[:, d] = 48 + k % 10
+        k //= 10
+    return mat.tobytes().decode("ascii")
 
 
 def _positional(seqs, rows, samples: Mapping[str, int]) -> list[str] | None:
@@ -200,12 +238,22 @@ def _positional(seqs, rows, samples: Mapping[str, int]) -> list[str] | None:
         return None
     try:
         got = list(map(_ROW_ID, rows))
-        if set(map(samples.__getitem__, order)) != {1} or set(map(seqs._samples.__getitem__, order)) != {1}:
+        if set(map(samples.__getitem__, order)) != {1}:
+            return None
+        own = seqs._samples
+        if type(own) is FactSamples:  # its __getitem__ = facts[key][0], read in C
+            if set(map(_FIRST, map(own._facts.__getitem__, order))) != {1}:
+                return None
+        elif set(map(own.__getitem__, order)) != {1}:
+            return None
+        if set(map(type, got)) != {str}:
             return None
     except (KeyError, TypeError):
         return None
-    w, sep = seqs.width, ORDINAL_SEP
-    if got != [f"{k:0{w}d}{sep}{rid}" for k, rid in enumerate(order)]:  # = sequence_id(rid, 0, 1, k, w)
+    w = seqs.width
+    # got[k] == f"{k:0{w}d}{ORDINAL_SEP}{order[k]}" (= sequence_id(rid, 0, 1, k, w)) for every k:
+    # the heads (w + 1 characters each: a shorter id makes the joined heads shorter) and the rests
+    if [s[w + 1:] for s in got] != order or "".join([s[:w + 1] for s in got]) != _heads(len(got), w):
         return None
     if seqs._warm and not seqs._warm.isdisjoint(got):
         return None  # map_rows skips warm-up ids
@@ -213,13 +261,14 @@ def _positional(seqs, rows, samples: Mapping[str, int]) -> list[str] | None:
 
 
 _ROW_ID = itemgetter("request_id")
+_FIRST = itemgetter(0)
 
 
 def _bulk_ns(col: list, shift_ms: float, offset_ns: int) -> list | None:
     """``[None if v is None else _ns(v, shift_ms, offset_ns) for v in col]`` in numpy; None when
     the column is not plain finite numbers (the caller then takes the per-request path)."""
-    absent = [v is None for v in col]
-    if any(absent):
+    absent = [v is None for v in col] if None in col else None
+    if absent is not None:
         a = np.array([0.0 if v is None else v for v in col])
     else:
         a = np.array(col)
@@ -229,7 +278,7 @@ def _bulk_ns(col: list, shift_ms: float, offset_ns: int) -> list | None:
     if not bool(np.isfinite(x).all()) or float(np.abs(x).max(initial=0.0)) >= _NS_LIMIT:
         return None
     ns = (x.astype(np.int64) + np.int64(offset_ns)).tolist()
-    if any(absent):
+    if absent is not None:
         ns = [None if miss else v for v, miss in zip(ns, absent)]
     return ns
 
@@ -245,7 +294,10 @@ def _bulk_columns(present: list[dict], shift_ms: float, offset_ns: int) -> tuple
         cols = None
     if cols is not None:
         arr, adm, ftk, term, status, reused = cols
-        ends = [t if st == "completed" else None for t, st in zip(term, status)]
+        if status.count("completed") == len(status):  # every row completed: the terminal times
+            ends = term
+        else:
+            ends = [t if st == "completed" else None for t, st in zip(term, status)]
     else:  # a key is missing somewhere: the per-field reads (``get``: a missing key reads None)
         arr = [s["arrival_time_ms"] for s in present]
         adm = [s.get("first_admit_ms") for s in present]
@@ -260,7 +312,10 @@ def _bulk_columns(present: list[dict], shift_ms: float, offset_ns: int) -> tuple
     end = _bulk_ns(ends, shift_ms, offset_ns)
     if arrival is None or admit is None or first is None or end is None:
         return None
-    cached = [int(x or 0) for x in reused]
+    if set(map(type, reused)) == {int}:  # plain ints: int(x or 0) is x
+        cached = list(reused)
+    else:
+        cached = [int(x or 0) for x in reused]
     return arrival, admit, first, end, cached
 
 

@@ -38,7 +38,8 @@ from unirl_replay.replay.convert.sidecar import read_block_size
 from unirl_replay.replay.workload import EnginePlan, WorkloadIndex
 from unirl_replay.replay.support import ColumnsDeclined, check_supported
 from unirl_replay.contract.workload_columns import read_columns
-from unirl_replay.replay.derive import derive_batches, derive_groups_values, derive_trajectories_values
+from unirl_replay.replay.derive import (derive_batches, derive_groups_values, derive_trajectories_columns,
+                                        derive_trajectories_values)
 from unirl_replay.contract.errors import TraceFormatError, UnsupportedWorkloadError
 from unirl_replay.replay.simulators import DEFAULT_SIMULATOR, Simulator, SimulatorJob, get_simulator
 from unirl_replay.replay.timing_models import TimingModelError, parse_timing_model, profile_model_problem
@@ -220,9 +221,20 @@ def replay_workload(index: WorkloadIndex, manifest: manifest_pb2.TraceManifest, 
     res.granularity = replay_pb2.RESULT_GRANULARITY_PER_REQUEST
     # values per request (mapback.predicted_values = mapback.predicted_request = _predicted, tested);
     # the messages are added to the result once, in workload order
+    sample_of = dict(zip(all_ids, counts))  # a plain dict: read once per request below
+    cols = None
+    if len(done) == 1 and len(sample_of) == len(all_ids):  # one engine, unique ids: maybe columns
+        (eid, (conv, rows, *_r)), = done.items()
+        if not isinstance(rows, dict):
+            cols = mapback.predicted_columns(conv.sequences, rows, all_ids, sample_of, conv.lead_ms,
+                                             conv.origin_ns - global_origin)
+    if cols is not None:  # the positional case: values as columns in workload order (no dict)
+        del sample_of
+        _columns_result(res, index, all_ids, eid, cols, samples, notes)
+        res.notes.extend(notes)
+        return res
     values: dict[str, tuple | None] = {}
     engine_of: dict[str, str] = {}
-    sample_of = dict(zip(all_ids, counts))  # a plain dict: read once per request below
     for eid, (conv, rows, *_r) in done.items():
         ids = plans[eid].ids()
         if isinstance(rows, dict):  # mooncake: matched by signature
@@ -270,6 +282,45 @@ def replay_workload(index: WorkloadIndex, manifest: manifest_pb2.TraceManifest, 
     res.rollout_batches.extend(derive_batches(index.batches.values(), groups))
     res.notes.extend(notes)
     return res
+
+
+def _columns_result(res: replay_pb2.ReplayResult, index: WorkloadIndex, all_ids: list[str], engine_id: str,
+                    cols: tuple, samples, notes: list[str]) -> None:
+    """The per-request part of :func:`replay_workload` from value columns aligned with ``all_ids``
+    (:func:`mapback.predicted_columns`: one engine, every request predicted): the same requests,
+    makespan, notes, trajectories, groups and batches as the values-dict path (tested), the
+    trajectories in numpy (:func:`derive_trajectories_columns`) and the values dict built only
+    for what reads it (groups; a trajectory no request names)."""
+    reqs = res.requests
+    add, add_predicted = reqs.add, mapback.add_predicted
+    incomplete = []
+    for q, a, sch, f, e, cached in zip(all_ids, *cols):
+        if sch is not None and f is not None and e is not None:  # add_predicted's one-call case, inline
+            add(request_id=q, engine_id=engine_id, arrival_ns=a, scheduled_ns=sch, first_token_ns=f,
+                completion_ns=e, cached_tokens=cached)
+            continue
+        add_predicted(reqs, q, engine_id, (a, sch, f, e, cached))
+        if e is None:
+            incomplete.append(q)
+    completion = cols[3]
+    ends = completion if None not in completion else [e for e in completion if e is not None]
+    if incomplete:
+        notes.append(f"{len(incomplete)} requests did not complete in the simulator (e.g. "
+                     f"{incomplete[:3]}); their completion is absent")
+    if ends:
+        res.makespan_ns = max(ends)
+    del ends
+    memo: list = []
+
+    def values() -> dict[str, tuple | None]:
+        if not memo:
+            memo.append(dict(zip(all_ids, zip(*cols))))
+        return memo[0]
+    traj_ends = derive_trajectories_columns(index.trajectories, index.trajectory_of(), cols[0], completion,
+                                            values, res.trajectories)
+    groups = derive_groups_values(index.groups.values(), values() if index.groups else {}, traj_ends, samples,
+                                  res.groups)
+    res.rollout_batches.extend(derive_batches(index.batches.values(), groups))
 
 
 @paused_gc()
