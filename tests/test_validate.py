@@ -648,3 +648,25 @@ def test_rfc3339_utc_created_at_forms_are_valid(tmp_path):
         t = grpo_trace()
         t.manifest.created_at = text
         assert not hits(check(t, tmp_path / str(i)), "manifest.created_at"), text
+
+
+def test_validate_json_writes_map_keys_sorted_whatever_the_runtime_order(tmp_path, monkeypatch):
+    """`validate --json` is the same bytes on every run: the TraceCheck's map (record_counts) is
+    written with its keys sorted (json_write), not in the protobuf runtime's map iteration order,
+    which changes from process to process (`validate traces/grpo-a --json` printed "outcomes"
+    first in some runs and "workload" first in others)."""
+    from unirl_replay.cli import validate as cli_validate
+    from unirl_replay.contract import json_write
+
+    d = grpo_trace().write(tmp_path / "t")
+    real = check_trace(d)
+    many = TraceCheck()
+    many.CopyFrom(real)
+    for k in range(60, 0, -1):  # many keys, inserted in reverse: the runtime's order is not sorted
+        many.record_counts[f"k{k:02d}"] = k
+    monkeypatch.setattr("unirl_replay.contract.validate.check_trace", lambda *a, **kw: many)
+    out = CliRunner().invoke(cli_validate.command, [str(d), "--json"])
+    assert out.exit_code == 0, out.output
+    keys = list(json.loads(out.output)["record_counts"])
+    assert keys == sorted(keys)
+    assert out.output == json_write.to_json(many)

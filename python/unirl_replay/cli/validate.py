@@ -10,7 +10,7 @@ import sys
 
 import click
 
-from unirl_replay.contract import json_profile
+from unirl_replay.contract import json_write
 from unirl_replay.v1.report_pb2 import TraceCheck
 
 EXIT = {TraceCheck.STATUS_VALID: 0, TraceCheck.STATUS_INVALID: 1, TraceCheck.STATUS_INCOMPLETE: 3}
@@ -28,8 +28,9 @@ def command(trace_dir: str, as_json: bool, max_per_rule: int, strict: bool) -> N
     from unirl_replay.contract.validate import WARNING, check_trace, format_violation
 
     res = check_trace(trace_dir, max_per_rule=max_per_rule, strict=strict)
-    if as_json:
-        click.echo(json_profile.to_json(res), nl=False)
+    if as_json:  # the JSON profile with map keys sorted: the same bytes on every run (json_profile.to_json
+        # writes maps in the protobuf runtime's iteration order, which changes from process to process)
+        click.echo(json_write.to_json(res), nl=False)
     else:
         for v in res.violations:
             click.echo(format_violation(v))
