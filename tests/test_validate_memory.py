@@ -150,6 +150,7 @@ def test_outcome_pass_leaves_the_request_table_as_it_was(tmp_path):
     ch.pass1()
     before = dict(ch.req)
     assert isinstance(ch.ids["request"], context.KeysOf) and set(ch.ids["request"]) == set(before)
+    assert isinstance(ch.ids["trajectory"], context.KeysOf) and set(ch.ids["trajectory"]) == set(ch.traj_group)
     ch.outcomes()
     assert ch.req == before and min(before.values()) >= 0
     assert [v.rule for v in ch.v.violations if v.rule == "id.duplicate"] == ["id.duplicate"]

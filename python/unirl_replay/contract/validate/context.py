@@ -145,8 +145,12 @@ class TraceState:
         self.pools: set[str] = set()
         self.ids: dict[str, set[str]] = {k: set() for k in _REC_ID}
         # a request id is fresh (``_unique``) exactly when ``_request1`` then enters it in ``req``: the
-        # id set of requests is ``req``'s keys, not a second table of every id (memory at 1M requests)
+        # id set of requests is ``req``'s keys, not a second table of every id (memory at 1M requests);
         self.ids["request"] = KeysOf(self.req)  # type: ignore[assignment]
+        self.ids["trajectory"] = KeysOf(self.traj_group)  # type: ignore[assignment]  # likewise (_lineage1)
+        # one str object per distinct group / batch id named by the per-request and per-trajectory
+        # maps below (each field read makes a new str: one per request otherwise)
+        self.names: dict[str, str] = {}
         self.observed = self.missing_arrivals = 0
         self.max_offset = 0
         self.suspicious_traj: set[int] = set()
