@@ -40,8 +40,9 @@ message cannot hold -> ``arrow.decode``. Without ``pyarrow`` (the optional ``col
 reading or writing this encoding raises :class:`~unirl_replay.contract.errors.MissingEnvironmentError`.
 
 Limits: unknown fields a binpb message carries are not written (a copy through this encoding drops
-them; the writer's schema is this reader's). Reading keeps the whole file mapped (the ``binpb`` /
-``jsonl`` readers stream).
+them; the writer's schema is this reader's). :func:`read_table` (the column readers) keeps the whole file mapped;
+the record stream (``trace_io.iter_records``: validate, replay's messages) holds one record batch at
+a time (:func:`read_batches`), like the ``binpb`` / ``jsonl`` readers.
 """
 
 from __future__ import annotations
@@ -58,10 +59,12 @@ from unirl_replay.contract.errors import MissingEnvironmentError, TraceFormatErr
 
 __all__ = ["BATCH_ROWS", "arrow_schema", "require_pyarrow", "ArrowRecordWriter", "read_table", "iter_messages", "to_row",
            "message_class", "two_set", "conflicts",
-           "messages_of"]
+           "messages_of", "read_batches", "messages_of_batches", "MESSAGE_ROWS"]
 
 BATCH_ROWS = 1 << 14
 """Rows per record batch the writer makes (bounds the writer's memory; readers take any batching)."""
+MESSAGE_ROWS = 1 << 12
+"""Rows a streaming reader (:func:`messages_of_batches`) turns into Python values at a time (bounds its memory)."""
 
 _F = FieldDescriptor
 _SCALAR = {  # FieldDescriptor.TYPE_* -> pyarrow type factory name
@@ -275,6 +278,51 @@ def read_table(source: str | Path | BinaryIO, cls, file: str, skipped: list[str]
     binary file), in the schema this reader derives (a newer revision's superset schema projected
     onto it; the paths of the skipped fields, e.g. ``request.reasoning_tokens``, are appended to
     ``skipped``). Raises :class:`TraceFormatError` ``arrow.corrupt`` / ``arrow.schema``."""
+    pa, reader, want, extra = _open_checked(source, cls, file)
+    try:
+        table = reader.read_all()
+        table.validate(full=True)  # offsets, lengths, UTF-8: before any value is read
+        if extra:
+            table = _project_table(pa, table, want)
+    except (pa.ArrowException, OSError, ValueError) as e:
+        raise TraceFormatError(f"corrupt Arrow IPC file ({_short(e)})", file=file, rule="arrow.corrupt") from None
+    if skipped is not None:
+        skipped.extend(extra)
+    return table
+
+
+def read_batches(source: str | Path | BinaryIO, cls, file: str, skipped: list[str] | None = None):
+    """What :func:`read_table` checks and returns, as an iterator over the file's record batches
+    (each projected like the table) that holds one batch in memory at a time, not the file: every
+    batch is read and validated in full first (the same checks, raised here, before any value is
+    read; a batch that fails them hands over to :func:`read_table`, which words the error), then read
+    again as the iterator goes. For a streaming reader (validate's passes); ``skipped`` as in :func:`read_table`."""
+    pa, reader, want, extra = _open_checked(source, cls, file)
+    n = reader.num_record_batches
+    try:
+        for i in range(n):
+            reader.get_batch(i).validate(full=True)  # offsets, lengths, UTF-8: before any value is read
+    except (pa.ArrowException, OSError, ValueError):
+        # a batch that does not read or validate: the whole-table path words the error as it always has
+        # (the table's own message, "In chunk k"), or, should it take the file, hands over its batches
+        return iter(read_table(source, cls, file, skipped).to_batches())
+    if skipped is not None:
+        skipped.extend(extra)
+
+    def batches():
+        for i in range(n):
+            try:
+                b = reader.get_batch(i)
+            except (pa.ArrowException, OSError, ValueError) as e:  # the file changed under the reader
+                raise TraceFormatError(f"corrupt Arrow IPC file ({_short(e)})", file=file,
+                                       rule="arrow.corrupt") from None
+            yield _project_table(pa, pa.Table.from_batches([b]), want) if extra else b
+    return batches()
+
+
+def _open_checked(source, cls, file: str):
+    """``(pyarrow, the IPC file reader, the derived schema, the skipped paths)`` of one record file,
+    its footer, batch compression and schema checked (see :func:`read_table`)."""
     pa = require_pyarrow()
     want = arrow_schema(cls.DESCRIPTOR)
     try:
@@ -300,16 +348,7 @@ def read_table(source: str | Path | BinaryIO, cls, file: str, skipped: list[str]
                                    f"derives from the contract ({e}; {_schema_diff(schema, want)}); a file of "
                                    "another message or another tool (a newer contract revision may only add "
                                    "fields)", file=file, rule="arrow.schema") from None
-    try:
-        table = reader.read_all()
-        table.validate(full=True)  # offsets, lengths, UTF-8: before any value is read
-        if extra:
-            table = _project_table(pa, table, want)
-    except (pa.ArrowException, OSError, ValueError) as e:
-        raise TraceFormatError(f"corrupt Arrow IPC file ({_short(e)})", file=file, rule="arrow.corrupt") from None
-    if skipped is not None:
-        skipped.extend(extra)
-    return table
+    return pa, reader, want, extra
 
 
 def _compressed_batch(src) -> str | None:
@@ -490,8 +529,20 @@ def _schema_diff(got, want) -> str:
 
 
 def iter_messages(f: BinaryIO, cls, file: str, on_error=None) -> Iterator[tuple[int, object]]:
-    """``(1-based row, message)`` of one open record file (see :func:`read_table`)."""
-    yield from messages_of(read_table(f, cls, file), cls, file, on_error=on_error)
+    """``(1-based row, message)`` of one open record file (see :func:`read_table`), one record batch
+    in memory at a time (:func:`read_batches`)."""
+    yield from messages_of_batches(read_batches(f, cls, file), cls, file, on_error=on_error)
+
+
+def messages_of_batches(batches, cls, file: str, on_error=None) -> Iterator[tuple[int, object]]:
+    """:func:`messages_of` over record batches (:func:`read_batches`), rows numbered across them,
+    at most :data:`MESSAGE_ROWS` rows turned into Python values at a time."""
+    n = 0
+    for b in batches:
+        for off in range(0, b.num_rows, MESSAGE_ROWS):
+            part = b.slice(off, MESSAGE_ROWS)
+            yield from messages_of(part, cls, file, first_line=n + 1, on_error=on_error)
+            n += part.num_rows
 
 
 # ---------------------------------------------------------------------------------------------

@@ -23,7 +23,8 @@ manifest's digests / sizes / counts is incomplete (:class:`IncompleteTraceError`
 as complete.
 
 Memory: reading and writing jsonl / binpb are streaming (one record at a time plus a 1 MiB
-buffer), whatever the trace size; ``arrow`` maps the file and writes batches of rows.
+buffer), whatever the trace size; ``arrow`` reads and writes one record batch of rows at a time
+(the column readers of ``workload_columns`` map the whole file).
 """
 
 from __future__ import annotations
@@ -235,14 +236,15 @@ def _iter_arrow(f: BinaryIO, cls: type[M], file: str, compat: CompatLog | None, 
     # they are schema-level, so they are noted once, on row 1
     from unirl_replay.contract import columnar
 
+    # one record batch in memory at a time, every batch validated before the first record (read_batches)
     skipped: list[str] = []
-    table = columnar.read_table(f, cls, file, skipped)
+    batches = columnar.read_batches(f, cls, file, skipped)
     if skipped and compat is not None:
         if compat.newer:
             compat.note(file, 1, skipped)
         elif inspect:
             compat.foreign(file, 1, skipped)
-    yield from columnar.messages_of(table, cls, file, on_error=on_error)
+    yield from columnar.messages_of_batches(batches, cls, file, on_error=on_error)
 
 
 _READERS = {"jsonl": _iter_jsonl, "binpb": _iter_binpb, "arrow": _iter_arrow}

@@ -68,6 +68,58 @@ _REC_ID = {"request": "request_id", "trajectory": "trajectory_id", "group": "gro
            "cache_warmup": "warmup_id"}
 
 
+class KeysOf:
+    """The keys of a dict as the id set ``_unique`` asks and adds to, where the caller enters every
+    fresh id in that dict right after (``add`` does nothing: the dict's entry is the set's)."""
+
+    __slots__ = ("d",)
+
+    def __init__(self, d: dict):
+        self.d = d
+
+    def __contains__(self, k) -> bool:
+        return k in self.d
+
+    def add(self, k) -> None:
+        pass
+
+    def __len__(self) -> int:
+        return len(self.d)
+
+    def __iter__(self):
+        return iter(self.d)
+
+
+class OutcomeIdsSeen:
+    """The request ids of the outcomes read so far (``_unique``'s set), without a second table of
+    every id: an id the workload has is marked in ``req`` itself (its packed value, never negative,
+    stored bit-inverted: negative = seen), any other id in a small set; :meth:`restore` puts ``req``
+    back as it was."""
+
+    __slots__ = ("req", "other")
+
+    def __init__(self, req: dict):
+        self.req = req
+        self.other: set[str] = set()
+
+    def __contains__(self, k) -> bool:
+        v = self.req.get(k)
+        return k in self.other if v is None else v < 0
+
+    def add(self, k) -> None:
+        v = self.req.get(k)
+        if v is None:
+            self.other.add(k)
+        elif v >= 0:
+            self.req[k] = ~v
+
+    def restore(self) -> None:
+        req = self.req
+        for k, v in req.items():
+            if v < 0:
+                req[k] = ~v
+
+
 class TraceState:
     """What one validation run knows so far; base of every rule group."""
 
@@ -92,6 +144,13 @@ class TraceState:
         self.batches: set[str] = set()
         self.pools: set[str] = set()
         self.ids: dict[str, set[str]] = {k: set() for k in _REC_ID}
+        # a request id is fresh (``_unique``) exactly when ``_request1`` then enters it in ``req``: the
+        # id set of requests is ``req``'s keys, not a second table of every id (memory at 1M requests);
+        self.ids["request"] = KeysOf(self.req)  # type: ignore[assignment]
+        self.ids["trajectory"] = KeysOf(self.traj_group)  # type: ignore[assignment]  # likewise (_lineage1)
+        # one str object per distinct group / batch id named by the per-request and per-trajectory
+        # maps below (each field read makes a new str: one per request otherwise)
+        self.names: dict[str, str] = {}
         self.observed = self.missing_arrivals = 0
         self.max_offset = 0
         self.suspicious_traj: set[int] = set()

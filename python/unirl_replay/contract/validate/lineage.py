@@ -14,8 +14,9 @@ class LineageRules(TraceState):
         f = self.wfile
         if kind == "trajectory":
             if fresh:
-                self.traj_group[rid] = msg.group_id
-                self.traj_batch[rid] = msg.rollout_batch_id
+                g, b, names = msg.group_id, msg.rollout_batch_id, self.names
+                self.traj_group[rid] = names.setdefault(g, g)
+                self.traj_batch[rid] = names.setdefault(b, b)
                 self._ord(rid)
             self._engine(f, line, rid, msg.engine_id)
         elif kind == "group":

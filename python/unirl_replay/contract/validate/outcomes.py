@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Iterable
 
 from unirl_replay.contract.outcomes_io import iter_outcomes
-from unirl_replay.contract.validate.context import _REC_ID, TraceState
+from unirl_replay.contract.validate.context import _REC_ID, OutcomeIdsSeen, TraceState
 from unirl_replay.v1 import workload_pb2 as w
 
 
@@ -13,9 +13,17 @@ class OutcomeRules(TraceState):
     def outcomes(self) -> None:
         f = self.ofile
         seen = {k: set() for k in ("request", "trajectory", "group", "rollout_batch")}
+        seen["request"] = seen_req = OutcomeIdsSeen(self.req)  # type: ignore[assignment]  # no table per request
+        try:
+            self._outcomes(f, seen)
+        finally:
+            seen_req.restore()
+
+    def _outcomes(self, f: str, seen: dict) -> None:
         known = {"request": self.req, "trajectory": self.traj_group, "group": self.group_batch,
                  "rollout_batch": self.batches}
-        req_done: dict[str, int] = {}   # request id -> measured completion
+        in_group = self.req_group  # only a grouped request's completion is read (_completion_order)
+        req_done: dict[str, int] = {}   # request id (of a group) -> measured completion
         group_done: dict[str, tuple[int, int]] = {}  # group id -> (completed_ns, line)
         batch_ready: dict[str, tuple[int, int]] = {}
         for line, rec in iter_outcomes(self.t, verify_digest=False, on_error=self.skip):  # verified in check_trace
@@ -39,7 +47,7 @@ class OutcomeRules(TraceState):
                 if missing and not msg.unavailable_reason:
                     self.v("outcome.missing_reason", f, line, rid, f"{', '.join(missing)} not measured and no "
                            "unavailable_reason says why (a missing time is never a silent gap)")
-                if msg.HasField("completion_ns"):
+                if msg.HasField("completion_ns") and rid in in_group:
                     req_done[rid] = msg.completion_ns
                 self._samples(f, line, rid, msg)
                 for s in msg.samples:

@@ -18,7 +18,8 @@ class RequestRules(TraceState):
             if o:
                 self.traj_req_count[o] += 1
             if r.group_id:
-                self.req_group[rid] = r.group_id
+                g = r.group_id
+                self.req_group[rid] = self.names.setdefault(g, g)
             if r.num_samples > 1:
                 self.req_samples[rid] = tuple(r.sample_ids)
         self._request_bounds(line, r)

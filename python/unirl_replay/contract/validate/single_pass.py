@@ -36,7 +36,8 @@ class SinglePassRules(TraceState):
         # batch) pairs its requests name. Memory: one entry per group / trajectory, not per request.
         self.sp_group_hash: Counter[str] = Counter()
         self.sp_group_req_batches: dict[str, set[str]] = {}
-        self.sp_traj_lineage: dict[str, set[tuple[str, str]]] = {}
+        # (a trajectory's pairs: one tuple while its requests name one pair, a set once they name more)
+        self.sp_traj_lineage: dict[str, tuple[str, str] | set[tuple[str, str]]] = {}
 
     def _sp_request(self, r: w.Request) -> None:
         arrival = r.arrival
@@ -48,9 +49,17 @@ class SinglePassRules(TraceState):
         if gid:
             self.sp_group_hash[gid] = (self.sp_group_hash[gid] + hash((r.request_id, gid))) & _MASK
             self.sp_group_req_batches.setdefault(gid, set()).add(bid)
-        if tid:
-            self.sp_traj_refs.add(tid)
-            self.sp_traj_lineage.setdefault(tid, set()).add((gid, bid))
+        if tid:  # (the trajectories named: the keys of sp_traj_lineage, see pass2_silent)
+            tl = self.sp_traj_lineage
+            pair = (gid, bid)
+            seen = tl.get(tid)  # None, the one pair so far, or a set of several
+            if seen is None:
+                tl[tid] = pair
+            elif seen.__class__ is tuple:
+                if seen != pair:
+                    tl[tid] = {seen, pair}
+            else:
+                seen.add(pair)
         if r.group_id:
             self.sp_group_refs.add(r.group_id)
         if r.rollout_batch_id:
@@ -143,7 +152,8 @@ class SinglePassRules(TraceState):
         """True when pass 2 would report nothing and leave ``suspicious_traj`` empty."""
         if self.sp_doubt:
             return False
-        if not (self.sp_traj_refs <= self.traj_group.keys() and self.sp_group_refs <= self.group_batch.keys()
+        if not (self.sp_traj_refs <= self.traj_group.keys() and self.sp_traj_lineage.keys() <= self.traj_group.keys()
+                and self.sp_group_refs <= self.group_batch.keys()
                 and self.sp_batch_refs <= self.batches and self.sp_pool_refs <= self.pools):
             return False
         counts = self.traj_req_count
@@ -171,8 +181,10 @@ class SinglePassRules(TraceState):
             if gb is not None and batches != {gb}:
                 return False
         for t, pairs in self.sp_traj_lineage.items():
-            if t in self.traj_group and pairs != {(self.traj_group[t], self.traj_batch.get(t, ""))}:
-                return False
+            if t in self.traj_group:
+                want = (self.traj_group[t], self.traj_batch.get(t, ""))
+                if (pairs != want) if pairs.__class__ is tuple else (pairs != {want}):
+                    return False
         return True
 
 

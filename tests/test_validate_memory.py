@@ -1,0 +1,212 @@
+"""validate without a table per request or the whole arrow file in memory (issue 17, flat memory):
+the same TraceCheck as the previous state and reader, on every broken trace of test_validate, shuffled,
+in every encoding; the arrow record stream batch by batch gives the records and errors of the table.
+
+The previous path, for comparison: the id sets as plain sets (``context.KeysOf`` /
+``outcomes.OutcomeIdsSeen``), ``SinglePassRules._sp_request`` as it was (a set of pairs per
+trajectory), and ``trace_io._iter_arrow`` reading the whole table (``columnar.read_table``)."""
+
+from __future__ import annotations
+
+import random
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from test_validate import CASES
+from tracebuild import agentic_trace, grpo_trace, request_outcome
+from unirl_replay.contract import columnar, trace_io
+from unirl_replay.contract.validate import check_trace, checker, context, outcomes, single_pass
+from unirl_replay.contract.validate.checker import _Checker
+from unirl_replay.contract.validate.context import _Sink
+from unirl_replay.contract.trace_io import open_trace
+
+pa = pytest.importorskip("pyarrow")
+
+from test_columnar import HOSTILE, outcome, reseal  # noqa: E402
+
+
+class _OldSeen(set):
+    def __init__(self, req):
+        super().__init__()
+
+    def restore(self):
+        pass
+
+
+def _old_sp_request(self, r):
+    """``SinglePassRules._sp_request`` before this change (a set of (group, batch) pairs per trajectory)."""
+    arrival = r.arrival
+    if not (r.HasField("arrival") and arrival.WhichOneof("kind")):
+        self.sp_doubt = True
+        return
+    tid = r.trajectory_id
+    gid, bid = r.group_id, r.rollout_batch_id
+    if gid:
+        self.sp_group_hash[gid] = (self.sp_group_hash[gid] + hash((r.request_id, gid))) & single_pass._MASK
+        self.sp_group_req_batches.setdefault(gid, set()).add(bid)
+    if tid:
+        self.sp_traj_refs.add(tid)
+        self.sp_traj_lineage.setdefault(tid, set()).add((gid, bid))
+    if r.group_id:
+        self.sp_group_refs.add(r.group_id)
+    if r.rollout_batch_id:
+        self.sp_batch_refs.add(r.rollout_batch_id)
+    deps = r.dependencies
+    if not deps:
+        return
+    rid = r.request_id
+    me = self.req.get(rid)
+    if not tid or me is None:
+        self.sp_doubt = True
+        return
+    my_traj, my_turn, _ = context._unpack(me)
+    if not my_traj or my_turn is None:
+        self.sp_doubt = True
+        return
+    for d in deps:
+        p = d.predecessor_request_id
+        pv = self.req.get(p)
+        if pv is None or p == rid:
+            self.sp_doubt = True
+            return
+        p_traj, p_turn, _ = context._unpack(pv)
+        if p_traj != my_traj or p_turn is None or p_turn >= my_turn:
+            self.sp_doubt = True
+            return
+
+
+def _old_iter_arrow(f, cls, file, compat, inspect, on_error=None):
+    skipped: list[str] = []
+    table = columnar.read_table(f, cls, file, skipped)
+    if skipped and compat is not None:
+        if compat.newer:
+            compat.note(file, 1, skipped)
+        elif inspect:
+            compat.foreign(file, 1, skipped)
+    yield from columnar.messages_of(table, cls, file, on_error=on_error)
+
+
+def old_check(d, **kw):
+    mp = pytest.MonkeyPatch()
+    try:
+        mp.setattr(context, "KeysOf", lambda d: set())
+        mp.setattr(outcomes, "OutcomeIdsSeen", _OldSeen)
+        mp.setattr(single_pass.SinglePassRules, "_sp_request", _old_sp_request)
+        mp.setitem(trace_io._READERS, "arrow", _old_iter_arrow)
+        return check_trace(d, **kw)
+    finally:
+        mp.undo()
+
+
+def same(parts, d, enc):
+    new = check_trace(parts.write(d, enc))
+    assert new == old_check(d)
+    checker.TWO_PASSES = True  # the reference pass 2 reads the state too
+    try:
+        assert check_trace(d) == old_check(d)
+    finally:
+        checker.TWO_PASSES = False
+    return new
+
+
+@pytest.mark.parametrize("enc", ["binpb", "arrow", "jsonl"])
+@pytest.mark.parametrize("rule,record_id,builder,mutate", CASES, ids=[f"{c[0]}-{i}" for i, c in enumerate(CASES)])
+def test_broken_traces_same_report(rule, record_id, builder, mutate, enc, tmp_path, monkeypatch):
+    monkeypatch.setattr(columnar, "MESSAGE_ROWS", 2)  # several slices and batches in the small traces
+    monkeypatch.setattr(columnar, "BATCH_ROWS", 3)
+    t = builder()
+    mutate(t)
+    res = same(t, tmp_path / "t", enc)
+    assert any(v.rule == rule for v in res.violations), (rule, res.violations)
+
+
+@settings(max_examples=40, suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture],
+          deadline=None)
+@given(case=st.sampled_from([None, *range(len(CASES))]), seed=st.integers(0, 2**32 - 1),
+       builder=st.sampled_from([grpo_trace, agentic_trace]), enc=st.sampled_from(["binpb", "arrow"]),
+       dups=st.integers(0, 3))
+def test_shuffled_traces_same_report(case, seed, builder, enc, dups, tmp_path_factory):
+    rng = random.Random(seed)
+    if case is None:
+        t = builder()
+    else:
+        t = CASES[case][2]()
+        CASES[case][3](t)
+    rng.shuffle(t.workload)
+    ids = [r.request_id for r in t.requests()] or ["x"]
+    for _ in range(dups):  # outcomes of the same request twice, of unknown ids twice
+        t.add(request_outcome(rng.choice(ids + ["ghost"]), rng.randrange(3)))
+    same(t, tmp_path_factory.mktemp("t"), enc)
+
+
+def test_outcome_pass_leaves_the_request_table_as_it_was(tmp_path):
+    t = grpo_trace()
+    t.add(request_outcome(t.requests()[0].request_id, 0))  # a duplicate outcome
+    d = t.write(tmp_path / "t", "binpb")
+    ch = _Checker(open_trace(d, warn=False, inspect=True), _Sink(200))
+    ch.manifest()
+    ch.pass1()
+    before = dict(ch.req)
+    assert isinstance(ch.ids["request"], context.KeysOf) and set(ch.ids["request"]) == set(before)
+    assert isinstance(ch.ids["trajectory"], context.KeysOf) and set(ch.ids["trajectory"]) == set(ch.traj_group)
+    ch.outcomes()
+    assert ch.req == before and min(before.values()) >= 0
+    assert [v.rule for v in ch.v.violations if v.rule == "id.duplicate"] == ["id.duplicate"]
+
+
+# -- the arrow record stream: batch by batch = the table ------------------------------------------
+
+@pytest.mark.parametrize("rows,msg_rows", [(3, 2), (4, 4), (1 << 14, 1 << 12), (2, 5)])
+def test_batches_give_the_table_records(rows, msg_rows, tmp_path, monkeypatch):
+    monkeypatch.setattr(columnar, "BATCH_ROWS", rows)
+    monkeypatch.setattr(columnar, "MESSAGE_ROWS", msg_rows)
+    d = agentic_trace(trajectories=3, turns=3).write(tmp_path / "t", "arrow")
+    from unirl_replay.v1 import outcomes_pb2, workload_pb2
+    for name, cls in (("workload.arrow", workload_pb2.WorkloadRecord), ("outcomes.arrow", outcomes_pb2.OutcomeRecord)):
+        with open(d / name, "rb") as f:
+            old = list(columnar.messages_of(columnar.read_table(f, cls, name), cls, name))
+        with open(d / name, "rb") as f:
+            new = list(columnar.messages_of_batches(columnar.read_batches(f, cls, name), cls, name))
+        assert new == old and len(new) > 1
+
+
+@pytest.fixture
+def arrow_trace(tmp_path):
+    return agentic_trace(trajectories=2, turns=2).write(tmp_path / "t", "arrow")
+
+
+@pytest.mark.parametrize("name", sorted(HOSTILE))
+def test_hostile_files_same_error_and_report(arrow_trace, name):
+    """Every hostile file of test_columnar: the same error from the stream as from the table, and
+    the same validate report."""
+    reseal(arrow_trace, "workload.arrow", HOSTILE[name](arrow_trace), count=1)
+
+    def read(reader):
+        def go():
+            t = open_trace(arrow_trace)
+            return [r for _, r in t.iter_workload()]
+        mp = pytest.MonkeyPatch()
+        try:
+            if reader is not None:
+                mp.setitem(trace_io._READERS, "arrow", reader)
+            return outcome(go)
+        finally:
+            mp.undo()
+    got = read(None)
+    assert got == read(_old_iter_arrow)
+    assert got[0] == "TraceFormatError"
+    assert check_trace(arrow_trace) == old_check(arrow_trace)
+
+
+@pytest.mark.parametrize("turn", [0, 1, 2])
+@pytest.mark.parametrize("field,value", [("group_id", "g1"), ("rollout_batch_id", "b1"), ("group_id", "")])
+def test_a_trajectory_naming_two_lineages_is_reported(turn, field, value, tmp_path):
+    """One request of a trajectory names another group / batch than its trajectory's others: the
+    one-pass proof (one pair kept per trajectory until a second appears) must doubt, and pass 2 report it."""
+    t = agentic_trace(trajectories=2, turns=3, group_size=1)
+    setattr(t.request(f"traj-0/t{turn}"), field, value)
+    res = same(t, tmp_path / "t", "binpb")
+    assert any(v.rule == "group.request_mismatch" and v.record_id == f"traj-0/t{turn}" for v in res.violations), \
+        res.violations
