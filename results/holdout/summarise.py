@@ -512,6 +512,13 @@ def main(root: str) -> int:
         lines.append("")
         if missing:
             lines += ["Not decomposed as a whole window (the report's reasons per batch): " + "; ".join(missing), ""]
+        # compare's note where simulated batches overlap that the run kept apart (report/explain.batch_overlaps)
+        ov = [(run, model, n) for run in runs for model in MODELS
+              for n in (reps[(mode, model)].get(run) or {}).get("notes", []) if n.startswith("simulated rollout batches overlap")]
+        summary.setdefault("batch_overlaps", {}).update({f"{mode}/{run}/{model}": n for run, model, n in ov})
+        if ov:
+            lines += ["Simulated rollout batches that overlap where the run kept them apart (compare's notes, "
+                      "report/explain.batch_overlaps):", ""] + [f"- {run} {model}: {n}" for run, model, n in ov] + [""]
         lines += ["Exact split of the summed request E2E error (summarise.py e2e_split, % of the summed measured E2E; "
                   "client_path = the measured submit -> vLLM queued the simulator does not have, engine_first_token = "
                   "predicted TTFT - measured queued -> first token, after_first_token = the decode part):", "",
