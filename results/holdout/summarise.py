@@ -180,6 +180,16 @@ def conditions(trace_dir: Path) -> dict:
             "conditions": to_dict(c)}
 
 
+def engines_of(trace_dir: Path) -> dict:
+    """The window's engine count: the manifest's engines and the capture's ``knob.engines`` label (capture
+    --engines; run_holdout.sh ENGINES), with a note when the two disagree."""
+    m = open_trace(trace_dir).manifest
+    n = len(m.engines)
+    knob = m.labels.get("knob.engines")
+    note = "" if knob is None or knob == str(n) else f"knob.engines = {knob} but the manifest lists {n} engines"
+    return {"engines": n, "knob_engines": knob, "engine_ids": [e.engine_id for e in m.engines], "note": note}
+
+
 def bracket(rep, level, name):
     for b in rep.get("brackets", []):
         if b["level"] == level and b["metric"] == name:
@@ -308,7 +318,14 @@ def main(root: str) -> int:
                     means.append(statistics.fmean(xr["measured_ms"].values()))
         derived_spread = repeat_spread(means) if len(means) >= 2 else (None, None)
         summary.setdefault("readiness_spread_across_engines", {})[mode] = derived_spread
-        lines += [f"### {mode}", "",
+        eng = {run: engines_of(TRACES_ROOT[0] / f"{mode}-{run}") for run in runs
+               if (TRACES_ROOT[0] / f"{mode}-{run}" / "manifest.json").exists()}
+        summary.setdefault("engines", {}).update({f"{mode}/{run}": e for run, e in eng.items()})
+        counts = sorted({e["engines"] for e in eng.values()})
+        lines += [f"### {mode} ({'/'.join(map(str, counts)) or '?'} engine{'' if counts == [1] else 's'} per window)", "",
+                  "Engines per window (manifest engines; capture --engines, run_holdout.sh ENGINES): "
+                  + ", ".join(f"{run} {e['engines']} ({', '.join(e['engine_ids'])})" + (f" [{e['note']}]" if e["note"] else "")
+                              for run, e in eng.items()), "",
                   "| run | model | req E2E MAPE % | E2E bias % | TTFT MAPE % | traj E2E MAPE % | batch readiness err % "
                   "(bias) | real spread E2E CV % (max dev) | real spread readiness CV % (max dev) | "
                   "engine_e2e (vLLM queued -> done) MAPE % (bias) | engine_ttft MAPE % | real spread engine_e2e CV % |",
@@ -390,11 +407,11 @@ def main(root: str) -> int:
             clock = ("checked per request: every predicted arrival = its measured arrival offset minus the window's "
                      "first" if mode == "grpo" else "one simulation of both engines, one ReplayResult; the slot pools "
                      "re-time first turns, so arrivals cannot be checked against the trace")
-            lines += ["\\* batch readiness of rollout batches whose requests span both engines, derived here "
+            lines += ["\\* batch readiness of rollout batches whose requests span more than one engine, derived here "
                       "(summarise.py readiness_across_engines): compare leaves them uncompared (\"separate simulated "
                       f"engines have separate clock origins\"); the replay's engines share one clock ({clock}), so "
                       "readiness = ready - the batch's first submit (predicted: earliest predicted arrival of its "
-                      "requests, compare's O_p over both engines) on both sides; the real spread is over the three "
+                      "requests, compare's O_p over all its engines) on both sides; the real spread is over the three "
                       "runs' measured means (report.metrics.repeat_spread).", ""]
         labs = [summary["runs"].get(f"{mode}/{runs[0]}/{mdl}", {}).get("label") for mdl in MODELS]
         lines += ["Labels (run " + runs[0] + "): " + "; ".join(f"`{x}`" for x in labs if x), ""]
@@ -495,6 +512,13 @@ def main(root: str) -> int:
         lines.append("")
         if missing:
             lines += ["Not decomposed as a whole window (the report's reasons per batch): " + "; ".join(missing), ""]
+        # compare's note where simulated batches overlap that the run kept apart (report/explain.batch_overlaps)
+        ov = [(run, model, n) for run in runs for model in MODELS
+              for n in (reps[(mode, model)].get(run) or {}).get("notes", []) if n.startswith("simulated rollout batches overlap")]
+        summary.setdefault("batch_overlaps", {}).update({f"{mode}/{run}/{model}": n for run, model, n in ov})
+        if ov:
+            lines += ["Simulated rollout batches that overlap where the run kept them apart (compare's notes, "
+                      "report/explain.batch_overlaps):", ""] + [f"- {run} {model}: {n}" for run, model, n in ov] + [""]
         lines += ["Exact split of the summed request E2E error (summarise.py e2e_split, % of the summed measured E2E; "
                   "client_path = the measured submit -> vLLM queued the simulator does not have, engine_first_token = "
                   "predicted TTFT - measured queued -> first token, after_first_token = the decode part):", "",

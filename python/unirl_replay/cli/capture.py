@@ -187,6 +187,12 @@ def run_command(mode: str, out_dir: str, role: str, workload_name: str | None, s
         raise click.BadParameter("at least 1 engine", param_hint="--engines")
     if probe_contended < 0 or (probe_contended and not probe):
         raise click.BadParameter("N >= 0, and only with --probe", param_hint="--probe-contended")
+    if probe_contended and engines < 2:
+        # the contended part loads every OTHER engine while one is measured: with one engine nothing would run,
+        # yet the manifest would say reference_probe.contended_repeats = N
+        raise click.BadParameter(f"{probe_contended} contended repeats need 2 or more engines (--engines {engines}: "
+                                 "no other engine to run the load); use --probe-contended 0",
+                                 param_hint="--probe-contended")
     if not 1 <= probe_repeats <= MAX_PROBE_REPEATS or (probe_repeats != PROBE_REPEATS and not probe):
         raise click.BadParameter(f"1 <= N <= {MAX_PROBE_REPEATS}, and only with --probe", param_hint="--probe-repeats")
     py = reference_python()

@@ -560,6 +560,9 @@ def main(argv: List[str] | None = None) -> int:
     args = parser.parse_args(argv)
     if args.windows < 1:
         parser.error("--windows must be at least 1")
+    if args.probe_contended and args.engines < 2:
+        parser.error(f"--probe-contended {args.probe_contended} needs 2 or more engines (--engines {args.engines}: no "
+                     "other engine to run the load)")
     if args.prompts is None:
         args.prompts = 8 if args.mode == "grpo" else 4
     if args.max_new_tokens is None:
