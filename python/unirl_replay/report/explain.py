@@ -102,7 +102,7 @@ def batch_overlaps(idx: WorkloadIndex, outcomes: Sequence[opb.OutcomeRecord],
 
     In the run, batch b was ready before the next batch's first submit (a GRPO driver submits the next
     ``rollout.generate`` only when one returns); in the replay the next batch arrives at its observed submit
-    (open loop) while the simulated b is not yet ready, so the simulated engine runs the next batch's passes
+    (open loop; an agentic trajectory when the replay starts it) while the simulated b is not yet ready, so the simulated engine runs the next batch's passes
     inside b (a mixed pass costs P + D) and both batches' errors hold that overlap (in the decomposition:
     ``simulator_scheduling``). Each clock is used on its own: measured times with measured, predicted with
     predicted. Batches without a measured ready, predicted ready, submit or arrival are skipped."""
@@ -124,7 +124,8 @@ def batch_overlaps(idx: WorkloadIndex, outcomes: Sequence[opb.OutcomeRecord],
         if mr0 <= ms1 and pr0 > pa1:
             out[b0] = (f"simulated rollout batches overlap by {(pr0 - pa1) / 1e6:.1f} ms where the run kept them apart: "
                        f"{b1} arrives at "
-                       f"{(pa1 - pa0) / 1e6:.1f} ms after {b0}'s first arrival (its observed submit, open loop) while "
+                       f"{(pa1 - pa0) / 1e6:.1f} ms after {b0}'s first arrival in the replay (an open-loop request at its "
+                       f"observed submit, an agentic trajectory when the replay starts it) while "
                        f"the simulated {b0} is ready only at {(pr0 - pa0) / 1e6:.1f} ms; in the run {b0} was ready "
                        f"at {(mr0 - ms0) / 1e6:.1f} ms, {(ms1 - mr0) / 1e6:.1f} ms before {b1}'s first submit. The "
                        f"simulated engine runs {b1}'s passes inside {b0} (a mixed pass costs P + D), so both "
