@@ -85,19 +85,24 @@ def derive_trajectories_values(values: Mapping[str, tuple | None], trajectories:
     add, get, members = out.add, values.get, requests_by_traj.get
     for t in trajectories:
         tid = t.trajectory_id
-        vs = [get(q) for q in members(tid, t.request_ids)]
-        try:  # list comprehensions (inlined) instead of generators: a member without values raises
-            last = [v[3] for v in vs]
-        except TypeError:
-            last = None
-        if last and None not in last:
-            end = max(last)
-            add(trajectory_id=tid, start_ns=min([v[0] for v in vs]), end_ns=end)
-            ends[tid] = end
-        else:
-            add(trajectory_id=tid)
-            ends[tid] = None
+        ends[tid] = _add_from_values(add, tid, [get(q) for q in members(tid, t.request_ids)])
     return ends
+
+
+def _add_from_values(add, tid: str, vs: list) -> int | None:
+    """Append trajectory ``tid`` from its members' values ``vs`` (each a values tuple or None) with ``add``
+    (the repeated field's ``add``): start = min arrival, end = max completion, both absent when a member has no
+    values or no completion (or there are no members); returns the end."""
+    try:  # list comprehensions (inlined) instead of generators: a member without values raises
+        last = [v[3] for v in vs]
+    except TypeError:
+        last = None
+    if last and None not in last:
+        end = max(last)
+        add(trajectory_id=tid, start_ns=min([v[0] for v in vs]), end_ns=end)
+        return end
+    add(trajectory_id=tid)
+    return None
 
 
 def derive_trajectories_columns(trajectories: Mapping[str, workload_pb2.Trajectory], trajectory_of: list[str],
@@ -140,18 +145,7 @@ def derive_trajectories_columns(trajectories: Mapping[str, workload_pb2.Trajecto
         if k == 0:  # no request names it: its own request_ids (the twin's code)
             if got is None:
                 got = values().get
-            vs = [got(q) for q in trajectories[tid].request_ids]
-            try:
-                last = [v[3] for v in vs]
-            except TypeError:
-                last = None
-            if last and None not in last:
-                e = max(last)
-                add(trajectory_id=tid, start_ns=min([v[0] for v in vs]), end_ns=e)
-                ends[tid] = e
-            else:
-                add(trajectory_id=tid)
-                ends[tid] = None
+            ends[tid] = _add_from_values(add, tid, [got(q) for q in trajectories[tid].request_ids])
         elif b:
             add(trajectory_id=tid)
             ends[tid] = None
