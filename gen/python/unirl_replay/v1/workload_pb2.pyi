@@ -149,18 +149,28 @@ class Group(_message.Message):
     def __init__(self, group_id: _Optional[str] = ..., rollout_batch_id: _Optional[str] = ..., unit: _Optional[_Union[GroupUnit, str]] = ..., expected_size: _Optional[int] = ..., member_ids: _Optional[_Iterable[str]] = ..., resumed_from_rollout_batch_id: _Optional[str] = ...) -> None: ...
 
 class RolloutBatch(_message.Message):
-    __slots__ = ("rollout_batch_id", "group_ids", "readiness_rule", "required_groups", "engine_ids")
+    __slots__ = ("rollout_batch_id", "group_ids", "readiness_rule", "required_groups", "engine_ids", "after_batch")
     ROLLOUT_BATCH_ID_FIELD_NUMBER: _ClassVar[int]
     GROUP_IDS_FIELD_NUMBER: _ClassVar[int]
     READINESS_RULE_FIELD_NUMBER: _ClassVar[int]
     REQUIRED_GROUPS_FIELD_NUMBER: _ClassVar[int]
     ENGINE_IDS_FIELD_NUMBER: _ClassVar[int]
+    AFTER_BATCH_FIELD_NUMBER: _ClassVar[int]
     rollout_batch_id: str
     group_ids: _containers.RepeatedScalarFieldContainer[str]
     readiness_rule: BatchReadinessRule
     required_groups: int
     engine_ids: _containers.RepeatedScalarFieldContainer[str]
-    def __init__(self, rollout_batch_id: _Optional[str] = ..., group_ids: _Optional[_Iterable[str]] = ..., readiness_rule: _Optional[_Union[BatchReadinessRule, str]] = ..., required_groups: _Optional[int] = ..., engine_ids: _Optional[_Iterable[str]] = ...) -> None: ...
+    after_batch: BatchBoundary
+    def __init__(self, rollout_batch_id: _Optional[str] = ..., group_ids: _Optional[_Iterable[str]] = ..., readiness_rule: _Optional[_Union[BatchReadinessRule, str]] = ..., required_groups: _Optional[int] = ..., engine_ids: _Optional[_Iterable[str]] = ..., after_batch: _Optional[_Union[BatchBoundary, _Mapping]] = ...) -> None: ...
+
+class BatchBoundary(_message.Message):
+    __slots__ = ("previous_rollout_batch_id", "driver_gap_ns")
+    PREVIOUS_ROLLOUT_BATCH_ID_FIELD_NUMBER: _ClassVar[int]
+    DRIVER_GAP_NS_FIELD_NUMBER: _ClassVar[int]
+    previous_rollout_batch_id: str
+    driver_gap_ns: int
+    def __init__(self, previous_rollout_batch_id: _Optional[str] = ..., driver_gap_ns: _Optional[int] = ...) -> None: ...
 
 class SlotPool(_message.Message):
     __slots__ = ("pool_id", "engine_ids", "worker_id", "trajectory_slots")
