@@ -209,6 +209,21 @@ case("two_engines_no_global_barrier", "each engine replays alone; a batch on one
      expect=expected_result([timeline("x0", 0, 100, 110), timeline("y0", 30, 130, 170, eng="e1")],
                             groups=[("gx", 110), ("gy", 170)], batches=[("B0", 110), ("B1", 170)]))
 
+# --- a closed-loop boundary between rollout batches (RolloutBatch.after_batch) ----------------------
+_B0 = [req("q0", out=(2, 5), at_ms=0, group="g0", batch="B0"), req("q1", out=(2,), at_ms=0, group="g1", batch="B0"),
+       req("r0", out=(2,), at_ms=300, group="h0", batch="B1"), req("r1", out=(1,), at_ms=500, group="h1", batch="B1"),
+       group("g0", ["q0"], 2, batch="B0"), group("g1", ["q1"], 1, batch="B0"), group("h0", ["r0"], 1, batch="B1"),
+       group("h1", ["r1"], 1, batch="B1"), batch("B0", ["g0", "g1"])]
+case("batch_boundary_closed_loop", "a batch the driver submitted after the previous one was ready arrives at the "
+     "previous batch's SIMULATED ready + the measured driver gap (7 ms), its other roots at their observed spacing",
+     [*_B0, batch("B1", ["h0", "h1"], after="B0", gap_ms=7)],
+     # B0: q0 (n=2, o=2 and 5) and q1 (o=2) prefill in one pass 0-100; q0's second sample decodes 110..140:
+     # B0 ready 140. r0: 140 + 7 = 147, 247, 257 (observed 300 is not used); r1: 147 + (500 - 300) = 347, 447 (o=1)
+     expect=expected_result([timeline("q0", 0, 100, 140), timeline("q1", 0, 100, 110), timeline("r0", 147, 247, 257),
+                             timeline("r1", 347, 447, 447)],
+                            groups=[("g0", 140), ("g1", 110), ("h0", 257), ("h1", 447)],
+                            batches=[("B0", 140), ("B1", 447)]))
+
 # --- explicit cache state --------------------------------------------------------------------------
 H = chained(10, 4, "shared")
 case("cache_warm_declared", "a declared warm prefix is realised by a warm-up that appears in no row or metric",
@@ -254,6 +269,11 @@ case("reject_client_inflight_limit", "a client in-flight limit (1) tighter than 
 case("reject_warm_cache_with_slots", "a declared warm cache together with trajectory slots (lanes ignore arrival times)",
      [warmup("w0", 8, H[:2]), req("a/0", inp=10, hashes=H, traj="a", turn=0), traj("a", ["a/0"], pool="p", order=0), pool("p", 1)],
      cache=c.CACHE_STATE_KIND_WARM_DECLARED, reject={"type": R, "rule": "cache_warmup.lanes"})
+case("reject_batch_boundary_cross_engine", "a batch boundary across engines: each engine is its own replay and an "
+     "upstream dependency cannot cross replays",
+     [*_B0[:2], req("r0", out=(2,), at_ms=300, group="h0", batch="B1", eng="e1"), *_B0[4:6],
+      group("h0", ["r0"], 1, batch="B1"), _B0[8], batch("B1", ["h0"], after="B0", gap_ms=7)],
+     engines=[engine("e0"), engine("e1")], reject={"type": R, "rule": "batch_boundary.unexpressible"})
 case("reject_mooncake_closed_loop", "dependencies cannot be expressed in the open-loop mooncake format",
      [req("t/0", traj="t", turn=0), req("t/1", traj="t", turn=1, deps=[dep("t/0", 5)]), traj("t", ["t/0", "t/1"])],
      fmt="mooncake", reject={"type": R, "rule": "mooncake.closed_loop"})

@@ -94,8 +94,13 @@ def group(gid, members, expected, unit=w.GROUP_UNIT_SAMPLES, batch=""):
                    rollout_batch_id=batch)
 
 
-def batch(bid, groups, rule=w.BATCH_READINESS_RULE_ALL_GROUPS, n=0):
-    return w.RolloutBatch(rollout_batch_id=bid, group_ids=list(groups), readiness_rule=rule, required_groups=n)
+def batch(bid, groups, rule=w.BATCH_READINESS_RULE_ALL_GROUPS, n=0, after=None, gap_ms=0.0):
+    """A RolloutBatch; ``after``: the batch it waited for (``after_batch``), ``gap_ms`` the driver gap."""
+    b = w.RolloutBatch(rollout_batch_id=bid, group_ids=list(groups), readiness_rule=rule, required_groups=n)
+    if after is not None:
+        b.after_batch.previous_rollout_batch_id = after
+        b.after_batch.driver_gap_ns = int(round(gap_ms * MS))
+    return b
 
 
 def warmup(wid, inp, hashes, eng="e0", bs=4):

@@ -43,8 +43,9 @@ def test_default_rejects_and_names_the_opt_in():
 
 
 def test_allow_list_is_explicit_and_justified():
-    # the two bounds of the client limit: drop it (optimistic) or replay it as lanes = the limit (pessimistic)
-    assert list(UNMODELLED_ALLOWED) == [RULE, RULE + ".as_lanes"]
+    # the two bounds of the client limit: drop it (optimistic) or replay it as lanes = the limit (pessimistic);
+    # a batch boundary upstream cannot hold, replayed open loop
+    assert list(UNMODELLED_ALLOWED) == [RULE, RULE + ".as_lanes", "batch_boundary.open_loop"]
     assert all(len(why) > 40 for why in UNMODELLED_ALLOWED.values())
 
 
@@ -52,11 +53,11 @@ def test_allow_list_is_explicit_and_justified():
     ("slot_pool.cross_engine",
      "unsupported [unmodelled.not_allowed]: 'slot_pool.cross_engine' cannot be replayed as unmodelled: "
      "dropping it would change what is replayed, not only remove a limit, so it stays a hard rejection; "
-     "only engine_client.inflight_limit, engine_client.inflight_limit.as_lanes may be allowed (--allow-unmodelled) "
+     "only batch_boundary.open_loop, engine_client.inflight_limit, engine_client.inflight_limit.as_lanes may be allowed (--allow-unmodelled) "
      "(records: slot_pool.cross_engine)"),
     ("no.such_rule",
      "unsupported [unmodelled.not_allowed]: 'no.such_rule' is not a rejection rule of the replay adapter; "
-     "only engine_client.inflight_limit, engine_client.inflight_limit.as_lanes may be allowed (--allow-unmodelled) "
+     "only batch_boundary.open_loop, engine_client.inflight_limit, engine_client.inflight_limit.as_lanes may be allowed (--allow-unmodelled) "
      "(records: no.such_rule)"),
 ])
 def test_rule_outside_the_allow_list_is_still_rejected(rule, text):

@@ -16,7 +16,7 @@ from unirl_replay.cli import OutPath
 @click.option("--engine", "engine_id", default=None, help="Convert only this engine.")
 @click.option("--allow-unmodelled", "unmodelled", multiple=True, metavar="RULE",
               help="Explicitly drop a constraint upstream cannot express (allow-listed rules only, e.g. "
-                   "engine_client.inflight_limit); the converted input then lacks it.")
+                   "engine_client.inflight_limit, batch_boundary.open_loop); the converted input then lacks it.")
 def command(trace_dir: str, trace_format: str, out_file: str, engine_id: str | None,
             unmodelled: tuple[str, ...]) -> None:
     """Convert TRACE_DIR to Dynamo Replay input (checks what upstream cannot express first)."""

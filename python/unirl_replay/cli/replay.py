@@ -19,8 +19,10 @@ from unirl_replay.cli import OutPath
               type=click.Choice(["agentic_mooncake", "mooncake"]))
 @click.option("--allow-unmodelled", "unmodelled", multiple=True, metavar="RULE",
               help="Replay WITHOUT a constraint upstream cannot express instead of rejecting the trace "
-                   "(only engine_client.inflight_limit may be dropped: the optimistic bound; or "
-                   "engine_client.inflight_limit.as_lanes: lanes = the limit, the pessimistic bound). The result "
+                   "(engine_client.inflight_limit: the optimistic bound; or "
+                   "engine_client.inflight_limit.as_lanes: lanes = the limit, the pessimistic bound; or "
+                   "batch_boundary.open_loop: a rollout-batch boundary upstream cannot hold, replayed at the "
+                   "observed submits). The result "
                    "records it in unmodelled_constraints and reports label it UNMODELLED; compare the two bounds "
                    "with `compare ... --bound`.")
 @click.option("--simulator", default="dynamo", show_default=True, metavar="dynamo|aisimulate[==VERSION]",

@@ -35,6 +35,10 @@ Rule ids raised here (each has a test showing its text):
                                     the trajectory lanes (upstream has no such limit)
 ``cache_warmup.lanes``              a declared warm cache together with trajectory lanes
 ``mooncake.closed_loop``            dependencies / slot pools in the open-loop mooncake format
+``batch_boundary.unexpressible``    a closed-loop boundary between rollout batches
+                                    (``RolloutBatch.after_batch``) upstream cannot hold: across
+                                    engines, in lanes mode, FIRST_N_GROUPS, mooncake
+                                    (:mod:`~unirl_replay.replay.batch_boundary`)
 ``unmodelled.not_allowed``          ``unmodelled=`` names a rule that is not in
                                     :data:`UNMODELLED_ALLOWED` (it stays a hard rejection)
 ==================================  ===========================================================
@@ -52,6 +56,7 @@ from collections.abc import Iterable, Mapping
 
 from unirl_replay.contract.errors import TraceFormatError, UnsupportedWorkloadError
 from unirl_replay.contract.workload_columns import MessageColumns
+from unirl_replay.replay import batch_boundary
 from unirl_replay.replay.request_checks import check_requests, scan_columns, scan_requests
 from unirl_replay.replay.workload import WORKLOAD_FILE, EnginePlan, WorkloadIndex, expected_hash_count
 from unirl_replay.v1 import common_pb2, manifest_pb2, replay_pb2, workload_pb2
@@ -65,6 +70,9 @@ UNMODELLED_ALLOWED: dict[str, str] = {
     "limit): every request, dependency and measured delay is still replayed, but whole trajectories, tool "
     "waits included, hold the engine one lane each, so predicted times are pessimistic (the other bound of "
     "engine_client.inflight_limit)",
+    "batch_boundary.open_loop": "replays a rollout batch's roots at their observed submits instead of after the "
+    "previous batch's simulated ready (batch_boundary.unexpressible): every request, dependency and measured delay "
+    "is still replayed, but the simulated previous batch may overlap the batch where the run kept them apart",
 }
 """Rejection rules a user may explicitly drop (``--allow-unmodelled RULE``), each with the reason it is
 safe. Every other rule stays a hard rejection even when named."""
@@ -73,7 +81,7 @@ RULES = ("slot_pool.cross_engine", "slot_pool.multiple_per_engine", "slot_pool.p
          "trajectory.cross_engine", "dependency.cross_trajectory", "dependency.delay_not_measured",
          "policy.mixed_versions", "resume.cross_policy", "resume.partial", "resume.cross_batch", "prefix.block_size_mismatch",
          "engine_client.inflight_limit", "cache_warmup.lanes", "mooncake.closed_loop",
-         "cache_warmup.aggregate_only")
+         "cache_warmup.aggregate_only", "batch_boundary.unexpressible")
 """Every UnsupportedWorkloadError rule of the workload checks (for the opt-in's messages)."""
 
 
@@ -181,6 +189,8 @@ def check_supported(
             raise ColumnsDeclined("request")
         if trace_format == "mooncake":
             raise ColumnsDeclined(trace_format)  # its rules read the Request messages
+        if batch_boundary.boundaries(index):
+            raise ColumnsDeclined("batch_boundary")  # its rules read each request's rollout batch
         for p in plans.values():
             p.columns = index.columns
     elif not scan_requests(index, engines, window_policy_version, plans):
@@ -373,4 +383,6 @@ def check_supported(
                      "(output_length 0) ran first on their engine; they are removed from every row "
                      "and metric and the time origin is the first real arrival")
     plans = {eid: p for eid, p in plans.items() if p.requests or p.request_ids}
+    # -- closed-loop batch boundaries: last, on the final plays (they merge plays and add dependencies)
+    notes.extend(batch_boundary.apply(index, plans, trace_format=trace_format, allow=allow))
     return plans, notes
