@@ -125,3 +125,19 @@ def test_malformed_boundaries_name_the_record_and_rule():
             check_supported(index(*two_batches(after=after)), {"e0": engine()})
         assert e.value.rule == rule and e.value.record_id == "B1"
 
+
+
+def test_the_opt_in_acts_only_where_upstream_cannot_hold_the_boundary():
+    res = replay_workload(index(*two_batches()), manifest(), FIXED, unmodelled=("batch_boundary.open_loop",))
+    assert times(res)["r0"] == (147, 247, 257) and not res.unmodelled_constraints
+
+
+def test_lanes_open_loop_reason_says_lanes_decide():
+    msgs = [req("a/0", out=(2,), traj="a", turn=0, at_ms=0, group="g", batch="B0"),
+            req("b/0", out=(2,), traj="b", turn=0, at_ms=50, group="h", batch="B1"),
+            traj("a", ["a/0"], pool="p", order=0), traj("b", ["b/0"], pool="p", order=1), pool("p", 1),
+            group("g", ["a"], 1, unit=2, batch="B0"), group("h", ["b"], 1, unit=2, batch="B1"),
+            batch("B0", ["g"]), batch("B1", ["h"], after="B0", gap_ms=1)]
+    plans, notes = check_supported(index(*msgs), {"e0": engine()}, unmodelled=("batch_boundary.open_loop",))
+    (c,) = plans["e0"].unmodelled
+    assert "lanes free" in c.reason and any(n.startswith("UNMODELLED batch_boundary") for n in notes)

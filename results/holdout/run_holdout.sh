@@ -143,14 +143,18 @@ EOF
         plots=(--no-plots); [ "$r" = 1 ] && [ "$model" = "${PLOT_MODEL:-probe}" ] && plots=()   # plots: run 1, PLOT_MODEL
         if [ "$mode" = agentic ]; then
           # the bracket: lanes = slots with the client's in-flight limit dropped (main), lanes = the limit (bound)
-          "$CLI" replay "$t" --timing-model "$tm" --out "$d" --allow-unmodelled engine_client.inflight_limit
+          # (a batch boundary the capture recorded cannot be held in lanes mode: batch_boundary.open_loop, labelled)
+          "$CLI" replay "$t" --timing-model "$tm" --out "$d" --allow-unmodelled engine_client.inflight_limit \
+            --allow-unmodelled batch_boundary.open_loop
           "$CLI" replay "$t" --timing-model "$tm" --out "$d/bound-lanes" \
-            --allow-unmodelled engine_client.inflight_limit.as_lanes
+            --allow-unmodelled engine_client.inflight_limit.as_lanes --allow-unmodelled batch_boundary.open_loop
           "$CLI" compare "$t" "$d/replay_result.json" --out "$d" "${others[@]}" "${plots[@]}" \
             --bound "$d/bound-lanes/replay_result.json" > /dev/null
           rm -rf "$d/bound-lanes/upstream"
         else
-          "$CLI" replay "$t" --timing-model "$tm" --out "$d"
+          # a recorded batch boundary is replayed closed loop where upstream can hold it (one engine); across
+          # engines (per-engine replays cannot hold it) open loop, labelled UNMODELLED (the opt-in only acts there)
+          "$CLI" replay "$t" --timing-model "$tm" --out "$d" --allow-unmodelled batch_boundary.open_loop
           "$CLI" compare "$t" "$d/replay_result.json" --out "$d" "${others[@]}" "${plots[@]}" > /dev/null
         fi
         rm -rf "$d/upstream"

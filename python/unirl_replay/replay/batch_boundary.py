@@ -102,10 +102,12 @@ def apply(index: WorkloadIndex, plans: Mapping[str, EnginePlan], *, trace_format
                 [bid, prev])
         first = min((engine_of[q] for q in members.get(bid, []) if q in engine_of), default=next(iter(plans), None))
         if first is not None:
+            how = ("its trajectories start when the engine's lanes free (lanes mode does not use root arrivals)"
+                   if plans[first].lanes is not None else "its roots arrive at their observed submits")
             plans[first].unmodelled.append(replay_pb2.UnmodelledConstraint(
                 rule=RULE, record_ids=[bid],
-                reason=f"{what}; replayed OPEN LOOP (explicit opt-in {OPEN_LOOP}): its roots arrive at their "
-                f"observed submits, so the simulated {prev!r} may overlap it where the run kept them apart"))
+                reason=f"{what}; replayed OPEN LOOP (explicit opt-in {OPEN_LOOP}): {how}, so the simulated "
+                f"{prev!r} may overlap it where the run kept them apart"))
         notes.append(f"UNMODELLED {RULE}: rollout batch {bid!r} replayed open loop after {prev!r} ({why})")
     for eid, todo in edits.items():
         notes.extend(_express(plans[eid], index, members, todo))
