@@ -305,6 +305,11 @@ def _bracket(idx: WorkloadIndex, outcomes: list[opb.OutcomeRecord], manifest: mp
             raise ComparisonError("--bound is for UNMODELLED replays: this replay modelled every constraint, it "
                                   "is the prediction")
         return
+    if not bounds and not any(c.rule.startswith("engine_client.") for c in replay.unmodelled_constraints):
+        rules = ", ".join(dict.fromkeys(c.rule for c in replay.unmodelled_constraints))
+        report.notes.append(f"UNMODELLED: the replay dropped {rules} by explicit opt-in (the notes say how): these "
+                            "numbers hold that gap; they are neither the prediction of the run as it ran nor a bound")
+        return
     if not bounds:
         report.notes.append(f"UNMODELLED: these numbers are ONE BOUND ({bound_name(replay)}), not the prediction; "
                             "replay the other bound too (--allow-unmodelled engine_client.inflight_limit[.as_lanes]) "

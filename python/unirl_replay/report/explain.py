@@ -93,7 +93,29 @@ def explain(idx: WorkloadIndex, outcomes: Sequence[opb.OutcomeRecord], manifest:
             d.notes.append(overlaps[d.record_id])
     report.decompositions.extend(decs)
     report.notes.extend(conversion_notes(manifest, replay))
+    report.notes.extend(boundary_notes(idx, replay))
     report.notes.extend(overlaps.values())
+
+
+def boundary_notes(idx: WorkloadIndex, replay: rpb.ReplayResult) -> list[str]:
+    """How each recorded batch boundary (``RolloutBatch.after_batch``) was replayed: closed loop, or open loop
+    where the replay dropped it (``UnmodelledConstraint`` rule ``batch_boundary.unexpressible``)."""
+    dropped = {b for c in replay.unmodelled_constraints if c.rule == "batch_boundary.unexpressible"
+               for b in c.record_ids}
+    out = []
+    for bid, b in idx.batches.items():
+        if not b.HasField("after_batch"):
+            continue
+        prev, gap_ms = b.after_batch.previous_rollout_batch_id, b.after_batch.driver_gap_ns / 1e6
+        if bid in dropped:
+            out.append(f"batch boundary {prev} -> {bid} (the run waited for {prev}'s ready) replayed OPEN LOOP "
+                       "(UNMODELLED: batch_boundary.open_loop): the simulated batches may overlap where the run kept "
+                       "them apart")
+        else:
+            out.append(f"batch boundary {prev} -> {bid} replayed closed loop, as the run: {bid}'s first request "
+                       f"arrives at {prev}'s simulated completion + the measured driver gap ({gap_ms:.3f} ms, "
+                       "RolloutBatch.after_batch)")
+    return out
 
 
 def batch_overlaps(idx: WorkloadIndex, outcomes: Sequence[opb.OutcomeRecord],
