@@ -141,3 +141,12 @@ def test_lanes_open_loop_reason_says_lanes_decide():
     plans, notes = check_supported(index(*msgs), {"e0": engine()}, unmodelled=("batch_boundary.open_loop",))
     (c,) = plans["e0"].unmodelled
     assert "lanes free" in c.reason and any(n.startswith("UNMODELLED batch_boundary") for n in notes)
+
+
+def test_a_cycle_of_boundaries_is_named():
+    msgs = two_batches()
+    msgs[-2] = batch("B0", ["g0", "g1"], after="B1", gap_ms=1)
+    with pytest.raises(TraceFormatError) as e:
+        check_supported(index(*msgs), {"e0": engine()})
+    assert e.value.rule == "batch.after_batch.cycle"
+    assert "B0 -> B1 -> B0" in str(e.value) or "B1 -> B0 -> B1" in str(e.value)

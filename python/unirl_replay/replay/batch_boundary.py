@@ -66,8 +66,9 @@ def apply(index: WorkloadIndex, plans: Mapping[str, EnginePlan], *, trace_format
     declines the columns). Edits ``plans`` in place; returns readable notes, one per boundary.
 
     Raises:
-        TraceFormatError: ``batch.after_batch.unknown`` (the previous batch is not in the trace) or
-            ``batch.after_batch.self`` (``validate`` refuses both first; reachable on an ungated trace).
+        TraceFormatError: ``batch.after_batch.unknown`` (the previous batch is not in the trace),
+            ``batch.after_batch.self`` or ``batch.after_batch.cycle`` (``validate`` refuses these first; reachable on
+            an ungated trace).
         UnsupportedWorkloadError: ``batch_boundary.unexpressible`` for a boundary upstream cannot hold,
             unless ``allow`` names ``batch_boundary.open_loop``.
     """
@@ -79,8 +80,6 @@ def apply(index: WorkloadIndex, plans: Mapping[str, EnginePlan], *, trace_format
     for r in index.requests:
         if r.rollout_batch_id:
             members.setdefault(r.rollout_batch_id, []).append(r.request_id)
-    notes: list[str] = []
-    edits: dict[str, list[tuple[str, str, int]]] = {}  # engine -> (batch, previous batch, gap ns)
     for bid, ab in found:
         prev = ab.previous_rollout_batch_id
         if prev == bid:
@@ -89,6 +88,11 @@ def apply(index: WorkloadIndex, plans: Mapping[str, EnginePlan], *, trace_format
         if prev not in index.batches:
             raise TraceFormatError(f"after_batch names rollout batch {prev!r}, which the trace does not hold",
                                    record_id=bid, file=WORKLOAD_FILE, rule="batch.after_batch.unknown")
+    _check_acyclic(found)
+    notes: list[str] = []
+    edits: dict[str, list[tuple[str, str, int]]] = {}  # engine -> (batch, previous batch, gap ns)
+    for bid, ab in found:
+        prev = ab.previous_rollout_batch_id
         why, eid = _unexpressible(bid, prev, index, plans, members, engine_of, trace_format)
         if why is None:
             edits.setdefault(eid, []).append((bid, prev, ab.driver_gap_ns))
@@ -112,6 +116,22 @@ def apply(index: WorkloadIndex, plans: Mapping[str, EnginePlan], *, trace_format
     for eid, todo in edits.items():
         notes.extend(_express(plans[eid], index, members, todo))
     return notes
+
+
+def _check_acyclic(found: list[tuple[str, workload_pb2.BatchBoundary]]) -> None:
+    """Raise ``batch.after_batch.cycle`` when following ``after_batch`` links comes back to a batch."""
+    after = {bid: ab.previous_rollout_batch_id for bid, ab in found}
+    done: set[str] = set()
+    for start in after:
+        seen, b = [], start
+        while b in after and b not in done:
+            if b in seen:
+                loop = seen[seen.index(b):]
+                raise TraceFormatError(f"after_batch links form a cycle: {' -> '.join([*loop, b])} (each batch waits "
+                                       "for the next)", record_id=b, file=WORKLOAD_FILE, rule="batch.after_batch.cycle")
+            seen.append(b)
+            b = after[b]
+        done.update(seen)
 
 
 def _unexpressible(bid: str, prev: str, index: WorkloadIndex, plans: Mapping[str, EnginePlan],
