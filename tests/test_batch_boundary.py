@@ -150,3 +150,30 @@ def test_a_cycle_of_boundaries_is_named():
         check_supported(index(*msgs), {"e0": engine()})
     assert e.value.rule == "batch.after_batch.cycle"
     assert "B0 -> B1 -> B0" in str(e.value) or "B1 -> B0 -> B1" in str(e.value)
+
+
+def test_the_column_reader_takes_the_same_path(tmp_path):
+    # an arrow trace is read as columns (no Request message): the boundary is planned from the groups and the
+    # facts, and upstream gets the same rows as from the messages
+    from tracebuild import TraceParts, write_trace
+
+    from unirl_replay.contract import workload_columns as wc
+    from unirl_replay.contract.trace_io import open_trace
+    from unirl_replay.replay.batch_boundary import batch_requests
+    from unirl_replay.replay.workload import WorkloadIndex
+    from replay_build import record
+
+    msgs = two_batches()
+    msgs.insert(2, req("q2", out=(1,), at_ms=1, deps=[], group="", batch="B0"))  # in the batch, in no group
+    d = write_trace(tmp_path / "t", TraceParts(manifest(), [record(m) for m in msgs], []), "arrow")
+    cols = wc.read_columns(open_trace(d))
+    assert cols is not None
+    by_cols = WorkloadIndex.from_columns(cols)
+    plans_c, _ = check_supported(by_cols, {"e0": engine()})
+    assert plans_c["e0"].columns is not None and not by_cols.requests  # the column path, no messages
+    ix = index(*msgs)
+    plans_m, _ = check_supported(ix, {"e0": engine()})
+    rows = lambda plans, i: agentic_mooncake.convert_engine(plans["e0"], i).rows  # noqa: E731
+    assert rows(plans_c, by_cols) == rows(plans_m, ix)
+    # readiness waits for the groups' members only (as derive computes it), not for q2
+    assert batch_requests(ix, ["B0"], plans_m["e0"].facts)["B0"] == (["q0", "q1"], ["q0", "q1"])

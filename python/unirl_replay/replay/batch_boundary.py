@@ -62,8 +62,8 @@ def apply(index: WorkloadIndex, plans: Mapping[str, EnginePlan], *, trace_format
           allow: frozenset[str]) -> list[str]:
     """Express every ``RolloutBatch.after_batch`` of ``index`` in ``plans`` (module docstring).
 
-    ``index`` holds the Request messages (a trace read as columns is read as messages first: the caller
-    declines the columns). Edits ``plans`` in place; returns readable notes, one per boundary.
+    ``index`` may be read as columns (its batches and groups are messages either way). Edits ``plans`` in place
+    (their ``facts`` become their own copies); returns readable notes, one per boundary.
 
     Raises:
         TraceFormatError: ``batch.after_batch.unknown`` (the previous batch is not in the trace),
@@ -75,11 +75,6 @@ def apply(index: WorkloadIndex, plans: Mapping[str, EnginePlan], *, trace_format
     found = boundaries(index)
     if not found:
         return []
-    engine_of = {rid: eid for eid, p in plans.items() for rid in p.ids()}
-    members: dict[str, list[str]] = {}  # batch id -> its request ids, workload order
-    for r in index.requests:
-        if r.rollout_batch_id:
-            members.setdefault(r.rollout_batch_id, []).append(r.request_id)
     for bid, ab in found:
         prev = ab.previous_rollout_batch_id
         if prev == bid:
@@ -89,6 +84,12 @@ def apply(index: WorkloadIndex, plans: Mapping[str, EnginePlan], *, trace_format
             raise TraceFormatError(f"after_batch names rollout batch {prev!r}, which the trace does not hold",
                                    record_id=bid, file=WORKLOAD_FILE, rule="batch.after_batch.unknown")
     _check_acyclic(found)
+    engine_of = {rid: eid for eid, p in plans.items() for rid in p.ids()}
+    facts: dict[str, tuple] = {}
+    for p in plans.values():
+        p.facts = dict(plan_facts(p, index.by_id))
+        facts.update(p.facts)
+    members = batch_requests(index, {b for bid, ab in found for b in (bid, ab.previous_rollout_batch_id)}, facts)
     notes: list[str] = []
     edits: dict[str, list[tuple[str, str, int]]] = {}  # engine -> (batch, previous batch, gap ns)
     for bid, ab in found:
@@ -104,7 +105,7 @@ def apply(index: WorkloadIndex, plans: Mapping[str, EnginePlan], *, trace_format
                 f"simulated {prev!r} does), pass --allow-unmodelled {OPEN_LOOP} (replay_workload(..., unmodelled=("
                 f"{OPEN_LOOP!r},))): the result records the dropped boundary and reports label it UNMODELLED",
                 [bid, prev])
-        first = min((engine_of[q] for q in members.get(bid, []) if q in engine_of), default=next(iter(plans), None))
+        first = min((engine_of[q] for q in members[bid][1] if q in engine_of), default=next(iter(plans), None))
         if first is not None:
             how = ("its trajectories start when the engine's lanes free (lanes mode does not use root arrivals)"
                    if plans[first].lanes is not None else "its roots arrive at their observed submits")
@@ -114,8 +115,45 @@ def apply(index: WorkloadIndex, plans: Mapping[str, EnginePlan], *, trace_format
                 f"{prev!r} may overlap it where the run kept them apart"))
         notes.append(f"UNMODELLED {RULE}: rollout batch {bid!r} replayed open loop after {prev!r} ({why})")
     for eid, todo in edits.items():
-        notes.extend(_express(plans[eid], index, members, todo))
+        notes.extend(_express(plans[eid], members, todo))
     return notes
+
+
+def batch_requests(index: WorkloadIndex, batch_ids, facts: Mapping[str, tuple]) -> dict[str, tuple[list[str], list[str]]]:
+    """batch id -> (the requests its readiness waits for, every request of it), each in workload order.
+
+    Readiness is what :mod:`~unirl_replay.replay.derive` derives it from: the members of the batch's groups
+    (request ids of a GROUP_UNIT_SAMPLES group; every request of a GROUP_UNIT_TRAJECTORIES member trajectory).
+    Every request of the batch: those and, through ``facts`` (``EnginePlan.facts``), every request they wait for
+    (the intermediate requests of a multi-level lineage, which are no group's members). Ids the workload does
+    not hold are left out (``validate`` names them)."""
+    pos = {rid: k for k, rid in enumerate(index.request_ids())}
+    by_traj: dict[str, list[str]] | None = None
+    out = {}
+    for bid in batch_ids:
+        ready: set[str] = set()
+        for gid in index.batches[bid].group_ids:
+            g = index.groups.get(gid)
+            if g is None:
+                continue
+            if g.unit == workload_pb2.GROUP_UNIT_TRAJECTORIES:
+                if by_traj is None:
+                    by_traj = {}
+                    for rid, tid in zip(index.request_ids(), index.trajectory_of()):
+                        if tid:
+                            by_traj.setdefault(tid, []).append(rid)
+                for tid in g.member_ids:
+                    ready.update(by_traj.get(tid, ()))
+            else:
+                ready.update(m for m in g.member_ids if m in pos)
+        every, stack = set(ready), list(ready)
+        while stack:
+            for d in facts[stack.pop()][4]:
+                if d[0] not in every and d[0] in facts:
+                    every.add(d[0])
+                    stack.append(d[0])
+        out[bid] = (sorted(ready, key=pos.__getitem__), sorted(every, key=pos.__getitem__))
+    return out
 
 
 def _check_acyclic(found: list[tuple[str, workload_pb2.BatchBoundary]]) -> None:
@@ -135,12 +173,12 @@ def _check_acyclic(found: list[tuple[str, workload_pb2.BatchBoundary]]) -> None:
 
 
 def _unexpressible(bid: str, prev: str, index: WorkloadIndex, plans: Mapping[str, EnginePlan],
-                   members: Mapping[str, list[str]], engine_of: Mapping[str, str],
+                   members: Mapping[str, tuple[list[str], list[str]]], engine_of: Mapping[str, str],
                    trace_format: str) -> tuple[str | None, str]:
     """(why upstream cannot hold the boundary ``prev`` -> ``bid``, or None; the engine when it can)."""
     if trace_format != "agentic_mooncake":
         return f"the {trace_format} format replays observed arrivals only (use agentic_mooncake)", ""
-    mine, theirs = members.get(bid, []), members.get(prev, [])
+    mine, theirs = members[bid][1], members[prev][1]
     if not mine or not theirs:
         empty = bid if not mine else prev
         return f"rollout batch {empty!r} has no requests in the window", ""
@@ -159,10 +197,10 @@ def _unexpressible(bid: str, prev: str, index: WorkloadIndex, plans: Mapping[str
     return None, eid
 
 
-def _express(plan: EnginePlan, index: WorkloadIndex, members: Mapping[str, list[str]],
+def _express(plan: EnginePlan, members: Mapping[str, tuple[list[str], list[str]]],
              todo: list[tuple[str, str, int]]) -> list[str]:
     """Rewrite ``plan`` for its boundaries ``todo`` ((batch, previous batch, gap ns)); the notes."""
-    facts = plan.facts = dict(plan_facts(plan, index.by_id))
+    facts = plan.facts
     play_of = {rid: play for play, rids in plan.plays.items() for rid in rids}
     parent: dict[str, str] = {}  # union-find over play ids
 
@@ -173,10 +211,10 @@ def _express(plan: EnginePlan, index: WorkloadIndex, members: Mapping[str, list[
 
     notes = []
     for bid, prev, gap_ns in todo:
-        roots = sorted((facts[q][3], k, q) for k, q in enumerate(members[bid])
+        roots = sorted((facts[q][3], k, q) for k, q in enumerate(members[bid][1])
                        if not facts[q][4] and facts[q][3] is not None)
-        before = members[prev]
-        for q in (*before, *members[bid]):
+        before = members[prev][0]  # what its readiness waits for
+        for q in (*members[prev][1], *members[bid][1]):
             a, b = find(play_of[q]), find(play_of[before[0]])
             if a != b:
                 parent[a] = b

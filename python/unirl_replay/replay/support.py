@@ -189,8 +189,6 @@ def check_supported(
             raise ColumnsDeclined("request")
         if trace_format == "mooncake":
             raise ColumnsDeclined(trace_format)  # its rules read the Request messages
-        if batch_boundary.boundaries(index):
-            raise ColumnsDeclined("batch_boundary")  # its rules read each request's rollout batch
         for p in plans.values():
             p.columns = index.columns
     elif not scan_requests(index, engines, window_policy_version, plans):
