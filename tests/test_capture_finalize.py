@@ -138,15 +138,17 @@ def test_grpo_two_engines_join_every_request_once(tmp_path):
     assert r.group_id == "r1:prompt:3:sample:0" and r.rollout_batch_id == "rollout-1"
 
 
-def _driver_generates(raw: Path, *, error_in: int | None = None) -> None:
+def _driver_generates(raw: Path, *, error_in: int | None = None, batches=(0, 1), enters=None) -> None:
     """The driver's rollout.generate per rollout (Handle.generate hook): enters 0.1 s before the engine calls it
-    scatters, returns 0.3 s after the last one (gather + rebind in the driver)."""
+    scatters, returns 0.3 s after the last one (gather + rebind in the driver). ``batches``: the rollouts that have
+    a record; ``enters``: rollout -> enter time instead of t - 0.1 (s)."""
     recs = []
-    for b in range(2):
+    for b in batches:
         t = 1.0 + b
         recs.append({"kind": "rollout_generate", "dispatch_id": f"d{b}", "role": "VLLMRolloutEngine_0",
                      "role_class": "VLLMRolloutEngine", "groups": [f"r{b}:prompt:{p}:sample:0" for p in range(4)],
-                     "rollout_ids": [b], "samples": 8, "dp_size": 2, "enter": _t(t - .1), "exit": _t(t + .5),
+                     "rollout_ids": [b], "samples": 8, "dp_size": 2,
+                     "enter": _t((enters or {}).get(b, t - .1)), "exit": _t(t + .5),
                      "error": "RayActorError" if error_in == b else None})
     _write(raw, f"driver-{HOST}-10.jsonl", [_proc("driver", 10), *recs])
 
@@ -189,6 +191,94 @@ def test_grpo_batch_whose_driver_generate_raised_has_no_ready_time_and_is_report
     assert not b1.HasField("ready_ns") and not man.completeness.complete
     lost = {x.kind: x for x in man.completeness.lost}
     assert "raised RayActorError" in lost["rollout_batch"].cause and not rep.complete
+
+
+def _after(wl) -> dict:
+    return {b.rollout_batch_id: (b.after_batch.previous_rollout_batch_id, b.after_batch.driver_gap_ns)
+            for b in wl["rollout_batch"] if b.HasField("after_batch")}
+
+
+def test_grpo_sequential_generate_calls_record_the_closed_loop_boundary_with_the_driver_gap(tmp_path):
+    _grpo_raw(tmp_path / "raw")
+    _driver_generates(tmp_path / "raw")  # rollout 0's generate returns at 1.5 s, rollout 1's enters at 1.9 s
+    finalize(tmp_path / "raw", tmp_path / "trace")
+    _valid(tmp_path / "trace")
+    man, wl, oc = _load(tmp_path / "trace")
+    # rollout 1's first engine call enters at 2.0 s (1.1 s into the window that starts at 0.9 s), rollout 0 is
+    # ready at the driver return 1.5 s (0.6 s): gap 0.5 s exactly; the first batch has no boundary
+    assert _after(wl) == {"rollout-1": ("rollout-0", 500_000_000)}
+    first = min(r.arrival.observed_offset_ns for r in wl["request"] if r.rollout_batch_id == "rollout-1")
+    ready0 = next(b.ready_ns for b in oc["rollout_batch"] if b.rollout_batch_id == "rollout-0")
+    assert first - ready0 == 500_000_000
+    assert "closed loop at 1 of 1 batch boundaries" in man.labels["batch_boundary"]
+    assert "rollout-1 after rollout-0: driver gap 500.000 ms" in man.labels["batch_boundary"]
+
+
+def test_grpo_overlapping_generate_calls_record_no_boundary_and_say_why(tmp_path):
+    _grpo_raw(tmp_path / "raw")
+    _driver_generates(tmp_path / "raw", enters={1: 1.4})  # rollout 1's generate enters before rollout 0's returns
+    finalize(tmp_path / "raw", tmp_path / "trace")
+    _valid(tmp_path / "trace")
+    man, wl, _ = _load(tmp_path / "trace")
+    assert _after(wl) == {}
+    assert "closed loop at 0 of 1" in man.labels["batch_boundary"]
+    assert "rollout-1: none, its rollout.generate entered 100.00 ms before rollout-0's returned (overlapping" \
+        in man.labels["batch_boundary"]
+
+
+@pytest.mark.parametrize("batches, why", [
+    ((), "rollout-1: none, no driver rollout.generate record of its own"),
+    ((0,), "rollout-1: none, no driver rollout.generate record of its own"),
+    ((1,), "rollout-1: none, the previous batch rollout-0 has no driver rollout.generate record"),
+])
+def test_grpo_missing_driver_record_records_no_boundary(tmp_path, batches, why):
+    _grpo_raw(tmp_path / "raw")
+    if batches:
+        _driver_generates(tmp_path / "raw", batches=batches)
+    finalize(tmp_path / "raw", tmp_path / "trace")
+    man, wl, _ = _load(tmp_path / "trace")
+    assert _after(wl) == {} and why in man.labels["batch_boundary"]
+
+
+def test_grpo_previous_batch_without_a_ready_time_records_no_boundary(tmp_path):
+    _grpo_raw(tmp_path / "raw")
+    _driver_generates(tmp_path / "raw", error_in=0)  # rollout 0's generate raised: no ready time
+    finalize(tmp_path / "raw", tmp_path / "trace")
+    man, wl, _ = _load(tmp_path / "trace")
+    assert _after(wl) == {} and "the previous batch rollout-0 has no ready time" in man.labels["batch_boundary"]
+
+
+def test_batch_boundaries_negative_gap_other_driver_and_order_by_hand():
+    from unirl_replay.capture.finalize import BatchTiming, batch_boundaries
+
+    def bt(bid, start, enter, exit_, proc, submit, ready):
+        return BatchTiming(bid, start, enter, exit_, proc, submit, ready)
+    # the driver waited (enter >= previous exit) but the batch's first submit is before the previous ready: a clock
+    # the trace cannot trust for a gap; no boundary, never a clamped 0
+    b, why = batch_boundaries([bt("rollout-1", 2.0, 2.0, 3.0, "h:1", 1_000_000, 1_200_000),
+                               bt("rollout-0", 1.0, 1.0, 2.0, "h:1", 0, 1_200_000)])
+    assert b == {} and why == {"rollout-1": "its first submit is 0.20 ms before rollout-0's ready (negative driver gap)"}
+    # two driver processes: neither waited for the other
+    b, why = batch_boundaries([bt("rollout-0", 1.0, 1.0, 2.0, "h:1", 0, 1_000_000),
+                               bt("rollout-1", 2.0, 2.0, 3.0, "h:2", 1_100_000, 2_000_000)])
+    assert b == {} and "driver h:2" in why["rollout-1"]
+    # three sequential batches, given out of order: each after the one before it by start, with its own gap
+    b, why = batch_boundaries([bt("rollout-2", 3.0, 3.0, 4.0, "h:1", 3_000_000_007, 4_000_000_000),
+                               bt("rollout-0", 1.0, 1.0, 2.0, "h:1", 0, 1_000_000_000),
+                               bt("rollout-1", 2.0, 2.0, 3.0, "h:1", 1_000_004_500, 3_000_000_000)])
+    assert not why and {k: (v.previous_rollout_batch_id, v.driver_gap_ns) for k, v in b.items()} == {
+        "rollout-1": ("rollout-0", 4_500), "rollout-2": ("rollout-1", 7)}
+    # a zero gap is a boundary (the driver submitted at once), and one batch alone has none to record
+    b, why = batch_boundaries([bt("a", 1.0, 1.0, 2.0, "h:1", 0, 10), bt("b", 2.0, 2.0, 3.0, "h:1", 10, 20)])
+    assert b["b"].driver_gap_ns == 0 and not why
+    assert batch_boundaries([bt("a", 1.0, 1.0, 2.0, "h:1", 0, 10)]) == ({}, {})
+
+
+def test_agentic_batches_get_no_boundary(tmp_path):
+    _agentic_raw(tmp_path / "raw")
+    finalize(tmp_path / "raw", tmp_path / "trace")
+    man, wl, _ = _load(tmp_path / "trace")
+    assert _after(wl) == {} and "batch_boundary" not in man.labels
 
 
 def test_rollout_window_keeps_only_the_named_rollouts(tmp_path):

@@ -20,6 +20,11 @@ Joins, all on ids that survive process boundaries:
   ids and enclosing interval on the host clock (:func:`dispatch_of`); shards without it (older
   captures, single-process runs) fall back to the last engine call's return. A group's completion
   (its last request's vLLM completion) is a separate event.
+* GRPO batch boundary (``RolloutBatch.after_batch``, :func:`batch_boundaries`): the driver's
+  ``rollout.generate`` calls run one after another, so a batch whose call entered after the
+  previous batch's call returned (same driver process) was submitted closed loop; the trace records
+  the previous batch and the measured driver gap (this batch's first engine call enter - the
+  previous batch's ready). Not for agentic batches (``submit`` / ``collect``: no ``rollout.generate``).
 
 Window: everything captured, or the rollout ids the user names (``--rollouts A:B``), optionally
 only the work at one policy version (``--policy-version V``: ``Part.output_version`` of the engine
@@ -556,6 +561,8 @@ def _grpo(joined, call_reqs, requests, outcomes, completion, enter, clk: _Clock,
         + ("; " if from_driver and from_driver < len(by_batch) else "")
         + (f"the last engine call of the rollout to return, in the process hosting it ({len(by_batch) - from_driver} "
            f"of {len(by_batch)} batches: no driver-side rollout.generate record)" if from_driver < len(by_batch) else ""))
+    batch_recs: Dict[str, w.WorkloadRecord] = {}
+    timings: List[BatchTiming] = []
     for bid, items in sorted(by_batch.items(), key=lambda kv: min(d["enter"]["monotonic"] for d, _ in kv[1])):
         groups: Dict[str, List[str]] = {}
         for d, _ in items:
@@ -576,13 +583,22 @@ def _grpo(joined, call_reqs, requests, outcomes, completion, enter, clk: _Clock,
             if all(x is not None for x in ends):
                 g.completed_ns = max(ends)  # type: ignore[type-var]
             outs.append(o.OutcomeRecord(group=g))
-        workload.append(w.WorkloadRecord(rollout_batch=w.RolloutBatch(
+        batch_recs[bid] = w.WorkloadRecord(rollout_batch=w.RolloutBatch(
             rollout_batch_id=bid, group_ids=list(groups), readiness_rule=w.BATCH_READINESS_RULE_ALL_GROUPS,
-            engine_ids=sorted({d["engine_id"] for d, _ in items}))))
-        outs.append(o.OutcomeRecord(rollout_batch=_grpo_batch_outcome(bid, items, dispatch_of_batch.get(bid), clk,
-                                                                      lose)))
+            engine_ids=sorted({d["engine_id"] for d, _ in items})))
+        workload.append(batch_recs[bid])
+        bo = _grpo_batch_outcome(bid, items, dispatch_of_batch.get(bid), clk, lose)
+        outs.append(o.OutcomeRecord(rollout_batch=bo))
+        timings.append(_batch_timing(bid, items, dispatch_of_batch.get(bid), bo,
+                                     min((enter[rid] for d, _ in items for rid in call_reqs[d["call_id"]]),
+                                         default=clk.ns(min(d["enter"]["monotonic"] for d, _ in items)))))
         if bid in dispatch_of_batch:
             end_mono = max(end_mono, dispatch_of_batch[bid]["exit"]["monotonic"])
+    bounds, why_not = batch_boundaries(timings)
+    for bid, bb in bounds.items():
+        batch_recs[bid].rollout_batch.after_batch.CopyFrom(bb)
+    if len(timings) > 1:
+        lab["batch_boundary"] = batch_boundary_note(bounds, why_not)
     paths = [(min(d["enter"]["monotonic"] for d, _ in items) - dispatch_of_batch[b]["enter"]["monotonic"],
               dispatch_of_batch[b]["exit"]["monotonic"] - max(d["exit"]["monotonic"] for d, _ in items))
              for b, items in by_batch.items() if b in dispatch_of_batch]
@@ -593,6 +609,92 @@ def _grpo(joined, call_reqs, requests, outcomes, completion, enter, clk: _Clock,
             f"call return -> driver return (gather + rebind): median {1e3 * back[len(back) // 2]:.2f}, max "
             f"{1e3 * back[-1]:.2f} (in batch ready, not in any request or group)")
     return end_mono
+
+
+@dataclass(frozen=True)
+class BatchTiming:
+    """What decides a GRPO rollout batch's closed-loop boundary (:func:`batch_boundaries`).
+
+    ``start_s``: the order of batches in the window, host ``time.monotonic()`` s: the driver's
+    ``rollout.generate`` enter when recorded, else the batch's first engine call enter.
+    ``driver_enter_s`` / ``driver_exit_s``: the driver's ``rollout.generate`` (``rollout_generate``
+    record, ``Handle.generate`` hook) enter / return, host monotonic s; None without a record.
+    ``driver_process``: the process that made that call (``host:pid`` of its shard).
+    ``first_submit_ns``: the batch's first request submit, ns from the window start: the smallest
+    ``Request.arrival.observed_offset_ns`` of its requests (the engine call enter in the worker).
+    ``ready_ns``: ``BatchOutcome.ready_ns`` (same clock), None when the batch has no ready time.
+    """
+    batch_id: str
+    start_s: float
+    driver_enter_s: Optional[float]
+    driver_exit_s: Optional[float]
+    driver_process: Optional[str]
+    first_submit_ns: int
+    ready_ns: Optional[int]
+
+
+def _batch_timing(bid: str, items, dispatch: Optional[Dict[str, Any]], outcome: o.BatchOutcome,
+                  first_submit_ns: int) -> BatchTiming:
+    first_call = min(d["enter"]["monotonic"] for d, _ in items)
+    if dispatch is None:
+        return BatchTiming(bid, first_call, None, None, None, first_submit_ns,
+                           outcome.ready_ns if outcome.HasField("ready_ns") else None)
+    sh = dispatch.get("_shard")
+    proc = (sh.process or {}) if sh is not None else {}
+    who = f"{proc.get('host')}:{proc.get('pid')}" if proc else (sh.name if sh is not None else None)
+    return BatchTiming(bid, float(dispatch["enter"]["monotonic"]), float(dispatch["enter"]["monotonic"]),
+                       float(dispatch["exit"]["monotonic"]), who, first_submit_ns,
+                       outcome.ready_ns if outcome.HasField("ready_ns") else None)
+
+
+def batch_boundaries(timings: Sequence[BatchTiming]) -> Tuple[Dict[str, w.BatchBoundary], Dict[str, str]]:
+    """The driver's closed-loop boundaries between consecutive GRPO rollout batches (``RolloutBatch.after_batch``).
+
+    Batches are taken in ``start_s`` order; each batch but the first has a boundary after the one
+    before it when, and only when, the driver really waited: both batches have a driver
+    ``rollout.generate`` record, from the same driver process, this batch's call entered at or after
+    the previous one returned (``driver_enter_s >= previous driver_exit_s``: UniRL's blocking
+    ``rollout.generate`` calls one after another), the previous batch has a ready time and
+    ``driver_gap_ns`` = this batch's ``first_submit_ns`` - the previous batch's ``ready_ns`` (ns, both
+    window offsets: the driver's time from the previous ``rollout.generate`` return to this batch's
+    first engine call) is >= 0. Pure.
+
+    Returns (boundaries by batch id, the reason there is none by batch id, for every batch but the first).
+    """
+    order = sorted(timings, key=lambda t: t.start_s)
+    bounds: Dict[str, w.BatchBoundary] = {}
+    why_not: Dict[str, str] = {}
+    for prev, cur in zip(order, order[1:]):
+        if cur.driver_enter_s is None or cur.driver_exit_s is None:
+            why_not[cur.batch_id] = "no driver rollout.generate record of its own"
+        elif prev.driver_enter_s is None or prev.driver_exit_s is None:
+            why_not[cur.batch_id] = f"the previous batch {prev.batch_id} has no driver rollout.generate record"
+        elif cur.driver_process != prev.driver_process:
+            why_not[cur.batch_id] = (f"its rollout.generate ran in driver {cur.driver_process}, {prev.batch_id}'s in "
+                                     f"{prev.driver_process}")
+        elif cur.driver_enter_s < prev.driver_exit_s:
+            why_not[cur.batch_id] = (f"its rollout.generate entered {1e3 * (prev.driver_exit_s - cur.driver_enter_s):.2f}"
+                                     f" ms before {prev.batch_id}'s returned (overlapping calls: no wait)")
+        elif prev.ready_ns is None:
+            why_not[cur.batch_id] = f"the previous batch {prev.batch_id} has no ready time"
+        elif cur.first_submit_ns < prev.ready_ns:
+            why_not[cur.batch_id] = (f"its first submit is {(prev.ready_ns - cur.first_submit_ns) / 1e6:.2f} ms before "
+                                     f"{prev.batch_id}'s ready (negative driver gap)")
+        else:
+            bounds[cur.batch_id] = w.BatchBoundary(previous_rollout_batch_id=prev.batch_id,
+                                                   driver_gap_ns=cur.first_submit_ns - prev.ready_ns)
+    return bounds, why_not
+
+
+def batch_boundary_note(bounds: Dict[str, w.BatchBoundary], why_not: Dict[str, str]) -> str:
+    """The manifest label ``batch_boundary``: which batches were recorded closed loop, with the gap, and why not."""
+    parts = [f"{b} after {bb.previous_rollout_batch_id}: driver gap {bb.driver_gap_ns / 1e6:.3f} ms"
+             for b, bb in bounds.items()]
+    parts += [f"{b}: none, {why}" for b, why in why_not.items()]
+    return (f"closed loop at {len(bounds)} of {len(bounds) + len(why_not)} batch boundaries (RolloutBatch.after_batch: "
+            "the driver's rollout.generate of a batch entered after the previous batch's returned, in the same driver "
+            "process; driver_gap_ns = the batch's first engine call enter - the previous batch's ready, the driver's "
+            "rollout.generate return): " + "; ".join(parts))
 
 
 def _grpo_batch_outcome(bid: str, items, dispatch: Optional[Dict[str, Any]], clk: _Clock, lose) -> o.BatchOutcome:
