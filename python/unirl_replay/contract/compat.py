@@ -30,7 +30,7 @@ from google.protobuf.message import Message
 from unirl_replay.contract.errors import TraceFormatError
 
 #: Revision of the v1 contract this code was generated from.
-CONTRACT_REVISION = 2
+CONTRACT_REVISION = 3
 
 #: revision -> what it added (additive only; docs/versioning.md repeats it).
 REVISIONS: dict[int, str] = {
@@ -39,6 +39,8 @@ REVISIONS: dict[int, str] = {
        "report's rebuilt steps, profile check and error decomposition; CALIBRATION_STATUS_CALIBRATED_PROBE; "
        "ENCODING_ARROW, the arrow encoding); "
        "standard file options (go_package, java_package, ...)",
+    3: "RolloutBatch.after_batch (BatchBoundary: the driver's closed-loop boundary between rollout batches, with "
+       "its measured driver gap)",
 }
 
 #: Unknown field paths named per file in a message (the rest are counted).
