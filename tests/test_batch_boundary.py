@@ -120,7 +120,7 @@ def test_lanes_and_mooncake_cannot_hold_it():
 
 
 def test_malformed_boundaries_name_the_record_and_rule():
-    for after, rule in (("B1", "batch.after_batch.self"), ("nope", "batch.after_batch.unknown")):
+    for after, rule in (("B1", "batch.boundary_self"), ("nope", "batch.boundary_unknown")):
         with pytest.raises(TraceFormatError) as e:
             check_supported(index(*two_batches(after=after)), {"e0": engine()})
         assert e.value.rule == rule and e.value.record_id == "B1"
@@ -148,7 +148,7 @@ def test_a_cycle_of_boundaries_is_named():
     msgs[-2] = batch("B0", ["g0", "g1"], after="B1", gap_ms=1)
     with pytest.raises(TraceFormatError) as e:
         check_supported(index(*msgs), {"e0": engine()})
-    assert e.value.rule == "batch.after_batch.cycle"
+    assert e.value.rule == "batch.boundary_cycle"
     assert "B0 -> B1 -> B0" in str(e.value) or "B1 -> B0 -> B1" in str(e.value)
 
 

@@ -66,8 +66,8 @@ def apply(index: WorkloadIndex, plans: Mapping[str, EnginePlan], *, trace_format
     (their ``facts`` become their own copies); returns readable notes, one per boundary.
 
     Raises:
-        TraceFormatError: ``batch.after_batch.unknown`` (the previous batch is not in the trace),
-            ``batch.after_batch.self`` or ``batch.after_batch.cycle`` (``validate`` refuses these first; reachable on
+        TraceFormatError: ``batch.boundary_unknown`` (the previous batch is not in the trace),
+            ``batch.boundary_self`` or ``batch.boundary_cycle`` (``validate`` refuses these first; reachable on
             an ungated trace).
         UnsupportedWorkloadError: ``batch_boundary.unexpressible`` for a boundary upstream cannot hold,
             unless ``allow`` names ``batch_boundary.open_loop``.
@@ -79,10 +79,10 @@ def apply(index: WorkloadIndex, plans: Mapping[str, EnginePlan], *, trace_format
         prev = ab.previous_rollout_batch_id
         if prev == bid:
             raise TraceFormatError(f"rollout batch {bid!r} names itself as the batch it waited for",
-                                   record_id=bid, file=WORKLOAD_FILE, rule="batch.after_batch.self")
+                                   record_id=bid, file=WORKLOAD_FILE, rule="batch.boundary_self")
         if prev not in index.batches:
             raise TraceFormatError(f"after_batch names rollout batch {prev!r}, which the trace does not hold",
-                                   record_id=bid, file=WORKLOAD_FILE, rule="batch.after_batch.unknown")
+                                   record_id=bid, file=WORKLOAD_FILE, rule="batch.boundary_unknown")
     _check_acyclic(found)
     engine_of = {rid: eid for eid, p in plans.items() for rid in p.ids()}
     facts: dict[str, tuple] = {}
@@ -157,7 +157,7 @@ def batch_requests(index: WorkloadIndex, batch_ids, facts: Mapping[str, tuple]) 
 
 
 def _check_acyclic(found: list[tuple[str, workload_pb2.BatchBoundary]]) -> None:
-    """Raise ``batch.after_batch.cycle`` when following ``after_batch`` links comes back to a batch."""
+    """Raise ``batch.boundary_cycle`` when following ``after_batch`` links comes back to a batch."""
     after = {bid: ab.previous_rollout_batch_id for bid, ab in found}
     done: set[str] = set()
     for start in after:
@@ -166,7 +166,7 @@ def _check_acyclic(found: list[tuple[str, workload_pb2.BatchBoundary]]) -> None:
             if b in seen:
                 loop = seen[seen.index(b):]
                 raise TraceFormatError(f"after_batch links form a cycle: {' -> '.join([*loop, b])} (each batch waits "
-                                       "for the next)", record_id=b, file=WORKLOAD_FILE, rule="batch.after_batch.cycle")
+                                       "for the next)", record_id=b, file=WORKLOAD_FILE, rule="batch.boundary_cycle")
             seen.append(b)
             b = after[b]
         done.update(seen)
