@@ -333,8 +333,10 @@ CASES = [
     ("units.negative", "b1", batches_trace, lambda t: _after(t, "b1", "b0", -1)),
     ("units.suspect_scale", "b1", batches_trace, lambda t: _after(t, "b1", "b0", 10**16)),
     ("id.invalid", "b1", batches_trace, lambda t: _after(t, "b1", "b0\x07")),
-    ("outcome.batch_boundary", "b1/req-0", batches_trace, lambda t: setattr(t.outcome("b1/req-0"), "submit_ns", 30 * MS)),
-    ("outcome.batch_boundary", "b1/req-1", batches_trace, lambda t: setattr(t.outcome("b1/req-1"), "submit_ns", 5 * MS)),
+    ("outcome.batch_boundary", "b1/req-0", batches_trace,
+     lambda t: setattr(t.outcome("b1/req-0"), "submit_ns", 30 * MS)),  # b0 ready at 31 ms
+    ("outcome.batch_boundary", "b1/req-1", batches_trace,
+     lambda t: setattr(t.outcome("b1/req-1"), "submit_ns", 5 * MS)),
 ]
 
 

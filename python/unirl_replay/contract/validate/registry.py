@@ -141,7 +141,8 @@ RULES: dict[str, str] = {
                             "batch it waited for; no boundary: leave after_batch out)",
     "batch.boundary_unknown": "after_batch.previous_rollout_batch_id names no RolloutBatch record of the trace",
     "batch.boundary_self": "after_batch.previous_rollout_batch_id names the batch itself",
-    "batch.boundary_cycle": "the after_batch links of rollout batches form a cycle (each batch waits for a later one)",
+    "batch.boundary_cycle": "the after_batch links of rollout batches form a cycle (a batch that waits, through them, "
+                            "for itself)",
     "slot_pool.slots": "a slot pool with 0 trajectory slots",
     "units.negative": "a time or delay below 0 (a dependency's external_delay_ns, a batch boundary's driver_gap_ns "
                       "included)",
