@@ -1,7 +1,7 @@
 """A seeded mutation fuzzer over the bundled and conformance traces (issue 13).
 
-Each mutant is a copy of a seed trace (``traces/*``, the valid conformance cases; JSONL and a
-binpb re-encoding of each) with ONE mutation of one class:
+Each mutant is a copy of a seed trace (``traces/*``, the valid conformance cases, the example bases
+of :data:`EXAMPLE_SEEDS`; JSONL and a binpb re-encoding of each) with ONE mutation of one class:
 
 - ``byte``: flip / insert / delete bytes or truncate an artifact, the manifest's digests left
   stale (must read INCOMPLETE) or re-sealed (reaches the parsers);
@@ -11,8 +11,10 @@ binpb re-encoding of each) with ONE mutation of one class:
   cycle, a group in two rollout batches, 4e9 output tokens, tokens over max_model_len, tiny engine
   capacities, duplicate / empty / control-character ids, missing arrival, negative time, a
   measured time missing without a reason, a group completed before its requests, unknown sample
-  timings, a request's group disagreeing with its group; and neutral edits (halved outputs,
-  simultaneous arrivals, shuffled records, longer waits);
+  timings, a request's group disagreeing with its group, a rollout batch's after_batch naming no
+  batch, itself or nothing, with a negative gap or in a cycle, a request submitted before the batch
+  its batch waited for was ready; and neutral edits (halved outputs, simultaneous arrivals, shuffled
+  records, longer waits, every batch chained after the one before it);
 - ``manifest``: schema_version twice or v2, artifact paths leaving the directory, unknown
   encoding / clock numbers, wrong counts / sizes, empty window, absurd max_model_len;
 - ``filesystem``: an artifact replaced by a symlink, a FIFO or a directory; manifest missing;
@@ -81,10 +83,23 @@ class Seed:
     encoding: str
 
 
+#: example bases (contract/validate/examples.py) that are seeds too: they hold fields no bundled trace
+#: holds yet (``batches``: RolloutBatch.after_batch), so the line / record mutations reach them
+EXAMPLE_SEEDS = ("batches",)
+
+
 def seeds(work: Path) -> list[Seed]:
-    """The bundled traces and every valid conformance case trace, in JSONL and re-encoded binpb."""
+    """The bundled traces, every valid conformance case trace and the :data:`EXAMPLE_SEEDS`, in JSONL
+    and re-encoded binpb."""
+    from unirl_replay.contract.validate.examples import Example, materialize
+
     dirs = sorted(p.parent for p in (REPO / "traces").glob("*/manifest.json"))
     dirs += sorted(p.parent for p in (REPO / "conformance" / "cases").glob("*/trace/manifest.json"))
+    for base in EXAMPLE_SEEDS:
+        d = work / "seeds" / f"example-{base}"
+        if not d.exists():
+            materialize(Example(base, ()), d)
+        dirs.append(d)
     out = []
     for d in dirs:
         if check_trace(d).status != VALID:
@@ -392,6 +407,61 @@ def _request_other_group(m, wl, oc, rng):
     r.group_id = rng.choice([g for g in groups if g != r.group_id])
 
 
+def _batches(wl):
+    return [r.rollout_batch for r in wl if r.WhichOneof("record") == "rollout_batch"]
+
+
+def _after_batch(kind: str):
+    """A rollout batch's after_batch (the driver's closed-loop boundary) made wrong: naming no batch,
+    the batch itself, nothing (present, empty), with a negative gap, or two batches waiting for each other."""
+    def e(m, wl, oc, rng):
+        bs = _batches(wl)
+        b = _pick(bs, rng)
+        others = [x for x in bs if x.rollout_batch_id != b.rollout_batch_id]
+        ab = b.after_batch
+        if kind == "unknown":
+            ab.previous_rollout_batch_id = "fuzz-ghost-batch"
+        elif kind == "self":
+            ab.previous_rollout_batch_id = b.rollout_batch_id
+        elif kind == "empty":
+            ab.previous_rollout_batch_id = ""
+            b.after_batch.SetInParent()
+        elif kind == "negative_gap":
+            if not ab.previous_rollout_batch_id:
+                ab.previous_rollout_batch_id = rng.choice(others).rollout_batch_id if others else "fuzz-ghost-batch"
+            ab.driver_gap_ns = -rng.randint(1, 10**9)
+        elif kind == "cycle":
+            c = _pick(others, rng)
+            ab.previous_rollout_batch_id = c.rollout_batch_id
+            c.after_batch.previous_rollout_batch_id = b.rollout_batch_id
+    return e
+
+
+def _submit_before_previous_ready(m, wl, oc, rng):
+    """A request of a batch with after_batch measured as submitted before the previous batch was ready."""
+    ready = {x.rollout_batch.rollout_batch_id: x.rollout_batch.ready_ns for x in oc
+             if x.WhichOneof("record") == "rollout_batch" and x.rollout_batch.HasField("ready_ns")}
+    prev = {b.rollout_batch_id: b.after_batch.previous_rollout_batch_id for b in _batches(wl)
+            if b.HasField("after_batch") and ready.get(b.after_batch.previous_rollout_batch_id, 0) > 0}
+    group_batch = {r.group.group_id: r.group.rollout_batch_id for r in wl if r.WhichOneof("record") == "group"}
+    batch_of = {r.request_id: group_batch.get(r.group_id) for r in _reqs(wl) if r.group_id}
+    outs = [x.request for x in oc if x.WhichOneof("record") == "request" and x.request.HasField("submit_ns")
+            and batch_of.get(x.request.request_id) in prev]
+    out = _pick(outs, rng)
+    out.submit_ns = ready[prev[batch_of[out.request_id]]] - 1
+
+
+def _chain_batches(m, wl, oc, rng):
+    """Every rollout batch after the one before it in the workload (gap 0): closed loop, which the
+    measured times may or may not bear out (outcome.batch_boundary)."""
+    bs = _batches(wl)
+    if len(bs) < 2:
+        raise NotApplicable
+    for a, b in zip(bs, bs[1:]):
+        b.after_batch.previous_rollout_batch_id = a.rollout_batch_id
+        b.after_batch.driver_gap_ns = 0
+
+
 def _manifest_field(fn):
     def e(m, wl, oc, rng):
         fn(m)
@@ -528,7 +598,14 @@ MUTATIONS: list[tuple[str, str, bool, Callable]] = [
     ("semantic", "group_completed_early", True, _records(_group_early)),
     ("semantic", "unknown_sample_timing", True, _records(_unknown_sample)),
     ("semantic", "empty_trace_id", True, _records(_manifest_field(lambda m: setattr(m, "trace_id", "")))),
+    ("semantic", "after_batch_unknown", True, _records(_after_batch("unknown"))),
+    ("semantic", "after_batch_self", True, _records(_after_batch("self"))),
+    ("semantic", "after_batch_empty", True, _records(_after_batch("empty"))),
+    ("semantic", "after_batch_negative_gap", True, _records(_after_batch("negative_gap"))),
+    ("semantic", "after_batch_cycle", True, _records(_after_batch("cycle"))),
+    ("semantic", "submit_before_previous_ready", True, _records(_submit_before_previous_ready)),
     ("semantic", "halved_outputs", False, _records(_halve_outputs)),
+    ("semantic", "batches_chained", False, _records(_chain_batches)),
     ("semantic", "simultaneous_arrivals", False, _records(_simultaneous)),
     ("semantic", "shuffled_records", False, _records(_shuffle)),
     ("semantic", "longer_waits", False, _records(_longer_waits)),

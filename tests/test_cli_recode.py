@@ -89,6 +89,43 @@ def test_recode_validates_converts_alike_and_recodes_back(tmp_path: Path, src: P
     assert not [p for p in tmp_path.iterdir() if p.name.endswith(".partial")]
 
 
+def test_after_batch_round_trips_through_every_encoding_with_the_same_digests(tmp_path: Path, capsys) -> None:
+    """RolloutBatch.after_batch (issue 14) in the example base ``batches``: JSONL -> binpb -> arrow -> JSONL
+    keeps it, and each encoding's files are byte for byte (sha256) the ones written directly in it."""
+    from unirl_replay.contract.validate.examples import Example, materialize
+
+    pytest.importorskip("pyarrow")
+    base = materialize(Example("batches", ()), tmp_path / "base")
+    wl, oc = records(base)
+    man = trace_io.open_trace(base).manifest
+    del man.artifacts[:]
+    direct = {}
+    for enc in ("jsonl", "binpb", "arrow"):  # each encoding written directly by the TraceWriter
+        with trace_io.TraceWriter(tmp_path / f"direct-{enc}", enc) as tw:
+            for r in wl:
+                tw.write_workload(r)
+            for r in oc:
+                tw.write_outcome(r)
+            tw.finalize(man)
+        direct[enc] = tmp_path / f"direct-{enc}"
+    assert tree_digest(direct["jsonl"])["workload.jsonl"] == tree_digest(base)["workload.jsonl"]  # canonical lines
+    src, hops = base, []
+    for enc in ("binpb", "arrow", "jsonl"):
+        out = tmp_path / f"hop{len(hops)}-{enc}"
+        assert main(["recode", str(src), "--encoding", enc, "--out", str(out)]) == 0, capsys.readouterr().err
+        assert check_trace(out).status == TraceCheck.STATUS_VALID
+        for kind in (manifest_pb2.ARTIFACT_KIND_WORKLOAD, manifest_pb2.ARTIFACT_KIND_OUTCOMES):
+            got, want = trace_io.open_trace(out).artifact(kind), trace_io.open_trace(direct[enc]).artifact(kind)
+            assert (got.path, got.sha256, got.size_bytes, got.record_count) == \
+                (want.path, want.sha256, want.size_bytes, want.record_count), (enc, kind)
+        assert records(out) == records(direct["jsonl"])
+        hops.append(out)
+        src = out
+    b1 = next(r.rollout_batch for r in records(hops[1])[0]
+              if r.WhichOneof("record") == "rollout_batch" and r.rollout_batch.rollout_batch_id == "b1")
+    assert (b1.after_batch.previous_rollout_batch_id, b1.after_batch.driver_gap_ns) == ("b0", 2_000_000)
+
+
 @pytest.mark.parametrize("what", ["empty_dir", "user_dir", "file"])
 def test_existing_out_is_refused(tmp_path: Path, what: str, capsys) -> None:
     src = tmp_path / "src"

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from tracebuild import agentic_trace, grpo_trace
+from tracebuild import agentic_trace, batches_trace, grpo_trace
 from unirl_replay.cli.main import main
 from unirl_replay.contract.errors import IncompleteTraceRejectedError, TraceRejectedError
 from unirl_replay.contract.gate import STAGES, gate
@@ -36,7 +36,19 @@ def _huge_output(t):
     t.request("req-0").output_tokens[0] = 4_000_000_000
 
 
+def _after(bid, prev, gap=0):
+    def f(t):
+        t.batch(bid).after_batch.previous_rollout_batch_id = prev
+        t.batch(bid).after_batch.driver_gap_ns = gap
+    return f
+
+
 BROKEN = [("cycle", agentic_trace, _cycle, "dependency.cycle"),
+          ("batch_boundary_cycle", batches_trace, _after("b0", "b1"), "batch.boundary_cycle"),
+          ("batch_boundary_unknown", batches_trace, _after("b1", "b9"), "batch.boundary_unknown"),
+          ("batch_boundary_self", batches_trace, _after("b1", "b1"), "batch.boundary_self"),
+          ("batch_boundary_empty", batches_trace, _after("b1", ""), "batch.boundary_empty"),
+          ("batch_boundary_gap", batches_trace, _after("b1", "b0", -1), "units.negative"),
           ("split_group", grpo_trace, _split_group, "batch.membership"),
           ("huge_output", grpo_trace, _huge_output, "bound.tokens"),
           ("tiny_kv", grpo_trace, lambda t: setattr(t.manifest.engines[0], "num_kv_blocks", 1), "bound.engine_capacity"),
@@ -64,6 +76,40 @@ def test_convert_and_replay_refuse_with_validates_messages(name, builder, mutate
             assert line in err, (argv[0], line, err)
     assert not (tmp_path / "conv").exists() and not (tmp_path / "rep").exists() and not (tmp_path / "cmp").exists()
     assert not (tmp_path / "rec").exists()
+
+
+@pytest.mark.parametrize("encoding", ["jsonl", "binpb", "arrow"])
+@pytest.mark.parametrize("name,builder,mutate,rule", [b for b in BROKEN if b[0].startswith("batch_boundary")],
+                         ids=[b[0] for b in BROKEN if b[0].startswith("batch_boundary")])
+def test_bad_after_batch_is_refused_by_rule_in_every_encoding(name, builder, mutate, rule, encoding, tmp_path):
+    """The fast pass (binpb, arrow) and the row rules (jsonl) refuse it alike, naming the rule and batch."""
+    if encoding == "arrow":
+        pytest.importorskip("pyarrow")
+    t = builder()
+    mutate(t)
+    d = t.write(tmp_path / "t", encoding)
+    for stage in ("convert", "replay", "compare"):
+        with pytest.raises(TraceRejectedError) as e:
+            gate(d, stage)
+        assert rule in {v.rule for v in e.value.violations}, (stage, str(e.value))
+        assert f"workload.{encoding}:" in str(e.value) and f" {rule}: " in str(e.value)
+
+
+@pytest.mark.parametrize("encoding", ["jsonl", "binpb", "arrow"])
+def test_batch_boundary_outcome_rule_refuses_compare_only(encoding, tmp_path):
+    """A closed-loop batch whose request was measured before the previous batch was ready: the outcome
+    rule refuses the stages that read the outcomes (compare), by its id; the predictor stages pass."""
+    if encoding == "arrow":
+        pytest.importorskip("pyarrow")
+    t = batches_trace()
+    t.outcome("b1/req-0").submit_ns = 1
+    d = t.write(tmp_path / "t", encoding)
+    for stage in ("convert", "replay"):
+        gate(d, stage)
+    with pytest.raises(TraceRejectedError) as e:
+        gate(d, "compare")
+    assert e.value.first_rule == "outcome.batch_boundary" and "b1/req-0 outcome.batch_boundary" in str(e.value)
+    assert "b0" in str(e.value)
 
 
 def test_gate_returns_the_trace_and_lets_warnings_pass(tmp_path):

@@ -92,6 +92,10 @@ KNOWN_RULES = {
     "slot_pool.slots", "time.order", "trace.no_manifest", "trace.no_requests", "trace.not_a_trace",
     "trace.partial_files", "trajectory.requests", "turn.dependency_order", "turn.index", "turn.order",
     "units.negative", "units.outside_window", "units.suspect_scale", "units.suspect_small",
+    # issue 14 (RolloutBatch.after_batch): pass 1 of the batch records (record1) and _batch_boundaries, run by
+    # the pass; outcome.batch_boundary reads the outcomes, which the pass never checks
+    "batch.boundary_empty", "batch.boundary_unknown", "batch.boundary_self", "batch.boundary_cycle",
+    "outcome.batch_boundary",
 }
 
 

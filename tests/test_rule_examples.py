@@ -1,5 +1,5 @@
 """Every rule of the validate registry has a minimal violating example (contract/validate/examples.py,
-rendered into docs/validation-rules.md), and each example really breaks its rule: its two base
+rendered into docs/validation-rules.md), and each example really breaks its rule: its base
 traces are valid, and each materialized example makes `validate` report the rule it names, with
 the registry's severity."""
 

@@ -5,7 +5,7 @@ import json
 import pytest
 from click.testing import CliRunner
 
-from tracebuild import MS, agentic_trace, dep, grpo_trace, make_request, request_outcome
+from tracebuild import MS, agentic_trace, batches_trace, dep, grpo_trace, make_request, request_outcome
 from unirl_replay.cli.validate import command
 from unirl_replay.contract.trace_io import read_message_json, write_message_json
 from unirl_replay.v1 import common_pb2 as c
@@ -29,12 +29,23 @@ def hits(res, rule):
     return [v for v in res.violations if v.rule == rule]
 
 
-@pytest.mark.parametrize("builder", [grpo_trace, agentic_trace])
+@pytest.mark.parametrize("builder", [grpo_trace, agentic_trace, batches_trace])
 @pytest.mark.parametrize("enc", ["jsonl", "binpb"])
 def test_builders_are_valid(builder, enc, tmp_path):
     res = check(builder(), tmp_path, enc)
     assert res.status == VALID, list(res.violations)
     assert not res.violations and res.record_counts["workload"] > 0
+
+
+def _after(t, bid, prev, gap=0):
+    """Batch ``bid`` waits for ``prev`` (after_batch) with a driver gap of ``gap`` ns."""
+    b = t.batch(bid)
+    b.after_batch.previous_rollout_batch_id = prev
+    b.after_batch.driver_gap_ns = gap
+
+
+def _three_batches():
+    return batches_trace(batches=3)
 
 
 # -- record rules: (rule, record id, builder, mutation, severity)
@@ -310,6 +321,22 @@ CASES = [
      lambda t: setattr(t.manifest, "created_at", "2026-13-45T99:99:99Z")),
     ("manifest.created_at", "test-trace", grpo_trace,
      lambda t: setattr(t.manifest, "created_at", "2026-12-01T17:50:19+02:00")),
+    # issue 14: RolloutBatch.after_batch, the driver's closed-loop boundary between rollout batches
+    ("batch.boundary_empty", "b1", batches_trace, lambda t: _after(t, "b1", "")),
+    ("batch.boundary_empty", "b0", batches_trace, lambda t: t.batch("b0").after_batch.SetInParent()),
+    ("batch.boundary_unknown", "b1", batches_trace, lambda t: _after(t, "b1", "b9")),
+    ("batch.boundary_unknown", "b2", _three_batches, lambda t: t.remove("rollout_batch", "b1")),
+    ("batch.boundary_self", "b1", batches_trace, lambda t: _after(t, "b1", "b1")),
+    ("batch.boundary_cycle", "b0", batches_trace, lambda t: _after(t, "b0", "b1")),
+    ("batch.boundary_cycle", "b0", _three_batches, lambda t: _after(t, "b0", "b2")),
+    ("batch.boundary_cycle", "b1", _three_batches, lambda t: _after(t, "b1", "b2")),
+    ("units.negative", "b1", batches_trace, lambda t: _after(t, "b1", "b0", -1)),
+    ("units.suspect_scale", "b1", batches_trace, lambda t: _after(t, "b1", "b0", 10**16)),
+    ("id.invalid", "b1", batches_trace, lambda t: _after(t, "b1", "b0\x07")),
+    ("outcome.batch_boundary", "b1/req-0", batches_trace,
+     lambda t: setattr(t.outcome("b1/req-0"), "submit_ns", 30 * MS)),  # b0 ready at 31 ms
+    ("outcome.batch_boundary", "b1/req-1", batches_trace,
+     lambda t: setattr(t.outcome("b1/req-1"), "submit_ns", 5 * MS)),
 ]
 
 
@@ -517,6 +544,52 @@ def test_cli_via_main(tmp_path):
     bad = grpo_trace()
     bad.request("req-0").num_samples = 3
     assert main(["validate", str(bad.write(tmp_path / "bad"))]) == 1
+
+
+@pytest.mark.parametrize("enc", ["jsonl", "binpb", "arrow"])
+@pytest.mark.parametrize("shape", ["reversed", "fork", "gap_zero", "no_ready", "submit_at_ready"])
+def test_batch_boundaries_that_are_valid(shape, enc, tmp_path):
+    """after_batch naming a LATER record, two batches after one, a 0 gap (a real 0), a previous batch
+    without a measured ready_ns, a first submit exactly at the ready event: no violation."""
+    if enc == "arrow":
+        pytest.importorskip("pyarrow")
+    t = batches_trace(batches=3)
+    if shape == "reversed":
+        t.workload.reverse()
+        t.outcomes.reverse()
+    elif shape == "fork":
+        _after(t, "b2", "b0", 5 * MS)
+    elif shape == "gap_zero":
+        _after(t, "b1", "b0", 0)
+    elif shape == "no_ready":
+        t.outcomes = [r for r in t.outcomes if r.WhichOneof("record") != "rollout_batch"]
+        t.outcome("b1/req-0").submit_ns = 0
+    else:
+        ready = next(r.rollout_batch.ready_ns for r in t.outcomes if r.WhichOneof("record") == "rollout_batch")
+        t.outcome("b1/req-0").submit_ns = ready
+    res = check(t, tmp_path, enc)
+    assert res.status == VALID and not res.violations, [(v.rule, v.record_id, v.message) for v in res.violations]
+
+
+def test_batch_boundary_violations_name_file_line_and_batch(tmp_path):
+    t = batches_trace(batches=3)
+    _after(t, "b0", "b2")  # b0 -> b2 -> b1 -> b0
+    _after(t, "b2", "b2x")
+    t.add(w.RolloutBatch(rollout_batch_id="b3", readiness_rule=w.BATCH_READINESS_RULE_ALL_GROUPS,
+                         after_batch=w.BatchBoundary(driver_gap_ns=-3)))
+    res = check(t, tmp_path)
+    got = {(v.rule, v.file, v.line, v.record_id) for v in res.violations}
+    line = {b: t.line_of("rollout_batch", b) for b in ("b0", "b1", "b2", "b3")}
+    assert got == {("batch.boundary_unknown", "workload.jsonl", line["b2"], "b2"),
+                   ("batch.boundary_empty", "workload.jsonl", line["b3"], "b3"),
+                   ("units.negative", "workload.jsonl", line["b3"], "b3"),
+                   # b0 (submitted from 0 ns) now waits for b2, ready last: its first request is named
+                   ("outcome.batch_boundary", "outcomes.jsonl", 1, "b0/req-0")}, got
+    _after(t, "b2", "b1")
+    res = check(t, tmp_path / "cycle")
+    cyc = [v for v in res.violations if v.rule == "batch.boundary_cycle"]
+    assert [(v.line, v.record_id) for v in cyc] == [(line["b0"], "b0")]
+    assert "b0 -> b2 -> b1 -> b0" in cyc[0].message
 
 
 def test_every_rule_has_a_test():

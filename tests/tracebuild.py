@@ -9,6 +9,7 @@ Typical use::
     trace_dir = t.write(tmp_path / "t", encoding="binpb")
 
     a = agentic_trace(trajectories=2, turns=3)      # closed loop: turn i+1 waits for turn i
+    b = batches_trace(batches=3)                    # closed-loop batches: b1 after b0, b2 after b1
 
 A :class:`TraceParts` holds the manifest and the record lists; every accessor returns the live
 message, so a test mutates it in place and writes. :func:`write_trace` / ``TraceParts.write`` go
@@ -201,6 +202,36 @@ def grpo_trace(prompts: int = 2, samples: int = 4, *, batch_id: str = "b0", engi
     t.add(w.RolloutBatch(rollout_batch_id=batch_id, group_ids=gids, readiness_rule=w.BATCH_READINESS_RULE_ALL_GROUPS,
                          engine_ids=[engine_id]))
     t.add(o.BatchOutcome(rollout_batch_id=batch_id, ready_ns=(prompts - 1) * gap_ms * MS + 20 * MS))
+    return t
+
+
+def batches_trace(batches: int = 2, prompts: int = 2, samples: int = 2, *, engine_id: str = "e0", gap_ms: int = 10,
+                  driver_gap_ms: int = 2, return_ms: int = 1, window_s: float = 60.0) -> TraceParts:
+    """Closed-loop rollout batches (issue 14): ``batches`` GRPO batches one after another, batch k > 0
+    with ``after_batch`` = batch k - 1: its first request submitted ``driver_gap_ms`` after batch k - 1
+    was ready (``return_ms`` after its last completion), the others ``gap_ms`` apart; ids ``b{k}``,
+    ``b{k}/req-{p}``, ``b{k}/g{p}``; outcomes for all."""
+    t = TraceParts(make_manifest(engines=(engine_id,), window_s=window_s))
+    start = 0
+    for k in range(batches):
+        bid = f"b{k}"
+        gids = [f"{bid}/g{p}" for p in range(prompts)]
+        for p, gid in enumerate(gids):
+            rid, at = f"{bid}/req-{p}", start + p * gap_ms * MS
+            t.add(make_request(rid, samples=samples, engine_id=engine_id, group_id=gid, batch_id=bid, offset_ns=at))
+            t.add(w.Group(group_id=gid, rollout_batch_id=bid, unit=w.GROUP_UNIT_SAMPLES, expected_size=samples,
+                          member_ids=[rid]))
+            t.add(request_outcome(rid, at))
+            t.add(o.GroupOutcome(group_id=gid, completed_ns=at + 20 * MS))
+        b = w.RolloutBatch(rollout_batch_id=bid, group_ids=gids, readiness_rule=w.BATCH_READINESS_RULE_ALL_GROUPS,
+                           engine_ids=[engine_id])
+        if k:
+            b.after_batch.previous_rollout_batch_id = f"b{k - 1}"
+            b.after_batch.driver_gap_ns = driver_gap_ms * MS
+        t.add(b)
+        ready = start + (prompts - 1) * gap_ms * MS + (20 + return_ms) * MS
+        t.add(o.BatchOutcome(rollout_batch_id=bid, ready_ns=ready))
+        start = ready + driver_gap_ms * MS
     return t
 
 

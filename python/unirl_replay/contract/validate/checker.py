@@ -45,6 +45,7 @@ class _Checker(ManifestRules, RequestRules, DependencyRules, LineageRules, Outco
                 continue
             self.record1(line, kind, getattr(rec, kind))
         self._engine_capacity()
+        self._batch_boundaries()
 
     def record1(self, line: int, kind: str, msg) -> None:
         """Pass 1's rules of one record (``kind``: its oneof member; the gate's fast pass runs this

@@ -162,6 +162,7 @@ class TraceState:
         self.traj_batch: dict[str, str] = {}    # Trajectory record id -> its rollout_batch_id
         self.group_unit: dict[str, int] = {}    # Group record id -> unit
         self.batch_rule: dict[str, tuple[int, int, int]] = {}  # batch -> (readiness rule, required, groups)
+        self.batch_after: dict[str, tuple[str, int]] = {}  # batch with after_batch -> (previous batch, line)
         self.longest: Counter[str] = Counter()  # engine id -> longest sequence (input + output tokens)
         self.longest_prompt: Counter[str] = Counter()  # engine id -> longest prompt
 

@@ -3,7 +3,7 @@
 It holds what another team needs to write a conforming writer from the docs alone: the
 trace-directory rules (fixed names, one encoding, framing, manifest last, digests, revisions), the
 off-profile JSON forms, and every rule ``validate`` checks (id, group, severity, what it checks, a
-minimal violating example that tests/test_rule_examples.py proves), plus the two valid base traces
+minimal violating example that tests/test_rule_examples.py proves), plus the valid base traces
 the examples edit.
 
     python -m unirl_replay.contract.validate.docs --write docs/validation-rules.md   # make gen
@@ -162,7 +162,7 @@ def render() -> str:
         "## Validation rules",
         "",
         f"{len(RULES)} rules. Severity `error` makes a trace INVALID (or INCOMPLETE for the framing rules "
-        "that say so); `warning` never does. Each example edits one of the two valid base traces "
+        "that say so); `warning` never does. Each example edits one of the valid base traces "
         "below; tests/test_rule_examples.py builds every example and checks that `validate` reports its "
         "rule (other rules may fire as well).",
         "",
@@ -177,7 +177,7 @@ def render() -> str:
             out.append(f"| `{r}` | {sev} | {what} | {_example(EXAMPLES[r]).replace('|', chr(92) + '|')} |")
         out.append("")
     out += ["## Base traces", "",
-            "Both are valid (no violation, even under `--strict`). Their manifest is the one below with "
+            "Each is valid (no violation, even under `--strict`). Their manifest is the one below with "
             "`trace_id` `example` and the two artifact entries filled in by the writer.", "",
             "```json", json.dumps(_MANIFEST, indent=2, ensure_ascii=False), "```", ""]
     for name, (wl, oc) in BASES.items():

@@ -1,8 +1,9 @@
-"""A minimal violating example for every rule of the registry, and the two valid traces they edit.
+"""A minimal violating example for every rule of the registry, and the valid traces they edit.
 
-Each :class:`Example` starts from one of two small **valid** traces given here as their JSON lines
-(:data:`BASES`: ``grpo``, the interop trace of bindings/README.md, and ``agentic``, one closed-loop
-trajectory of two turns), applies a few edits to the files, re-digests the manifest (unless the
+Each :class:`Example` starts from one of three small **valid** traces given here as their JSON lines
+(:data:`BASES`: ``grpo``, the interop trace of bindings/README.md; ``agentic``, one closed-loop
+trajectory of two turns; ``batches``, two rollout batches, the second submitted only after the first
+was ready: ``RolloutBatch.after_batch``), applies a few edits to the files, re-digests the manifest (unless the
 example is about digests) and names the rule ``validate`` then reports. docs/validation-rules.md
 is rendered from these (``python -m unirl_replay.contract.validate.docs``) and
 tests/test_rule_examples.py materializes each one and checks that its rule fires, so the docs
@@ -125,6 +126,36 @@ BASES: dict[str, tuple[list[dict], list[dict]]] = {
          {"group": {"group_id": "g0", "completed_ns": "9000000"}},
          {"rollout_batch": {"rollout_batch_id": "b0", "ready_ns": "9000000"}}],
     ),
+    "batches": (
+        [{"request": {"request_id": "req-0", "sample_ids": ["req-0/s0"], "num_samples": 1, "group_id": "g0",
+                      "rollout_batch_id": "b0", "engine_id": "e0", "worker_id": "w0", "policy_version": "0",
+                      "input_tokens": 16, "output_tokens": [4],
+                      "prefix": {"block_size_tokens": 16, "block_hashes": ["21"]},
+                      "arrival": {"observed_offset_ns": "0"}, "finish_reasons": [_STOP]}},
+         {"group": {"group_id": "g0", "rollout_batch_id": "b0", "unit": "GROUP_UNIT_SAMPLES", "expected_size": 1,
+                    "member_ids": ["req-0"]}},
+         {"rollout_batch": {"rollout_batch_id": "b0", "group_ids": ["g0"],
+                            "readiness_rule": "BATCH_READINESS_RULE_ALL_GROUPS", "engine_ids": ["e0"]}},
+         {"request": {"request_id": "req-1", "sample_ids": ["req-1/s0"], "num_samples": 1, "group_id": "g1",
+                      "rollout_batch_id": "b1", "engine_id": "e0", "worker_id": "w0", "policy_version": "0",
+                      "input_tokens": 16, "output_tokens": [4],
+                      "prefix": {"block_size_tokens": 16, "block_hashes": ["22"]},
+                      "arrival": {"observed_offset_ns": "12000000"}, "finish_reasons": [_STOP]}},
+         {"group": {"group_id": "g1", "rollout_batch_id": "b1", "unit": "GROUP_UNIT_SAMPLES", "expected_size": 1,
+                    "member_ids": ["req-1"]}},
+         {"rollout_batch": {"rollout_batch_id": "b1", "group_ids": ["g1"],
+                            "readiness_rule": "BATCH_READINESS_RULE_ALL_GROUPS", "engine_ids": ["e0"],
+                            "after_batch": {"previous_rollout_batch_id": "b0", "driver_gap_ns": "2000000"}}}],
+        [{"request": {"request_id": "req-0", "submit_ns": "0", "queued_ns": "1000", "scheduled_ns": "2000",
+                      "first_token_ns": "3000000", "completion_ns": "9000000", "cached_tokens": 0}},
+         {"group": {"group_id": "g0", "completed_ns": "9000000"}},
+         {"rollout_batch": {"rollout_batch_id": "b0", "ready_ns": "10000000"}},
+         {"request": {"request_id": "req-1", "submit_ns": "12000000", "queued_ns": "12001000",
+                      "scheduled_ns": "12002000", "first_token_ns": "15000000", "completion_ns": "21000000",
+                      "cached_tokens": 0}},
+         {"group": {"group_id": "g1", "completed_ns": "21000000"}},
+         {"rollout_batch": {"rollout_batch_id": "b1", "ready_ns": "22000000"}}],
+    ),
 }
 
 
@@ -151,6 +182,10 @@ def _g(*edits: tuple, **kw: Any) -> Example:
 
 def _a(*edits: tuple, **kw: Any) -> Example:
     return Example("agentic", edits, **kw)
+
+
+def _b(*edits: tuple, **kw: Any) -> Example:
+    return Example("batches", edits, **kw)
 
 
 #: rule id -> its minimal violating example (every rule of the registry has one)
@@ -228,6 +263,11 @@ EXAMPLES: dict[str, Example] = {
     "batch.membership": _g(("set", W, 3, "rollout_batch.group_ids", [])),
     "batch.required_groups": _g(("set", W, 3, "rollout_batch.readiness_rule", "BATCH_READINESS_RULE_FIRST_N_GROUPS"),
                                 ("set", W, 3, "rollout_batch.required_groups", 3)),
+    "batch.boundary_empty": _b(("del", W, 6, "rollout_batch.after_batch.previous_rollout_batch_id")),
+    "batch.boundary_unknown": _b(("set", W, 6, "rollout_batch.after_batch.previous_rollout_batch_id", "b9")),
+    "batch.boundary_self": _b(("set", W, 6, "rollout_batch.after_batch.previous_rollout_batch_id", "b1")),
+    "batch.boundary_cycle": _b(("set", W, 3, "rollout_batch.after_batch",
+                                {"previous_rollout_batch_id": "b1", "driver_gap_ns": "0"})),
     "slot_pool.slots": _a(("del", W, 1, "slot_pool.trajectory_slots")),
     "units.negative": _g(("set", W, 1, "request.arrival.observed_offset_ns", "-1")),
     "units.suspect_scale": _g(("set", W, 1, "request.arrival.observed_offset_ns", "10000000000000000")),
@@ -254,6 +294,7 @@ EXAMPLES: dict[str, Example] = {
     "outcome.completion_order": _g(("set", O, 2, "group.completed_ns", "8000000")),
     "outcome.samples": _g(("set", O, 1, "request.samples[2]",
                            {"sample_id": "ghost", "first_token_ns": "5000000", "completion_ns": "6000000"})),
+    "outcome.batch_boundary": _b(("set", O, 4, "request.submit_ns", "9500000")),
     # lineage and bounds
     "group.request_mismatch": _g(("append", W, {"rollout_batch": {
         "rollout_batch_id": "b1", "group_ids": [], "readiness_rule": "BATCH_READINESS_RULE_ALL_GROUPS",

@@ -11,7 +11,8 @@ It never says CLEAN where the row rules would report an error (tests/test_gate_f
 rule's minimal violating example, the mutation fuzzer's mutants, random workloads):
 
 * the manifest rules, the window bound, pass 1 of every record that is not a request (few:
-  trajectories, groups, batches, pools, clients, warm-ups), the engine capacity and the proof
+  trajectories, groups, batches, pools, clients, warm-ups), the engine capacity, the rollout
+  batches' ``after_batch`` links (``_batch_boundaries``) and the proof
   that pass 2 would be silent (``single_pass``) are the checker's own methods, run on a real
   ``_Checker`` with a real sink;
 * the request rules of pass 1 (ids, enums, turn index, fan-out, finish reasons, engine
@@ -124,6 +125,7 @@ def workload_clean(trace, cols) -> bool:
     for msg in cols.warmups:
         ch.record1(0, "cache_warmup", msg)
     ch._engine_capacity()
+    ch._batch_boundaries()
     if sink.errors or ch.sp_doubt or not ch.pass2_silent():
         return False
     return not ch.suspicious_traj and sink.errors == 0

@@ -40,12 +40,54 @@ class LineageRules(TraceState):
                 self.v("batch.required_groups", f, line, rid, f"ALL_GROUPS with required_groups {req} != {n}")
             for e in msg.engine_ids:
                 self._engine(f, line, rid, e)
+            if msg.HasField("after_batch"):
+                self._boundary1(line, rid, msg.after_batch, fresh)
         elif kind == "slot_pool":
             self.pools.add(rid)
             if msg.trajectory_slots == 0:
                 self.v("slot_pool.slots", f, line, rid, "trajectory_slots is 0")
             for e in msg.engine_ids:
                 self._engine(f, line, rid, e)
+    def _boundary1(self, line: int, rid: str, ab: w.BatchBoundary, fresh: bool) -> None:
+        """A rollout batch's ``after_batch`` on its own: it names a batch, not this one, with a gap >= 0;
+        the batch it names is looked up when every batch is known (:meth:`_batch_boundaries`)."""
+        f, prev = self.wfile, ab.previous_rollout_batch_id
+        self._time(f, line, rid, "after_batch.driver_gap_ns", ab.driver_gap_ns)
+        if not prev:
+            self.v("batch.boundary_empty", f, line, rid, "after_batch is present but its previous_rollout_batch_id is "
+                   "empty: name the batch this one waited for, or leave after_batch out (open loop)")
+        elif prev == rid:
+            self.v("batch.boundary_self", f, line, rid, f"after_batch.previous_rollout_batch_id {prev!r} is this batch "
+                   "itself: a batch cannot wait for its own ready event")
+        elif fresh:
+            self.batch_after[rid] = (prev, line)
+
+    def _batch_boundaries(self) -> None:
+        """After pass 1 (every batch known): each ``after_batch`` names a batch of the trace, and the links
+        have no cycle (each batch has at most one link: following them from any batch ends, or loops)."""
+        f, after = self.wfile, self.batch_after
+        if not after:
+            return
+        for rid, (prev, line) in after.items():
+            if prev not in self.batches:
+                self.v("batch.boundary_unknown", f, line, rid, f"after_batch.previous_rollout_batch_id {prev!r} has "
+                       "no RolloutBatch record in this trace")
+        done: set[str] = set()
+        for start in after:  # record order: a cycle is reported once, at its first batch in the file
+            path: dict[str, None] = {}
+            b = start
+            while b in after and b not in done and b not in path:
+                path[b] = None
+                b = after[b][0]
+            if b in path:  # back on this walk: the batches from b on form a cycle
+                cyc = list(path)[list(path).index(b):]
+                first = min(cyc, key=lambda x: after[x][1])
+                k = cyc.index(first)
+                cyc = cyc[k:] + cyc[:k]
+                self.v("batch.boundary_cycle", f, after[first][1], first, "after_batch links form a cycle: "
+                       + " -> ".join([*cyc, first]) + " (each batch would wait for the next one's ready event)")
+            done.update(path)
+
     def _lineage_agreement(self, line: int, r: w.Request) -> None:
         """A request's group / batch agree with the group (SAMPLES) or trajectory that lists it."""
         f, rid = self.wfile, r.request_id

@@ -26,6 +26,11 @@ class OutcomeRules(TraceState):
         req_done: dict[str, int] = {}   # request id (of a group) -> measured completion
         group_done: dict[str, tuple[int, int]] = {}  # group id -> (completed_ns, line)
         batch_ready: dict[str, tuple[int, int]] = {}
+        # the batches that wait for another (after_batch): per batch, its earliest measured submit
+        # (submit_ns, line, request id); a request reaches its batch through its group (few entries)
+        after = self.batch_after
+        group_batch = self.group_batch if after else {}
+        first_submit: dict[str, tuple[int, int, str]] = {}
         for line, rec in iter_outcomes(self.t, verify_digest=False, on_error=self.skip):  # verified in check_trace
             self.counts["outcomes"] += 1
             kind = rec.WhichOneof("record")
@@ -49,6 +54,10 @@ class OutcomeRules(TraceState):
                            "unavailable_reason says why (a missing time is never a silent gap)")
                 if msg.HasField("completion_ns") and rid in in_group:
                     req_done[rid] = msg.completion_ns
+                if group_batch and msg.HasField("submit_ns"):
+                    b = group_batch.get(in_group.get(rid, ""))
+                    if b in after and (b not in first_submit or msg.submit_ns < first_submit[b][0]):
+                        first_submit[b] = (msg.submit_ns, line, rid)
                 self._samples(f, line, rid, msg)
                 for s in msg.samples:
                     self._order(f, line, rid, s, ("first_token_ns", "completion_ns"), prefix=f"sample {s.sample_id!r} ")
@@ -71,6 +80,7 @@ class OutcomeRules(TraceState):
                     self._time(f, line, rid, n, getattr(msg, n))
 
         self._completion_order(req_done, group_done, batch_ready)
+        self._boundary_order(first_submit, batch_ready)
 
     def _samples(self, f: str, line: int, rid: str, msg) -> None:
         """Per-sample timings name the request's samples, each at most once, all or none, and lie
@@ -138,6 +148,21 @@ class OutcomeRules(TraceState):
             if 1 <= need <= len(times) and t < times[need - 1]:
                 self.v("outcome.completion_order", f, line, bid, f"batch ready_ns = {t} ns before the {need} group(s) "
                        f"its readiness rule waits for had completed ({times[need - 1]} ns)")
+
+    def _boundary_order(self, first_submit: dict[str, tuple[int, int, str]],
+                        batch_ready: dict[str, tuple[int, int]]) -> None:
+        """A batch that waited for another (``after_batch``) has no request submitted before that
+        batch's measured ready event (``driver_gap_ns`` is measured from it, and is >= 0)."""
+        f = self.ofile
+        for bid, (prev, _) in self.batch_after.items():
+            if bid not in first_submit or prev not in batch_ready:
+                continue
+            t, line, rid = first_submit[bid]
+            ready = batch_ready[prev][0]
+            if t < ready:
+                self.v("outcome.batch_boundary", f, line, rid, f"submit_ns = {t} ns, {ready - t} ns before rollout "
+                       f"batch {prev!r} was ready (ready_ns = {ready} ns), but this request's batch {bid!r} has "
+                       f"after_batch {prev!r}: it was submitted before the batch it waited for was ready")
 
     def _order(self, f: str, line: int, rid: str, msg, names: Iterable[str], prefix: str = "") -> None:
         present = [(n, getattr(msg, n)) for n in names if msg.HasField(n)]

@@ -137,8 +137,15 @@ RULES: dict[str, str] = {
     "group.singleton": "group of size 1 while expected_size > 1: group id set per trajectory? (warning)",
     "batch.membership": "every group in exactly one batch, and in the batch it names",
     "batch.required_groups": "FIRST_N_GROUPS: 1 <= required_groups <= len(group_ids); ALL_GROUPS: 0 or len",
+    "batch.boundary_empty": "after_batch present with an empty previous_rollout_batch_id (a boundary names the "
+                            "batch it waited for; no boundary: leave after_batch out)",
+    "batch.boundary_unknown": "after_batch.previous_rollout_batch_id names no RolloutBatch record of the trace",
+    "batch.boundary_self": "after_batch.previous_rollout_batch_id names the batch itself",
+    "batch.boundary_cycle": "the after_batch links of rollout batches form a cycle (a batch that waits, through them, "
+                            "for itself)",
     "slot_pool.slots": "a slot pool with 0 trajectory slots",
-    "units.negative": "a time or delay below 0",
+    "units.negative": "a time or delay below 0 (a dependency's external_delay_ns, a batch boundary's driver_gap_ns "
+                      "included)",
     "units.suspect_scale": f"a time beyond {SUSPECT_SCALE}x the window duration: wrong unit?",
     "units.outside_window": "an observed arrival after the window end (warning)",
     "units.suspect_small": f"all observed arrivals in the first 1/{SUSPECT_SMALL} of the window: seconds / ms? (warning)",
@@ -149,6 +156,8 @@ RULES: dict[str, str] = {
     "outcome.completion_order": "a group completed before one of its requests, or a batch ready before "
                                 "the groups its readiness rule waits for",
     "outcome.samples": "per-sample timings for an unknown, repeated, missing or late sample",
+    "outcome.batch_boundary": "a request of a rollout batch with after_batch submitted (submit_ns) before the "
+                              "previous batch's measured ready_ns: the batch did not wait for it",
     "group.request_mismatch": "a request whose group_id / rollout_batch_id disagrees with the group or "
                               "trajectory that lists it",
     # bounds
