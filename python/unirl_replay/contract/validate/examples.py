@@ -45,6 +45,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from unirl_replay.contract.compat import CONTRACT_REVISION
 from unirl_replay.contract import json_profile
 from unirl_replay.contract.trace_io import MANIFEST_FILE, encode_varint, sha256_file
 from unirl_replay.v1.outcomes_pb2 import OutcomeRecord
@@ -218,7 +219,8 @@ EXAMPLES: dict[str, Example] = {
     "json.int64_form": _g(("set", W, 1, "request.policy_version", "00")),
     "json.null": _g(("set", W, 1, "request.worker_id", None)),
     "json.duplicate_key": _g(("text", W, '"worker_id":"w0"', '"worker_id":"w0","worker_id":"w0"')),
-    "compat.newer_revision": _g(("set", W, 1, "request.reasoning_tokens", 7), ("set", M, 0, "contract_revision", 3)),
+    "compat.newer_revision": _g(("set", W, 1, "request.reasoning_tokens", 7),
+                                ("set", M, 0, "contract_revision", CONTRACT_REVISION + 1)),
     "manifest.window": _g(("del", M, 0, "window.duration_ns")),
     "manifest.engine": _g(("del", M, 0, "engines[0].engine_id")),
     "manifest.created_at": _g(("set", M, 0, "created_at", "yesterday")),
