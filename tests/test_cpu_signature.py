@@ -224,3 +224,11 @@ def test_a_hand_edited_signature_in_the_provenance_is_refused_naming_the_key():
 
     with pytest.raises(ValueError, match=r"provenance\.conditions\.cpu_signature\.model"):
         check_provenance({"measured": True, "conditions": {"cpu_signature": {"model": "17"}}}, "p.npz", ValueError)
+
+
+def test_isa_flags_compare_as_a_set_and_print_in_the_recorded_order():
+    prov = _prov(ZEN4)
+    prov["conditions"]["cpu_signature"]["isa_flags"] = list(reversed(prov["conditions"]["cpu_signature"]["isa_flags"]))
+    assert _sig_warnings(_manifest(ZEN4), prov) == []
+    w = _sig_warnings(_manifest(ZEN4), _prov(None))[0]
+    assert "ISA avx2 avx512f avx512bw avx512vl avx512_vnni avx512_bf16)" in w

@@ -101,7 +101,7 @@ def _signature_from_json(d: object) -> dict:
         v = d.get(k, d.get(_camel(k)))
         if v in (None, "", []):
             continue
-        out[k] = sorted(str(x) for x in v) if k == "isa_flags" and isinstance(v, list) else (
+        out[k] = [str(x) for x in v] if k == "isa_flags" and isinstance(v, list) else (
             int(v) if k in ("cpu_family", "model", "stepping") and str(v).isdigit() else v)
     return out
 
@@ -111,7 +111,7 @@ def _signature_from_message(sig: mpb.CpuSignature) -> dict:
     for k in SIGNATURE_FIELDS:
         if k == "isa_flags":
             if sig.isa_flags or sig.isa_flags_checked:
-                out[k] = sorted(sig.isa_flags)
+                out[k] = list(sig.isa_flags)
         elif k in ("cpu_family", "model", "stepping"):
             if sig.HasField(k):
                 out[k] = getattr(sig, k)
@@ -156,7 +156,10 @@ def signature_warning(cap: dict, cal: dict, cal_cpu_model: str, levelled: bool) 
     tail = (" (the probe levelling rescales the level, not the profile's form measured on that hardware)"
             if levelled else "")
     if cap and cal:
-        diff = [k for k in SIGNATURE_FIELDS if k in cap and k in cal and cap[k] != cal[k]]
+        def same(k: str) -> bool:  # ISA flags as a set: the order they are listed in is no property of the CPU
+            return sorted(cap[k]) == sorted(cal[k]) if k == "isa_flags" else cap[k] == cal[k]
+
+        diff = [k for k in SIGNATURE_FIELDS if k in cap and k in cal and not same(k)]
         if not diff:
             return None
         return (f"CPU signature differs ({', '.join(diff)}): capture {signature_words(cap)}; calibration "
