@@ -31,11 +31,16 @@ BATCHES=2
 
 # Holdout knobs: the issue-6 holdout's (other seeds and prompt-length ranges than the bundled traces and than
 # anything the calibration sweep sends), run as 3 windows of the same prompts in one engine session per mode.
-GRPO_ARGS=(--role holdout --seed 11 --prompt-words 30:200 --prompts 6 --samples 4 --max-new-tokens 96)
+# GRPO_PROMPTS / GRPO_MAX_NEW_TOKENS / GRPO_NAME change the GRPO batch's size (defaults: the knobs above; a longer
+# batch on a faster host: results/holdout-closed-long/) and its workload name.
+GRPO_PROMPTS=${GRPO_PROMPTS:-6}
+GRPO_MAX_NEW_TOKENS=${GRPO_MAX_NEW_TOKENS:-96}
+GRPO_ARGS=(--role holdout --seed 11 --prompt-words 30:200 --prompts "$GRPO_PROMPTS" --samples 4
+           --max-new-tokens "$GRPO_MAX_NEW_TOKENS")
 AGENTIC_ARGS=(--role holdout --seed 21 --prompt-words 20:120 --prompts 4 --group-size 4 --per-worker-inflight 4
               --max-turns 4 --max-new-tokens 40)
-declare -A NAME=([grpo]=holdout-grpo-mp [agentic]=holdout-agentic-mp)
-declare -A TOKENS=([grpo]=96 [agentic]=40)
+declare -A NAME=([grpo]=${GRPO_NAME:-holdout-grpo-mp} [agentic]=holdout-agentic-mp)
+declare -A TOKENS=([grpo]=$GRPO_MAX_NEW_TOKENS [agentic]=40)
 
 load() { echo "$(cut -d' ' -f1-3 /proc/loadavg) | uptime:$(uptime)"; }
 

@@ -6,7 +6,8 @@ project's JSON profile: snake_case keys, 64-bit integers as strings), so ``compa
 whether the two ran the engine under the same conditions (report/conditions.py).
 
 What is measured between :func:`snapshot` calls: the 1-minute load at both ends, host-wide CPU
-busy and steal from ``/proc/stat`` (% of all CPU time), and the CPU time (user + system) of the
+busy and steal from ``/proc/stat`` (% of all CPU time), the host's CPU signature (``/proc/cpuinfo``,
+:func:`unirl_replay.capture.procfs.cpu_signature`), and the CPU time (user + system) of the
 child processes that finished in between (``RUSAGE_CHILDREN``: the calibration driver and the
 vLLM engine processes it started and reaped), and the engine's threads and affinity as its processes
 held them while the sweep ran (``worker_threads``, from the driver's sampled process tree, in the
@@ -34,7 +35,8 @@ def snapshot() -> dict[str, Any]:
         load = os.getloadavg()[0]
     except OSError:
         load = None
-    return {"t": time.monotonic(), "load": load, "stat": procfs.proc_stat_cpu(), "children_cpu_s": ru.ru_utime + ru.ru_stime}
+    return {"t": time.monotonic(), "load": load, "stat": procfs.proc_stat_cpu(), "children_cpu_s": ru.ru_utime + ru.ru_stime,
+            "cpu_signature": procfs.cpu_signature()}
 
 
 def run_conditions(start: dict[str, Any], end: dict[str, Any], *, hardware: dict[str, Any] | None = None,
@@ -60,6 +62,13 @@ def run_conditions(start: dict[str, Any], end: dict[str, Any], *, hardware: dict
         c.engine_process_cpu_ns[process_label] = int(cpu * 1e9)
     if process_tree:
         c.worker_threads[process_label] = procfs.threads_text(process_tree)
+    sig = start.get("cpu_signature") or end.get("cpu_signature")
+    if sig:
+        for k, v in sig.items():  # procfs.cpu_signature's keys are CpuSignature's field names
+            if k in ("isa_flags", "isa_flags_checked"):
+                getattr(c.cpu_signature, k).extend(str(x) for x in v)
+            elif k in mpb.CpuSignature.DESCRIPTOR.fields_by_name:
+                setattr(c.cpu_signature, k, v)
     c.duration_ns = int((end["t"] - start["t"]) * 1e9)
     if engine_uptime_s is not None:
         c.engine_uptime_ns = int(engine_uptime_s * 1e9)

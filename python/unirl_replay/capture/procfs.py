@@ -13,6 +13,10 @@ point definitions, see the stage docstrings). Nothing here writes or changes any
   binds its OMP threads itself), the ``VLLM_CPU_OMP_THREADS_BIND`` the engine was started with, and
   its start time (time since engine start). Engines are found from their shard headers
   (``raw/engine-*.jsonl``, first line), on this host only.
+* :func:`cpu_signature`: the host's CPU identity from ``/proc/cpuinfo`` (vendor, family, model,
+  stepping, microcode, a digest of the flags, the ISA flags vLLM-CPU's kernels depend on): what
+  tells two hosts apart when their ``model name`` is the same (a cloud VM's ``AMD EPYC``). Read in
+  every :func:`host_snapshot`, so a window's and a probe's conditions carry it.
 * :func:`conditions_fields`: the ``manifest.RunConditions`` fields between two snapshots, as a
   dict keyed by the message's field names (the caller builds the message; this module has no
   protobuf).
@@ -23,6 +27,7 @@ never guessed.
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import socket
@@ -33,6 +38,70 @@ from typing import Any, Dict, List, Optional
 PROC = Path("/proc")
 #: environment variables of the engine process that say how vLLM-CPU binds its threads
 THREAD_ENV = ("VLLM_CPU_OMP_THREADS_BIND", "VLLM_CPU_NUM_OF_RESERVED_CPU", "OMP_NUM_THREADS")
+
+
+#: ISA flags (``/proc/cpuinfo`` names) that vLLM-CPU's kernels and oneDNN / PyTorch choose code paths by:
+#: bf16 and int8 matmuls (AVX-512 BF16 / VNNI, AMX), the AVX-512 base, AVX2 (the fallback)
+ISA_FLAGS = ("avx2", "avx512f", "avx512bw", "avx512vl", "avx512_vnni", "avx512_bf16", "avx512_fp16", "avx_vnni",
+             "amx_tile", "amx_bf16", "amx_int8")
+#: hex digits of the flags digest (SHA-256 of the sorted flags)
+FLAGS_DIGEST_HEX = 16
+
+
+def parse_cpu_signature(text: str) -> Dict[str, Any]:
+    """``manifest.CpuSignature`` fields (message field names) from a ``/proc/cpuinfo`` text, its first processor
+    block; keys it lacks are left out (an empty dict when it has none of them)."""
+    block: Dict[str, str] = {}
+    for line in text.splitlines():
+        if not line.strip():
+            if block:
+                break  # the first processor only: the others of one host repeat it
+            continue
+        k, sep, v = line.partition(":")
+        if sep:
+            block.setdefault(k.strip(), v.strip())
+    out: Dict[str, Any] = {}
+    if block.get("vendor_id"):
+        out["vendor_id"] = block["vendor_id"]
+    for key, name in (("cpu family", "cpu_family"), ("model", "model"), ("stepping", "stepping")):
+        v = block.get(key, "")
+        if v.isdigit():
+            out[name] = int(v)
+    if block.get("microcode"):
+        out["microcode"] = block["microcode"]
+    flags_line = block.get("flags", block.get("Features"))  # "Features" on arm64
+    if flags_line is not None:
+        flags = sorted(set(flags_line.split()))
+        out["flags_digest"] = hashlib.sha256(" ".join(flags).encode()).hexdigest()[:FLAGS_DIGEST_HEX]
+        have = set(flags)
+        out["isa_flags"] = [f for f in ISA_FLAGS if f in have]
+        out["isa_flags_checked"] = list(ISA_FLAGS)
+    return out
+
+
+def cpu_signature(root: Path = PROC) -> Dict[str, Any]:
+    """:func:`parse_cpu_signature` of this host's ``/proc/cpuinfo`` (empty when it cannot be read)."""
+    try:
+        return parse_cpu_signature((root / "cpuinfo").read_text(errors="replace"))
+    except OSError:
+        return {}
+
+
+def signature_text(sig: Dict[str, Any]) -> str:
+    """One line naming a signature, e.g. ``AuthenticAMD family 25 model 17 stepping 1, microcode 0x1000065, flags
+    3f2a..., ISA avx2 avx512f avx512_bf16``."""
+    if not sig:
+        return "none recorded"
+    parts = [" ".join(str(x) for x in (sig.get("vendor_id") or "?", *(f"{k.replace('cpu_', '')} {sig[k]}"
+                                                                       for k in ("cpu_family", "model", "stepping")
+                                                                       if sig.get(k) is not None)))]
+    if sig.get("microcode"):
+        parts.append(f"microcode {sig['microcode']}")
+    if sig.get("flags_digest"):
+        parts.append(f"flags {sig['flags_digest']}")
+    if sig.get("isa_flags_checked"):
+        parts.append("ISA " + (" ".join(sig.get("isa_flags") or []) or "none of " + " ".join(sig["isa_flags_checked"])))
+    return ", ".join(parts)
 
 
 def _ticks() -> int:
@@ -78,8 +147,12 @@ def host_snapshot(root: Path = PROC) -> Dict[str, Any]:
         load = list(os.getloadavg())
     except OSError:
         load = None
-    return {"monotonic": time.monotonic(), "wall": time.time(), "loadavg": load, "stat": proc_stat_cpu(root),
-            "host": socket.gethostname()}
+    snap: Dict[str, Any] = {"monotonic": time.monotonic(), "wall": time.time(), "loadavg": load,
+                            "stat": proc_stat_cpu(root), "host": socket.gethostname()}
+    sig = cpu_signature(root)
+    if sig:
+        snap["cpu_signature"] = sig
+    return snap
 
 
 def _stat_fields(pid: int, root: Path = PROC) -> Optional[List[str]]:
@@ -237,7 +310,8 @@ def conditions_fields(start: Dict[str, Any], end: Dict[str, Any], *, hardware: O
 
     Per-engine CPU time is end minus start of each engine's process tree (engines present in
     both); the engine uptime is the youngest engine's age at ``start``; threads and affinity are
-    read at ``start`` (``end`` where ``start`` lacks the engine).
+    read at ``start`` (``end`` where ``start`` lacks the engine); the CPU signature from ``start``
+    (``end`` where ``start`` has none), else from ``hardware["cpu_signature"]``.
     """
     hw = hardware or {}
     out: Dict[str, Any] = {"cpu_model": str(hw.get("cpu_model", "")), "cpu_count": int(hw.get("cpu_count") or 0)}
@@ -258,10 +332,14 @@ def conditions_fields(start: Dict[str, Any], end: Dict[str, Any], *, hardware: O
     ages = [t["age_s"] for t in ea.values() if t.get("age_s") is not None]
     if ages:
         out["engine_uptime_ns"] = int(min(ages) * 1e9)
+    sig = start.get("cpu_signature") or end.get("cpu_signature") or hw.get("cpu_signature")
+    if isinstance(sig, dict) and sig:
+        out["cpu_signature"] = dict(sig)
     if start.get("monotonic") is not None and end.get("monotonic") is not None:
         out["duration_ns"] = int(round((float(end["monotonic"]) - float(start["monotonic"])) * 1e9))
     return out
 
 
 __all__ = ["host_snapshot", "snapshot", "process_tree", "engine_snapshots", "engine_pids", "conditions_fields",
-           "busy_steal_pct", "proc_stat_cpu", "threads_text"]
+           "busy_steal_pct", "proc_stat_cpu", "threads_text", "cpu_signature", "parse_cpu_signature",
+           "signature_text", "ISA_FLAGS"]

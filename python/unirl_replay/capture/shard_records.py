@@ -53,11 +53,15 @@ _TREE = {"type": "object", "properties": {
                             "affinity": {"type": "object", "additionalProperties": _COUNT},
                             "env": {"type": "object", "additionalProperties": _STR}})),
     "env": {"type": "object", "additionalProperties": _STR}}}
+#: the host's CPU identity as procfs.cpu_signature writes it (manifest.CpuSignature's fields)
+_CPU_SIGNATURE = {"type": "object", "properties": {
+    "vendor_id": _STR, "cpu_family": _COUNT, "model": _COUNT, "stepping": _COUNT, "microcode": _STR,
+    "flags_digest": _STR, "isa_flags": _arr(_STR), "isa_flags_checked": _arr(_STR)}}
 #: a mark's host + engine snapshot (procfs.snapshot); one holding "error" is not read (window_conditions._snap)
 _SNAPSHOT = {"type": "object",
              "if": {"required": ["error"]},
              "else": {"properties": {"monotonic": _opt(_NUM), "wall": _opt(_NUM), "loadavg": _opt(_arr(_NUM)),
-                                     "stat": _opt(_arr(_INT)),
+                                     "stat": _opt(_arr(_INT)), "cpu_signature": _opt(_CPU_SIGNATURE),
                                      "engines": _opt({"type": "object", "additionalProperties": _TREE})}}}
 _MARK = _obj({"at": _AT, "rollout_ids": _ROLLOUTS, "probe_id": _opt(_ID), "conditions": _opt(_SNAPSHOT)}, ("at",))
 

@@ -30,10 +30,30 @@ from unirl_replay.v1 import manifest_pb2 as m
 ARTIFACT_SCHEMA = "unirl-replay.reference-probe/1"
 
 
+_SIGNATURE_FIELDS = ("vendor_id", "cpu_family", "model", "stepping", "microcode", "flags_digest", "isa_flags",
+                     "isa_flags_checked")
+
+
+def signature_message(fields: Dict[str, Any]) -> m.CpuSignature:
+    """``manifest.CpuSignature`` from :func:`procfs.cpu_signature`'s dict (keys it does not know are skipped)."""
+    out = m.CpuSignature()
+    for k in _SIGNATURE_FIELDS:
+        v = fields.get(k)
+        if v is None:
+            continue
+        if k in ("isa_flags", "isa_flags_checked"):
+            getattr(out, k).extend(str(x) for x in v)
+        else:
+            setattr(out, k, v)
+    return out
+
+
 def _message(fields: Dict[str, Any], engines: Optional[Sequence[str]] = None) -> m.RunConditions:
     out = m.RunConditions(cache_state=c.CACHE_STATE_KIND_COLD)
     for k, v in fields.items():
-        if k in ("engine_process_cpu_ns", "worker_threads"):
+        if k == "cpu_signature":
+            out.cpu_signature.CopyFrom(signature_message(v))
+        elif k in ("engine_process_cpu_ns", "worker_threads"):
             getattr(out, k).update({e: x for e, x in v.items() if engines is None or e in engines})
         else:
             setattr(out, k, v)
@@ -172,4 +192,4 @@ def write_artifacts(out_dir: Path, artifacts: Dict[str, Dict[str, Any]]) -> None
         path.write_text(json.dumps(body, sort_keys=True, separators=(",", ":")) + "\n")
 
 
-__all__ = ["attach", "window_conditions", "window_probes", "write_artifacts", "ARTIFACT_SCHEMA"]
+__all__ = ["attach", "window_conditions", "signature_message", "window_probes", "write_artifacts", "ARTIFACT_SCHEMA"]

@@ -17,7 +17,8 @@ never a traceback from numpy, zipfile or a reader of the provenance:
   step times at most :data:`MAX_STEP_MS`;
 - ``provenance`` (in the NPZ or the ``.provenance.json`` sidecar) a JSON object whose keys that this
   package reads have their types (:data:`PROVENANCE_SCHEMA`, a JSON Schema; ``conditions`` must be a
-  ``RunConditions`` message in the JSON profile, or ``{"recorded": false}``): a hand-edited
+  ``RunConditions`` message in the JSON profile, or ``{"recorded": false}``; its ``cpu_signature``, which
+  ``compare`` tells hosts apart by, typed here too): a hand-edited
   ``"hardware": "x"`` is refused here, naming the key, not met later as a traceback in ``compare``.
 """
 
@@ -46,6 +47,13 @@ _NULLABLE_NUM = {"type": ["number", "null"]}
 _FIT_PART = {"type": "object", "properties": {
     "coefficients": {"type": "object", "additionalProperties": _NUM},
     "residuals": {"type": "object", "properties": {"mape_pct": _NUM, "max_abs_pct": _NUM}}}}
+_STRS = {"type": "array", "items": {"type": "string"}}
+_UINT = {"type": "integer", "minimum": 0}
+#: ``conditions.cpu_signature`` (manifest.CpuSignature in the JSON profile): what ``compare`` tells hosts apart by
+_CPU_SIGNATURE = {"type": "object", "properties": {
+    "vendor_id": {"type": "string"}, "cpu_family": _UINT, "model": _UINT, "stepping": _UINT,
+    "microcode": {"type": "string"}, "flags_digest": {"type": "string"}, "isa_flags": _STRS,
+    "isa_flags_checked": _STRS}}
 #: The provenance keys this package reads, with the types it reads them as (other keys: anything).
 PROVENANCE_SCHEMA = {
     "type": "object",
@@ -57,7 +65,7 @@ PROVENANCE_SCHEMA = {
         "hardware": {"type": "object", "properties": {"cpu_model": {"type": "string"},
                                                       "cpu_count": {"type": "integer", "minimum": 0}}},
         "loadavg": {"type": "object", "additionalProperties": {"type": "array", "items": _NUM}},
-        "conditions": {"type": "object"},
+        "conditions": {"type": "object", "properties": {"cpu_signature": _CPU_SIGNATURE}},
         "engine": {"type": "object", "properties": {"from_trace": {"type": "object", "properties": {
             "max_num_seqs": {"type": "integer", "minimum": 1}}}}},
         "engine_env": {"type": "object", "additionalProperties": {"type": "string"}},

@@ -7,6 +7,10 @@ them (the manifest's ``RunConditions`` / ``ReferenceProbe``; the profile provena
 ``hardware``, ``loadavg`` and ``conditions``):
 
 - CPU model and logical CPU count differ;
+- the CPU signature differs (``RunConditions.cpu_signature``: vendor, family, model, stepping, microcode,
+  the flags digest, the named ISA flags; a cloud VM's model name can be only ``AMD EPYC`` on CPUs of
+  different generations), or one side recorded none while the other did: then nothing recorded says
+  whether the two ran on the same hardware, and the report says so;
 - the 1-minute load differs by more than :data:`LOAD_PER_CPU` per logical CPU (the larger of the
   start and end values on each side). Traces written before ``RunConditions`` existed carry the
   load only in the label ``loadavg.window`` ("start a/b/c, end a/b/c"), which is read then;
@@ -79,6 +83,98 @@ def probe_levels(manifest: mpb.TraceManifest, model: StepModel | None) -> list[t
     return out
 
 
+#: CpuSignature fields compared (JSON profile names: snake_case, camelCase accepted)
+SIGNATURE_FIELDS = ("vendor_id", "cpu_family", "model", "stepping", "microcode", "flags_digest", "isa_flags")
+
+
+def _camel(name: str) -> str:
+    head, *rest = name.split("_")
+    return head + "".join(w.title() for w in rest)
+
+
+def _signature_from_json(d: object) -> dict:
+    """A CpuSignature in the JSON profile (provenance) as a plain dict of :data:`SIGNATURE_FIELDS` (empty: none)."""
+    if not isinstance(d, dict):
+        return {}
+    out = {}
+    for k in SIGNATURE_FIELDS:
+        v = d.get(k, d.get(_camel(k)))
+        if v in (None, "", []):
+            continue
+        out[k] = [str(x) for x in v] if k == "isa_flags" and isinstance(v, list) else (
+            int(v) if k in ("cpu_family", "model", "stepping") and str(v).isdigit() else v)
+    return out
+
+
+def _signature_from_message(sig: mpb.CpuSignature) -> dict:
+    out: dict = {}
+    for k in SIGNATURE_FIELDS:
+        if k == "isa_flags":
+            if sig.isa_flags or sig.isa_flags_checked:
+                out[k] = list(sig.isa_flags)
+        elif k in ("cpu_family", "model", "stepping"):
+            if sig.HasField(k):
+                out[k] = getattr(sig, k)
+        elif getattr(sig, k):
+            out[k] = getattr(sig, k)
+    return out
+
+
+def capture_signature(manifest: mpb.TraceManifest) -> dict:
+    """The capture's CPU signature: the window's conditions, else the first probe's that has one."""
+    if manifest.conditions.HasField("cpu_signature"):
+        return _signature_from_message(manifest.conditions.cpu_signature)
+    for probe in manifest.probes:
+        if probe.conditions.HasField("cpu_signature"):
+            return _signature_from_message(probe.conditions.cpu_signature)
+    return {}
+
+
+def calibration_signature(prov: dict) -> dict:
+    cond = prov.get("conditions") or {}
+    return _signature_from_json(cond.get("cpu_signature", cond.get("cpuSignature")))
+
+
+def signature_words(sig: dict) -> str:
+    """e.g. ``AuthenticAMD family 25 model 17 stepping 1, microcode 0x1000065, flags 6a93d771884cba54, ISA avx2
+    avx512f avx512_bf16``."""
+    head = " ".join([str(sig.get("vendor_id") or "?")] + [f"{k.replace('cpu_', '')} {sig[k]}"
+                                                           for k in ("cpu_family", "model", "stepping") if k in sig])
+    parts = [head]
+    if sig.get("microcode"):
+        parts.append(f"microcode {sig['microcode']}")
+    if sig.get("flags_digest"):
+        parts.append(f"flags {sig['flags_digest']}")
+    if "isa_flags" in sig:
+        parts.append("ISA " + (" ".join(sig["isa_flags"]) or "none of the named flags"))
+    return ", ".join(parts)
+
+
+def signature_warning(cap: dict, cal: dict, cal_cpu_model: str, levelled: bool) -> str | None:
+    """The warning comparing two CPU signatures (dicts of :data:`SIGNATURE_FIELDS`), or None (equal, or neither
+    side recorded one: a capture and a profile that both predate signatures say nothing new)."""
+    tail = (" (the probe levelling rescales the level, not the profile's form measured on that hardware)"
+            if levelled else "")
+    if cap and cal:
+        def same(k: str) -> bool:  # ISA flags as a set: the order they are listed in is no property of the CPU
+            return sorted(cap[k]) == sorted(cal[k]) if k == "isa_flags" else cap[k] == cal[k]
+
+        diff = [k for k in SIGNATURE_FIELDS if k in cap and k in cal and not same(k)]
+        if not diff:
+            return None
+        return (f"CPU signature differs ({', '.join(diff)}): capture {signature_words(cap)}; calibration "
+                f"{signature_words(cal)}: the profile was measured on other hardware, so its speed (and the shape of "
+                f"its curves) need not hold for the capture's engine; recalibrate on the capture's host{tail}")
+    if cap:
+        return (f"the calibration recorded no CPU signature (only CPU model {cal_cpu_model or '?'!r}): it cannot be "
+                f"told whether the profile was measured on the capture's hardware ({signature_words(cap)}); a sweep "
+                f"of this version records it{tail}")
+    if cal:
+        return (f"the capture recorded no CPU signature: it cannot be told whether it ran on the calibration's "
+                f"hardware ({signature_words(cal)})")
+    return None
+
+
 _CPU_LIST = re.compile(r"\d+(-\d+)?(,\d+(-\d+)?)*\Z")
 _CPU_LIST_VARS = ("VLLM_CPU_OMP_THREADS_BIND", "GOMP_CPU_AFFINITY")
 
@@ -128,6 +224,10 @@ def condition_warnings(manifest: mpb.TraceManifest, replay: rpb.ReplayResult, pr
     cap_cpu, cal_cpu = manifest.hardware.cpu_model, str(hw.get("cpu_model", ""))
     if cap_cpu and cal_cpu and cap_cpu != cal_cpu:
         out.append(f"CPU model differs: capture {cap_cpu!r}, calibration {cal_cpu!r}")
+    sig_warning = signature_warning(capture_signature(manifest), calibration_signature(prov), cal_cpu,
+                                    bool(prov.get("probe_levelled")))
+    if sig_warning:
+        out.append(sig_warning)
     cap_n, cal_n = manifest.hardware.cpu_count, int(hw.get("cpu_count") or 0)
     if cap_n and cal_n and cap_n != cal_n:
         out.append(f"logical CPUs differ: capture {cap_n}, calibration {cal_n}")

@@ -82,7 +82,7 @@ class TraceManifest(_message.Message):
     def __init__(self, schema_version: _Optional[str] = ..., trace_id: _Optional[str] = ..., producer: _Optional[_Union[Producer, _Mapping]] = ..., provenance: _Optional[_Union[Provenance, _Mapping]] = ..., model: _Optional[_Union[ModelIdentity, _Mapping]] = ..., engines: _Optional[_Iterable[_Union[EngineConfig, _Mapping]]] = ..., hardware: _Optional[_Union[Hardware, _Mapping]] = ..., policy: _Optional[_Union[PolicyIdentity, _Mapping]] = ..., window: _Optional[_Union[CaptureWindow, _Mapping]] = ..., privacy: _Optional[_Union[Privacy, _Mapping]] = ..., capture_overhead: _Optional[_Union[CaptureOverhead, _Mapping]] = ..., role: _Optional[_Union[_common_pb2.WorkloadRole, str]] = ..., workload_name: _Optional[str] = ..., artifacts: _Optional[_Iterable[_Union[ArtifactDigest, _Mapping]]] = ..., cache_state: _Optional[_Union[_common_pb2.CacheStateKind, str]] = ..., created_at: _Optional[str] = ..., labels: _Optional[_Mapping[str, str]] = ..., contract_revision: _Optional[int] = ..., conditions: _Optional[_Union[RunConditions, _Mapping]] = ..., probes: _Optional[_Iterable[_Union[ReferenceProbe, _Mapping]]] = ..., completeness: _Optional[_Union[CaptureCompleteness, _Mapping]] = ...) -> None: ...
 
 class RunConditions(_message.Message):
-    __slots__ = ("cpu_model", "cpu_count", "worker_threads", "loadavg_1m_start", "loadavg_1m_end", "steal_pct", "host_busy_pct", "engine_process_cpu_ns", "engine_uptime_ns", "cache_state", "duration_ns")
+    __slots__ = ("cpu_model", "cpu_count", "worker_threads", "loadavg_1m_start", "loadavg_1m_end", "steal_pct", "host_busy_pct", "engine_process_cpu_ns", "engine_uptime_ns", "cache_state", "duration_ns", "cpu_signature")
     class WorkerThreadsEntry(_message.Message):
         __slots__ = ("key", "value")
         KEY_FIELD_NUMBER: _ClassVar[int]
@@ -108,6 +108,7 @@ class RunConditions(_message.Message):
     ENGINE_UPTIME_NS_FIELD_NUMBER: _ClassVar[int]
     CACHE_STATE_FIELD_NUMBER: _ClassVar[int]
     DURATION_NS_FIELD_NUMBER: _ClassVar[int]
+    CPU_SIGNATURE_FIELD_NUMBER: _ClassVar[int]
     cpu_model: str
     cpu_count: int
     worker_threads: _containers.ScalarMap[str, str]
@@ -119,7 +120,28 @@ class RunConditions(_message.Message):
     engine_uptime_ns: int
     cache_state: _common_pb2.CacheStateKind
     duration_ns: int
-    def __init__(self, cpu_model: _Optional[str] = ..., cpu_count: _Optional[int] = ..., worker_threads: _Optional[_Mapping[str, str]] = ..., loadavg_1m_start: _Optional[float] = ..., loadavg_1m_end: _Optional[float] = ..., steal_pct: _Optional[float] = ..., host_busy_pct: _Optional[float] = ..., engine_process_cpu_ns: _Optional[_Mapping[str, int]] = ..., engine_uptime_ns: _Optional[int] = ..., cache_state: _Optional[_Union[_common_pb2.CacheStateKind, str]] = ..., duration_ns: _Optional[int] = ...) -> None: ...
+    cpu_signature: CpuSignature
+    def __init__(self, cpu_model: _Optional[str] = ..., cpu_count: _Optional[int] = ..., worker_threads: _Optional[_Mapping[str, str]] = ..., loadavg_1m_start: _Optional[float] = ..., loadavg_1m_end: _Optional[float] = ..., steal_pct: _Optional[float] = ..., host_busy_pct: _Optional[float] = ..., engine_process_cpu_ns: _Optional[_Mapping[str, int]] = ..., engine_uptime_ns: _Optional[int] = ..., cache_state: _Optional[_Union[_common_pb2.CacheStateKind, str]] = ..., duration_ns: _Optional[int] = ..., cpu_signature: _Optional[_Union[CpuSignature, _Mapping]] = ...) -> None: ...
+
+class CpuSignature(_message.Message):
+    __slots__ = ("vendor_id", "cpu_family", "model", "stepping", "microcode", "flags_digest", "isa_flags", "isa_flags_checked")
+    VENDOR_ID_FIELD_NUMBER: _ClassVar[int]
+    CPU_FAMILY_FIELD_NUMBER: _ClassVar[int]
+    MODEL_FIELD_NUMBER: _ClassVar[int]
+    STEPPING_FIELD_NUMBER: _ClassVar[int]
+    MICROCODE_FIELD_NUMBER: _ClassVar[int]
+    FLAGS_DIGEST_FIELD_NUMBER: _ClassVar[int]
+    ISA_FLAGS_FIELD_NUMBER: _ClassVar[int]
+    ISA_FLAGS_CHECKED_FIELD_NUMBER: _ClassVar[int]
+    vendor_id: str
+    cpu_family: int
+    model: int
+    stepping: int
+    microcode: str
+    flags_digest: str
+    isa_flags: _containers.RepeatedScalarFieldContainer[str]
+    isa_flags_checked: _containers.RepeatedScalarFieldContainer[str]
+    def __init__(self, vendor_id: _Optional[str] = ..., cpu_family: _Optional[int] = ..., model: _Optional[int] = ..., stepping: _Optional[int] = ..., microcode: _Optional[str] = ..., flags_digest: _Optional[str] = ..., isa_flags: _Optional[_Iterable[str]] = ..., isa_flags_checked: _Optional[_Iterable[str]] = ...) -> None: ...
 
 class ReferenceProbe(_message.Message):
     __slots__ = ("engine_id", "when", "points", "artifact_path", "conditions", "contended_points", "contended_load")
