@@ -40,7 +40,8 @@ REVISIONS: dict[int, str] = {
        "ENCODING_ARROW, the arrow encoding); "
        "standard file options (go_package, java_package, ...)",
     3: "RolloutBatch.after_batch (BatchBoundary: the driver's closed-loop boundary between rollout batches, with "
-       "its measured driver gap)",
+       "its measured driver gap); RunConditions.cpu_signature (CpuSignature: vendor, family, model, stepping, "
+       "microcode, flags digest, named ISA flags)",
 }
 
 #: Unknown field paths named per file in a message (the rest are counted).
