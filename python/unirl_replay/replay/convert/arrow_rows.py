@@ -1,4 +1,4 @@
-"""The agentic_mooncake rows of real requests assembled from arrays by ``pyarrow.compute``.
+"""The agentic_mooncake rows of real requests assembled from arrays by ``pyarrow.compute``'s kernels.
 
 The same bytes as :func:`~unirl_replay.replay.convert.agentic_mooncake.convert_engine`'s
 Python writer (``_lines``: what ``json.JSONEncoder(separators=(",", ":"))`` makes of each row
@@ -41,7 +41,6 @@ jsonl / binpb conversion, and the light environment's process, never load pyarro
 def _pyarrow():
     try:
         import pyarrow
-        import pyarrow.compute
     except ImportError:
         return None
     return pyarrow
@@ -69,12 +68,14 @@ def rows_text(plan, facts: dict, ids: np.ndarray, offsets: np.ndarray, first: in
         return None
     order = [rid for play in plan.play_order for rid in plan.plays[play]]
     nr = len(order)
-    if nr < MIN_REQUESTS and "pyarrow.compute" not in sys.modules:
+    if nr < MIN_REQUESTS and "pyarrow" not in sys.modules:
         return None
     pa = _pyarrow()
     if pa is None:
         return None
-    pc = pa.compute
+    from unirl_replay.contract.columnar import kernels
+
+    pc = kernels()  # pyarrow.compute's kernels, without importing pyarrow.compute
     if nr == 0:
         return iter(())
     if int(offsets[first + nr]) - int(offsets[first]) >= 2**31 - 1:
@@ -244,8 +245,8 @@ def _chunks(pa, pc, order, fl, plays, nb, d_k, d_pid, d_ord, d_pn, d_trig, d_rel
     ns = np.fromiter(map(itemgetter(0), fl), np.int64, nr)
     multi = bool((ns != 1).any())
     # per request
-    qplay = pa.array([_q(p) for p, _c in plays], s).take(
-        pa.array(np.repeat(np.arange(len(plays)), np.fromiter((c for _p, c in plays), np.int64, len(plays)))))
+    qplay = pc.take(pa.array([_q(p) for p, _c in plays], s),
+                    pa.array(np.repeat(np.arange(len(plays)), np.fromiter((c for _p, c in plays), np.int64, len(plays)))))
     inp = pa.array(list(map(itemgetter(1), fl)), pa.int64())
     nb_s = _float_text(pa, pc, nb)
     rid_a = pa.array(order, s)
@@ -261,16 +262,17 @@ def _chunks(pa, pc, order, fl, plays, nb, d_k, d_pid, d_ord, d_pn, d_trig, d_rel
         tnames = sorted(triggers)
         rnames = sorted(relations)
         tail = pc.binary_join_element_wise(
-            pa.array([',"trigger":' + _q(triggers[x]) + ',"delay_ms":' for x in tnames], s).take(
-                pa.array(np.searchsorted(tnames, np.asarray(d_trig, np.int64)))),
+            pc.take(pa.array([',"trigger":' + _q(triggers[x]) + ',"delay_ms":' for x in tnames], s),
+                    pa.array(np.searchsorted(tnames, np.asarray(d_trig, np.int64)))),
             _float_text(pa, pc, d_delay_ms),
-            pa.array([',"relation":' + _q(relations[x]) + "}" for x in rnames], s).take(
-                pa.array(np.searchsorted(rnames, np.asarray(d_rel, np.int64)))), "")
+            pc.take(pa.array([',"relation":' + _q(relations[x]) + "}" for x in rnames], s),
+                    pa.array(np.searchsorted(rnames, np.asarray(d_rel, np.int64)))), "")
         pk = pa.array(d_ord, pa.int64())
         pid_a = pa.array(d_pid, s)
         suffix = None
         if dmulti:
-            tail, pk, pid_a = tail.take(pa.array(rep)), pk.take(pa.array(rep)), pid_a.take(pa.array(rep))
+            rep_a = pa.array(rep)
+            tail, pk, pid_a = pc.take(tail, rep_a), pc.take(pk, rep_a), pc.take(pid_a, rep_a)
             suffix = pa.array(["#s%d" % j if c > 1 else "" for c in d_pn for j in range(c)], s)
         head = pc.utf8_lpad(pc.cast(pk, s), width=width, padding="0")
         parts = ['{"request_id":"', head, "|", pid_a] + ([suffix] if suffix is not None else []) + ['"', tail, ""]
@@ -313,7 +315,7 @@ def _chunks(pa, pc, order, fl, plays, nb, d_k, d_pid, d_ord, d_pn, d_trig, d_rel
         r0, r1 = int(row_start[a]), int(row_start[b])
         if multi:
             take = pa.array(rrow[r0:r1] - a)
-            cols = [c.take(take) if not isinstance(c, str) else c for c in cols]
+            cols = [pc.take(c, take) if not isinstance(c, str) else c for c in cols]
             suffix_a = pa.array(sample_suffix[r0:r1], s)
         ords_c, rid_c, qplay_c, inp_c, hs_c, nb_c = cols[:6]
         dep_c = cols[6] if nd else ""
