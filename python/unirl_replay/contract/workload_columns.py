@@ -76,6 +76,7 @@ class WorkloadColumns:
     slot_pools: dict = field(default_factory=dict)
     engine_clients: dict = field(default_factory=dict)
     warmups: list = field(default_factory=list)
+    key_source: list | None = None  # the arrow reader's read-only views of the trace file, concatenated = keys
     facts: "GateFacts | None" = None  # read_columns(..., facts=True): what validate's rules need besides
     _ids: list | None = field(default=None, repr=False)
     _samples: list | None = field(default=None, repr=False)
@@ -234,6 +235,7 @@ class KeyBuffer:
         """``cols.keys`` and ``cols.offsets`` from the hashes added."""
         parts = [*self.parts, self.buf[:self.used]]
         cols.keys = np.concatenate(parts) if len(parts) > 1 else parts[0].copy()
+        cols.key_source = parts  # what it was copied from: the converter's sort reads them (no third copy)
         cols.offsets = np.zeros(len(self.counts) + 1, np.int64)
         np.cumsum(self.counts, out=cols.offsets[1:])
 
@@ -403,6 +405,7 @@ def _read_arrow(trace, facts: bool = False) -> WorkloadColumns | None:
     except _Declined:
         return None
     cols.keys = np.concatenate(key_parts) if key_parts else np.zeros(0, np.uint64)  # a writable copy
+    cols.key_source = key_parts  # the views it was copied from (the mapped file): the converter's sort reads them
     counts = np.concatenate(count_parts) if count_parts else np.zeros(0, np.int64)
     cols.offsets = np.zeros(len(counts) + 1, np.int64)
     np.cumsum(counts, out=cols.offsets[1:])
