@@ -80,6 +80,10 @@ class WorkloadColumns:
     facts: "GateFacts | None" = None  # read_columns(..., facts=True): what validate's rules need besides
     _ids: list | None = field(default=None, repr=False)
     _samples: list | None = field(default=None, repr=False)
+    by_field: tuple | None = field(default=None, repr=False)
+    """``tuple(zip(*requests))`` (one tuple per name of :data:`FIELDS`) when a reader made it already (the
+    gate's fast pass): the next reader (the support scan) takes it instead of transposing again, and
+    drops it (None)."""
 
     def __len__(self) -> int:
         return len(self.requests)
