@@ -313,13 +313,15 @@ def _first_seen_ids(keys: np.ndarray, fresh: np.ndarray | None, dtype,
             new_grp, at = np.unique(grp[new], return_index=True)  # first occurrence in this chunk
             first_pos = pos[new][at]
             isfirst[first_pos] = True
-        ids = np.cumsum(isfirst, dtype=np.int64)
-        ids += count - 1
+        # the running count of first occurrences, straight into the output (its dtype: the count fits; the
+        # shift by count - 1 wraps modulo 2**32 at count 0, to the right non-negative ids). Only overwrites
+        # keys[:a + n] (already read; or sorted scratch, with a source)
+        ids = np.cumsum(isfirst, dtype=out.dtype, out=out[a:a + n])
+        ids += out.dtype.type((count - 1) % (1 << (8 * out.dtype.itemsize)) if out.dtype.kind == "u" else count - 1)
         count = int(ids[-1]) + 1
         if new.any():
             group_id[new_grp] = ids[first_pos]
         ids[pos] = group_id[grp]
-        out[a:a + n] = ids  # only overwrites keys[:a + n] (already read; or sorted scratch, with a source)
     return out
 
 
