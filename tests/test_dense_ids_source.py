@@ -56,8 +56,8 @@ def test_fresh_blocks_ignore_the_source():
 
 
 def test_readers_set_the_source_and_the_converted_file_is_the_same(tmp_path, monkeypatch):
-    """binpb and arrow column readers keep the copy's source; converting with and without it writes
-    the same bytes (the bench workload, small)."""
+    """The arrow column reader keeps the copy's source (the binpb one does not); converting with and
+    without it writes the same bytes (the bench workload, small)."""
     pytest.importorskip("pyarrow")
     import sys
     from pathlib import Path
@@ -74,8 +74,10 @@ def test_readers_set_the_source_and_the_converted_file_is_the_same(tmp_path, mon
         d = tmp_path / enc
         bench_pipeline.write_trace(d, 600, enc)
         cols = read_columns(trace_io.open_trace(d))
-        assert cols.key_source is not None
-        assert np.array_equal(np.concatenate(cols.key_source), cols.keys)
+        if enc == "binpb":  # its key chunks are freed once copied (no second copy held for the checks)
+            assert cols.key_source is None
+        else:  # the arrow reader's views of the mapped file
+            assert np.array_equal(np.concatenate(cols.key_source), cols.keys)
         out = []
         for use in (True, False):
             seen = []
@@ -87,6 +89,6 @@ def test_readers_set_the_source_and_the_converted_file_is_the_same(tmp_path, mon
             monkeypatch.setattr(common, "_first_seen_ids", spy)
             p = convert_trace(d, tmp_path / f"{enc}-{use}.jsonl")[0]
             out.append(p.read_bytes())
-            assert seen == [True]
+            assert seen == [enc == "arrow"]
         monkeypatch.setattr(common, "_first_seen_ids", real)
         assert out[0] == out[1]

@@ -76,7 +76,7 @@ class WorkloadColumns:
     slot_pools: dict = field(default_factory=dict)
     engine_clients: dict = field(default_factory=dict)
     warmups: list = field(default_factory=list)
-    key_source: list | None = None  # the arrow reader's read-only views of the trace file, concatenated = keys
+    key_source: list | None = None  # the arrow reader's read-only views of the mapped file, concatenated = keys
     facts: "GateFacts | None" = None  # read_columns(..., facts=True): what validate's rules need besides
     _ids: list | None = field(default=None, repr=False)
     _samples: list | None = field(default=None, repr=False)
@@ -239,7 +239,6 @@ class KeyBuffer:
         """``cols.keys`` and ``cols.offsets`` from the hashes added."""
         parts = [*self.parts, self.buf[:self.used]]
         cols.keys = np.concatenate(parts) if len(parts) > 1 else parts[0].copy()
-        cols.key_source = parts  # what it was copied from: the converter's sort reads them (no third copy)
         cols.offsets = np.zeros(len(self.counts) + 1, np.int64)
         np.cumsum(self.counts, out=cols.offsets[1:])
 
