@@ -59,7 +59,7 @@ from unirl_replay.contract.errors import MissingEnvironmentError, TraceFormatErr
 
 __all__ = ["BATCH_ROWS", "arrow_schema", "require_pyarrow", "ArrowRecordWriter", "read_table", "iter_messages", "to_row",
            "message_class", "two_set", "conflicts",
-           "messages_of", "read_batches", "messages_of_batches", "MESSAGE_ROWS"]
+           "messages_of", "read_batches", "messages_of_batches", "MESSAGE_ROWS", "kernels"]
 
 BATCH_ROWS = 1 << 14
 """Rows per record batch the writer makes (bounds the writer's memory; readers take any batching)."""
@@ -87,6 +87,72 @@ def require_pyarrow():
                                       "pip install 'unirl-replay[columnar]' (or uv sync --extra columnar), "
                                       "or use the jsonl / binpb encoding") from None
     return pyarrow
+
+
+class _Kernels:
+    """The ``pyarrow.compute`` kernels this project's column readers and row writer call, each with
+    the options ``pyarrow.compute``'s wrapper passes for the same call (its defaults), through
+    ``pyarrow._compute.call_function``: the same kernels, without importing ``pyarrow.compute``, whose
+    module body wraps and documents every registered kernel (~0.08 s of CPU per process, measured
+    on the 100k convert; docs/benchmarks-convert.md). Array methods such as ``take`` /
+    ``fill_null`` / ``is_valid`` import ``pyarrow.compute`` on first use: call these instead."""
+
+    __slots__ = ("_call", "_cast", "_take", "_match", "_pad")
+
+    def __init__(self, call, cast_options, take_options, match_options, pad_options) -> None:
+        self._call, self._cast, self._take = call, cast_options, take_options
+        self._match, self._pad = match_options, pad_options
+
+    def cast(self, arr, target_type):  # pc.cast(arr, target_type): a safe cast
+        return self._call("cast", [arr], self._cast.safe(target_type))
+
+    def take(self, data, indices):  # pc.take / Array.take: bounds checked
+        return self._call("take", [data, indices], self._take(boundscheck=True))
+
+    def fill_null(self, values, fill_value):  # pc.fill_null / Array.fill_null with a Python scalar
+        import pyarrow
+
+        return self._call("coalesce", [values, pyarrow.scalar(fill_value, type=values.type)])
+
+    def is_valid(self, values):
+        return self._call("is_valid", [values])
+
+    def all(self, values):  # its default options: skip nulls, min_count 1
+        return self._call("all", [values])
+
+    def match_substring(self, strings, pattern):
+        return self._call("match_substring", [strings], self._match(pattern))
+
+    def match_substring_regex(self, strings, pattern):
+        return self._call("match_substring_regex", [strings], self._match(pattern))
+
+    def if_else(self, cond, left, right):
+        return self._call("if_else", [cond, left, right])
+
+    def replace_with_mask(self, values, mask, replacements):
+        return self._call("replace_with_mask", [values, mask, replacements])
+
+    def utf8_lpad(self, strings, width, padding):
+        return self._call("utf8_lpad", [strings], self._pad(width=width, padding=padding))
+
+    def binary_join(self, lists, separator):
+        return self._call("binary_join", [lists, separator])
+
+    def binary_join_element_wise(self, *strings):  # the last one is the separator; nulls emit null
+        return self._call("binary_join_element_wise", list(strings))
+
+    def list_parent_indices(self, lists):
+        return self._call("list_parent_indices", [lists])
+
+
+@functools.cache
+def kernels() -> _Kernels:
+    """The :class:`_Kernels` (pyarrow must be installed: :func:`require_pyarrow`)."""
+    try:
+        from pyarrow._compute import CastOptions, MatchSubstringOptions, PadOptions, TakeOptions, call_function
+    except ImportError:  # another pyarrow layout: its public names (the same objects)
+        from pyarrow.compute import CastOptions, MatchSubstringOptions, PadOptions, TakeOptions, call_function
+    return _Kernels(call_function, CastOptions, TakeOptions, MatchSubstringOptions, PadOptions)
 
 
 def _is_repeated(fd: FieldDescriptor) -> bool:
@@ -217,7 +283,7 @@ def conflicts(arr, descriptor: Descriptor, mask, depth: int = 0) -> dict:
         return out
 
     def valid(x):
-        return np.ones(len(x), np.bool_) if x.null_count == 0 else x.is_valid().to_numpy(zero_copy_only=False)
+        return np.ones(len(x), np.bool_) if x.null_count == 0 else kernels().is_valid(x).to_numpy(zero_copy_only=False)
 
     mask = mask & valid(arr)  # a null item of a list holds no message
     for members in real:
@@ -228,10 +294,8 @@ def conflicts(arr, descriptor: Descriptor, mask, depth: int = 0) -> dict:
         child = arr.field(name)
         cmask = valid(child) & mask
         if rep:
-            import pyarrow.compute as pc
-
             flat = child.flatten()  # the items of the present lists, in order
-            parents = pc.list_parent_indices(child).to_numpy(zero_copy_only=False)
+            parents = kernels().list_parent_indices(child).to_numpy(zero_copy_only=False)
             for i, path in conflicts(flat, sub, cmask[parents], depth + 1).items():
                 out.setdefault(int(parents[i]), f"{name}.{path}")
         else:

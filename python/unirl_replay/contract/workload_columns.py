@@ -76,9 +76,14 @@ class WorkloadColumns:
     slot_pools: dict = field(default_factory=dict)
     engine_clients: dict = field(default_factory=dict)
     warmups: list = field(default_factory=list)
+    key_source: list | None = None  # the arrow reader's read-only views of the mapped file, concatenated = keys
     facts: "GateFacts | None" = None  # read_columns(..., facts=True): what validate's rules need besides
     _ids: list | None = field(default=None, repr=False)
     _samples: list | None = field(default=None, repr=False)
+    by_field: tuple | None = field(default=None, repr=False)
+    """``tuple(zip(*requests))`` (one tuple per name of :data:`FIELDS`) when a reader made it already (the
+    gate's fast pass): the next reader (the support scan) takes it instead of transposing again, and
+    drops it (None)."""
 
     def __len__(self) -> int:
         return len(self.requests)
@@ -403,6 +408,7 @@ def _read_arrow(trace, facts: bool = False) -> WorkloadColumns | None:
     except _Declined:
         return None
     cols.keys = np.concatenate(key_parts) if key_parts else np.zeros(0, np.uint64)  # a writable copy
+    cols.key_source = key_parts  # the views it was copied from (the mapped file): the converter's sort reads them
     counts = np.concatenate(count_parts) if count_parts else np.zeros(0, np.int64)
     cols.offsets = np.zeros(len(counts) + 1, np.int64)
     np.cumsum(counts, out=cols.offsets[1:])
@@ -437,7 +443,9 @@ def _valid(arr) -> np.ndarray:
         return np.ones(len(arr), np.bool_)
     buf = arr.buffers()[0]
     if buf is None or buf.size * 8 < arr.offset + len(arr):
-        return arr.is_valid().to_numpy(zero_copy_only=False)
+        from unirl_replay.contract.columnar import kernels
+
+        return kernels().is_valid(arr).to_numpy(zero_copy_only=False)
     bits = np.unpackbits(np.frombuffer(buf, np.uint8), count=arr.offset + len(arr), bitorder="little")
     return bits[arr.offset:].view(np.bool_)
 
@@ -482,6 +490,10 @@ LAZY_KINDS = ("trajectory",)
 def _arrow_batch(batch, cols: WorkloadColumns, key_parts: list, count_parts: list, lazy: dict | None = None) -> None:
     import pyarrow as pa
 
+    from unirl_replay.contract.columnar import kernels
+
+    pk = kernels()
+
     names = batch.schema.names
     valid = [_valid(batch.column(k)) for k in range(len(names))]
     kinds = np.sum(valid, axis=0) if valid else np.zeros(batch.num_rows, np.int64)
@@ -492,7 +504,7 @@ def _arrow_batch(batch, cols: WorkloadColumns, key_parts: list, count_parts: lis
     if len(ridx) < batch.num_rows:  # the other records, as messages (few), kind by kind (order kept per kind)
         for k, kind in enumerate(names):
             if kind != "request" and valid[k].any():
-                rows = batch.column(k).take(pa.array(np.flatnonzero(valid[k])))
+                rows = pk.take(batch.column(k), pa.array(np.flatnonzero(valid[k])))
                 if lazy is not None and kind in LAZY_KINDS and _flat_kind(rows_desc := _desc_of(kind)):
                     got = lazy.setdefault(kind, {f.name: [] for f in rows_desc.fields})
                     for name, values in got.items():
@@ -509,7 +521,7 @@ def _arrow_batch(batch, cols: WorkloadColumns, key_parts: list, count_parts: lis
     gf = cols.facts
 
     def field(name, nullable=False, ids=False):
-        x = req.field(name).take(take)
+        x = pk.take(req.field(name), take)
         if not nullable:
             _no_nulls(x)
         if ids and gf is not None:
@@ -521,7 +533,7 @@ def _arrow_batch(batch, cols: WorkloadColumns, key_parts: list, count_parts: lis
                          field("input_tokens"))
     turn, pv = field("turn_index", True), field("policy_version", True)
     # arrival: observed offset / after dependencies / none (a null arrival = unset)
-    arr = req.field("arrival").take(take)
+    arr = pk.take(req.field("arrival"), take)
     av = _valid(arr)
     obs, after = arr.field("observed_offset_ns"), arr.field("after_dependencies")
     ov, adv = _valid(obs) & av, _valid(after) & av
@@ -538,7 +550,7 @@ def _arrow_batch(batch, cols: WorkloadColumns, key_parts: list, count_parts: lis
     bsz = pre.field("block_size_tokens")
     if (pvalid & ~_valid(bsz)).any():
         raise _Declined
-    bs = np.where(pvalid, bsz.fill_null(0).to_numpy(zero_copy_only=False), 0)[ridx].tolist()
+    bs = np.where(pvalid, pk.fill_null(bsz, 0).to_numpy(zero_copy_only=False), 0)[ridx].tolist()
     hlens, hvals = _list_parts(pre.field("block_hashes"), pvalid)
     key_parts.append(hvals.to_numpy(zero_copy_only=False))  # a view: one copy when concatenated
     count_parts.append(hlens[ridx].astype(np.int64))

@@ -406,7 +406,10 @@ def _scan_columns_arrays(cols, engines: Mapping[str, manifest_pb2.EngineConfig],
 
     reqs = cols.requests
     n = len(reqs)
-    rid, ns, tid, turn, eids, pv, inp, outs, kind, t, deps, pbs = zip(*reqs)
+    by_field, cols.by_field = cols.by_field, None  # the gate's fast pass transposed them already
+    if by_field is None or len(by_field) != 12 or len(by_field[0]) != n:
+        by_field = tuple(zip(*reqs))
+    rid, ns, tid, turn, eids, pv, inp, outs, kind, t, deps, pbs = by_field
     used = set(eids)
     only = next(iter(engines)) if len(engines) == 1 else None
     if "" in used:

@@ -144,6 +144,7 @@ def _requests(ch: _Checker, cols):
         rid, ns, tid, turn, eid, _pv, inp, outs, akind, obs, deps, bs = zip(*cols.requests)
         flat_deps = list(chain.from_iterable(deps))
         preds, trig, rel, delay, absence = zip(*flat_deps) if flat_deps else ((),) * 5
+    cols.by_field = (rid, ns, tid, turn, eid, _pv, inp, outs, akind, obs, deps, bs)  # the support scan's too
     gid, bid, wid, maxout = gf.group_ids, gf.batch_ids, gf.worker_ids, gf.max_output_tokens
     n = len(rid)
     if gf.flat_lists:  # the arrow reader: sample ids / finish reasons flat, with per-request counts

@@ -1,4 +1,4 @@
-"""The agentic_mooncake rows of real requests assembled from arrays by ``pyarrow.compute``.
+"""The agentic_mooncake rows of real requests assembled from arrays by ``pyarrow.compute``'s kernels.
 
 The same bytes as :func:`~unirl_replay.replay.convert.agentic_mooncake.convert_engine`'s
 Python writer (``_lines``: what ``json.JSONEncoder(separators=(",", ":"))`` makes of each row
@@ -20,7 +20,6 @@ from __future__ import annotations
 import sys
 from collections.abc import Iterator
 from json.encoder import encode_basestring_ascii as _q
-from operator import itemgetter
 
 import numpy as np
 
@@ -41,7 +40,6 @@ jsonl / binpb conversion, and the light environment's process, never load pyarro
 def _pyarrow():
     try:
         import pyarrow
-        import pyarrow.compute
     except ImportError:
         return None
     return pyarrow
@@ -69,19 +67,22 @@ def rows_text(plan, facts: dict, ids: np.ndarray, offsets: np.ndarray, first: in
         return None
     order = [rid for play in plan.play_order for rid in plan.plays[play]]
     nr = len(order)
-    if nr < MIN_REQUESTS and "pyarrow.compute" not in sys.modules:
+    if nr < MIN_REQUESTS and "pyarrow" not in sys.modules:
         return None
     pa = _pyarrow()
     if pa is None:
         return None
-    pc = pa.compute
+    from unirl_replay.contract.columnar import kernels
+
+    pc = kernels()  # pyarrow.compute's kernels, without importing pyarrow.compute
     if nr == 0:
         return iter(())
     if int(offsets[first + nr]) - int(offsets[first]) >= 2**31 - 1:
         return None
     lanes = plan.lanes is not None
     fl = list(map(facts.__getitem__, order))
-    got = _deps_arrays(fl, lanes, lead_ms, origin, ordinal, triggers, relations) if VECTORISED else None
+    by_field = tuple(zip(*fl))  # the facts' fields as columns (file order), read by both passes below
+    got = _deps_arrays(fl, lanes, lead_ms, origin, ordinal, triggers, relations, by_field) if VECTORISED else None
     if got is not None:
         plays = [(play, len(plan.plays[play])) for play in plan.play_order]
         nb, d_k, d_pid, d_ord, d_pn, d_trig, d_rel, d_delay_ms, d_cnt = got
@@ -95,7 +96,7 @@ def rows_text(plan, facts: dict, ids: np.ndarray, offsets: np.ndarray, first: in
     # request ids as json writes them between the quotes (escaped only where a string needs it)
     esc = order if _plain(pa, pc, order) else [_q(r)[1:-1] for r in order]
     d_esc = d_pid if _plain(pa, pc, d_pid) else [_q(r)[1:-1] for r in d_pid]
-    return _chunks(pa, pc, esc, fl, plays, nb, d_k, d_esc, d_ord, d_pn, d_trig, d_rel, d_delay_ms, d_cnt, ids, offsets,
+    return _chunks(pa, pc, esc, by_field, plays, nb, d_k, d_esc, d_ord, d_pn, d_trig, d_rel, d_delay_ms, d_cnt, ids, offsets,
                    first, width, model, triggers, relations)
 
 
@@ -146,7 +147,7 @@ VECTORISED = True
 _MAX_ROUNDS = 64  # dependency depth the array form resolves (then the loop)
 
 
-def _deps_arrays(fl, lanes, lead_ms, origin, ordinal, triggers, relations):
+def _deps_arrays(fl, lanes, lead_ms, origin, ordinal, triggers, relations, by_field=None):
     """:func:`_deps_loop`'s results as arrays: ``not_before_ms`` of every request, the same arithmetic in
     the same order per value (a root: ``lead_ms + (t - origin) / 1e6``; a dependent: the max over its
     dependencies of the predecessor's bound, 0 for a root with lanes, + ``delay / 1e6``), resolved by
@@ -155,7 +156,7 @@ def _deps_arrays(fl, lanes, lead_ms, origin, ordinal, triggers, relations):
     from itertools import chain
 
     nr = len(fl)
-    _n, _inp, _outs, t, deps, _h = zip(*fl)
+    _n, _inp, _outs, t, deps, _h = by_field if by_field is not None else zip(*fl)  # by_field: zip(*fl) made already
     dlen = np.fromiter(map(len, deps), np.int64, nr)
     root = dlen == 0
     nb = np.zeros(nr, np.float64)
@@ -236,17 +237,19 @@ def _float_text(pa, pc, xs) -> object:
     return txt
 
 
-def _chunks(pa, pc, order, fl, plays, nb, d_k, d_pid, d_ord, d_pn, d_trig, d_rel, d_delay_ms, d_cnt, ids, offsets,
+def _chunks(pa, pc, order, by_field, plays, nb, d_k, d_pid, d_ord, d_pn, d_trig, d_rel, d_delay_ms, d_cnt, ids, offsets,
             first, width, model, triggers, relations) -> Iterator[bytes]:
     # order / d_pid: the ids as json writes them between quotes; d_ord: each predecessor's ordinal
     nr = len(order)
     s = pa.string()
-    ns = np.fromiter(map(itemgetter(0), fl), np.int64, nr)
+    # by_field: the facts' fields as columns (zip(*facts in file order))
+    f_ns, f_inp, f_outs = by_field[0], by_field[1], by_field[2]
+    ns = np.fromiter(f_ns, np.int64, nr)
     multi = bool((ns != 1).any())
     # per request
-    qplay = pa.array([_q(p) for p, _c in plays], s).take(
-        pa.array(np.repeat(np.arange(len(plays)), np.fromiter((c for _p, c in plays), np.int64, len(plays)))))
-    inp = pa.array(list(map(itemgetter(1), fl)), pa.int64())
+    qplay = pc.take(pa.array([_q(p) for p, _c in plays], s),
+                    pa.array(np.repeat(np.arange(len(plays)), np.fromiter((c for _p, c in plays), np.int64, len(plays)))))
+    inp = pa.array(list(f_inp), pa.int64())
     nb_s = _float_text(pa, pc, nb)
     rid_a = pa.array(order, s)
     hid_all = pa.array(ids[int(offsets[first]):int(offsets[first + nr])])
@@ -261,16 +264,17 @@ def _chunks(pa, pc, order, fl, plays, nb, d_k, d_pid, d_ord, d_pn, d_trig, d_rel
         tnames = sorted(triggers)
         rnames = sorted(relations)
         tail = pc.binary_join_element_wise(
-            pa.array([',"trigger":' + _q(triggers[x]) + ',"delay_ms":' for x in tnames], s).take(
-                pa.array(np.searchsorted(tnames, np.asarray(d_trig, np.int64)))),
+            pc.take(pa.array([',"trigger":' + _q(triggers[x]) + ',"delay_ms":' for x in tnames], s),
+                    pa.array(np.searchsorted(tnames, np.asarray(d_trig, np.int64)))),
             _float_text(pa, pc, d_delay_ms),
-            pa.array([',"relation":' + _q(relations[x]) + "}" for x in rnames], s).take(
-                pa.array(np.searchsorted(rnames, np.asarray(d_rel, np.int64)))), "")
+            pc.take(pa.array([',"relation":' + _q(relations[x]) + "}" for x in rnames], s),
+                    pa.array(np.searchsorted(rnames, np.asarray(d_rel, np.int64)))), "")
         pk = pa.array(d_ord, pa.int64())
         pid_a = pa.array(d_pid, s)
         suffix = None
         if dmulti:
-            tail, pk, pid_a = tail.take(pa.array(rep)), pk.take(pa.array(rep)), pid_a.take(pa.array(rep))
+            rep_a = pa.array(rep)
+            tail, pk, pid_a = pc.take(tail, rep_a), pc.take(pk, rep_a), pc.take(pid_a, rep_a)
             suffix = pa.array(["#s%d" % j if c > 1 else "" for c in d_pn for j in range(c)], s)
         head = pc.utf8_lpad(pc.cast(pk, s), width=width, padding="0")
         parts = ['{"request_id":"', head, "|", pid_a] + ([suffix] if suffix is not None else []) + ['"', tail, ""]
@@ -284,10 +288,10 @@ def _chunks(pa, pc, order, fl, plays, nb, d_k, d_pid, d_ord, d_pn, d_trig, d_rel
     if multi:
         rrow = np.repeat(np.arange(nr), ns)
         sample_suffix = ["#s%d" % j if n > 1 else "" for n in ns.tolist() for j in range(n)]
-        outs = [o for f in fl for o in f[2]]
+        outs = [o for os in f_outs for o in os]
     else:
         rrow = None
-        outs = [f[2][0] for f in fl]
+        outs = [os[0] for os in f_outs]
     out_a = pa.array(outs, pa.int64())
     row_start = np.zeros(nr + 1, np.int64)
     np.cumsum(ns, out=row_start[1:])
@@ -313,7 +317,7 @@ def _chunks(pa, pc, order, fl, plays, nb, d_k, d_pid, d_ord, d_pn, d_trig, d_rel
         r0, r1 = int(row_start[a]), int(row_start[b])
         if multi:
             take = pa.array(rrow[r0:r1] - a)
-            cols = [c.take(take) if not isinstance(c, str) else c for c in cols]
+            cols = [pc.take(c, take) if not isinstance(c, str) else c for c in cols]
             suffix_a = pa.array(sample_suffix[r0:r1], s)
         ords_c, rid_c, qplay_c, inp_c, hs_c, nb_c = cols[:6]
         dep_c = cols[6] if nd else ""

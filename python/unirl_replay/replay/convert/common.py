@@ -225,7 +225,11 @@ def _prompt_keys(prompts: Sequence, block_size: int,
 
 def _repeated_values(keys: np.ndarray) -> np.ndarray:
     """The distinct values that occur more than once in ``keys``, sorted (one ``np.sort``)."""
-    s = np.sort(keys)
+    return _repeated_sorted(np.sort(keys))
+
+
+def _repeated_sorted(s: np.ndarray) -> np.ndarray:
+    """:func:`_repeated_values` of a sorted array ``s`` (the result holds no view of ``s``)."""
     reps = []
     for a in range(0, max(len(s) - 1, 0), _CHUNK):
         x = s[a:a + _CHUNK + 1]
@@ -238,7 +242,23 @@ def _repeated_values(keys: np.ndarray) -> np.ndarray:
     return np.unique(np.concatenate(reps)) if len(reps) > 1 else reps[0]
 
 
-def _first_seen_ids(keys: np.ndarray, fresh: np.ndarray | None, dtype) -> np.ndarray:
+def _in_order(keys: np.ndarray, source: Sequence[np.ndarray] | None) -> Iterator[tuple[int, np.ndarray]]:
+    """(start, block) over the values of ``keys`` in order, at most ``_CHUNK`` at a time, read from
+    ``source`` (arrays whose concatenation equals ``keys``) when given, else from ``keys``."""
+    if source is None:
+        for a in range(0, len(keys), _CHUNK):
+            yield a, keys[a:a + _CHUNK]
+        return
+    a = 0
+    for part in source:
+        for b in range(0, len(part), _CHUNK):
+            k = part[b:b + _CHUNK]
+            yield a, k
+            a += len(k)
+
+
+def _first_seen_ids(keys: np.ndarray, fresh: np.ndarray | None, dtype,
+                    source: Sequence[np.ndarray] | None = None) -> np.ndarray:
     """Dense first-seen ids of ``keys`` (a block marked ``fresh`` equals nothing).
 
     One ``np.sort`` of a copy finds the values that occur more than once (usually few: shared
@@ -248,12 +268,22 @@ def _first_seen_ids(keys: np.ndarray, fresh: np.ndarray | None, dtype) -> np.nda
     id: ids are a running count of first occurrences). The ids are written over ``keys``' own
     buffer (no second array the size of the trace): the result is a view of it, so ``keys`` must
     not be used afterwards.
+
+    ``source``: arrays whose concatenation equals ``keys`` (the arrow reader's read-only views of
+    the trace file, ``WorkloadColumns.key_source``), only without ``fresh``. Then ``keys`` itself is
+    sorted in place to find the repeated values (no sorted copy the size of the trace) and the
+    numbering pass reads the keys in order from ``source``: the same ids.
     """
     total = len(keys)
     out = keys.view(dtype)[:total]
     if total == 0:
         return out
-    dup = _repeated_values(keys if fresh is None else keys[~fresh])
+    if source is not None and fresh is None:
+        keys.sort()  # np.sort's algorithm, in place: the same sorted values
+        dup = _repeated_sorted(keys)
+    else:
+        source = None
+        dup = _repeated_values(keys if fresh is None else keys[~fresh])
     ndup = len(dup)
     if ndup == 0:
         for a in range(0, total, _CHUNK):
@@ -265,8 +295,7 @@ def _first_seen_ids(keys: np.ndarray, fresh: np.ndarray | None, dtype) -> np.nda
     table[(dup * _GOLDEN) >> shift] = True
     group_id = np.full(ndup, -1, np.int64)  # id of each repeated value, once its first occurrence is seen
     count = 0  # ids given so far
-    for a in range(0, total, _CHUNK):
-        k = keys[a:a + _CHUNK]
+    for a, k in _in_order(keys, source):
         n = len(k)
         maybe = table[(k * _GOLDEN) >> shift]
         if fresh is not None:
@@ -284,13 +313,15 @@ def _first_seen_ids(keys: np.ndarray, fresh: np.ndarray | None, dtype) -> np.nda
             new_grp, at = np.unique(grp[new], return_index=True)  # first occurrence in this chunk
             first_pos = pos[new][at]
             isfirst[first_pos] = True
-        ids = np.cumsum(isfirst, dtype=np.int64)
-        ids += count - 1
+        # the running count of first occurrences, straight into the output (its dtype: the count fits; the
+        # shift by count - 1 wraps modulo 2**32 at count 0, to the right non-negative ids). Only overwrites
+        # keys[:a + n] (already read; or sorted scratch, with a source)
+        ids = np.cumsum(isfirst, dtype=out.dtype, out=out[a:a + n])
+        ids += out.dtype.type((count - 1) % (1 << (8 * out.dtype.itemsize)) if out.dtype.kind == "u" else count - 1)
         count = int(ids[-1]) + 1
         if new.any():
             group_id[new_grp] = ids[first_pos]
         ids[pos] = group_id[grp]
-        out[a:a + n] = ids  # only overwrites keys[:a + n] (already read)
     return out
 
 
@@ -362,10 +393,12 @@ def dense_prompt_ids_columns(warmups: Sequence, cols, request_ids: Sequence[str]
         raise RuntimeError("the columns' hash keys were used up by an earlier conversion")
     if not warmups and not any_fresh_req and nr == len(cols) and \
             (nr == 0 or (rows[0] == 0 and bool((np.diff(rows) == 1).all()))):
-        keys = cols.keys
-        cols.keys = None
+        keys, source = cols.keys, cols.key_source
+        cols.keys = cols.key_source = None
         dtype = np.uint32 if len(keys) < 2**32 else np.int64
-        return _first_seen_ids(keys, None, dtype), off.copy()
+        if source is not None and sum(map(len, source)) != len(keys):
+            source = None  # not the views of these keys: sort a copy
+        return _first_seen_ids(keys, None, dtype, source), off.copy()
     wkeys = [np.array(w.prefix.block_hashes, np.uint64) if w.prefix.block_hashes else None for w in warmups]
     counts = np.empty(len(warmups) + nr, np.int64)
     for k, (w, wk) in enumerate(zip(warmups, wkeys)):
