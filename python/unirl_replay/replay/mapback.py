@@ -304,7 +304,7 @@ def _bulk_columns(present: list[dict], shift_ms: float, offset_ns: int) -> tuple
         ftk = [s.get("first_token_ms") for s in present]
         ends = [s.get("terminal_time_ms") if s.get("terminal_status") == "completed" else None for s in present]
         reused = [s.get("reused_input_tokens") for s in present]
-    if None in arr:  # = any(a is None ...) for the rows' numbers and strings (None == v is False for them)
+    if any(a is None for a in arr):
         return None  # the per-request path raises on it (arrival is read, never skipped)
     arrival = _bulk_ns(arr, shift_ms, offset_ns)
     admit = _bulk_ns(adm, shift_ms, offset_ns)
