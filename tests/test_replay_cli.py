@@ -81,9 +81,9 @@ def test_timing_model_specs(tmp_path):
 
 # --- the program's exit: the upstream's rows left to the process exit (cli.main.run) ---------------------------
 
-def _chain_trace(d, n_traj=100):
+def _chain_trace(d, n_traj=100, encoding="binpb"):
     """n_traj trajectories x 3 turns (300 requests by default: the columns paths of the mapping and of the
-    JSON writer) in one slot pool."""
+    JSON writer) in one slot pool, in ``encoding`` (binpb: the gate's fast pass reads it as columns)."""
     from replay_build import pool
     msgs = []
     for t in range(n_traj):
@@ -95,7 +95,11 @@ def _chain_trace(d, n_traj=100):
             rids.append(rid)
         msgs.append(traj(f"t{t}", rids, pool="p", order=t))
     msgs.append(pool("p", 8))
-    return write_trace(d, msgs)
+    with TraceWriter(d, encoding) as tw:
+        for m in msgs:
+            tw.write_workload(record(m))
+        tw.finalize(manifest())
+    return d
 
 
 _DRIVER = """
@@ -198,3 +202,27 @@ def test_the_program_fails_as_main_fails(tmp_path, capsys):
                                                           "--out", str(tmp_path / "q")], huge=True)
     assert p.returncode == 1 and "Traceback" in p.stderr and "ValueError" in p.stderr
     assert not (tmp_path / "q").exists() and later and torn_down and left == []
+
+
+def test_replay_reads_the_workload_once_with_the_gate_s_columns(tmp_path, monkeypatch):
+    """`replay` hands the columns the gate's fast pass read to the runner (not read, nor its digest checked,
+    again): the same replay_result.json bytes as with the gate's fast pass off (the runner reads the trace
+    itself then)."""
+    from fake_upstream import FakeUpstream
+    from unirl_replay.contract import gate, trace_io
+    from unirl_replay.replay import runner
+
+    trace = _chain_trace(tmp_path / "trace", n_traj=40)
+    monkeypatch.setattr(runner, "get_simulator", lambda spec: FakeUpstream(5))
+    reads, opens = [], []
+    real_read, real_open = runner.read_columns, trace_io.open_trace
+    monkeypatch.setattr(runner, "read_columns", lambda *a, **k: reads.append(1) or real_read(*a, **k))
+    monkeypatch.setattr(trace_io, "open_trace", lambda *a, **k: opens.append(k.get("verify_digests", True))
+                        or real_open(*a, **k))
+    args = ["replay", str(trace), "--timing-model", "fixed:20,2", "--out"]
+    assert main([*args, str(tmp_path / "once")]) == 0
+    assert reads == [] and opens[-1] is False  # the runner opened the trace without checking its digest again
+    monkeypatch.setattr(gate, "FAST", False)
+    assert main([*args, str(tmp_path / "twice")]) == 0
+    assert reads == [1] and opens[-1] is True
+    assert _tree(tmp_path / "once") == _tree(tmp_path / "twice")

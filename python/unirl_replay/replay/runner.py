@@ -358,20 +358,25 @@ def _columns_result(res: replay_pb2.ReplayResult, index: WorkloadIndex, all_ids:
 def replay_trace(trace_dir: str | Path, timing_model: str, *, trace_format: str = "agentic_mooncake",
                  work_dir: str | Path | None = None, unmodelled: Iterable[str] = (),
                  simulator: str | Simulator = DEFAULT_SIMULATOR,
-                 handover: Handover | None = None) -> replay_pb2.ReplayResult:
+                 handover: Handover | None = None, columns=None) -> replay_pb2.ReplayResult:
     """Open a trace directory (workload + manifest only) and :func:`replay_workload` it.
 
     ``simulator``: ``dynamo`` (default) | ``aisimulate[==VERSION]``; ``handover``: what to keep
-    for the caller (see :func:`replay_workload`).
+    for the caller (see :func:`replay_workload`); ``columns``: the workload already read by
+    ``read_columns`` from this trace a moment ago (the gate's, ``contract.gate.gate_read``, its
+    digest verified then): not read (nor its digest verified) again, as in :func:`convert_trace`.
     """
     from unirl_replay.contract import trace_io
     from unirl_replay.v1.manifest_pb2 import ARTIFACT_KIND_WORKLOAD
 
-    trace = trace_io.open_trace(trace_dir)
+    trace = trace_io.open_trace(trace_dir, verify_digests=columns is None)
     sha = trace.artifact(ARTIFACT_KIND_WORKLOAD).sha256
     kw = dict(trace_format=trace_format, work_dir=work_dir, workload_sha256=sha, unmodelled=unmodelled,
               simulator=simulator, handover=handover)
-    cols = read_columns(trace) if trace_format == "agentic_mooncake" else None
+    cols = None
+    if trace_format == "agentic_mooncake":
+        cols = columns if columns is not None else read_columns(trace)
+    del columns
     if cols is not None:  # columns: no Request message kept; on any doubt the messages decide
         try:
             return replay_workload(WorkloadIndex.from_columns(cols), trace.manifest, timing_model, **kw)
