@@ -22,6 +22,14 @@ freeing the upstream's rows (the pickle keeps them alive), about 0.4-0.6 s per 1
 project machine. With ``--count-free`` the bench drops its own reference when it hands the answer
 over, so the rows are freed where ``replay`` frees them (when ``replay_workload`` returns) and
 that cost is in the replay part, as in a real run.
+
+``--cli``: the ``replay`` command itself (``cli.main.main(["replay", TRACE, ...])`` in-process,
+its gate included but before the upstream answer, so not counted), the upstream answered from
+the pickle as above: the after part is then what the command does from the answer to its
+return (``replay_part_cpu_s`` = everything, ``write_cpu_s`` not split). In-process the command
+frees the rows when it returns (counted, as ``--count-free``); ``--left-to-exit`` gives the
+command the program's exit hold (``cli.main.left_to_exit``, what ``unirl-replay`` has: the rows
+are left to the process exit and not counted). A checkout without the hold ignores it.
 """
 
 from __future__ import annotations
@@ -54,6 +62,10 @@ def main() -> None:
     ap.add_argument("--out", default=None, help="result directory (a temporary one by default)")
     ap.add_argument("--count-free", action="store_true", help="free the upstream's rows where replay frees them "
                     "(the bench keeps no reference): their freeing is counted in the replay part")
+    ap.add_argument("--cli", action="store_true", help="time the replay command (cli.main.main) instead of "
+                    "replay_trace + write_result (implies --count-free)")
+    ap.add_argument("--left-to-exit", action="store_true", help="with --cli: the program's exit hold (the rows are "
+                    "left to the process exit, as in `unirl-replay replay`)")
     a = ap.parse_args()
     from unirl_replay.contract import json_write
     from unirl_replay.replay import mapback, runner
@@ -73,6 +85,8 @@ def main() -> None:
         return
     if not a.rows:
         ap.error("--rows or --save")
+    if a.cli:
+        a.count_free = True
     with open(a.rows, "rb") as f:
         held = [pickle.load(f)]  # with --count-free, handed over and no longer referenced here
     mark: dict = {}
@@ -110,19 +124,33 @@ def main() -> None:
     timed(json_write, "to_json_bytes")
     out = Path(a.out) if a.out else Path(tempfile.mkdtemp(prefix="bench_after_"))
     load0 = os.getloadavg()[0]
-    res = runner.replay_trace(a.trace, TIMING)
-    c1 = time.process_time()
-    path = runner.write_result(out, res)
-    c2, w2 = time.process_time(), time.perf_counter()
+    if a.cli:
+        from unirl_replay.cli import main as cli
+        if a.left_to_exit:
+            cli._LEFT_TO_EXIT = []  # what cli.main.run sets up (a checkout without it: ignored)
+        out.mkdir(parents=True, exist_ok=True)
+        rc = cli.main(["replay", a.trace, "--timing-model", TIMING, "--out", str(out / "cli")])
+        if rc:
+            raise SystemExit(f"replay exited {rc}")
+        c1 = c2 = time.process_time()
+        w2 = time.perf_counter()
+        path = out / "cli" / runner.RESULT_FILE
+        n_requests = json.loads(path.read_bytes()).get("requests", []).__len__()
+    else:
+        res = runner.replay_trace(a.trace, TIMING)
+        c1 = time.process_time()
+        path = runner.write_result(out, res)
+        c2, w2 = time.process_time(), time.perf_counter()
+        n_requests = len(res.requests)
     peak = _status_mib("VmHWM:")
     print(json.dumps({
         "after_upstream_cpu_s": round(c2 - mark["cpu"], 3), "replay_part_cpu_s": round(c1 - mark["cpu"], 3),
         "write_cpu_s": round(c2 - c1, 3), "after_upstream_s": round(w2 - mark["wall"], 3),
         "parts_cpu_s": {k: round(v, 3) for k, v in parts.items()},
-        "requests": len(res.requests), "result_sha256": hashlib.sha256(path.read_bytes()).hexdigest(),
+        "requests": n_requests, "result_sha256": hashlib.sha256(path.read_bytes()).hexdigest(),
         "rss_at_answer_mib": round(mark["rss_at_answer_mib"], 1), "peak_after_mib": round(peak, 1),
         "growth_mib": round(peak - mark["rss_at_answer_mib"], 1), "peak_reset": mark["peak_reset"],
-        "rows_freed_in_replay_part": a.count_free, "load": [round(load0, 2), round(os.getloadavg()[0], 2)]}))
+        "rows_freed_in_replay_part": a.count_free and not a.left_to_exit, "cli": a.cli, "load": [round(load0, 2), round(os.getloadavg()[0], 2)]}))
     if not a.out:
         shutil.rmtree(out, ignore_errors=True)
 

@@ -21,6 +21,12 @@ peak RSS, interpreter and imports included):
   (mapping rows back, deriving trajectories / groups / batches, writing), the CPU time of both
   parts, and our memory apart from the upstream's (which runs in the same process): the peak
   RSS before the first upstream call and the resident size when the last one returned;
+* ``cli_replay`` -- the ``unirl-replay replay TRACE --timing-model fixed:20,2 --out DIR`` program
+  (``cli.main.run``; a checkout without it: ``sys.exit(cli.main.main())``, what its console
+  script runs): the gate, the whole replay, the exit; reported with the upstream call's CPU
+  time, the CPU time from its return to the command's return (``after_upstream_cpu_s``), and
+  ``exit_cpu_s``, the process's CPU time after the command returned (the interpreter's exit);
+  ``process_cpu_s`` (every step) is the whole child process's, start and exit included;
 * ``validate`` -- ``validate.check_trace`` (workload and outcomes);
 * ``read``     -- ``open_trace`` + streaming every workload record (trace_io alone).
 
@@ -32,6 +38,7 @@ average (``os.getloadavg``) is printed around each step, and the CPU model once.
 from __future__ import annotations
 
 import argparse
+import hashlib
 import json
 import os
 import resource
@@ -149,6 +156,28 @@ def step(name: str, trace: Path, work: Path) -> dict:
         res["rss_after_upstream_mib"] = returns[-1][4]
         res["simulator_wall_s"] = r.simulator_wall_ns / 1e9
         res["result_mib"] = (work / "out" / "replay_result.json").stat().st_size / 2**20
+    elif name == "cli_replay":
+        returns = _time_upstream_returns()
+        from unirl_replay.cli import main as cli
+
+        real_main = cli.main
+
+        def main_then_report(argv=None):  # the report goes out when the command returns, before the exit
+            code = real_main(argv)
+            end, cpu = time.perf_counter(), time.process_time()
+            res.update(rc=code, after_upstream_s=end - returns[-1][0], after_upstream_cpu_s=cpu - returns[-1][1],
+                       upstream_call_cpu_s=sum(r[2] for r in returns), cpu_at_return_s=cpu,
+                       s=end - t0, cpu_s=cpu - c0,
+                       rss_mib=resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024,
+                       result_sha256=hashlib.sha256((work / "cli-out" / "replay_result.json").read_bytes()).hexdigest())
+            print(json.dumps(res), flush=True)
+            return code
+        cli.main = main_then_report
+        shutil.rmtree(work / "cli-out", ignore_errors=True)
+        sys.argv = ["unirl-replay", "replay", str(trace), "--timing-model", TIMING, "--out", str(work / "cli-out")]
+        if hasattr(cli, "run"):
+            cli.run()
+        sys.exit(cli.main())
     elif name == "validate":
         from unirl_replay.contract.validate import check_trace
         r = check_trace(trace)
@@ -180,7 +209,7 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--requests", type=int, default=100_000)
     ap.add_argument("--encodings", default="binpb")
-    ap.add_argument("--steps", default="convert,upstream,replay,validate,read")
+    ap.add_argument("--steps", default="convert,upstream,replay,validate,read")  # also: cli_convert,gate,cli_replay
     ap.add_argument("--dir", default=None)
     ap.add_argument("--keep", action="store_true", help="reuse a trace already in --dir and keep it (to run "
                     "another checkout's code on the same trace: PYTHONPATH=<other>/python:<other>/gen/python)")
@@ -213,12 +242,19 @@ def main() -> None:
                   "(not measured)", flush=True)
         for name in a.steps.split(","):
             before = "%.2f" % os.getloadavg()[0]
+            ru0, w0 = resource.getrusage(resource.RUSAGE_CHILDREN), time.perf_counter()
             p = subprocess.run([sys.executable, __file__, "--child", name, "--trace", str(trace), "--dir", str(work)],
                                capture_output=True, text=True)
+            ru1, w1 = resource.getrusage(resource.RUSAGE_CHILDREN), time.perf_counter()
             if p.returncode:
                 print(p.stderr[-3000:], file=sys.stderr)
                 raise SystemExit(f"step {name} failed")
-            r = json.loads(p.stdout.strip().splitlines()[-1])
+            r = json.loads([x for x in p.stdout.strip().splitlines() if x.startswith("{")][-1])
+            # the whole child process (interpreter start, imports, the step, its exit): what a user's command costs
+            r["process_cpu_s"] = ru1.ru_utime + ru1.ru_stime - ru0.ru_utime - ru0.ru_stime
+            r["process_s"] = w1 - w0
+            if "cpu_at_return_s" in r:
+                r["exit_cpu_s"] = r["process_cpu_s"] - r.pop("cpu_at_return_s")
             after = "%.2f" % os.getloadavg()[0]
             extra = ", ".join(f"{k} {v:.2f}" if isinstance(v, float) else f"{k} {v}" for k, v in r.items()
                               if k not in ("s", "rss_mib"))

@@ -236,3 +236,79 @@ def test_a_long_result_is_written_as_the_dict_path_writes_it():
     ref = json_write._encode(json_write.to_dict(res))
     assert json_write._compact(res) == ref
     assert json_write.to_json_bytes(res) == msgspec.json.format(ref, indent=2) + b"\n"
+
+
+def _columns_of(rows, cls) -> dict:
+    """The rows' values as columns (a message's value, None where an explicit-presence field is unset)."""
+    return {fd.name: [getattr(m, fd.name) if not fd.has_presence or m.HasField(fd.name) else None for m in rows]
+            for fd in cls.DESCRIPTOR.fields}
+
+
+@settings(max_examples=150, suppress_health_check=[HealthCheck.too_slow], deadline=None)
+@given(data=st.data(), cls=st.sampled_from(ROW_TYPES))
+def test_rows_written_from_columns_equal_the_messages(data, cls):
+    """The rows writer from the columns the rows hold (runner.Handover's requests, write_result):
+    the text of the messages, byte for byte (absent fields, defaults set explicitly, odd strings,
+    one shape or many)."""
+    rows = data.draw(_rows(cls))
+    w = json_write._rows_writer(cls.DESCRIPTOR)
+    cols = _columns_of(rows, cls)
+    assert w.columns([cols[k] for k in w.names], len(rows)) == w(rows)
+
+
+@settings(max_examples=60, suppress_health_check=[HealthCheck.too_slow], deadline=None)
+@given(data=st.data(), change=st.sampled_from(["none", "value", "absent", "count", "field"]))
+def test_a_result_written_with_columns_equals_it_written_from_its_messages(data, change):
+    """to_json_bytes(res, columns={"requests": ...}): the same bytes as without, the columns used when
+    they are the rows' (spied); a column that differs from the rows at a checked row, a shorter
+    column or a missing field: the columns are not used (the messages are read) -- the same bytes."""
+    res = data.draw(messages(replay_pb2.ReplayResult))
+    del res.requests[:]
+    rows = data.draw(_rows(replay_pb2.PredictedRequest))
+    res.requests.extend(rows)
+    cols = _columns_of(rows, replay_pb2.PredictedRequest)
+    n = len(rows)
+    if change == "value" and n:
+        cols["engine_id"][n - 1] += "x"  # the last row is always checked
+    elif change == "absent" and n:
+        k = data.draw(st.sampled_from(["arrival_ns", "completion_ns", "cached_tokens"]))
+        cols[k][0] = None if cols[k][0] is not None else 1
+    elif change == "count":
+        cols["request_id"].append("extra")
+    elif change == "field":
+        del cols["scheduled_ns"]
+    used = []
+    real = json_write._given_columns
+
+    def spy(*a):
+        used.append(real(*a))
+        return used[-1]
+    old = json_write._ROWS_MIN, json_write._given_columns
+    json_write._ROWS_MIN, json_write._given_columns = 0, spy
+    try:
+        got = json_write.to_json_bytes(res, columns={"requests": cols})
+        want = json_write.to_json_bytes(res)
+    finally:
+        json_write._ROWS_MIN, json_write._given_columns = old
+    assert got == want == msgspec.json.format(json_write._encode(json_write.to_dict(res)), indent=2) + b"\n"
+    if n:
+        assert (used[0] is not None) == (change == "none")
+
+
+def test_columns_of_a_long_result_spot_check_every_64th_row():
+    """The check compares the columns with the messages at every len // 64-th row and the last: a
+    difference there is found (the messages written), and text written from columns is the messages'."""
+    res = replay_pb2.ReplayResult(schema_version="1")
+    n = 1000
+    for k in range(n):
+        res.requests.add(request_id=f"r{k}", engine_id="e0", arrival_ns=k, cached_tokens=0,
+                         **({"completion_ns": 2**63 - 1} if k % 3 else {}))
+    cols = _columns_of(res.requests, replay_pb2.PredictedRequest)
+    want = json_write.to_json_bytes(res)
+    assert json_write.to_json_bytes(res, columns={"requests": cols}) == want
+    w = json_write._rows_writer(replay_pb2.PredictedRequest.DESCRIPTOR)
+    fd = replay_pb2.ReplayResult.DESCRIPTOR.fields_by_name["requests"]
+    assert json_write._given_columns(fd, res.requests, cols, w) is not None
+    cols["arrival_ns"][15 * (n // 64)] = -1
+    assert json_write._given_columns(fd, res.requests, cols, w) is None
+    assert json_write.to_json_bytes(res, columns={"requests": cols}) == want

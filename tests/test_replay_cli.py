@@ -77,3 +77,152 @@ def test_timing_model_specs(tmp_path):
     for bad in ("fixed:1", "fixed:0,1", "nope", f"profile:{tmp_path / 'missing.npz'}"):
         with pytest.raises(TimingModelError):
             parse_timing_model(bad)
+
+
+# --- the program's exit: the upstream's rows left to the process exit (cli.main.run) ---------------------------
+
+def _chain_trace(d, n_traj=100, encoding="binpb"):
+    """n_traj trajectories x 3 turns (300 requests by default: the columns paths of the mapping and of the
+    JSON writer) in one slot pool, in ``encoding`` (binpb: the gate's fast pass reads it as columns)."""
+    from replay_build import pool
+    msgs = []
+    for t in range(n_traj):
+        rids = []
+        for k in range(3):
+            rid = f"t{t}-{k}"
+            msgs.append(req(rid, inp=8, out=(2,), traj=f"t{t}", turn=k, at_ms=float(t) if not k else None,
+                            deps=() if not k else [dep(rids[-1], 1.0)]))
+            rids.append(rid)
+        msgs.append(traj(f"t{t}", rids, pool="p", order=t))
+    msgs.append(pool("p", 8))
+    with TraceWriter(d, encoding) as tw:
+        for m in msgs:
+            tw.write_workload(record(m))
+        tw.finalize(manifest())
+    return d
+
+
+_DRIVER = """
+import atexit, sys
+sys.path.insert(0, {tests!r})
+from fake_upstream import FakeUpstream
+from unirl_replay.cli import main as cli
+from unirl_replay.replay import runner
+
+runner.get_simulator = lambda spec: FakeUpstream(huge_cached={huge!r})
+
+
+class Teardown:  # the interpreter's teardown calls this when it clears this module (open bound now: builtins go)
+    def __del__(self, open=open, path={deleted!r}):
+        with open(path, "w") as f:
+            f.write("freed")
+
+
+keep = Teardown()
+real_main = cli.main
+
+
+def main(argv=None):  # an atexit callback registered after run()'s runs, as on any exit
+    atexit.register(lambda: open({later!r}, "w").write("ran"))
+    return real_main(argv)
+
+
+cli.main = main
+sys.argv = ["unirl-replay", *{args!r}]
+cli.run()
+"""
+
+
+def _program(tmp_path, args, huge=False):
+    """``unirl-replay ARGS`` (cli.main.run) in a fresh process answered by the fake upstream, TMPDIR an empty
+    directory: (the process, whether the teardown ran, whether the later atexit callback ran, what is left in
+    TMPDIR)."""
+    import os
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    tests = str(Path(__file__).resolve().parent)
+    tmp = tmp_path / "tmpdir"
+    tmp.mkdir()
+    deleted, later = tmp_path / "deleted", tmp_path / "later"
+    script = tmp_path / "driver.py"
+    script.write_text(_DRIVER.format(tests=tests, huge=huge, deleted=str(deleted), later=str(later), args=list(args)))
+    p = subprocess.run([sys.executable, str(script)], capture_output=True, text=True,
+                       env={**os.environ, "TMPDIR": str(tmp)})
+    return p, deleted.exists(), later.exists(), sorted(os.listdir(tmp))
+
+
+def _tree(d):
+    return {str(p.relative_to(d)): p.read_bytes() if p.is_file() else None for p in sorted(d.rglob("*"))}
+
+
+def test_the_program_leaves_the_rows_to_the_exit_and_writes_what_main_writes(tmp_path, monkeypatch, capsys):
+    """`unirl-replay replay` as the program: the same exit code, output, replay_result.json bytes, upstream
+    files and marker as `main([...])` in-process; nothing left in TMPDIR; atexit callbacks registered later
+    ran; the interpreter's teardown was skipped (the rows are left to the process exit)."""
+    from fake_upstream import FakeUpstream
+    from unirl_replay.cli import main as cli
+    from unirl_replay.replay import runner
+
+    trace = _chain_trace(tmp_path / "trace")
+    fake = FakeUpstream()
+    monkeypatch.setattr(runner, "get_simulator", lambda spec: fake)
+    args = ["replay", str(trace), "--timing-model", "fixed:20,2"]
+    assert main([*args, "--out", str(tmp_path / "in")]) == 0
+    shown = capsys.readouterr()
+    assert cli.left_to_exit() is None  # in-process: nothing is left to the exit ...
+    assert fake.answers and fake.answers[0]() is None  # ... and the rows were freed when the command returned
+    p, torn_down, later, left = _program(tmp_path, [*args, "--out", str(tmp_path / "prog")])
+    assert p.returncode == 0, p.stderr
+    assert p.stdout.replace(str(tmp_path / "prog"), "OUT") == shown.out.replace(str(tmp_path / "in"), "OUT")
+    assert p.stderr == shown.err
+    got, want = _tree(tmp_path / "prog"), _tree(tmp_path / "in")
+    assert got == want and "replay_result.json" in got and "upstream/e0.agentic_mooncake.jsonl" in got
+    doc = json.loads(got["replay_result.json"])
+    assert len(doc["requests"]) == 300 and doc["simulator"]["name"] == "fake"
+    assert later and not torn_down and left == []
+
+
+def test_the_program_fails_as_main_fails(tmp_path, capsys):
+    """Errors through the program: an unsupported trace exits 2 with its message (no output directory left),
+    an exception out of the command exits 1 with its traceback and Python's own exit; TMPDIR empty."""
+    bad = [req("a", traj="t", turn=0, policy=1), req("b", traj="t", turn=1, policy=2, deps=[dep("a", 1)]),
+           traj("t", ["a", "b"])]
+    trace = write_trace(tmp_path / "trace", bad)
+    assert main(["replay", str(trace), "--timing-model", "fixed:1,1", "--out", str(tmp_path / "o")]) == 2
+    err = capsys.readouterr().err
+    p, torn_down, later, left = _program(tmp_path, ["replay", str(trace), "--timing-model", "fixed:1,1", "--out",
+                                                    str(tmp_path / "p")])
+    assert (p.returncode, p.stderr, p.stdout) == (2, err, "") and "unsupported [resume.cross_policy]" in err
+    assert not (tmp_path / "p").exists() and later and not torn_down and left == []
+    chain = _chain_trace(tmp_path / "chain", n_traj=30)
+    (tmp_path / "x").mkdir()
+    p, torn_down, later, left = _program(tmp_path / "x", ["replay", str(chain), "--timing-model", "fixed:1,1",
+                                                          "--out", str(tmp_path / "q")], huge=True)
+    assert p.returncode == 1 and "Traceback" in p.stderr and "ValueError" in p.stderr
+    assert not (tmp_path / "q").exists() and later and torn_down and left == []
+
+
+def test_replay_reads_the_workload_once_with_the_gate_s_columns(tmp_path, monkeypatch):
+    """`replay` hands the columns the gate's fast pass read to the runner (not read, nor its digest checked,
+    again): the same replay_result.json bytes as with the gate's fast pass off (the runner reads the trace
+    itself then)."""
+    from fake_upstream import FakeUpstream
+    from unirl_replay.contract import gate, trace_io
+    from unirl_replay.replay import runner
+
+    trace = _chain_trace(tmp_path / "trace", n_traj=40)
+    monkeypatch.setattr(runner, "get_simulator", lambda spec: FakeUpstream(5))
+    reads, opens = [], []
+    real_read, real_open = runner.read_columns, trace_io.open_trace
+    monkeypatch.setattr(runner, "read_columns", lambda *a, **k: reads.append(1) or real_read(*a, **k))
+    monkeypatch.setattr(trace_io, "open_trace", lambda *a, **k: opens.append(k.get("verify_digests", True))
+                        or real_open(*a, **k))
+    args = ["replay", str(trace), "--timing-model", "fixed:20,2", "--out"]
+    assert main([*args, str(tmp_path / "once")]) == 0
+    assert reads == [] and opens[-1] is False  # the runner opened the trace without checking its digest again
+    monkeypatch.setattr(gate, "FAST", False)
+    assert main([*args, str(tmp_path / "twice")]) == 0
+    assert reads == [1] and opens[-1] is True
+    assert _tree(tmp_path / "once") == _tree(tmp_path / "twice")

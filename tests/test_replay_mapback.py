@@ -535,3 +535,63 @@ def test_columns_result_equals_the_values_path(tmp_path_factory, seed, n_traj, o
     b = runner.write_result(out / "slow", slow).read_bytes()
     assert a == b
     assert fast.SerializeToString(deterministic=True) == slow.SerializeToString(deterministic=True)
+
+
+@settings(max_examples=20, deadline=None)
+@given(seed=st.integers(0, 2**32 - 1), n_traj=st.integers(22, 100), odd=st.sampled_from([0.0, 0.1, 0.6]))
+def test_a_handover_keeps_the_rows_and_writes_the_same_bytes(tmp_path_factory, seed, n_traj, odd):
+    """replay_workload(handover=h): the rows of the upstream's answer are kept in h (without one they are
+    freed when it returns: the library keeps nothing) and its request columns are those of the result, so
+    write_result(handover=h) writes the requests from them (taken: spied) and the same bytes as from the
+    messages, on rows with incomplete requests and absent fields, short and long results."""
+    import weakref
+
+    from fake_upstream import FakeUpstream
+    from replay_build import manifest
+    from unirl_replay.contract import json_write
+    from unirl_replay.replay import runner
+
+    work = _chain_workload(n_traj, 3)
+    out = tmp_path_factory.mktemp("handover")
+    plain_sim = FakeUpstream(seed, odd)
+    plain = runner.replay_workload(work, manifest(), "fixed:20,2", simulator=plain_sim)
+    assert plain_sim.answers[0]() is None  # no handover: the rows were freed on return
+    sim = FakeUpstream(seed, odd)
+    h = runner.Handover()
+    res = runner.replay_workload(work, manifest(), "fixed:20,2", simulator=sim, handover=h)
+    assert sim.answers[0]() is not None and len(h.upstream) == 1
+    assert res.SerializeToString(deterministic=True) == plain.SerializeToString(deterministic=True)
+    ids, eid, cols = h.requests
+    assert ids == [r.request_id for r in res.requests] and eid == "e0"
+    used = []
+    real = json_write._given_columns
+    json_write._given_columns = lambda *a: used.append(real(*a)) or used[-1]
+    try:
+        a = runner.write_result(out / "h", res, handover=h).read_bytes()
+    finally:
+        json_write._given_columns = real
+    b = runner.write_result(out / "plain", plain).read_bytes()
+    assert a == b
+    assert used == [] if len(ids) < json_write._ROWS_MIN else used and used[0] is not None
+    ref = weakref.ref(h.upstream[0]["e0"][1])
+    del h
+    assert ref() is None  # dropping the handover frees the rows
+
+
+def test_a_handover_without_request_columns_writes_from_the_messages(tmp_path):
+    """Two engines (no positional columns): the handover keeps the rows, has no request columns, and
+    write_result(handover=...) writes what write_result without one writes."""
+    from fake_upstream import FakeUpstream
+    from replay_build import engine, manifest
+    from unirl_replay.replay import runner
+
+    msgs = [req(f"a{k}", at_ms=float(k)) for k in range(70)] + [req(f"b{k}", at_ms=float(k), eng="e1")
+                                                                for k in range(70)]
+    h = runner.Handover()
+    res = runner.replay_workload(index(*msgs), manifest(engine("e0"), engine("e1")), "fixed:20,2",
+                                 simulator=FakeUpstream(3), handover=h)
+    plain = runner.replay_workload(index(*msgs), manifest(engine("e0"), engine("e1")), "fixed:20,2",
+                                   simulator=FakeUpstream(3))
+    assert h.requests is None and len(h.upstream[0]) == 2
+    assert (runner.write_result(tmp_path / "h", res, handover=h).read_bytes()
+            == runner.write_result(tmp_path / "p", plain).read_bytes())

@@ -7,9 +7,11 @@ environment only affects the commands that need it.
 
 from __future__ import annotations
 
+import atexit
 import importlib
 import os
 import sys
+from typing import NoReturn
 
 import click
 
@@ -79,5 +81,61 @@ def main(argv: list[str] | None = None) -> int:
     return 0
 
 
+# The program's (run()): what a command leaves to the process exit, and the code it exits with.
+_LEFT_TO_EXIT: list | None = None
+_EXIT_CODE: int | None = None
+
+
+def left_to_exit() -> list | None:
+    """A list where a command may put large objects it no longer reads and that would take long
+    to free one by one (a replay's upstream rows: 100k dicts, about 0.45 s): the process exit
+    releases their memory instead, with the rest of the process (see :func:`run`). Only in the
+    program; None when the CLI runs in-process (``main([...])``: tests, benchmarks, a library
+    caller), where the command frees what it made as usual."""
+    return _LEFT_TO_EXIT
+
+
+def _atexit_first() -> bool:
+    """No atexit callback is registered yet (so one registered now runs after every other)."""
+    count = getattr(atexit, "_ncallbacks", None)
+    return count is not None and count() == 0
+
+
+def _exit_now() -> None:
+    """The last atexit callback (registered first by :func:`run`): when a command left objects to
+    the exit, flush stdout / stderr and end the process with main()'s code (``os._exit``),
+    without the interpreter's teardown freeing every object first."""
+    if not _LEFT_TO_EXIT or _EXIT_CODE is None:
+        return
+    try:
+        for stream in (sys.stdout, sys.stderr):
+            if stream is not None:
+                stream.flush()
+    except Exception:  # noqa: BLE001 - e.g. a closed pipe: Python's own exit reports it as usual
+        return
+    os._exit(_EXIT_CODE)
+
+
+def run() -> NoReturn:
+    """The ``unirl-replay`` program (the console script, ``python -m unirl_replay``): :func:`main`
+    on ``sys.argv``, then the exit with its code.
+
+    When the command left objects to the exit (:func:`left_to_exit`), the interpreter's teardown
+    is skipped. By then Python's exit has joined the non-daemon threads and run every atexit
+    callback but :func:`_exit_now`, which it runs last: it is registered here first, and only
+    when no other is registered yet. It flushes stdout and stderr and ends the process with the
+    same code. Files the commands write are closed (and fsynced, ``replay_result.json``) before
+    they return; the memory goes back to the system with the process. Nothing left to the exit,
+    a callback registered before this one, or an exception out of :func:`main`: Python's own
+    exit, as before."""
+    global _LEFT_TO_EXIT, _EXIT_CODE
+    if _atexit_first():
+        atexit.register(_exit_now)
+        _LEFT_TO_EXIT = []
+    code = main()
+    _EXIT_CODE = code
+    sys.exit(code)
+
+
 if __name__ == "__main__":
-    sys.exit(main())
+    run()

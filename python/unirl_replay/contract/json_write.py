@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import base64
 import math
+from collections.abc import Mapping
 from operator import attrgetter, itemgetter
 from typing import Any, Callable
 
@@ -223,6 +224,20 @@ def _columns_writer(fields: list) -> Callable[[list], bytes]:
     def template(mask: int) -> bytes:  # the fields whose bit is not in ``mask``
         return b"{" + b",".join(s for k, s in enumerate(specs) if not mask >> k & 1) + b"}"
 
+    def text_of(k: int, vals: list) -> list:  # field k's values -> their JSON text (ints: the value)
+        _name, _explicit, ftype, _spec, text = fields[k]
+        if ftype == _T.TYPE_STRING:
+            uniq = set(vals)
+            if len(uniq) * 4 < len(vals):
+                enc = {u: _encode(u) for u in uniq}
+                return list(map(enc.__getitem__, vals))
+            return list(map(_encode, vals))
+        if ftype == _T.TYPE_BOOL:
+            return [b"true" if v else b"false" for v in vals]
+        if ftype == _T.TYPE_ENUM:
+            return [text[v] if v in text else b"%d" % v for v in vals]
+        return vals
+
     def write(rows: list) -> bytes:
         n = len(rows)
         cols, masks = [], None  # masks: per row, the bits of the fields it lacks (numpy; None: none lacks any)
@@ -236,18 +251,35 @@ def _columns_writer(fields: list) -> Callable[[list], bytes]:
                     if masks is None:
                         masks = np.zeros(n, np.int64)
                     masks[idx] |= 1 << k
-            if ftype == _T.TYPE_STRING:
-                uniq = set(vals)
-                if len(uniq) * 4 < len(vals):
-                    enc = {u: _encode(u) for u in uniq}
-                    vals = list(map(enc.__getitem__, vals))
-                else:
-                    vals = list(map(_encode, vals))
-            elif ftype == _T.TYPE_BOOL:
-                vals = [b"true" if v else b"false" for v in vals]
-            elif ftype == _T.TYPE_ENUM:
-                vals = [text[v] if v in text else b"%d" % v for v in vals]
-            cols.append(vals)
+            cols.append(text_of(k, vals))
+        return rows_text(n, cols, masks)
+
+    def write_columns(given: list, n: int) -> bytes:
+        """The same text from the ``n`` rows' values as columns, one list per field in
+        field-number order: a message's value of that field, or None where an explicit-presence
+        field is not set (an implicit-presence field is absent where its value is the default,
+        as in a message)."""
+        cols, masks = [], None
+        for k, (name, explicit, ftype, _spec, text) in enumerate(fields):
+            vals = given[k]
+            if len(vals) != n:
+                raise ValueError(f"column {name!r}: {len(vals)} values, not {n}")
+            idx = None
+            if explicit:
+                if None in vals:
+                    idx = [i for i, v in enumerate(vals) if v is None]
+                    zero = False if ftype == _T.TYPE_BOOL else ("" if ftype == _T.TYPE_STRING else 0)
+                    vals = [zero if v is None else v for v in vals]
+            elif not all(vals):
+                idx = [i for i, v in enumerate(vals) if not v]
+            if idx:
+                if masks is None:
+                    masks = np.zeros(n, np.int64)
+                masks[idx] |= 1 << k
+            cols.append(text_of(k, vals))
+        return rows_text(n, cols, masks)
+
+    def rows_text(n: int, cols: list, masks) -> bytes:
         if masks is None:
             out = list(map(template(0).__mod__, zip(*cols))) if cols else [b"{}"] * n
             return b"[" + b",".join(out) + b"]"
@@ -272,13 +304,45 @@ def _columns_writer(fields: list) -> Callable[[list], bytes]:
             for i, v in zip(idx, texts):
                 out[i] = v
         return b"[" + b",".join(out) + b"]"
+    write.columns = write_columns
+    write.names = [name for name, *_ in fields]
     return write
 
 
-def _compact(msg: Message) -> bytes:
+_SPOT = 64  # rows of a repeated field compared with the columns given for it (and its last row)
+
+
+def _given_columns(fd: FieldDescriptor, rows, given: Mapping[str, list], writer) -> list | None:
+    """``given`` (field name -> column, see :func:`to_json_bytes`) as the writer's list of
+    columns when it holds exactly the row type's fields, one value per row of ``rows``, and
+    agrees with ``rows`` at every ``len // 64``-th row and the last (the dict ``to_dict``
+    writes); None otherwise (the messages are read instead)."""
+    names = writer.names
+    if set(given) != set(names):
+        return None
+    cols = [given[k] for k in names]
+    n = len(rows)
+    if any(len(c) != n for c in cols):
+        return None
+    conv = {f.name: _value(f) for f in fd.message_type.fields}
+    presence = {f.name: f.has_presence for f in fd.message_type.fields}
+    for i in sorted({*range(0, n, max(1, n // _SPOT)), n - 1}):
+        want = {}
+        for k, c in zip(names, cols):
+            v = c[i]
+            if (v is None) if presence[k] else not v:
+                continue
+            want[k] = v if conv[k] is None else conv[k](v)
+        if to_dict(rows[i]) != want:
+            return None
+    return cols
+
+
+def _compact(msg: Message, columns: Mapping[str, Mapping[str, list]] | None = None) -> bytes:
     """``_encode(to_dict(msg))``, byte for byte, with the long repeated fields of flat row types
     written by :func:`_rows_writer` (the others as before, field by field in number order: the
-    keys ``to_dict`` writes, in its order)."""
+    keys ``to_dict`` writes, in its order); such a field named in ``columns`` from its columns
+    (:func:`to_json_bytes`)."""
     fields = msg.ListFields()
     if not any(fd.is_repeated and fd.message_type is not None and len(v) >= _ROWS_MIN for fd, v in fields):
         return _encode(to_dict(msg))
@@ -286,7 +350,11 @@ def _compact(msg: Message) -> bytes:
     for fd, v in fields:
         w = _rows_writer(fd.message_type) if fd.is_repeated and fd.message_type is not None \
             and not fd.message_type.GetOptions().map_entry and len(v) >= _ROWS_MIN else None
-        if w is not None:
+        given = columns.get(fd.name) if w is not None and columns else None
+        cols = _given_columns(fd, v, given, w) if given is not None else None
+        if cols is not None:
+            text = w.columns(cols, len(v))
+        elif w is not None:
             text = w(list(v))
         else:
             c = _field(fd)
@@ -303,9 +371,17 @@ def to_dict(msg: Message) -> dict[str, Any]:
 
 
 @paused_gc()  # a large result is 100k+ new dicts: the collector would rescan them all, for nothing
-def to_json_bytes(msg: Message, *, indent: int | None = 2) -> bytes:
-    """Message -> UTF-8 JSON text (pretty with ``indent``; a final newline when pretty)."""
-    raw = _compact(msg) if not msg.DESCRIPTOR.full_name.startswith("google.protobuf.") else _encode(to_dict(msg))
+def to_json_bytes(msg: Message, *, indent: int | None = 2,
+                  columns: Mapping[str, Mapping[str, list]] | None = None) -> bytes:
+    """Message -> UTF-8 JSON text (pretty with ``indent``; a final newline when pretty).
+
+    ``columns``: for a long repeated field of a flat row type (``ReplayResult.requests``), its
+    rows' values as columns -- field name -> ``{row field name: list}``, every field of the row
+    type, a message's value or None where an explicit-presence field is unset -- that the rows
+    were built from: the field's text is then written from them instead of reading the messages
+    back (the same bytes; checked against the messages at 65 rows, and ignored, the messages
+    read, on any difference)."""
+    raw = _compact(msg, columns) if not msg.DESCRIPTOR.full_name.startswith("google.protobuf.") else _encode(to_dict(msg))
     if not indent:
         return raw
     return msgspec.json.format(raw, indent=indent) + b"\n"

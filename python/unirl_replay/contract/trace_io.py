@@ -354,10 +354,12 @@ def _current_umask() -> int:
 _UMASK = _current_umask()
 
 
-def write_message_json(path: str | os.PathLike, msg: Message) -> None:
-    """Write one message as pretty JSON (the profile), atomically: temp file, fsync, ``os.replace``."""
+def write_message_json(path: str | os.PathLike, msg: Message, *, columns=None) -> None:
+    """Write one message as pretty JSON (the profile), atomically: temp file, fsync, ``os.replace``.
+    ``columns``: long repeated fields' rows as the columns they were built from
+    (:func:`json_write.to_json_bytes`)."""
     path = Path(path)
-    data = json_write.to_json_bytes(msg)  # = json_profile.to_json, map keys sorted (deterministic)
+    data = json_write.to_json_bytes(msg, columns=columns)  # = json_profile.to_json, map keys sorted (deterministic)
     fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
     try:
         os.fchmod(fd, 0o666 & ~_UMASK)  # mkstemp makes 0600; give the file ordinary permissions

@@ -116,10 +116,35 @@ def _predicted(req, rows: dict, engine_id: str, shift_ms: float, offset_ns: int)
     return p
 
 
+class Handover:
+    """What :func:`replay_trace` / :func:`replay_workload` hand to a caller that passes one
+    (``handover=``) instead of dropping it when they return; without one nothing is kept.
+
+    * ``upstream``: the simulator's answers, per engine ``(conversion, rows, summary, wall ns,
+      notes)``. The rows are the upstream's per-request dicts (37 keys each, nested), about
+      0.45 s per 100k rows to free: whoever holds the handover frees them when it drops it, or
+      leaves them to the process exit (the ``unirl-replay`` program:
+      :func:`unirl_replay.cli.main.run`).
+    * ``requests``: when ``ReplayResult.requests`` was built from value columns (one engine,
+      every request predicted, :func:`mapback.predicted_columns`), ``(request ids, engine id,
+      (arrival, scheduled, first token, completion, cached tokens))``, the lists the messages
+      were made of, in their order: :func:`write_result` writes their JSON from these instead of
+      reading the 100k messages back (:func:`json_write.to_json_bytes` ``columns=``). None
+      otherwise.
+    """
+
+    __slots__ = ("upstream", "requests")
+
+    def __init__(self) -> None:
+        self.upstream: list = []
+        self.requests: tuple | None = None
+
+
 def replay_workload(index: WorkloadIndex, manifest: manifest_pb2.TraceManifest, timing_model: str, *,
                     trace_format: str = "agentic_mooncake", work_dir: str | Path | None = None,
                     workload_sha256: str = "", unmodelled: Iterable[str] = (),
-                    simulator: str | Simulator = DEFAULT_SIMULATOR) -> replay_pb2.ReplayResult:
+                    simulator: str | Simulator = DEFAULT_SIMULATOR,
+                    handover: Handover | None = None) -> replay_pb2.ReplayResult:
     """Replay a workload in the real upstream simulator and build the ReplayResult.
 
     Args:
@@ -135,6 +160,8 @@ def replay_workload(index: WorkloadIndex, manifest: manifest_pb2.TraceManifest, 
         simulator: ``dynamo`` (default: the installed ai-dynamo) | ``aisimulate`` |
             ``aisimulate==VERSION`` (an exact dev build, run in its own cached environment), or an
             adapter object (:class:`~unirl_replay.replay.simulators.Simulator`).
+        handover: a :class:`Handover` that receives the upstream's answers (then not freed when
+            this returns) and the request columns; None: nothing kept.
 
     Raises:
         UnsupportedWorkloadError, TraceFormatError: before any upstream call.
@@ -173,6 +200,8 @@ def replay_workload(index: WorkloadIndex, manifest: manifest_pb2.TraceManifest, 
         work.mkdir(parents=True, exist_ok=True)
         done = {eid: _replay_engine(sim, p, index, trace_format, tm_dict, work, workload_sha256)
                 for eid, p in plans.items()}
+    if handover is not None:
+        handover.upstream.append(done)
 
     global_origin = min((c.origin_ns for c, *_ in done.values()), default=0)
     wall = 0
@@ -185,7 +214,7 @@ def replay_workload(index: WorkloadIndex, manifest: manifest_pb2.TraceManifest, 
     samples = index.num_samples()
     all_ids = index.request_ids()
     counts = index.columns.num_samples if index.columns is not None else [samples[q] for q in all_ids]
-    if any(n > 1 for n in counts):
+    if max(counts, default=1) > 1:  # = any(n > 1 ...): counts are ints
         notes.append("fan-out: a request with n samples ran as n upstream sequences with identical hash "
                      "ids arriving together (see docs/replay-mapping.md); its first token is the min and "
                      "its completion the max over its samples")
@@ -232,6 +261,8 @@ def replay_workload(index: WorkloadIndex, manifest: manifest_pb2.TraceManifest, 
         del sample_of
         _columns_result(res, index, all_ids, eid, cols, samples, notes)
         res.notes.extend(notes)
+        if handover is not None:
+            handover.requests = (all_ids, eid, cols)
         return res
     values: dict[str, tuple | None] = {}
     engine_of: dict[str, str] = {}
@@ -326,19 +357,26 @@ def _columns_result(res: replay_pb2.ReplayResult, index: WorkloadIndex, all_ids:
 @paused_gc()
 def replay_trace(trace_dir: str | Path, timing_model: str, *, trace_format: str = "agentic_mooncake",
                  work_dir: str | Path | None = None, unmodelled: Iterable[str] = (),
-                 simulator: str | Simulator = DEFAULT_SIMULATOR) -> replay_pb2.ReplayResult:
+                 simulator: str | Simulator = DEFAULT_SIMULATOR,
+                 handover: Handover | None = None, columns=None) -> replay_pb2.ReplayResult:
     """Open a trace directory (workload + manifest only) and :func:`replay_workload` it.
 
-    ``simulator``: ``dynamo`` (default) | ``aisimulate[==VERSION]`` (see :func:`replay_workload`).
+    ``simulator``: ``dynamo`` (default) | ``aisimulate[==VERSION]``; ``handover``: what to keep
+    for the caller (see :func:`replay_workload`); ``columns``: the workload already read by
+    ``read_columns`` from this trace a moment ago (the gate's, ``contract.gate.gate_read``, its
+    digest verified then): not read (nor its digest verified) again, as in :func:`convert_trace`.
     """
     from unirl_replay.contract import trace_io
     from unirl_replay.v1.manifest_pb2 import ARTIFACT_KIND_WORKLOAD
 
-    trace = trace_io.open_trace(trace_dir)
+    trace = trace_io.open_trace(trace_dir, verify_digests=columns is None)
     sha = trace.artifact(ARTIFACT_KIND_WORKLOAD).sha256
     kw = dict(trace_format=trace_format, work_dir=work_dir, workload_sha256=sha, unmodelled=unmodelled,
-              simulator=simulator)
-    cols = read_columns(trace) if trace_format == "agentic_mooncake" else None
+              simulator=simulator, handover=handover)
+    cols = None
+    if trace_format == "agentic_mooncake":
+        cols = columns if columns is not None else read_columns(trace)
+    del columns
     if cols is not None:  # columns: no Request message kept; on any doubt the messages decide
         try:
             return replay_workload(WorkloadIndex.from_columns(cols), trace.manifest, timing_model, **kw)
@@ -401,12 +439,22 @@ def convert_trace(trace_dir: str | Path, out_file: str | Path, *, trace_format: 
     return paths
 
 
-def write_result(out_dir: str | Path, result: replay_pb2.ReplayResult) -> Path:
-    """Write ``out_dir/replay_result.json`` in the project's JSON profile (atomic)."""
+def write_result(out_dir: str | Path, result: replay_pb2.ReplayResult, *, handover: Handover | None = None) -> Path:
+    """Write ``out_dir/replay_result.json`` in the project's JSON profile (atomic).
+
+    ``handover``: the one :func:`replay_trace` filled for this ``result``: its request columns
+    (when there are) give the requests' text instead of the 100k messages read back (the same
+    bytes; :func:`json_write.to_json_bytes` checks them against the messages at 65 rows)."""
     from unirl_replay.contract import trace_io
 
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
     path = out / RESULT_FILE
-    trace_io.write_message_json(path, result)
+    columns = None
+    if handover is not None and handover.requests is not None:
+        ids, engine_id, (arrival, scheduled, first, completion, cached) = handover.requests
+        columns = {"requests": {"request_id": ids, "engine_id": [engine_id] * len(ids), "arrival_ns": arrival,
+                                "scheduled_ns": scheduled, "first_token_ns": first, "completion_ns": completion,
+                                "cached_tokens": cached}}
+    trace_io.write_message_json(path, result, columns=columns)
     return path
