@@ -197,3 +197,18 @@ def test_a_request_of_the_batch_in_no_group_arrives_after_the_boundary_too(tmp_p
     for enc in ("jsonl", "binpb", "arrow"):  # arrow: the column path, which holds no request's batch id
         d = write_trace(tmp_path / enc, TraceParts(manifest(), [record(m) for m in msgs], []), enc)
         assert times(replay_trace(d, FIXED)) == t, enc
+
+
+@pytest.mark.xfail(strict=True, reason="merged plays reorder same-instant ties (notes/s9-attack.md, item 2)")
+def test_a_tie_is_served_in_workload_order_as_open_loop():
+    # c0 (batch C, no boundary) lies between B0 and B1 in the workload; r0 (B1, gap 0) arrives at B0's ready
+    # (110 ms), the same instant as c0's observed submit; one prefill per pass (mnbt 16): the tie decides
+    e = engine(mnbt=16, chunked=False)
+    msgs = [req("q0", out=(2,), at_ms=0, group="g0", batch="B0"),
+            req("c0", inp=16, out=(3,), at_ms=110, group="k0", batch="C"),
+            req("r0", inp=16, out=(3,), at_ms=300, group="h0", batch="B1"),
+            group("g0", ["q0"], 1, batch="B0"), group("k0", ["c0"], 1, batch="C"), group("h0", ["r0"], 1, batch="B1"),
+            batch("B0", ["g0"]), batch("C", ["k0"]), batch("B1", ["h0"], after="B0", gap_ms=0)]
+    closed = times(replay_workload(index(*msgs), manifest(e), FIXED))
+    msgs[2], msgs[-1] = req("r0", inp=16, out=(3,), at_ms=110, group="h0", batch="B1"), batch("B1", ["h0"])
+    assert closed == times(replay_workload(index(*msgs), manifest(e), FIXED))
