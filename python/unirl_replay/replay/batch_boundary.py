@@ -11,7 +11,8 @@ what Dynamo Replay 1.6.1 already has, so upstream schedules it; nothing here sim
 Encoding (upstream ``agentic_mooncake``: arrival = max over dependencies of (predecessor event +
 ``delay_ms``); dependencies stay inside one play; ``trigger: dispatch`` is the predecessor's arrival):
 
-* the **anchor**, B's first root (earliest observed submit, workload order on ties), gets one
+* the **anchor**, B's first root (earliest observed submit, workload order on ties; B's roots are those of its
+  requests, :func:`batch_requests`: a request of B in no group is one too), gets one
   ``completion`` / ``join`` dependency on every sample of every request of P, ``delay_ms`` =
   ``driver_gap_ns`` / 1e6: it arrives at P's simulated completion (the last sequence's last token)
   plus the measured driver gap;
@@ -124,11 +125,18 @@ def batch_requests(index: WorkloadIndex, batch_ids, facts: Mapping[str, tuple]) 
 
     Readiness is what :mod:`~unirl_replay.replay.derive` derives it from: the members of the batch's groups
     (request ids of a GROUP_UNIT_SAMPLES group; every request of a GROUP_UNIT_TRAJECTORIES member trajectory).
-    Every request of the batch: those and, through ``facts`` (``EnginePlan.facts``), every request they wait for
-    (the intermediate requests of a multi-level lineage, which are no group's members). Ids the workload does
-    not hold are left out (``validate`` names them)."""
+    Every request of the batch: those, the requests whose ``rollout_batch_id`` is the batch but which are in no
+    group (readiness does not wait for them, but the driver submitted them in the batch: ``outcome.batch_boundary``
+    holds every request of a batch with ``after_batch`` to the previous one's ready), and, through ``facts``
+    (``EnginePlan.facts``), every request they wait for (the intermediate requests of a multi-level lineage, which
+    are no group's members). Ids the workload does not hold are left out (``validate`` names them).
+
+    Raises:
+        ColumnsDeclined: ``index`` is read as columns without the requests' batch ids (``GateFacts``) and some
+            request is in no group: the caller reads the messages (the batch of such a request decides)."""
     pos = {rid: k for k, rid in enumerate(index.request_ids())}
     by_traj: dict[str, list[str]] | None = None
+    grouped = _ungrouped_by_batch(index, set(batch_ids))
     out = {}
     for bid in batch_ids:
         ready: set[str] = set()
@@ -146,7 +154,8 @@ def batch_requests(index: WorkloadIndex, batch_ids, facts: Mapping[str, tuple]) 
                     ready.update(by_traj.get(tid, ()))
             else:
                 ready.update(m for m in g.member_ids if m in pos)
-        every, stack = set(ready), list(ready)
+        every = ready.union(grouped.get(bid, ()))
+        stack = list(every)
         while stack:
             for d in facts[stack.pop()][4]:
                 if d[0] not in every and d[0] in facts:
@@ -154,6 +163,35 @@ def batch_requests(index: WorkloadIndex, batch_ids, facts: Mapping[str, tuple]) 
                     stack.append(d[0])
         out[bid] = (sorted(ready, key=pos.__getitem__), sorted(every, key=pos.__getitem__))
     return out
+
+
+def _ungrouped_by_batch(index: WorkloadIndex, batch_ids: set[str]) -> dict[str, list[str]]:
+    """batch id (of ``batch_ids``) -> the requests with that ``rollout_batch_id`` (every one: the group members among
+    them are the batch's readiness anyway), workload order."""
+    if index.columns is None:
+        out: dict[str, list[str]] = {}
+        for r in index.requests:
+            if r.rollout_batch_id in batch_ids:
+                out.setdefault(r.rollout_batch_id, []).append(r.request_id)
+        return out
+    ids = index.request_ids()
+    gf = getattr(index.columns, "facts", None)
+    if gf is not None and len(gf.batch_ids) == len(ids):
+        out = {}
+        for rid, b in zip(ids, gf.batch_ids):
+            if b in batch_ids:
+                out.setdefault(b, []).append(rid)
+        return out
+    # no batch id per request: enough when every request is in a group (a group's members are in its batch)
+    members: set[str] = set()
+    by_traj: set[str] = set()
+    for g in index.groups.values():
+        (by_traj if g.unit == workload_pb2.GROUP_UNIT_TRAJECTORIES else members).update(g.member_ids)
+    if any(rid not in members and tid not in by_traj for rid, tid in zip(ids, index.trajectory_of())):
+        from unirl_replay.replay.support import ColumnsDeclined  # support imports this module
+
+        raise ColumnsDeclined("rollout_batch_id")
+    return {}
 
 
 def _check_acyclic(found: list[tuple[str, workload_pb2.BatchBoundary]]) -> None:
