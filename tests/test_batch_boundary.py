@@ -199,7 +199,6 @@ def test_a_request_of_the_batch_in_no_group_arrives_after_the_boundary_too(tmp_p
         assert times(replay_trace(d, FIXED)) == t, enc
 
 
-@pytest.mark.xfail(strict=True, reason="merged plays reorder same-instant ties (notes/s9-attack.md, item 2)")
 def test_a_tie_is_served_in_workload_order_as_open_loop():
     # c0 (batch C, no boundary) lies between B0 and B1 in the workload; r0 (B1, gap 0) arrives at B0's ready
     # (110 ms), the same instant as c0's observed submit; one prefill per pass (mnbt 16): the tie decides

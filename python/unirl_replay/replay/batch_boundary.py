@@ -19,8 +19,9 @@ Encoding (upstream ``agentic_mooncake``: arrival = max over dependencies of (pre
 * every other root of B gets one ``dispatch`` / ``spawn`` dependency on the anchor's samples, delay =
   its observed submit minus the anchor's (the driver's own submit spacing, already in the workload);
 * B's dependents are unchanged (they wait for their own predecessors);
-* the plays of P's and B's requests become one play (the first one's id, at its place in the file):
-  without trajectory lanes a play only scopes dependencies.
+* the plays of P's and B's requests become one play (the first one's id, at its place in the file), with every
+  play lying between them in the file, so the file order (the tie-break of same-instant arrivals) stays the
+  trace's: without trajectory lanes a play only scopes dependencies.
 
 Linear in the two batches' sizes (|P| + |B| dependency entries per sample), not |P| x |B|. The gap
 does not hold P's return path (last token -> the driver's ``rollout.generate`` return): it is client
@@ -271,14 +272,22 @@ def _express(plan: EnginePlan, members: Mapping[str, tuple[list[str], list[str]]
                      f"(RolloutBatch.after_batch): its first request {anchor!r} arrives {gap_ns / 1e6:.3f} ms (the "
                      f"measured driver gap) after the simulated completion of {prev!r}'s {len(before)} requests, "
                      f"its other {len(roots) - 1} roots at their observed spacing after it")
-    merged: dict[str, list[str]] = {}
-    order: list[str] = []
+    # A merged play spans every play from its first member to its last in file order, so the file order (which
+    # breaks ties between same-instant arrivals, docs/replay-mapping.md) stays the trace's; without lanes a play
+    # only scopes dependencies, so taking the plays in between changes nothing else.
+    pos = {play: k for k, play in enumerate(plan.play_order)}
+    last: dict[str, int] = {}
     for play in plan.play_order:
-        head = find(play)
-        if head not in merged:
-            merged[head] = []
+        h = find(play)
+        last[h] = max(last.get(h, -1), pos[play])
+    plays: dict[str, list[str]] = {}
+    order: list[str] = []
+    end = -1
+    for k, play in enumerate(plan.play_order):
+        if k > end:  # a new play: this one, up to the last member of every merged play it reaches
             order.append(play)  # the merged play keeps its first member's id and place
-        merged[head].extend(plan.plays[play])
-    plan.plays = {play: merged[find(play)] for play in order}
-    plan.play_order = order
+            plays[play] = []
+        end = max(end, last[find(play)])
+        plays[order[-1]].extend(plan.plays[play])
+    plan.plays, plan.play_order = plays, order
     return notes
