@@ -30,6 +30,15 @@ def two_batches(after="B0", gap_ms=7.0, eng1="e0", rule=None, outs0=(2, 5)):
             batch("B0", ["g0", "g1"], **kw), batch("B1", ["h0", "h1"], after=after, gap_ms=gap_ms)]
 
 
+def lanes_batches():
+    """Two one-trajectory batches on one slot (lanes mode), B1 after B0."""
+    return [req("a/0", out=(2,), traj="a", turn=0, at_ms=0, group="g", batch="B0"),
+            req("b/0", out=(2,), traj="b", turn=0, at_ms=50, group="h", batch="B1"),
+            traj("a", ["a/0"], pool="p", order=0), traj("b", ["b/0"], pool="p", order=1), pool("p", 1),
+            group("g", ["a"], 1, unit=2, batch="B0"), group("h", ["b"], 1, unit=2, batch="B1"),
+            batch("B0", ["g"]), batch("B1", ["h"], after="B0", gap_ms=1)]
+
+
 def times(res):
     return {r.request_id: (r.arrival_ns / MS, r.first_token_ns / MS, r.completion_ns / MS) for r in res.requests}
 
@@ -108,11 +117,7 @@ def test_the_open_loop_opt_in_replays_at_observed_submits_labelled():
 
 
 def test_lanes_and_mooncake_cannot_hold_it():
-    msgs = [req("a/0", out=(2,), traj="a", turn=0, at_ms=0, group="g", batch="B0"),
-            req("b/0", out=(2,), traj="b", turn=0, at_ms=50, group="h", batch="B1"),
-            traj("a", ["a/0"], pool="p", order=0), traj("b", ["b/0"], pool="p", order=1), pool("p", 1),
-            group("g", ["a"], 1, unit=2, batch="B0"), group("h", ["b"], 1, unit=2, batch="B1"),
-            batch("B0", ["g"]), batch("B1", ["h"], after="B0", gap_ms=1)]
+    msgs = lanes_batches()
     with pytest.raises(UnsupportedWorkloadError, match="trajectory lanes"):
         check_supported(index(*msgs), {"e0": engine()})
     with pytest.raises(UnsupportedWorkloadError, match="mooncake format replays observed arrivals"):
@@ -126,18 +131,13 @@ def test_malformed_boundaries_name_the_record_and_rule():
         assert e.value.rule == rule and e.value.record_id == "B1"
 
 
-
 def test_the_opt_in_acts_only_where_upstream_cannot_hold_the_boundary():
     res = replay_workload(index(*two_batches()), manifest(), FIXED, unmodelled=("batch_boundary.open_loop",))
     assert times(res)["r0"] == (147, 247, 257) and not res.unmodelled_constraints
 
 
 def test_lanes_open_loop_reason_says_lanes_decide():
-    msgs = [req("a/0", out=(2,), traj="a", turn=0, at_ms=0, group="g", batch="B0"),
-            req("b/0", out=(2,), traj="b", turn=0, at_ms=50, group="h", batch="B1"),
-            traj("a", ["a/0"], pool="p", order=0), traj("b", ["b/0"], pool="p", order=1), pool("p", 1),
-            group("g", ["a"], 1, unit=2, batch="B0"), group("h", ["b"], 1, unit=2, batch="B1"),
-            batch("B0", ["g"]), batch("B1", ["h"], after="B0", gap_ms=1)]
+    msgs = lanes_batches()
     plans, notes = check_supported(index(*msgs), {"e0": engine()}, unmodelled=("batch_boundary.open_loop",))
     (c,) = plans["e0"].unmodelled
     assert "lanes free" in c.reason and any(n.startswith("UNMODELLED batch_boundary") for n in notes)
