@@ -364,3 +364,76 @@ def test_mixed_levelling_takes_decode_contended_and_prefill_isolated(tmp_path):
     man2 = contended_trace(tmp_path / "b", with_contended=False)
     with pytest.raises(ProbeError, match="no contended probe points"):
         level_profile(PROFILE, man2, tmp_path / "y.npz", probe_condition="mixed")
+
+
+# --- levelling like with like: the calibration session's own medians of the probe's points ------------------
+
+
+def _P(n):
+    return COEF["p0"] + COEF["p1"] * n + COEF["p2"] * n * n
+
+
+def reference_profile(tmp_path, ref):
+    """``small_profile`` whose provenance carries ``reference_points`` (the sweep's own medians of the probe's points):
+    ``ref`` = {key: (rows, tokens, median_ms)}."""
+    from unirl_replay.calibrate.profile_file import write_profile
+
+    base, prov = small_profile(tmp_path)
+    z = np.load(base)
+    prov = {**prov, "reference_points": [
+        {"key": k, "phase": k.split(":")[0], "batch_size": rows, "prefill_tokens": n, "median_ms": ms, "repeats": 3}
+        for k, (rows, n, ms) in ref.items()]}
+    out = tmp_path / "ref.npz"
+    return write_profile(out, {k: z[k] for k in z.files if k != "provenance"}, prov), prov
+
+
+def test_levels_divide_by_the_calibration_sessions_own_points_when_the_profile_has_them(tmp_path):
+    # the sweep's engine measured the probe's points off the fit (a multi-row profile's fit is no one-row curve):
+    # decode 2x the fit, the isolated 512 row 0.5x, the batched 8 x 256 pass 0.4x
+    ref = {"decode:b1:ctx128": (1, 0, 2.0 * _fitted(1, 128)), "decode:b32:ctx128": (32, 0, 2.0 * _fitted(32, 128)),
+           "prefill:512": (0, 512, 0.5 * _P(512)), "prefill:b8:2048": (8, 2048, 0.4 * _P(2048))}
+    base, _ = reference_profile(tmp_path, ref)
+    man = hand_probe({(1, 128): 1.5 * ref["decode:b1:ctx128"][2], (32, 128): 1.5 * ref["decode:b32:ctx128"][2]},
+                     {(0, 512): 1.2 * ref["prefill:512"][2], (8, 2048): 1.3 * ref["prefill:b8:2048"][2]})
+    _, new = level_profile(base, man, tmp_path / "s.npz", levelling="scalar")
+    pl = new["probe_levelled"]
+    # probe / the session's median of the same point, not probe / fit (that would be 3.0 and 0.6)
+    assert pl["decode_level"] == pytest.approx(1.5) and pl["prefill_level"] == pytest.approx(1.2)
+    assert pl["reference"] == ["calibration_session"] and "like with like" in pl["method"]
+    assert {q["reference"] for q in pl["points"]} == {"calibration_session"}
+    assert np.allclose(np.load(tmp_path / "s.npz")["prefill_ttft_ms"], 1.2 * np.load(base)["prefill_ttft_ms"])
+    _, new2 = level_profile(base, man, tmp_path / "t.npz", levelling="two_term")
+    pl2 = new2["probe_levelled"]
+    # the decode targets are 1.5 x the fit at both points: both factors 1.5, the table x 1.5 everywhere
+    assert pl2["decode"]["applied"]["fixed_factor"] == pytest.approx(1.5)
+    assert pl2["decode"]["applied"]["per_sequence_factor"] == pytest.approx(1.5)
+    assert np.allclose(np.load(tmp_path / "t.npz")["decode_itl"], 1.5 * np.load(base)["decode_itl"])
+    pts = pl2["prefill"]["by_tokens"]["points"]
+    assert [(q["tokens"], q["level"], q["reference"]) for q in pts] == [(512, 1.2, "calibration_session"),
+                                                                       (2048, 1.3, "calibration_session")]
+
+
+def test_a_batched_repeat_of_another_size_is_referred_to_the_sessions_pass_scaled_by_the_fit(tmp_path):
+    ref = {"decode:b1:ctx128": (1, 0, _fitted(1, 128)), "decode:b32:ctx128": (32, 0, _fitted(32, 128)),
+           "prefill:512": (0, 512, _P(512)), "prefill:b8:2048": (8, 2048, 0.4 * _P(2048))}
+    base, _ = reference_profile(tmp_path, ref)
+    man = hand_probe({(1, 128): _fitted(1, 128), (32, 128): _fitted(32, 128)}, {(0, 512): _P(512)})
+    for p in man.probes:  # every repeat's pass held 7 rows (1792 tokens) at 1.3x the session's pass scaled to 1792
+        pt = p.points.add(phase="prefill", batch_size=7, prefill_tokens=1792, repeats=3,
+                          median_ms=1.3 * 0.4 * _P(2048) * _P(1792) / _P(2048))
+        pt.repeat_step_ms.extend([pt.median_ms] * 3)
+        pt.repeat_pass_tokens.extend([1792] * 3)
+        pt.repeat_pass_rows.extend([7] * 3)
+    _, new = level_profile(base, man, tmp_path / "t.npz", levelling="two_term")
+    pts = new["probe_levelled"]["prefill"]["by_tokens"]["points"]
+    assert [(q["tokens"], q["level"]) for q in pts] == [(512, 1.0), (1792, 1.3)]
+
+
+def test_levels_fall_back_to_the_fit_without_reference_points(tmp_path):
+    base, _ = small_profile(tmp_path)
+    man = hand_probe({(1, 128): 1.5 * _fitted(1, 128), (32, 128): 1.5 * _fitted(32, 128)}, {(0, 512): 1.2 * _P(512)})
+    _, new = level_profile(base, man, tmp_path / "s.npz", levelling="scalar")
+    pl = new["probe_levelled"]
+    assert pl["decode_level"] == pytest.approx(1.5) and pl["prefill_level"] == pytest.approx(1.2)
+    assert pl["reference"] == ["fit"] and "like with like" not in pl["method"]
+    assert pl["reference_method"].endswith("has no reference_points)")

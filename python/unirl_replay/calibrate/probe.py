@@ -60,13 +60,14 @@ import numpy as np
 
 # the fixed reference probe's points (phase, batch size, context tokens, prefill tokens), repeats and
 # decode steps are defined once, where the probe runs: capture.probe, inside the capture's engines
-from unirl_replay.capture.probe import PROBE_DECODE_STEPS, PROBE_POINTS, PROBE_REPEATS
+from unirl_replay.capture.probe import (DECODE_PROMPT_TOKENS, PROBE_DECODE_STEPS, PROBE_POINTS, PROBE_REPEATS,
+                                        point_key, probe_points)
 from unirl_replay.contract.json_profile import to_dict
 from unirl_replay.v1 import manifest_pb2 as mpb
 
 __all__ = ["PROBE_POINTS", "PROBE_REPEATS", "PROBE_DECODE_STEPS", "ProbeError", "levels", "level_profile",
            "decode_two_term", "prefill_by_tokens", "LEVELLING_METHODS", "MAX_CONDITION", "PROBE_CONDITIONS",
-           "probes_for"]
+           "probes_for", "reference_plan", "reference_summary"]
 
 #: ``level_profile(levelling=...)``
 LEVELLING_METHODS = ("two_term", "scalar")
@@ -83,6 +84,61 @@ MAX_CONDITION = 100.0
 
 class ProbeError(ValueError):
     """The probe or the base profile cannot level a profile."""
+
+
+def reference_plan(repeats: int) -> dict[str, Any]:
+    """The calibration driver's spec for measuring the probe's own points (:data:`PROBE_POINTS`, the same
+    definitions: decode prompts of ``DECODE_PROMPT_TOKENS`` tokens and ``PROBE_DECODE_STEPS`` steps, the isolated
+    512-token row, the batched pass as a lead row + 8 rows of 256) in the calibration engine."""
+    return {"points": [list(p) for p in PROBE_POINTS], "repeats": int(repeats),
+            "decode_prompt_tokens": DECODE_PROMPT_TOKENS, "decode_steps": PROBE_DECODE_STEPS}
+
+
+def reference_summary(records: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The driver's reference-point records summarised as the probe summarises its own (``capture.probe.probe_points``:
+    per point median and quartiles, usable and unusable repeats, the batched pass's rows and tokens), each with its
+    ``key`` (:func:`capture.probe.point_key`)."""
+    return probe_points(records, keep_key=True)
+
+
+def _reference_medians(prov: dict[str, Any]) -> dict[str, dict[str, Any]]:
+    """The calibration session's own medians of the probe's points (provenance ``reference_points``), by key."""
+    out = {}
+    for q in prov.get("reference_points") or []:
+        if isinstance(q, dict) and isinstance(q.get("median_ms"), (int, float)) and q["median_ms"] > 0 and q.get("key"):
+            out[str(q["key"])] = q
+    return out
+
+
+#: ``levels`` / ``decode_two_term`` / ``prefill_by_tokens``: what a probe point is divided by
+REFERENCE_SESSION, REFERENCE_FIT = "calibration_session", "fit"
+
+
+def _references(prov: dict[str, Any]):
+    """``ref(phase, batch_size, context_tokens, prefill_tokens) -> (ms, source)``: the calibration session's median of
+    the same probe point where the provenance has it (``reference_points``; the batched pass at another size than the
+    session's is scaled by the fit, ``median * P(n) / P(n_ref)``), else the base fit's ``D`` / ``P`` (``source`` says
+    which: :data:`REFERENCE_SESSION` or :data:`REFERENCE_FIT`). Like with like: a profile swept with multi-row passes
+    no longer describes a one-row 512-token pass by its fit, so its probe levels rest on its own measured points."""
+    prefill, decode = _fit_models(prov)
+    refs = _reference_medians(prov)
+    batched = next((q for k, q in refs.items() if k.startswith("prefill:b")
+                    and int(q.get("prefill_tokens") or 0) > 0), None)
+
+    def ref(phase: str, b: int, ctx: int, n: int) -> tuple[float, str]:
+        if phase == "decode":
+            q = refs.get(point_key(("decode", b, ctx, 0)))
+            return (float(q["median_ms"]), REFERENCE_SESSION) if q else (decode(b, ctx), REFERENCE_FIT)
+        if b > 1:
+            if batched is None:
+                return prefill(n), REFERENCE_FIT
+            n_ref = int(batched["prefill_tokens"])
+            scale = 1.0 if n == n_ref else prefill(n) / prefill(n_ref)
+            return float(batched["median_ms"]) * scale, REFERENCE_SESSION
+        q = refs.get(point_key(("prefill", 0, 0, n)))
+        return (float(q["median_ms"]), REFERENCE_SESSION) if q else (prefill(n), REFERENCE_FIT)
+
+    return ref
 
 
 #: The tables of a ``dynamo_profile`` NPZ (every one is levelled or copied).
@@ -150,10 +206,17 @@ def decode_two_term(probes: list[mpb.ReferenceProbe], prov: dict[str, Any]) -> d
     """
     _p, d, max_seqs = _coefficients(prov)
     d0, d1, d2 = d["d0"], d["d1"], d["d2"]
-    med = _median_by([((pt.batch_size, pt.context_tokens), pt.median_ms) for probe in probes for pt in probe.points
-                      if pt.phase == "decode" and pt.batch_size and pt.context_tokens and pt.median_ms > 0])
-    pts = [{"batch_size": b, "context_tokens": ctx, "probe_median_ms": round(m, 4),
-            "fitted_ms": round(d0 + d1 * b * ctx + d2 * min(max(b, 1), max_seqs), 4)} for (b, ctx), m in med.items()]
+    ref = _references(prov)
+    probe_med = _median_by([((pt.batch_size, pt.context_tokens), pt.median_ms) for probe in probes for pt in probe.points
+                            if pt.phase == "decode" and pt.batch_size and pt.context_tokens and pt.median_ms > 0])
+    pts, med = [], {}
+    for (b, ctx), m in probe_med.items():
+        fitted = d0 + d1 * b * ctx + d2 * min(max(b, 1), max_seqs)
+        r, source = ref("decode", b, ctx, 0)
+        med[(b, ctx)] = m / r * fitted  # the level (probe / reference) times the fit: what D' must give there
+        pts.append({"batch_size": b, "context_tokens": ctx, "probe_median_ms": round(m, 4),
+                    "fitted_ms": round(fitted, 4), "reference_ms": round(r, 4), "reference": source,
+                    "target_ms": round(med[(b, ctx)], 4)})
     out: dict[str, Any] = {"points": pts}
     if len(med) < 2:
         return {**out, "method": "refused", "reason": f"{len(med)} distinct decode point(s): two are needed"}
@@ -191,9 +254,17 @@ def prefill_by_tokens(probes: list[mpb.ReferenceProbe], prov: dict[str, Any]) ->
     """Prefill levels per pass size (new tokens): ``{"method", "points": [{tokens, rows, level, ...}],
     "two_term_check"}``; the table's level is interpolated in log tokens between them, flat outside."""
     p, _d, _ = _coefficients(prov)
+    ref = _references(prov)
 
     def P(n: float) -> float:
         return p["p0"] + p["p1"] * n + p["p2"] * n * n
+
+    used: dict[Any, str] = {}
+
+    def R(b: int, n: int, key: Any) -> float:
+        r, source = ref("prefill", b, 0, n)
+        used[key] = source
+        return r
 
     # one level per repeat where the point carries its repeats' own pass sizes (the batched pass: 7 or 8 rows),
     # else the point's median over the model at its size; the median per point size (isolated / batched)
@@ -209,12 +280,13 @@ def prefill_by_tokens(probes: list[mpb.ReferenceProbe], prov: dict[str, Any]) ->
             key = ("batched", 0) if pt.batch_size > 1 else ("isolated", pt.prefill_tokens)
             rows.setdefault(key, set()).add(max(pt.batch_size, 1))
             if len(pt.repeat_step_ms) and len(pt.repeat_pass_tokens) == len(pt.repeat_step_ms):
-                raw += [(key, ms / P(n)) for ms, n in zip(pt.repeat_step_ms, pt.repeat_pass_tokens) if ms > 0 and n > 0]
+                raw += [(key, ms / R(pt.batch_size, n, key)) for ms, n in zip(pt.repeat_step_ms, pt.repeat_pass_tokens)
+                        if ms > 0 and n > 0]
                 sizes.setdefault(key, []).extend(n for ms, n in zip(pt.repeat_step_ms, pt.repeat_pass_tokens)
                                                  if ms > 0 and n > 0)
                 rows[key].update(pt.repeat_pass_rows)
             else:
-                raw.append((key, pt.median_ms / P(pt.prefill_tokens)))
+                raw.append((key, pt.median_ms / R(pt.batch_size, pt.prefill_tokens, key)))
                 sizes.setdefault(key, []).append(pt.prefill_tokens)
     by_key = _median_by(raw)
     where = {k: int(np.percentile(sizes[k], 50, method="lower")) for k in by_key}
@@ -224,7 +296,8 @@ def prefill_by_tokens(probes: list[mpb.ReferenceProbe], prov: dict[str, Any]) ->
             v = 0.5 * (lv[where[k]] + v)
         lv[where[k]] = v
     pts = [{"tokens": where[k], "kind": k[0], "rows": sorted(rows[k]), "level": round(lv[where[k]], 4),
-            "fitted_ms": round(P(where[k]), 4), "levels": sum(1 for kk, _ in raw if kk == k)}
+            "fitted_ms": round(P(where[k]), 4), "levels": sum(1 for kk, _ in raw if kk == k),
+            "reference": used.get(k, REFERENCE_FIT)}
            for k in sorted(by_key, key=lambda k: where[k])]
     if len({q["tokens"] for q in pts}) < len(pts):
         seen: set[int] = set()
@@ -256,7 +329,7 @@ def levels(probes: list[mpb.ReferenceProbe], prov: dict[str, Any]) -> dict[str, 
         ProbeError: a fitted reference that is not > 0 or a level that is not finite and > 0, or no
             decode / prefill point with a median.
     """
-    prefill, decode = _fit_models(prov)
+    ref = _references(prov)
     dec: list[float] = []
     pre: list[float] = []
     batched: list[float] = []
@@ -267,22 +340,24 @@ def levels(probes: list[mpb.ReferenceProbe], prov: dict[str, Any]) -> dict[str, 
                 continue
             reps: list[float] = []
             if pt.phase == "decode" and pt.batch_size and pt.context_tokens:
-                ref, where = decode(pt.batch_size, pt.context_tokens), f"D(B={pt.batch_size}, ctx={pt.context_tokens})"
+                (ref_ms, source), where = (ref("decode", pt.batch_size, pt.context_tokens, 0),
+                                           f"D(B={pt.batch_size}, ctx={pt.context_tokens})")
             elif pt.phase == "prefill" and pt.prefill_tokens:
-                ref, where = prefill(pt.prefill_tokens), f"P({pt.prefill_tokens})"
+                (ref_ms, source), where = ref("prefill", pt.batch_size, 0, pt.prefill_tokens), f"P({pt.prefill_tokens})"
                 for ms, n in zip(pt.repeat_step_ms, pt.repeat_pass_tokens):
                     if not (math.isfinite(ms) and ms > 0 and n > 0):
                         continue
-                    ref_n = prefill(n)
+                    ref_n, _ = ref("prefill", pt.batch_size, 0, n)
                     if not (math.isfinite(ref_n) and ref_n > 0):
-                        raise ProbeError(f"the base profile's fitted P({n}) is {ref_n!r} ms (not > 0): its fit cannot "
+                        raise ProbeError(f"the base profile's reference P({n}) is {ref_n!r} ms (not > 0): its fit cannot "
                                          "be levelled")
                     reps.append(ms / ref_n)
             else:
                 continue
-            if not (math.isfinite(ref) and ref > 0):
-                raise ProbeError(f"the base profile's fitted {where} is {ref!r} ms (not > 0): its fit cannot be levelled")
-            r = float(np.median(reps)) if reps else pt.median_ms / ref
+            if not (math.isfinite(ref_ms) and ref_ms > 0):
+                raise ProbeError(f"the base profile's {source} {where} is {ref_ms!r} ms (not > 0): its fit cannot be "
+                                 "levelled")
+            r = float(np.median(reps)) if reps else pt.median_ms / ref_ms
             if not (math.isfinite(r) and r > 0):
                 raise ProbeError(f"probe {probe.engine_id!r} {probe.when!r}: {pt.phase} point median {pt.median_ms!r} "
                                  f"ms over the fitted {where} = {ref!r} ms is no usable level")
@@ -294,12 +369,14 @@ def levels(probes: list[mpb.ReferenceProbe], prov: dict[str, Any]) -> dict[str, 
                 batched.append(r)
             pts.append({"engine_id": probe.engine_id, "when": probe.when, "phase": pt.phase,
                         "batch_size": pt.batch_size, "context_tokens": pt.context_tokens,
-                        "prefill_tokens": pt.prefill_tokens, "median_ms": pt.median_ms, "level": round(r, 4)})
+                        "prefill_tokens": pt.prefill_tokens, "median_ms": pt.median_ms, "level": round(r, 4),
+                        "reference": source, "reference_ms": round(ref_ms, 4)})
     if not pre and batched:  # no isolated row measured: the scalar prefill level falls back on the batched pass
         pre = batched
     if not dec or not pre:
         raise ProbeError("the probe needs at least one decode and one prefill point with a median")
-    return {"decode_level": float(np.median(dec)), "prefill_level": float(np.median(pre)), "points": pts}
+    return {"decode_level": float(np.median(dec)), "prefill_level": float(np.median(pre)), "points": pts,
+            "reference": sorted({q["reference"] for q in pts})}
 
 
 def probes_for(manifest: mpb.TraceManifest, condition: str) -> list[mpb.ReferenceProbe]:
@@ -408,11 +485,16 @@ def level_profile(base: str | Path, manifest: mpb.TraceManifest, out: str | Path
         "base_profile": base.name, "base_sha256": hashlib.sha256(base.read_bytes()).hexdigest(),
         "trace_id": manifest.trace_id, "workload_name": manifest.workload_name,
         "decode_level": lv["decode_level"], "prefill_level": lv["prefill_level"], "points": lv["points"],
+        # what each point's level divides by: the calibration session's own median of the same point
+        # (the base provenance's reference_points) or, where it has none, the base fit
+        "reference": lv["reference"],
+        "reference_method": (REFERENCE_METHOD if REFERENCE_SESSION in lv["reference"] else REFERENCE_FIT_METHOD),
         "probes": [to_dict(p) for p in manifest.probes],
         "levelling": levelling,
         "decode": {"applied": dec_applied, "two_term": dec},
         "prefill": {"applied": pre_applied, "by_tokens": pre},
         "method": (TWO_TERM_METHOD if levelling == "two_term" else SCALAR_METHOD)
+        + (f"; {REFERENCE_METHOD}" if REFERENCE_SESSION in lv["reference"] else "")
         + (f"; decode fell back to the scalar level: {dec_applied['fallback_reason']}"
            if "fallback_reason" in dec_applied else ""),
         "scalar_method": SCALAR_METHOD,
@@ -424,6 +506,9 @@ def level_profile(base: str | Path, manifest: mpb.TraceManifest, out: str | Path
     return write_profile(out, tables, new), new
 
 
+REFERENCE_METHOD = ("each level = probe median / the calibration session's median of the same point (the base "
+                    "profile's reference_points, measured in the sweep's engine), not the fit: like with like")
+REFERENCE_FIT_METHOD = "each level = probe median / the base fit at the point (the base profile has no reference_points)"
 SCALAR_METHOD = ("decode_itl x median(probe / fitted D at the decode points); prefill_ttft_ms x "
                  "median(probe / fitted P at the isolated prefill points); form unchanged")
 TWO_TERM_METHOD = ("decode_itl (K, C) x D'(B, C) / D(B, C) cell by cell, B = K / C, D' = a*d0 + c*(d1*B*C + d2*B) "

@@ -43,6 +43,16 @@ METHOD = ("NVIDIA planner profiler method: isolated prefill sweep (one request a
           "per-request sampling work (see `sampling`: temperature 1, top_p 1, top_k off, logprobs=0 under the "
           "engine's logprobs_mode=processed_logprobs, as UniRL's vLLM runtime requests them); relative "
           "least-squares fit, sampled on a regular grid")
+#: the METHOD's prefill clause with ``--prefill-row-tokens L`` (replaces "isolated prefill sweep (one request at a time")
+MULTIROW_METHOD = ("multi-row prefill sweep (each point N one engine pass of ceil(N/L) rows of about L={row_tokens} new "
+                   "tokens, L {source}, summing exactly N <= max_num_batched_tokens, after a lead row of {lead} tokens "
+                   "in the same generate call; a repeat is used only when vLLM's per-request scheduled_ts and "
+                   "first_token_ts show every row in one pass, pass time = first_token_ts - scheduled_ts of that pass; "
+                   "a point with fewer than {min_usable} usable repeats is refused (left out of the fit)")
+#: the lead row of a multi-row prefill point (the probe's batched point sends 256 too)
+LEAD_ROW_TOKENS = 256
+#: repeats of the reference probe's points (``capture.probe.PROBE_POINTS``) measured in the calibration engine
+REFERENCE_REPEATS = 3
 # The per-request sampling work of the rollouts a profile stands for. UniRL 0.2.0's direct-vLLM engine
 # (unirl/rollout/engine/vllm): VLLMEngineConfig requires logprobs_mode="processed_logprobs" and its
 # runtime passes it to vllm.LLM; runtime._sampling_params sets logprobs=0 for every request whose
@@ -144,8 +154,14 @@ def _geometric(lo: int, hi: int, per_octave: int = 2) -> List[int]:
 
 def plan_sweep(eng: Dict[str, Any], *, repeats: int = 5, osl: int = 64, decode_repeats: int = 1,
                max_kv: int = 32768, batches: Optional[Sequence[int]] = None,
-               lengths: Optional[Sequence[int]] = None, min_isl: int = 16, seed: int = 0) -> Dict[str, Any]:
-    """The measurement plan for the engine ``eng`` (the driver's spec minus model identity)."""
+               lengths: Optional[Sequence[int]] = None, min_isl: int = 16, seed: int = 0,
+               row_tokens: Optional[int] = None, reference_repeats: Optional[int] = None) -> Dict[str, Any]:
+    """The measurement plan for the engine ``eng`` (the driver's spec minus model identity).
+
+    ``row_tokens``: each prefill point N is one pass of ``ceil(N / row_tokens)`` rows (the grid tops at
+    ``min(max_num_batched_tokens, max_model_len - 1)``: a pass cannot hold more). ``reference_repeats``: the
+    reference probe's points measured in the calibration engine (0: none; default
+    :data:`REFERENCE_REPEATS` with ``row_tokens``, 0 without: the one-row sweep's plan is unchanged)."""
     mml, mnbt = eng["max_model_len"], eng["max_num_batched_tokens"]
     capacity = eng["num_kv_blocks"] * eng["block_size"]
     top = min(mnbt, mml - 1)
@@ -158,10 +174,24 @@ def plan_sweep(eng: Dict[str, Any], *, repeats: int = 5, osl: int = 64, decode_r
     if len(points) < 3:
         raise CalibrationError(f"only {len(points)} decode points fit the engine (capacity {capacity} tokens, "
                                f"max_model_len {mml}); widen --max-kv or the batch/length lists")
-    return {"engine": eng, "seed": seed, "warmup_isl": [64, min(512, top)],
-            "sampling": dict(ROLLOUT_SAMPLING),
-            "prefill": {"isl": isl, "repeats": int(repeats)},
-            "decode": {"points": points, "osl": int(osl), "repeats": int(decode_repeats)}}
+    prefill: Dict[str, Any] = {"isl": isl, "repeats": int(repeats)}
+    if row_tokens:
+        if not 1 <= int(row_tokens) <= top:
+            raise CalibrationError(f"--prefill-row-tokens {row_tokens}: a row must hold 1..{top} tokens "
+                                   f"(max_num_batched_tokens {mnbt}, max_model_len {mml})")
+        prefill.update(row_tokens=int(row_tokens), lead_tokens=LEAD_ROW_TOKENS,
+                       grid_note=f"N capped at min(max_num_batched_tokens {mnbt}, max_model_len - 1) = {top}: one "
+                                 "pass cannot hold more new tokens")
+    spec: Dict[str, Any] = {"engine": eng, "seed": seed, "warmup_isl": [64, min(512, top)],
+                            "sampling": dict(ROLLOUT_SAMPLING), "prefill": prefill,
+                            "decode": {"points": points, "osl": int(osl), "repeats": int(decode_repeats)}}
+    if reference_repeats is None:
+        reference_repeats = REFERENCE_REPEATS if row_tokens else 0
+    if reference_repeats:
+        from unirl_replay.calibrate.probe import reference_plan
+
+        spec["reference_points"] = reference_plan(int(reference_repeats))
+    return spec
 
 
 # ---------------------------------------------------------------------------------------------
@@ -258,12 +288,57 @@ def build_provenance(*, raw: Dict[str, Any], fit: Fit, eng: Dict[str, Any], mani
     }
 
 
+def like_row_tokens(trace_dir: str | os.PathLike) -> int:
+    """``--prefill-row-tokens like``: the median prompt length (``Request.input_tokens``, median-low) of the trace's
+    requests. CalibrationError saying what is missing when the trace has none."""
+    from unirl_replay.contract.gate import gate
+
+    lens = []
+    for _, rec in gate(trace_dir, "calibrate").iter_workload():
+        if rec.WhichOneof("record") == "request" and rec.request.input_tokens > 0:
+            lens.append(int(rec.request.input_tokens))
+    if not lens:
+        raise CalibrationError(f"--prefill-row-tokens like: {trace_dir}/workload has no request with input_tokens > 0 "
+                               "(Request.input_tokens): nothing to take the row length from; give --prefill-row-tokens L")
+    return int(np.percentile(lens, 50, method="lower"))
+
+
+#: a multi-row prefill point needs at least this share of its repeats usable (all rows in one pass)
+MIN_USABLE_SHARE = 0.5
+
+
+def multirow_points(raw: Dict[str, Any], repeats: int) -> Tuple[Dict[str, Any], List[Dict[str, Any]]]:
+    """Per multi-row point: rows, tokens, usable / unusable repeats, refused; and the raw copy the fit reads (a
+    refused point's repeats without ``ttft_ms``, so the fit leaves it out; unusable repeats have none already)."""
+    need = max(1, int(np.ceil(MIN_USABLE_SHARE * repeats)))
+    by: Dict[int, List[Dict[str, Any]]] = {}
+    for r in raw.get("prefill", []):
+        by.setdefault(int(r["isl"]), []).append(r)
+    pts, refused = [], set()
+    for n, rs in sorted(by.items()):
+        ok = [r for r in rs if r.get("ttft_ms") is not None and r["ttft_ms"] > 0]
+        q = {"tokens": n, "rows": int(rs[0].get("rows") or 1), "usable_repeats": len(ok),
+             "unusable_repeats": len(rs) - len(ok), "refused": len(ok) < need}
+        reasons = sorted({str(r.get("unusable")) for r in rs if r.get("unusable")})
+        if reasons:
+            q["unusable_reasons"] = reasons
+        if ok:
+            q["median_ms"] = float(np.median([r["ttft_ms"] for r in ok]))
+        if q["refused"]:
+            refused.add(n)
+        pts.append(q)
+    fit_raw = dict(raw)
+    fit_raw["prefill"] = [r if int(r["isl"]) not in refused else {**r, "ttft_ms": None} for r in raw.get("prefill", [])]
+    return fit_raw, pts
+
+
 def calibrate(like: str, out: str, *, workload_name: Optional[str] = None, repeats: int = 5, osl: int = 64,
               decode_repeats: int = 1, max_kv: int = 32768, batches: Optional[Sequence[int]] = None,
               lengths: Optional[Sequence[int]] = None, model_dir: Optional[str] = None,
               model: Optional[str] = None,
               raw_in: Optional[str] = None, raw_out: Optional[str] = None, log=None,
-              timeout_s: float = 3600, engine_env: Optional[Dict[str, str]] = None) -> Tuple[Path, Dict[str, Any]]:
+              timeout_s: float = 3600, engine_env: Optional[Dict[str, str]] = None,
+              prefill_row_tokens: Optional[Any] = None) -> Tuple[Path, Dict[str, Any]]:
     """The whole ``calibrate`` command: plan, measure (or reuse ``raw_in``), fit, write.
 
     ``model``: a local Hugging Face model directory to serve instead of the tiny model (``model_dir``
@@ -271,6 +346,9 @@ def calibrate(like: str, out: str, *, workload_name: Optional[str] = None, repea
     ``engine_env``: environment variables the driver and its engine run with (e.g. the capture's thread
     binding ``OMP_NUM_THREADS=1``, ``VLLM_CPU_OMP_THREADS_BIND=0``), recorded as ``engine_env`` in the
     provenance; the binding the engine's processes actually held is in ``conditions.worker_threads``.
+    ``prefill_row_tokens``: None (one row per prefill point, the default), an int L, or ``"like"`` (L = the median
+    prompt length of the ``like`` trace's requests): each prefill point N is measured as one pass of ceil(N / L)
+    rows, and the reference probe's points are measured too (provenance ``prefill_rows``, ``reference_points``).
 
     Raises:
         MissingEnvironmentError: no reference environment. CalibrationError: bad trace / failed run, or
@@ -293,8 +371,13 @@ def calibrate(like: str, out: str, *, workload_name: Optional[str] = None, repea
     if name == man.workload_name:
         raise CalibrationError(f"calibration workload name {name!r} equals the trace's workload name: "
                                "calibration and holdout must be disjoint")
+    row_tokens, row_source = None, None
+    if prefill_row_tokens == "like":
+        row_tokens, row_source = like_row_tokens(like), f"like:{man.trace_id}"
+    elif prefill_row_tokens is not None:
+        row_tokens, row_source = int(prefill_row_tokens), "explicit"
     spec = plan_sweep(eng, repeats=repeats, osl=osl, decode_repeats=decode_repeats, max_kv=max_kv,
-                      batches=batches, lengths=lengths)
+                      batches=batches, lengths=lengths, row_tokens=row_tokens)
     seed_label = man.labels.get("knob.model_seed")
     if seed_label and not (seed_label.isascii() and seed_label.isdigit()):
         raise CalibrationError(f"{like}/manifest.json: label knob.model_seed {seed_label!r} is not a non-negative "
@@ -321,8 +404,31 @@ def calibrate(like: str, out: str, *, workload_name: Optional[str] = None, repea
         Path(raw_out).parent.mkdir(parents=True, exist_ok=True)
         with open(raw_out, "x", encoding="utf-8") as f:
             f.write(json.dumps(raw, indent=1) + "\n")
-    fit = fit_profile(raw, eng)
+    rows_record = None
+    fit_raw = raw
+    if row_tokens:
+        fit_raw, rows_pts = multirow_points(raw, repeats)
+        rows_record = {"row_tokens": row_tokens, "source": row_source, "lead_tokens": spec["prefill"]["lead_tokens"],
+                       "min_usable_repeats": max(1, int(np.ceil(MIN_USABLE_SHARE * repeats))),
+                       "grid": spec["prefill"]["grid_note"], "points": rows_pts}
+    fit = fit_profile(fit_raw, eng)
     prov = build_provenance(raw=raw, fit=fit, eng=eng, manifest=man, workload_name=name, spec=spec)
+    if rows_record is not None:
+        prov["prefill_rows"] = rows_record
+        prov["method"] = METHOD.replace(
+            "isolated prefill sweep (one request at a time, unique prompts, max_tokens=1, median of vLLM "
+            "first_token_ts - scheduled_ts)",
+            MULTIROW_METHOD.format(row_tokens=row_tokens, source=row_source, lead=rows_record["lead_tokens"],
+                                   min_usable=rows_record["min_usable_repeats"]))
+    if raw.get("reference_points"):
+        from unirl_replay.calibrate.probe import reference_summary
+
+        prov["reference_points"] = reference_summary(raw["reference_points"])
+        prov["reference_points_method"] = (
+            "the reference probe's points (capture.probe.PROBE_POINTS, the same definitions) measured in this "
+            f"calibration engine after the sweep, {spec['reference_points']['repeats']} repeats, summarised as the "
+            "probe summarises its own (capture.probe.probe_points); --level-to-probe divides a window probe's median "
+            "by these (like with like) instead of the fit")
     # RunConditions of the sweep (manifest.proto), the same message a capture records: compare warns when
     # they differ. A refit (--from-raw) has none: the raw data did not record them.
     prov["conditions"] = conditions or {"recorded": False}

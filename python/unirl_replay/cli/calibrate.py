@@ -100,11 +100,17 @@ def _fit_describes_the_tables(base: str) -> None:
                    "binding a capture's engines ran with (its conditions' worker_threads): --engine-env "
                    "OMP_NUM_THREADS=1 --engine-env VLLM_CPU_OMP_THREADS_BIND=0 measures the engine as UniRL's Ray "
                    "actors run it, one OMP thread on one core.")
+@click.option("--prefill-row-tokens", "prefill_row_tokens", default=None, metavar="L|like",
+              help="Measure each prefill point N as ONE engine pass of ceil(N/L) rows of about L new tokens (sum "
+                   "exactly N <= max_num_batched_tokens; a lead row first, repeats whose pass did not hold every row "
+                   "left out), shaped like a window's prefill passes; `like` takes L from the --like trace (the median "
+                   "prompt length of its requests). Also measures the reference probe's points in this engine "
+                   "(provenance reference_points, which --level-to-probe then levels against). Default: one row.")
 @click.option("--raw-out", default=None, type=OutPath(dir_okay=False), help="Also keep the raw driver JSON here.")
 @click.option("--from-raw", "raw_in", default=None, type=click.Path(exists=True, dir_okay=False),
               help="Refit an earlier --raw-out instead of measuring (the provenance says measured: the data were).")
 def command(like, probe_trace, base, levelling, probe_condition, out, workload_name, repeats, decode_repeats, osl, batches, lengths, max_kv,
-            model, model_dir, max_load, engine_env, raw_out, raw_in) -> None:
+            model, model_dir, max_load, engine_env, prefill_row_tokens, raw_out, raw_in) -> None:
     """Measure the real engine configured like the --like trace (reference environment) and write a dynamo_profile NPZ."""
     from unirl_replay.calibrate.profiler import CalibrationError, calibrate
 
@@ -112,7 +118,8 @@ def command(like, probe_trace, base, levelling, probe_condition, out, workload_n
         measuring = [n for n, v in (("--like", like), ("--from-raw", raw_in), ("--raw-out", raw_out),
                                     ("--engine-env", engine_env), ("--model", model), ("--model-dir", model_dir),
                                     ("--batches", batches), ("--lengths", lengths), ("--max-load", max_load),
-                                    ("--workload-name", workload_name)) if v]
+                                    ("--workload-name", workload_name),
+                                    ("--prefill-row-tokens", prefill_row_tokens)) if v]
         if measuring:
             raise click.UsageError(f"--level-to-probe measures nothing: {', '.join(measuring)} would be ignored "
                                    "(they are options of a measurement, `calibrate --like`)")
@@ -152,6 +159,7 @@ def command(like, probe_trace, base, levelling, probe_condition, out, workload_n
         raise click.UsageError("--base is the profile --level-to-probe levels; a measurement (--like) has no base")
 
     env = _engine_env(engine_env)
+    rows = _row_tokens(prefill_row_tokens)
     load = os.getloadavg()[0]
     if raw_in is None:
         click.echo(f"load average (1 min) before measuring: {load:.2f}", err=True)
@@ -163,13 +171,27 @@ def command(like, probe_trace, base, levelling, probe_condition, out, workload_n
     path, prov = calibrate(like, out, workload_name=workload_name, repeats=repeats, osl=osl,
                            decode_repeats=decode_repeats, max_kv=max_kv, batches=_ints(batches),
                            lengths=_ints(lengths), model_dir=model_dir, model=model, raw_in=raw_in, raw_out=raw_out,
-                           engine_env=env)
+                           engine_env=env, prefill_row_tokens=rows)
     f = prov["fit"]
     click.echo(f"{path}: calibration workload {prov['calibration_workloads'][0]} (measured)")
     click.echo(f"  prefill {f['prefill']['form']}: {f['prefill']['coefficients']}, "
                f"residual MAPE {f['prefill']['residuals']['mape_pct']:.1f}%")
+    if "prefill_rows" in prov:
+        pr = prov["prefill_rows"]
+        bad = [q["tokens"] for q in pr["points"] if q["refused"]]
+        click.echo(f"  prefill passes of rows of ~{pr['row_tokens']} tokens ({pr['source']}); refused points: "
+                   f"{bad or 'none'}")
     click.echo(f"  decode  {f['decode']['form']}: {f['decode']['coefficients']}, "
                f"residual MAPE {f['decode']['residuals']['mape_pct']:.1f}%")
+
+
+def _row_tokens(value):
+    """``--prefill-row-tokens``: None, ``"like"`` or a positive int; UsageError otherwise."""
+    if value is None or value == "like":
+        return value
+    if not (value.isascii() and value.isdigit() and int(value) > 0):
+        raise click.UsageError(f"--prefill-row-tokens {value!r}: expected a positive number of tokens or `like`")
+    return int(value)
 
 
 _ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*\Z")

@@ -147,6 +147,102 @@ def prefill_sweep(llm, prompts: _Prompts, isls: List[int], repeats: int, seed: i
     return rows
 
 
+def _pass_rows(outs, lead: int) -> List[Dict[str, Any]]:
+    """Per-request records in the probe's form (``capture.probe.batched_prefill_pass`` reads them)."""
+    rows = []
+    for k, out in enumerate(outs):
+        m = out.metrics
+        rows.append({"lead": k < lead, "prompt_tokens": len(out.prompt_token_ids),
+                     "output_tokens": [len(c.token_ids) for c in out.outputs],
+                     "metrics": {"queued_ts": m.queued_ts, "scheduled_ts": m.scheduled_ts,
+                                 "first_token_ts": m.first_token_ts,
+                                 "last_token_ts": getattr(m, "last_token_ts", None)}})
+    return rows
+
+
+def row_sizes(n: int, row_tokens: int) -> List[int]:
+    """``ceil(n / row_tokens)`` row lengths of about ``row_tokens`` that sum exactly to ``n``."""
+    k = max(1, -(-n // row_tokens))
+    base, extra = divmod(n, k)
+    return [base + (1 if i < extra else 0) for i in range(k)]
+
+
+def multirow_prefill_sweep(llm, prompts: _Prompts, isls: List[int], repeats: int, seed: int,
+                           sampling: Dict[str, Any], row_tokens: int, lead_tokens: int) -> List[Dict[str, Any]]:
+    """Each point N as ONE engine pass of ``ceil(N / row_tokens)`` rows (sum exactly N), after a lead row.
+
+    vLLM V1's EngineCore (its own process) may start a pass before every row of a ``generate`` call has
+    reached it, so the call sends a lead row first (it runs alone) and then the rows, delivered meanwhile,
+    share the next pass (``capture.probe.batched_prefill_pass``: the rows sharing one ``first_token_ts`` and
+    one ``scheduled_ts``). A repeat whose largest pass did not hold exactly the point's rows and tokens is
+    kept with ``ttft_ms: None`` and its reason (never mixed in). Single-row points (N <= row_tokens) run as
+    the one-row sweep does, no lead row.
+    """
+    from unirl_replay.capture.probe import batched_prefill_pass
+
+    params = sampling_params(sampling, max_tokens=1, ignore_eos=True)
+    rng = random.Random(seed)
+    rows = []
+    for r in range(repeats):
+        chunk = list(isls)
+        rng.shuffle(chunk)
+        for isl in chunk:
+            sizes = row_sizes(isl, row_tokens)
+            lead = 1 if len(sizes) > 1 else 0
+            batch = [prompts.make(lead_tokens) for _ in range(lead)] + [prompts.make(n) for n in sizes]
+            t0 = time.monotonic()
+            outs = llm.generate(batch, params, use_tqdm=False)
+            t1 = time.monotonic()
+            recs = _pass_rows(outs, lead)
+            rec: Dict[str, Any] = {"isl": isl, "repeat": r, "client_s": t1 - t0, "rows": len(sizes),
+                                   "row_tokens": sizes, "lead_tokens": lead_tokens if lead else 0,
+                                   "loadavg": loadavg(), "logprobs_returned": sum(_logprobs_returned(o) for o in outs)}
+            if not lead:
+                m = recs[0]["metrics"]
+                rec.update(scheduled_ts=m["scheduled_ts"], first_token_ts=m["first_token_ts"],
+                           ttft_ms=1e3 * (m["first_token_ts"] - m["scheduled_ts"]), pass_rows=1, pass_tokens=isl)
+            else:
+                got = batched_prefill_pass([x for x in recs if not x["lead"]])
+                lead_ts = recs[0]["metrics"]["first_token_ts"]
+                shared = got is not None and got["rows"] == len(sizes) and got["tokens"] == isl
+                if shared and any(abs(x["metrics"]["first_token_ts"] - lead_ts) <= 1e-6 for x in recs[1:]):
+                    shared = False  # a row ran in the lead's pass
+                rec.update(pass_rows=got["rows"] if got else None, pass_tokens=got["tokens"] if got else None,
+                           ttft_ms=got["ms"] if shared else None,
+                           rows_ts=[[x["prompt_tokens"], x["metrics"]["scheduled_ts"], x["metrics"]["first_token_ts"],
+                                     int(x["lead"])] for x in recs])
+                if not shared:
+                    rec["unusable"] = ("no pass held all the point's rows" if got else
+                                       "no single largest pass (a timestamp missing, a tie or rows not scheduled together)")
+            rows.append(rec)
+            print(f"prefill N={isl} rows={len(sizes)}: {rec.get('ttft_ms')} ms", file=sys.stderr, flush=True)
+    return rows
+
+
+def reference_points(llm, prompts: _Prompts, points: List[List[Any]], repeats: int, sampling: Dict[str, Any],
+                     decode_prompt_tokens: int, decode_steps: int) -> List[Dict[str, Any]]:
+    """The reference probe's points (``capture.probe.PROBE_POINTS``, the same definitions) measured in this
+    engine: records in the probe's form (``{"probe": tag, "requests": [...]}``), summarised by the caller with
+    ``capture.probe.probe_points``."""
+    from unirl_replay.capture.probe import point_key
+
+    out = []
+    for rep in range(repeats):
+        for phase, b, ctx, pre in points:
+            if phase == "decode":
+                lens, lead, osl = [decode_prompt_tokens] * int(b), 0, decode_steps
+            elif int(b) > 1:  # a lead row + b rows sharing the next pass, as the probe sends them
+                lens, lead, osl = [int(pre) // int(b)] * (int(b) + 1), 1, 1
+            else:
+                lens, lead, osl = [int(pre)], 0, 1
+            params = sampling_params(sampling, max_tokens=osl, ignore_eos=True)
+            outs = llm.generate([prompts.make(n) for n in lens], params, use_tqdm=False)
+            tag = {"point": point_key((phase, b, ctx, pre)), "repeat": rep, "phase": phase, "batch_size": int(b),
+                   "context_tokens": int(ctx), "prefill_tokens": int(pre)}
+            out.append({"probe": tag, "requests": _pass_rows(outs, lead)})
+    return out
+
+
 def _logprobs_returned(out) -> int:
     """How many per-token logprob entries vLLM returned for the request (all its completions)."""
     return sum(len(c.logprobs or []) for c in out.outputs)
@@ -236,8 +332,18 @@ def run(spec: Dict[str, Any]) -> Dict[str, Any]:
     result["warmup"] = warm
     pre = spec["prefill"]
     result["loadavg"]["prefill_start"] = loadavg()
-    result["prefill"] = prefill_sweep(llm, prompts, list(pre["isl"]), int(pre["repeats"]), int(spec.get("seed", 0)),
-                                     sampling)
+    if pre.get("row_tokens"):
+        result["prefill"] = multirow_prefill_sweep(llm, prompts, list(pre["isl"]), int(pre["repeats"]),
+                                                   int(spec.get("seed", 0)), sampling, int(pre["row_tokens"]),
+                                                   int(pre.get("lead_tokens") or 256))
+    else:
+        result["prefill"] = prefill_sweep(llm, prompts, list(pre["isl"]), int(pre["repeats"]),
+                                          int(spec.get("seed", 0)), sampling)
+    ref = spec.get("reference_points")
+    if ref:
+        result["loadavg"]["reference_start"] = loadavg()
+        result["reference_points"] = reference_points(llm, prompts, list(ref["points"]), int(ref["repeats"]), sampling,
+                                                      int(ref["decode_prompt_tokens"]), int(ref["decode_steps"]))
     dec = spec["decode"]
     result["loadavg"]["decode_start"] = loadavg()
     points = []
