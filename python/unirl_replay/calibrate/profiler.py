@@ -190,7 +190,7 @@ def plan_sweep(eng: Dict[str, Any], *, repeats: int = 5, osl: int = 64, decode_r
     if reference_repeats:
         from unirl_replay.calibrate.probe import reference_plan
 
-        spec["reference_points"] = reference_plan(int(reference_repeats))
+        spec["reference_points"] = reference_plan(int(reference_repeats), int(eng["max_num_seqs"]), int(mnbt))
     return spec
 
 
@@ -424,6 +424,7 @@ def calibrate(like: str, out: str, *, workload_name: Optional[str] = None, repea
         from unirl_replay.calibrate.probe import reference_summary
 
         prov["reference_points"] = reference_summary(raw["reference_points"])
+        prov["reference_points_skipped"] = spec["reference_points"].get("skipped", [])
         prov["reference_points_method"] = (
             "the reference probe's points (capture.probe.PROBE_POINTS, the same definitions) measured in this "
             f"calibration engine after the sweep, {spec['reference_points']['repeats']} repeats, summarised as the "
