@@ -457,3 +457,10 @@ def test_tiny_multirow_sweep_on_the_real_engine(tmp_path):
     keys = {q["key"] for q in prov["reference_points"]}
     assert {"decode:b1:ctx128", "prefill:512"} <= keys and "prefill:b8:2048" not in keys  # 2048 > 1024: skipped
     assert {s["key"] for s in prov["reference_points_skipped"]} == {"decode:b32:ctx128", "prefill:b8:2048"}
+
+
+def test_profile_spread_skips_the_unusable_repeats_of_a_multirow_sweep():
+    from unirl_replay.report.timing_eval import profile_spread
+
+    prov = {"raw": {"prefill": [{"isl": 512, "ttft_ms": v} for v in (20.0, 21.0, 22.0, None)]}}
+    assert "median over 1 ISLs" in profile_spread(prov)

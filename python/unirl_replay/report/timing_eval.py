@@ -170,7 +170,8 @@ def profile_spread(prov: dict) -> str:
     parts = []
     by_isl: dict[int, list[float]] = {}
     for s in raw.get("prefill", []) or []:
-        if isinstance(s, dict) and "isl" in s and "ttft_ms" in s:
+        # a multi-row sweep's unusable repeat (its pass did not hold every row) has ttft_ms None: not a sample
+        if isinstance(s, dict) and "isl" in s and isinstance(s.get("ttft_ms"), (int, float)):
             by_isl.setdefault(int(s["isl"]), []).append(float(s["ttft_ms"]))
     rel = [100 * (np.percentile(v, 75) - np.percentile(v, 25)) / np.median(v) for v in by_isl.values() if len(v) >= 3]
     if rel:
