@@ -122,6 +122,8 @@ def main() -> None:
             if r == 0:
                 rec["imports_cpu_s"] = round(imports, 3)
             rec.update((k, round(v, 3)) for k, v in laps.items())
+            if "pyarrow" in sys.modules:  # the allocator Arrow used (cli.main's default, or ARROW_DEFAULT_MEMORY_POOL)
+                rec["arrow_pool"] = sys.modules["pyarrow"].default_memory_pool().backend_name
             rec["load_before"], rec["load_after"] = round(load, 2), round(os.getloadavg()[0], 2)
             print(json.dumps(rec), flush=True)
     finally:
