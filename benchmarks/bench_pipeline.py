@@ -169,6 +169,8 @@ def step(name: str, trace: Path, work: Path) -> dict:
                        upstream_call_cpu_s=sum(r[2] for r in returns), cpu_at_return_s=cpu,
                        s=end - t0, cpu_s=cpu - c0,
                        rss_mib=resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024,
+                       arrow_pool=(sys.modules["pyarrow"].default_memory_pool().backend_name
+                                   if "pyarrow" in sys.modules else None),
                        result_sha256=hashlib.sha256((work / "cli-out" / "replay_result.json").read_bytes()).hexdigest())
             print(json.dumps(res), flush=True)
             return code
@@ -189,6 +191,8 @@ def step(name: str, trace: Path, work: Path) -> dict:
     elif name == "read":
         from unirl_replay.contract.trace_io import open_trace
         res["records"] = sum(1 for _ in open_trace(trace).iter_workload())
+    if "pyarrow" in sys.modules:  # the allocator Arrow used (cli.main's default, or ARROW_DEFAULT_MEMORY_POOL)
+        res["arrow_pool"] = sys.modules["pyarrow"].default_memory_pool().backend_name
     res["s"] = time.perf_counter() - t0
     res["cpu_s"] = time.process_time() - c0  # this process's CPU time (user + system): less sensitive to load
     res["rss_mib"] = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024

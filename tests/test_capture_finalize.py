@@ -274,11 +274,89 @@ def test_batch_boundaries_negative_gap_other_driver_and_order_by_hand():
     assert batch_boundaries([bt("a", 1.0, 1.0, 2.0, "h:1", 0, 10)]) == ({}, {})
 
 
-def test_agentic_batches_get_no_boundary(tmp_path):
+def test_one_agentic_batch_has_no_boundary_to_record(tmp_path):
     _agentic_raw(tmp_path / "raw")
     finalize(tmp_path / "raw", tmp_path / "trace")
     man, wl, _ = _load(tmp_path / "trace")
     assert _after(wl) == {} and "batch_boundary" not in man.labels
+
+
+def _agentic_two_batches(raw: Path, *, submit1_at: float = 2.3, driver1_pid: int = 10) -> None:
+    """Driver: submit + collect per batch (rollouts 0 and 1), one group of 2 one-turn trajectories each, one per
+    engine; batch 0's trajectories enter at 1.0 s and its collect returns at 2.0 s, batch 1's enter at 2.5 s
+    and its collect returns at 3.5 s; batch 1's submit at ``submit1_at`` from driver ``driver1_pid``."""
+    per_worker = {11: [], 12: []}
+    per_engine = {21: [], 22: []}
+    driver: dict = {10: [_proc("driver", 10)]}
+    for b, (t, sub, ex) in enumerate([(1.0, 0.9, 2.0), (2.5, submit1_at, 3.5)]):
+        root = f"r{b}:prompt:0:sample:0"
+        tids = [f"t{b}a", f"t{b}b"]
+        for tid, w_pid, e_pid in zip(tids, (11, 12), (21, 22)):
+            pipe = b + 1
+            per_worker[w_pid].append(_call(_eng(e_pid), pipe, [root + "/0"], t, traj=tid, turn=0, rollout=b))
+            per_engine[e_pid].append(_gen(_eng(e_pid), pipe, [_ereq(pipe - 1, 1, 20, t)]))
+            per_worker[w_pid].append({"kind": "trajectory", "trajectory_id": tid, "engine_id": _eng(e_pid),
+                                      "group": root, "rollout_ids": [b], "turns": 1, "harness_status": "completed",
+                                      "slot_hold": {"start": _t(t - .01), "end": _t(t + .3)}})
+        pid = 10 if b == 0 else driver1_pid
+        driver.setdefault(pid, [_proc("driver", pid)]).extend([
+            {"kind": "submit", "submit_id": f"s{b}", "tasks": 2, "rollout_ids": [b], "at": _t(sub),
+             "capacities": [2, 2]},
+            {"kind": "collect", "collect_id": f"k{b}", "n": 1, "current_version": 0, "enter": _t(sub + .01),
+             "exit": _t(ex), "groups": [{"roots": [root], "trajectory_ids": tids, "rollout_ids": [b]}],
+             "group_size": 2, "capacities": [2, 2]}])
+    for w_pid, recs in per_worker.items():
+        _write(raw, f"worker-{HOST}-{w_pid}.jsonl", [_proc("worker", w_pid), *recs])
+    for e_pid, gens in per_engine.items():
+        _engine_shard(raw, e_pid, gens)
+    for pid, recs in driver.items():
+        _write(raw, f"driver-{HOST}-{pid}.jsonl", recs)
+
+
+def test_agentic_sequential_submit_collect_records_the_closed_loop_boundary_with_the_driver_gap(tmp_path):
+    _agentic_two_batches(tmp_path / "raw")  # batch 1 submitted at 2.3 s, after batch 0's collect returned (2.0 s)
+    finalize(tmp_path / "raw", tmp_path / "trace")
+    _valid(tmp_path / "trace")  # outcome.batch_boundary: no request of rollout-1 before rollout-0's ready
+    man, wl, oc = _load(tmp_path / "trace")
+    # rollout 1's first engine call enters at 2.5 s, rollout 0 is ready at its collect return 2.0 s: gap 0.5 s
+    assert _after(wl) == {"rollout-1": ("rollout-0", 500_000_000)}
+    first = min(r.arrival.observed_offset_ns for r in wl["request"] if r.rollout_batch_id == "rollout-1")
+    ready0 = next(b.ready_ns for b in oc["rollout_batch"] if b.rollout_batch_id == "rollout-0")
+    assert first - ready0 == 500_000_000
+    assert "closed loop at 1 of 1 batch boundaries" in man.labels["batch_boundary"]
+    assert "submit of a batch came after the previous batch's collect returned" in man.labels["batch_boundary"]
+    assert "rollout-1 after rollout-0: driver gap 500.000 ms" in man.labels["batch_boundary"]
+
+
+@pytest.mark.parametrize("kw, why", [
+    ({"submit1_at": 1.5}, "rollout-1: none, its submit entered 500.00 ms before rollout-0's collect returned "
+                          "(overlapping calls: no wait)"),
+    ({"driver1_pid": 20}, f"rollout-1: none, its submit ran in driver {HOST}:20, rollout-0's in {HOST}:10"),
+])
+def test_agentic_submit_before_the_previous_collect_returned_or_another_driver_records_no_boundary(tmp_path, kw, why):
+    _agentic_two_batches(tmp_path / "raw", **kw)
+    finalize(tmp_path / "raw", tmp_path / "trace")
+    _valid(tmp_path / "trace")
+    man, wl, _ = _load(tmp_path / "trace")
+    assert _after(wl) == {} and why in man.labels["batch_boundary"]
+
+
+def test_agentic_recorded_boundary_replays_open_loop_labelled_unmodelled(tmp_path):
+    """Upstream cannot hold an agentic boundary (FIRST_N_GROUPS readiness, lanes): replay refuses it without the
+    opt-in and, with it, records the dropped boundary."""
+    from unirl_replay.contract.errors import UnsupportedWorkloadError
+    from unirl_replay.replay.runner import replay_trace
+
+    _agentic_two_batches(tmp_path / "raw")
+    finalize(tmp_path / "raw", tmp_path / "trace")
+    with pytest.raises(UnsupportedWorkloadError) as e:
+        replay_trace(tmp_path / "trace", "polynomial", work_dir=tmp_path / "r0",
+                     unmodelled=("engine_client.inflight_limit",))
+    assert e.value.rule == "batch_boundary.unexpressible" and "rollout-1" in str(e.value)
+    res = replay_trace(tmp_path / "trace", "polynomial", work_dir=tmp_path / "r1",
+                       unmodelled=("engine_client.inflight_limit", "batch_boundary.open_loop"))
+    dropped = [c for c in res.unmodelled_constraints if c.rule == "batch_boundary.unexpressible"]
+    assert [list(c.record_ids) for c in dropped] == [["rollout-1"]] and "OPEN LOOP" in dropped[0].reason
 
 
 def test_rollout_window_keeps_only_the_named_rollouts(tmp_path):

@@ -74,7 +74,8 @@ def test_lanes_and_start_order():
     ix = index(req("b0", traj="B", turn=0), req("a0", traj="A", turn=0),
                traj("B", ["b0"], pool="p", order=1), traj("A", ["a0"], pool="p", order=0), pool("p", 3))
     conv = agentic_mooncake.convert_engine(plan_of(ix)["e0"], ix)
-    assert conv.lanes == 3 and [r["play_id"] for r in conv.rows] == ["A", "B"]
+    # lanes mode: the start ordinal first (upstream grants lanes in play-id string order, not file order)
+    assert conv.lanes == 3 and [r["play_id"] for r in conv.rows] == ["000000|A", "000001|B"]
 
 
 def test_warmups_first_and_lead():

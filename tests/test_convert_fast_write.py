@@ -46,7 +46,10 @@ def reference_agentic(plan, ix, lead_ms=0.0, digest="") -> str:
                                 for d in r.dependencies)
         return memo[rid]
 
-    for play in plan.play_order:
+    pw = common.ordinal_width(len(plan.play_order))
+    for pk, play in enumerate(plan.play_order):
+        # lanes mode: upstream grants lanes in play-id string order, so the start ordinal comes first
+        wp = f"{pk:0{pw}d}|{play}" if plan.lanes is not None else play
         for rid in plan.plays[play]:
             r = ix.by_id[rid]
             hids = prompt_ids(r, remap, bs)
@@ -62,7 +65,7 @@ def reference_agentic(plan, ix, lead_ms=0.0, digest="") -> str:
             nb = lead_ms + ns_to_ms(r.arrival.observed_offset_ns - origin) if not deps else bound(rid)
             for s in range(r.num_samples):
                 row = {"request_id": sequence_id(rid, s, r.num_samples, ordinal[rid], width),
-                       "play_id": play, "session_id": play,
+                       "play_id": wp, "session_id": wp,
                        "model": agentic_mooncake.MODEL, "input_length": r.input_tokens,
                        "output_length": r.output_tokens[s], "hash_ids": hids, "not_before_ms": nb}
                 if deps:

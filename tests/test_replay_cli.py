@@ -226,3 +226,44 @@ def test_replay_reads_the_workload_once_with_the_gate_s_columns(tmp_path, monkey
     assert main([*args, str(tmp_path / "twice")]) == 0
     assert reads == [1] and opens[-1] is True
     assert _tree(tmp_path / "once") == _tree(tmp_path / "twice")
+
+
+_POOL_DRIVER = """
+import sys
+from unirl_replay.cli.main import main
+code = main(sys.argv[1:])
+import pyarrow
+print("POOL", pyarrow.default_memory_pool().backend_name)
+sys.exit(code)
+"""
+
+
+def test_the_cli_uses_the_system_arrow_allocator_unless_told_otherwise_with_the_same_bytes(tmp_path):
+    """main() makes Arrow allocate with malloc (``ARROW_DEFAULT_MEMORY_POOL=system``: less CPU on this machine)
+    unless the user set the variable; a converted arrow trace is byte-identical under either allocator."""
+    import os
+    import subprocess
+    import sys
+
+    pytest.importorskip("pyarrow")
+    import unirl_replay.v1.outcomes_pb2  # noqa: F401  (an arrow trace's schema reads its descriptor)
+    trace = _chain_trace(tmp_path / "trace", encoding="arrow")
+    script = tmp_path / "pool.py"
+    script.write_text(_POOL_DRIVER)
+    env = {k: v for k, v in os.environ.items() if k != "ARROW_DEFAULT_MEMORY_POOL"}
+    files = {}
+    for pool in (None, "mimalloc", "jemalloc"):
+        (tmp_path / f"out-{pool}").mkdir()
+        out = tmp_path / f"out-{pool}" / "upstream.jsonl"
+        p = subprocess.run([sys.executable, str(script), "convert", str(trace), "--out", str(out)],
+                           capture_output=True, text=True, env=env if pool is None else {**env,
+                                                                                       "ARROW_DEFAULT_MEMORY_POOL": pool})
+        assert p.returncode == 0, p.stderr
+        backend = p.stdout.split("POOL ")[-1].strip()
+        if pool is None:
+            assert backend == "system"
+        elif pool == "mimalloc" or backend == pool:  # a pyarrow built without jemalloc falls back
+            assert backend == pool
+        files[pool] = _tree(out.parent)  # the file and its sidecar
+    assert len(files[None]) == 2 and files[None]["upstream.jsonl"].count(b"\n") == 301  # header + 300 rows
+    assert files[None] == files["mimalloc"] == files["jemalloc"]

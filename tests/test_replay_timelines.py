@@ -91,6 +91,17 @@ def test_slot_held_through_tool_wait_and_granted_in_start_order():
     assert any("agentic_lanes=1" in n for n in res.notes)
 
 
+def test_slots_granted_in_start_order_whatever_the_trajectory_ids_string_order():
+    # upstream 1.6.1 grants lanes in play-id STRING order, not file order: trajectory "Z" (start_order 0) must
+    # still get the one slot before "A" (start_order 1); the writers prefix play ids with the start ordinal
+    ix = index(req("a0", traj="A", turn=0), req("z0", traj="Z", turn=0),
+               traj("A", ["a0"], pool="pool", order=1), traj("Z", ["z0"], pool="pool", order=0), pool("pool", 1))
+    res = replay_workload(ix, manifest(), FIXED)
+    assert timeline(res, "z0") == (0.0, 100.0, 110.0)
+    assert timeline(res, "a0") == (110.0, 210.0, 220.0)
+    assert {t.trajectory_id: ms(t.end_ns) for t in res.trajectories} == {"Z": 110.0, "A": 220.0}
+
+
 def test_two_slots_run_trajectories_concurrently():
     ix = index(req("a0", traj="A", turn=0), req("b0", traj="B", turn=0),
                traj("A", ["a0"], pool="pool", order=0), traj("B", ["b0"], pool="pool", order=1),

@@ -20,11 +20,13 @@ Joins, all on ids that survive process boundaries:
   ids and enclosing interval on the host clock (:func:`dispatch_of`); shards without it (older
   captures, single-process runs) fall back to the last engine call's return. A group's completion
   (its last request's vLLM completion) is a separate event.
-* GRPO batch boundary (``RolloutBatch.after_batch``, :func:`batch_boundaries`): the driver's
+* Batch boundary (``RolloutBatch.after_batch``, :func:`batch_boundaries`): GRPO: the driver's
   ``rollout.generate`` calls run one after another, so a batch whose call entered after the
-  previous batch's call returned (same driver process) was submitted closed loop; the trace records
-  the previous batch and the measured driver gap (this batch's first engine call enter - the
-  previous batch's ready). Not for agentic batches (``submit`` / ``collect``: no ``rollout.generate``).
+  previous batch's call returned (same driver process) was submitted closed loop; agentic: a batch
+  (one ``collect``) whose first ``RolloutManager.submit`` came after the previous batch's ``collect``
+  returned, in the same driver process (a driver that submits, collects, then submits the next
+  batch). The trace records the previous batch and the measured driver gap (this batch's first
+  engine call enter - the previous batch's ready).
 
 Window: everything captured, or the rollout ids the user names (``--rollouts A:B``), optionally
 only the work at one policy version (``--policy-version V``: ``Part.output_version`` of the engine
@@ -613,12 +615,14 @@ def _grpo(joined, call_reqs, requests, outcomes, completion, enter, clk: _Clock,
 
 @dataclass(frozen=True)
 class BatchTiming:
-    """What decides a GRPO rollout batch's closed-loop boundary (:func:`batch_boundaries`).
+    """What decides a rollout batch's closed-loop boundary (:func:`batch_boundaries`).
 
     ``start_s``: the order of batches in the window, host ``time.monotonic()`` s: the driver's
-    ``rollout.generate`` enter when recorded, else the batch's first engine call enter.
-    ``driver_enter_s`` / ``driver_exit_s``: the driver's ``rollout.generate`` (``rollout_generate``
-    record, ``Handle.generate`` hook) enter / return, host monotonic s; None without a record.
+    ``rollout.generate`` enter when recorded, else the batch's first engine call enter (GRPO); the
+    batch's first ``submit``, else its ``collect`` enter (agentic).
+    ``driver_enter_s`` / ``driver_exit_s``: the driver's call that made the batch, host monotonic s;
+    None without a record: GRPO: ``rollout.generate`` (``rollout_generate`` record, ``Handle.generate``
+    hook) enter / return; agentic: its first ``RolloutManager.submit`` / its ``collect`` return.
     ``driver_process``: the process that made that call (``host:pid`` of its shard).
     ``first_submit_ns``: the batch's first request submit, ns from the window start: the smallest
     ``Request.arrival.observed_offset_ns`` of its requests (the engine call enter in the worker).
@@ -639,25 +643,47 @@ def _batch_timing(bid: str, items, dispatch: Optional[Dict[str, Any]], outcome: 
     if dispatch is None:
         return BatchTiming(bid, first_call, None, None, None, first_submit_ns,
                            outcome.ready_ns if outcome.HasField("ready_ns") else None)
-    sh = dispatch.get("_shard")
-    proc = (sh.process or {}) if sh is not None else {}
-    who = f"{proc.get('host')}:{proc.get('pid')}" if proc else (sh.name if sh is not None else None)
+    who = _process_of(dispatch)
     return BatchTiming(bid, float(dispatch["enter"]["monotonic"]), float(dispatch["enter"]["monotonic"]),
                        float(dispatch["exit"]["monotonic"]), who, first_submit_ns,
                        outcome.ready_ns if outcome.HasField("ready_ns") else None)
 
 
-def batch_boundaries(timings: Sequence[BatchTiming]) -> Tuple[Dict[str, w.BatchBoundary], Dict[str, str]]:
-    """The driver's closed-loop boundaries between consecutive GRPO rollout batches (``RolloutBatch.after_batch``).
+def _process_of(rec: Dict[str, Any]) -> Optional[str]:
+    """``host:pid`` of the shard a driver record came from (its shard's name without a process record)."""
+    sh = rec.get("_shard")
+    proc = (sh.process or {}) if sh is not None else {}
+    return f"{proc.get('host')}:{proc.get('pid')}" if proc else (sh.name if sh is not None else None)
+
+
+def _agentic_batch_timing(bid: str, col: Dict[str, Any], kept: Sequence[Dict[str, Any]],
+                          submits: Sequence[Dict[str, Any]], first_submit_ns: int, ready_ns: int) -> BatchTiming:
+    """An agentic batch (one ``collect``): the driver call that made it runs from the first ``submit`` of its
+    rollouts (rollout ids of its collected groups; the submit in the collect's driver process) to the
+    collect's return. Without such a submit the batch has no driver enter (no boundary, said why)."""
+    rids = {r for g in kept for r in g.get("rollout_ids", [])}
+    who = _process_of(col)
+    mine = [s for s in submits if rids & set(s.get("rollout_ids") or []) and _process_of(s) == who]
+    exit_s = float(col["exit"]["monotonic"])
+    if not mine:
+        return BatchTiming(bid, float(col["enter"]["monotonic"]), None, exit_s, who, first_submit_ns, ready_ns)
+    enter_s = min(float(s["at"]["monotonic"]) for s in mine)
+    return BatchTiming(bid, enter_s, enter_s, exit_s, who, first_submit_ns, ready_ns)
+
+
+def batch_boundaries(timings: Sequence[BatchTiming], call: str = "rollout.generate",
+                     returned: str = "returned") -> Tuple[Dict[str, w.BatchBoundary], Dict[str, str]]:
+    """The driver's closed-loop boundaries between consecutive rollout batches (``RolloutBatch.after_batch``).
 
     Batches are taken in ``start_s`` order; each batch but the first has a boundary after the one
-    before it when, and only when, the driver really waited: both batches have a driver
-    ``rollout.generate`` record, from the same driver process, this batch's call entered at or after
-    the previous one returned (``driver_enter_s >= previous driver_exit_s``: UniRL's blocking
-    ``rollout.generate`` calls one after another), the previous batch has a ready time and
+    before it when, and only when, the driver really waited: both batches have a driver record of
+    ``call`` (GRPO ``rollout.generate``; agentic ``submit`` + ``collect``), from the same driver
+    process, this batch's call entered at or after the previous one returned (``driver_enter_s >=
+    previous driver_exit_s``: UniRL's blocking ``rollout.generate`` calls one after another; a
+    ``submit`` after the previous ``collect`` returned), the previous batch has a ready time and
     ``driver_gap_ns`` = this batch's ``first_submit_ns`` - the previous batch's ``ready_ns`` (ns, both
-    window offsets: the driver's time from the previous ``rollout.generate`` return to this batch's
-    first engine call) is >= 0. Pure.
+    window offsets: the driver's time from the previous batch's ready to this batch's first engine
+    call) is >= 0. ``call`` / ``returned`` only word the reasons. Pure.
 
     Returns (boundaries by batch id, the reason there is none by batch id, for every batch but the first).
     """
@@ -666,15 +692,15 @@ def batch_boundaries(timings: Sequence[BatchTiming]) -> Tuple[Dict[str, w.BatchB
     why_not: Dict[str, str] = {}
     for prev, cur in zip(order, order[1:]):
         if cur.driver_enter_s is None or cur.driver_exit_s is None:
-            why_not[cur.batch_id] = "no driver rollout.generate record of its own"
+            why_not[cur.batch_id] = f"no driver {call} record of its own"
         elif prev.driver_enter_s is None or prev.driver_exit_s is None:
-            why_not[cur.batch_id] = f"the previous batch {prev.batch_id} has no driver rollout.generate record"
+            why_not[cur.batch_id] = f"the previous batch {prev.batch_id} has no driver {call} record"
         elif cur.driver_process != prev.driver_process:
-            why_not[cur.batch_id] = (f"its rollout.generate ran in driver {cur.driver_process}, {prev.batch_id}'s in "
+            why_not[cur.batch_id] = (f"its {call} ran in driver {cur.driver_process}, {prev.batch_id}'s in "
                                      f"{prev.driver_process}")
         elif cur.driver_enter_s < prev.driver_exit_s:
-            why_not[cur.batch_id] = (f"its rollout.generate entered {1e3 * (prev.driver_exit_s - cur.driver_enter_s):.2f}"
-                                     f" ms before {prev.batch_id}'s returned (overlapping calls: no wait)")
+            why_not[cur.batch_id] = (f"its {call} entered {1e3 * (prev.driver_exit_s - cur.driver_enter_s):.2f}"
+                                     f" ms before {prev.batch_id}'s {returned} (overlapping calls: no wait)")
         elif prev.ready_ns is None:
             why_not[cur.batch_id] = f"the previous batch {prev.batch_id} has no ready time"
         elif cur.first_submit_ns < prev.ready_ns:
@@ -686,15 +712,22 @@ def batch_boundaries(timings: Sequence[BatchTiming]) -> Tuple[Dict[str, w.BatchB
     return bounds, why_not
 
 
-def batch_boundary_note(bounds: Dict[str, w.BatchBoundary], why_not: Dict[str, str]) -> str:
+GRPO_BOUNDARY_NOTE = ("the driver's rollout.generate of a batch entered after the previous batch's returned, in the same "
+                      "driver process; driver_gap_ns = the batch's first engine call enter - the previous batch's ready, "
+                      "the driver's rollout.generate return")
+AGENTIC_BOUNDARY_NOTE = ("the driver's first RolloutManager.submit of a batch came after the previous batch's collect "
+                         "returned, in the same driver process; driver_gap_ns = the batch's first engine call enter - "
+                         "the previous batch's ready, its collect return")
+
+
+def batch_boundary_note(bounds: Dict[str, w.BatchBoundary], why_not: Dict[str, str],
+                        how: str = GRPO_BOUNDARY_NOTE) -> str:
     """The manifest label ``batch_boundary``: which batches were recorded closed loop, with the gap, and why not."""
     parts = [f"{b} after {bb.previous_rollout_batch_id}: driver gap {bb.driver_gap_ns / 1e6:.3f} ms"
              for b, bb in bounds.items()]
     parts += [f"{b}: none, {why}" for b, why in why_not.items()]
     return (f"closed loop at {len(bounds)} of {len(bounds) + len(why_not)} batch boundaries (RolloutBatch.after_batch: "
-            "the driver's rollout.generate of a batch entered after the previous batch's returned, in the same driver "
-            "process; driver_gap_ns = the batch's first engine call enter - the previous batch's ready, the driver's "
-            "rollout.generate return): " + "; ".join(parts))
+            f"{how}): " + "; ".join(parts))
 
 
 def _grpo_batch_outcome(bid: str, items, dispatch: Optional[Dict[str, Any]], clk: _Clock, lose) -> o.BatchOutcome:
@@ -814,6 +847,8 @@ def _agentic(trajs, collects, submits, recs, joined, call_reqs, requests, outcom
         outs.append(o.OutcomeRecord(trajectory=tout))
         group_members[(bid, gid)].append(tid)
     group_size = next((int(col["group_size"]) for col in collects if col.get("group_size")), 0)
+    batch_recs: Dict[str, w.WorkloadRecord] = {}
+    timings: List[BatchTiming] = []
     for bid, col, kept in batches:
         gids = []
         for g in kept:
@@ -832,12 +867,21 @@ def _agentic(trajs, collects, submits, recs, joined, call_reqs, requests, outcom
             lose("rollout_batch", 1, f"collect {col['collect_id']}: every group lost trajectories")
             continue
         engines = sorted({e for g in kept for t in g["trajectory_ids"] if (e := trajs[t].get("engine_id"))})
-        workload.append(w.WorkloadRecord(rollout_batch=w.RolloutBatch(
+        batch_recs[bid] = w.WorkloadRecord(rollout_batch=w.RolloutBatch(
             rollout_batch_id=bid, group_ids=gids, readiness_rule=w.BATCH_READINESS_RULE_FIRST_N_GROUPS,
-            required_groups=min(int(col["n"]), len(gids)), engine_ids=engines)))
-        outs.append(o.OutcomeRecord(rollout_batch=o.BatchOutcome(rollout_batch_id=bid,
-                                                                 ready_ns=clk.ns(col["exit"]["monotonic"]))))
+            required_groups=min(int(col["n"]), len(gids)), engine_ids=engines))
+        workload.append(batch_recs[bid])
+        ready_ns = clk.ns(col["exit"]["monotonic"])
+        outs.append(o.OutcomeRecord(rollout_batch=o.BatchOutcome(rollout_batch_id=bid, ready_ns=ready_ns)))
         end_mono = max(end_mono, col["exit"]["monotonic"])
+        first_submit = min((enter[r] for g in kept for t in g["trajectory_ids"] for r in per_traj.get(t, [])
+                            if r in enter), default=ready_ns)
+        timings.append(_agentic_batch_timing(bid, col, kept, submits, first_submit, ready_ns))
+    bounds, why_not = batch_boundaries(timings, call="submit", returned="collect returned")
+    for bid, bb in bounds.items():
+        batch_recs[bid].rollout_batch.after_batch.CopyFrom(bb)
+    if len(timings) > 1:
+        lab["batch_boundary"] = batch_boundary_note(bounds, why_not, AGENTIC_BOUNDARY_NOTE)
     dropped = [r for r in requests.values() if not r.rollout_batch_id]
     if dropped:
         lose("request_left_out", len(dropped), "complete requests of trajectories or groups left out of the trace "

@@ -68,7 +68,7 @@ _MANIFEST: dict[str, Any] = {
                "clock_domain": "CLOCK_DOMAIN_CAPTURE_MONOTONIC"},
     "privacy": {"content": "CONTENT_POLICY_EXCLUDED", "hash_salt_id": "salt0", "hash_algorithm": "test"},
     "role": "WORKLOAD_ROLE_UNLABELLED", "workload_name": "interop", "cache_state": "CACHE_STATE_KIND_COLD",
-    "created_at": "2026-01-01T00:00:00Z", "contract_revision": 2,
+    "created_at": "2026-01-01T00:00:00Z", "contract_revision": CONTRACT_REVISION,
 }
 
 _STOP = "FINISH_REASON_STOP"

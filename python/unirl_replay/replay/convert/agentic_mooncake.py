@@ -24,7 +24,8 @@ Mapping (docs/replay-mapping.md has the full table):
   monotone), so the dependency rule alone governs arrival and results do not change; upstream modes
   that read historical arrivals (``agentic_snapshot``) accept the file.
 * ``SlotPool.trajectory_slots`` -> ``agentic_lanes``; plays are written in
-  ``Trajectory.start_order`` (lanes are granted in file order).
+  ``Trajectory.start_order`` and, since upstream grants free lanes in play-id string order (not file
+  order), named ``<start ordinal>|<trajectory_id>`` there (:func:`~.common.play_names`).
 * warm-ups (``CacheWarmup``): prefill-only rows (``output_length 0``) in their own plays, first.
 """
 
@@ -35,8 +36,8 @@ from json.encoder import encode_basestring_ascii
 from unirl_replay.replay.convert import arrow_rows
 from unirl_replay.replay.convert.common import (
     _DUMPS, WARMUP_PREFIX, Conversion, FactSamples, HashRemap, SequenceMap, check_unique, dense_prompt_ids,
-    dense_prompt_ids_columns, fill_not_before, joined_ids, json_float, ns_to_ms, ordinal_width, origin_of, prompt_ids,
-    sequence_id,
+    dense_prompt_ids_columns, fill_not_before, joined_ids, json_float, ns_to_ms, ordinal_width, origin_of, play_names,
+    prompt_ids, sequence_id,
 )
 from unirl_replay.replay.workload import EnginePlan, WorkloadIndex, plan_facts, play_id_of
 from unirl_replay.v1 import common_pb2
@@ -113,6 +114,7 @@ def convert_engine(plan: EnginePlan, index: WorkloadIndex, *, lead_ms: float = 0
     del order
     origin = plan.first_arrival_ns if plan.first_arrival_ns is not None else origin_of(plan.requests)
     lanes = plan.lanes is not None
+    name = play_names(plan)  # the play id written upstream (start ordinal first in lanes mode)
     bounds: dict[str, float] = {}  # not_before_ms of the current play's requests (deps never cross plays)
 
     def not_before(rid: str) -> float:
@@ -137,6 +139,7 @@ def convert_engine(plan: EnginePlan, index: WorkloadIndex, *, lead_ms: float = 0
         k = nw
         current_play[0] = None
         for play in plan.play_order:
+            wp = name(play)
             for rid in plan.plays[play]:
                 n, inp, outs, _t, fdeps, _h = facts[rid]
                 hids = ids[offsets[k]:offsets[k + 1]].tolist()
@@ -152,7 +155,7 @@ def convert_engine(plan: EnginePlan, index: WorkloadIndex, *, lead_ms: float = 0
                 nb = row_not_before(rid, play)
                 for s in range(n):
                     row = {"request_id": sequence_id(rid, s, n, k - nw - 1, width),  # k: already past rid
-                           "play_id": play, "session_id": play, "model": MODEL, "input_length": inp, "output_length": outs[s],
+                           "play_id": wp, "session_id": wp, "model": MODEL, "input_length": inp, "output_length": outs[s],
                            "hash_ids": hids, "not_before_ms": nb}
                     if deps:
                         row["dependencies"] = deps
@@ -168,7 +171,7 @@ def convert_engine(plan: EnginePlan, index: WorkloadIndex, *, lead_ms: float = 0
             return
         # the same bytes assembled from arrays by pyarrow when it is installed (arrow_rows)
         fast = arrow_rows.rows_text(plan, facts, ids, offsets, len(plan.warmups), width, ordinal, lead_ms, origin,
-                                    MODEL, _TRIGGER, _RELATION)
+                                    MODEL, _TRIGGER, _RELATION, name)
         if fast is not None:
             yield from fast
             return
@@ -197,7 +200,7 @@ def convert_engine(plan: EnginePlan, index: WorkloadIndex, *, lead_ms: float = 0
         last = None
         for (play, rid), hs in zip(chunk, hstrs):
             if play is not last:
-                qp = q(play)
+                qp = q(name(play))
                 qplay = ',"play_id":' + qp + ',"session_id":' + qp
                 last = play
             n, inp, outs, t, deps, _ = facts[rid]

@@ -52,8 +52,8 @@ def _plain(pa, pc, strings: list[str]) -> bool:
 
 
 def rows_text(plan, facts: dict, ids: np.ndarray, offsets: np.ndarray, first: int, width: int,
-              ordinal: dict, lead_ms: float, origin: int, model: str, triggers: dict, relations: dict
-              ) -> Iterator[bytes] | None:
+              ordinal: dict, lead_ms: float, origin: int, model: str, triggers: dict, relations: dict,
+              play_name=str) -> Iterator[bytes] | None:
     """The file text of ``plan``'s real rows (after the warm-ups) as byte chunks, or None when
     this writer does not take the plan (no pyarrow, a trigger / relation the converter has no
     name for, more hash ids, requests or dependencies than its int32 offsets hold).
@@ -61,7 +61,7 @@ def rows_text(plan, facts: dict, ids: np.ndarray, offsets: np.ndarray, first: in
     ``ids[offsets[first + k]:offsets[first + k + 1]]`` are the dense hash ids of the k-th real
     request in file order (plays in ``plan.play_order``); ``ordinal``, ``width``: its sequence-id
     prefix; ``lead_ms`` / ``origin``: the root arrival shift; ``triggers`` / ``relations``: the
-    upstream names of the enum values.
+    upstream names of the enum values; ``play_name``: the play id written for a play (:func:`~.common.play_names`).
     """
     if not ENABLED:
         return None
@@ -96,6 +96,7 @@ def rows_text(plan, facts: dict, ids: np.ndarray, offsets: np.ndarray, first: in
     # request ids as json writes them between the quotes (escaped only where a string needs it)
     esc = order if _plain(pa, pc, order) else [_q(r)[1:-1] for r in order]
     d_esc = d_pid if _plain(pa, pc, d_pid) else [_q(r)[1:-1] for r in d_pid]
+    plays = [(play_name(p), c) for p, c in plays]  # the play ids as written (common.play_names)
     return _chunks(pa, pc, esc, by_field, plays, nb, d_k, d_esc, d_ord, d_pn, d_trig, d_rel, d_delay_ms, d_cnt, ids, offsets,
                    first, width, model, triggers, relations)
 

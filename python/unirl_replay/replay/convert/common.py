@@ -39,6 +39,21 @@ def ordinal_width(count: int) -> int:
     return max(ORDINAL_MIN_WIDTH, len(str(max(count - 1, 0))))
 
 
+def play_names(plan) -> Callable[[str], str]:
+    """The play id written upstream for each play of ``plan`` (an ``EnginePlan``).
+
+    In lanes mode (``plan.lanes`` set) Dynamo Replay 1.6.1 grants free lanes to plays in play-id STRING order,
+    not file order (measured: tests/test_replay_timelines.py, results/holdout-agentic-host2/README.md), so a
+    trajectory id would decide which trajectory starts first. There the name is
+    ``f"{position in plan.play_order:0{width}d}|{play}"`` (``Trajectory.start_order`` order), so string order =
+    start order; elsewhere (plays only scope dependencies) the play id itself."""
+    if plan.lanes is None:
+        return str
+    width = ordinal_width(len(plan.play_order))
+    pos = {play: k for k, play in enumerate(plan.play_order)}
+    return lambda play: f"{pos[play]:0{width}d}|{play}"
+
+
 def sequence_id(request_id: str, sample: int, num_samples: int, ordinal: int, width: int) -> str:
     """Upstream request id of one sample: ``f"{ordinal:0{width}d}|{request_id}"``, followed by
     ``f"#s{sample}"`` when n > 1 (fan-out: n sequences sharing the prompt).
