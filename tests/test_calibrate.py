@@ -376,11 +376,20 @@ def test_an_existing_profile_is_never_overwritten(tmp_path):
 # --- --prefill-row-tokens: prefill points as one multi-row pass ----------------------------------------------
 
 
-def test_like_row_tokens_is_the_median_prompt_length_of_the_trace(tmp_path):
+def test_like_row_tokens_is_the_token_weighted_prompt_length_of_the_trace(tmp_path):
+    from tracebuild import make_request
     t = grpo_trace(prompts=3, samples=2)
-    lens = sorted(r.input_tokens for r in t.requests())
+    for r, n in zip(t.requests(), (40, 200, 60)):  # unequal prompts (with their exact prefix hashes)
+        r.CopyFrom(make_request(r.request_id, samples=2, input_tokens=n, group_id=r.group_id,
+                                batch_id=r.rollout_batch_id, offset_ns=r.arrival.observed_offset_ns))
+    lens = np.array([r.input_tokens for r in t.requests()], dtype=float)
+    assert len(set(lens)) > 1  # else the weighting is not tested
     d = t.write(tmp_path / "t")
-    assert cal.like_row_tokens(d) == int(np.percentile(lens, 50, method="lower"))
+    got = cal.like_row_tokens(d)
+    assert got == round((lens ** 2).sum() / lens.sum())
+    # equal rows of `got` tokens hold the workload's sum of n^2 per token (the attention work), within rounding
+    assert abs(got * lens.sum() - (lens ** 2).sum()) <= 0.5 * lens.sum()
+    assert got == 151 and np.median(lens) == 60  # (40^2 + 200^2 + 60^2) / 300 = 150.7; the median request says 60
 
 
 def test_multirow_plan_caps_the_grid_at_one_pass_and_plans_the_probe_points(tmp_path):

@@ -289,8 +289,11 @@ def build_provenance(*, raw: Dict[str, Any], fit: Fit, eng: Dict[str, Any], mani
 
 
 def like_row_tokens(trace_dir: str | os.PathLike) -> int:
-    """``--prefill-row-tokens like``: the median prompt length (``Request.input_tokens``, median-low) of the trace's
-    requests. CalibrationError saying what is missing when the trace has none."""
+    """``--prefill-row-tokens like``: the token-weighted mean prompt length ``sum(n_i^2) / sum(n_i)`` (``n_i`` =
+    ``Request.input_tokens`` of the trace's requests, rounded to an int, tokens). Token-weighted, not the median
+    request: a pass of N tokens in equal rows of L tokens has ``sum n^2 = N * L``, so this L gives the sweep's passes
+    the workload's quadratic (attention) work per token, and a prompt's tokens weigh as much in the sweep as in the
+    passes they fill. CalibrationError saying what is missing when the trace has none."""
     from unirl_replay.contract.gate import gate
 
     lens = []
@@ -300,7 +303,8 @@ def like_row_tokens(trace_dir: str | os.PathLike) -> int:
     if not lens:
         raise CalibrationError(f"--prefill-row-tokens like: {trace_dir}/workload has no request with input_tokens > 0 "
                                "(Request.input_tokens): nothing to take the row length from; give --prefill-row-tokens L")
-    return int(np.percentile(lens, 50, method="lower"))
+    n = np.asarray(lens, dtype=np.float64)
+    return max(1, int(round(float((n * n).sum() / n.sum()))))
 
 
 #: a multi-row prefill point needs at least this share of its repeats usable (all rows in one pass)
