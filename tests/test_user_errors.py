@@ -108,3 +108,29 @@ def test_an_empty_out_is_refused_not_read_as_the_current_directory(tmp_path, mon
     err = capsys.readouterr().err
     assert "Traceback" not in err and "'--out'" in err and "is empty" in err, err
     assert not list(cwd.iterdir())
+
+
+@pytest.mark.parametrize("where", ["trace", "out"])
+def test_a_path_that_is_not_utf8_is_refused_before_anything_is_written(tmp_path, capsys, where):
+    """s10-attack: a trace directory (or --out) whose name holds bytes that are no UTF-8 (Python holds them as lone
+    surrogates) was a UnicodeEncodeError traceback from validate (TraceCheck.trace_dir), replay and convert, the
+    latter two after creating their --out."""
+    import os
+
+    good = grpo_trace(prompts=1, samples=2).write(tmp_path / "t")
+    odd = tmp_path / os.fsdecode(b"g\xffa")
+    if where == "trace":
+        good.rename(odd)
+        trace, out = odd, tmp_path / "o"
+    else:
+        trace, out = good, odd
+    for argv in (["validate", str(trace)],
+                 ["convert", str(trace), "--out", str(out / "c.jsonl")],
+                 ["replay", str(trace), "--timing-model", "polynomial", "--out", str(out)]):
+        if where == "out" and argv[0] == "validate":
+            continue
+        before = sorted(p.name for p in tmp_path.iterdir())
+        assert main(argv) == 2, argv
+        err = capsys.readouterr().err
+        assert "is not UTF-8" in err and "Traceback" not in err, err
+        assert sorted(p.name for p in tmp_path.iterdir()) == before, argv
