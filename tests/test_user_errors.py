@@ -134,3 +134,30 @@ def test_a_path_that_is_not_utf8_is_refused_before_anything_is_written(tmp_path,
         err = capsys.readouterr().err
         assert "is not UTF-8" in err and "Traceback" not in err, err
         assert sorted(p.name for p in tmp_path.iterdir()) == before, argv
+
+
+def test_convert_of_several_engines_checks_every_target_first_and_overwrites_no_users_sidecar(tmp_path, capsys):
+    """s10-attack: with a user's file at the second engine's target, convert wrote the first engine's file and
+    sidecar, then refused (a failed command leaving output); a user's file at a sidecar's name (its converted
+    file absent) was replaced by the sidecar."""
+    from pathlib import Path
+
+    trace = str(Path(__file__).resolve().parents[1] / "traces" / "agentic-ray-a")
+    allow = ["--allow-unmodelled", "engine_client.inflight_limit"]
+    out = tmp_path / "o"
+    out.mkdir()
+    (out / "x.vllm_vm_18591.jsonl").write_text("mine\n")
+    assert main(["convert", trace, "--out", str(out / "x.jsonl"), *allow]) == 2
+    assert "never replaced" in capsys.readouterr().err
+    assert sorted(p.name for p in out.iterdir()) == ["x.vllm_vm_18591.jsonl"]
+    assert (out / "x.vllm_vm_18591.jsonl").read_text() == "mine\n"
+    (out / "x.vllm_vm_18591.jsonl").unlink()
+    (out / "x.vllm_vm_18522.jsonl.unirl-replay.json").write_text("mine\n")
+    assert main(["convert", trace, "--out", str(out / "x.jsonl"), *allow]) == 2
+    assert "never replaced" in capsys.readouterr().err
+    assert sorted(p.name for p in out.iterdir()) == ["x.vllm_vm_18522.jsonl.unirl-replay.json"]
+    assert (out / "x.vllm_vm_18522.jsonl.unirl-replay.json").read_text() == "mine\n"
+    (out / "x.vllm_vm_18522.jsonl.unirl-replay.json").unlink()
+    assert main(["convert", trace, "--out", str(out / "x.jsonl"), *allow]) == 0
+    assert main(["convert", trace, "--out", str(out / "x.jsonl"), *allow]) == 0  # its own output is replaced
+    assert len(list(out.iterdir())) == 4
