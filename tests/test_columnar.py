@@ -216,6 +216,11 @@ HOSTILE = {
     "zstd bomb": lambda d: _ipc(_table([_req(prefix={"block_size_tokens": 4, "block_hashes": [0] * 200_000})]),
                                 compression="zstd"),
     "lz4 compressed": lambda d: _ipc(_table([_req()]), compression="lz4"),
+    # s10-attack: a flipped byte in a schema name (not UTF-8) was a UnicodeDecodeError traceback from validate,
+    # convert and every reader (pyarrow decodes Field.name only when it is read); 1 in 10 single-byte flips
+    "field name not utf-8": lambda d: (d / "workload.arrow").read_bytes().replace(b"request_id", b"\xffequest_id"),
+    "nested field name not utf-8": lambda d: (d / "workload.arrow").read_bytes().replace(b"block_hashes",
+                                                                                         b"block_hash\xe2s"),
 }
 
 

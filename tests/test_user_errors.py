@@ -108,3 +108,56 @@ def test_an_empty_out_is_refused_not_read_as_the_current_directory(tmp_path, mon
     err = capsys.readouterr().err
     assert "Traceback" not in err and "'--out'" in err and "is empty" in err, err
     assert not list(cwd.iterdir())
+
+
+@pytest.mark.parametrize("where", ["trace", "out"])
+def test_a_path_that_is_not_utf8_is_refused_before_anything_is_written(tmp_path, capsys, where):
+    """s10-attack: a trace directory (or --out) whose name holds bytes that are no UTF-8 (Python holds them as lone
+    surrogates) was a UnicodeEncodeError traceback from validate (TraceCheck.trace_dir), replay and convert, the
+    latter two after creating their --out."""
+    import os
+
+    good = grpo_trace(prompts=1, samples=2).write(tmp_path / "t")
+    odd = tmp_path / os.fsdecode(b"g\xffa")
+    if where == "trace":
+        good.rename(odd)
+        trace, out = odd, tmp_path / "o"
+    else:
+        trace, out = good, odd
+    for argv in (["validate", str(trace)],
+                 ["convert", str(trace), "--out", str(out / "c.jsonl")],
+                 ["replay", str(trace), "--timing-model", "polynomial", "--out", str(out)]):
+        if where == "out" and argv[0] == "validate":
+            continue
+        before = sorted(p.name for p in tmp_path.iterdir())
+        assert main(argv) == 2, argv
+        err = capsys.readouterr().err
+        assert "is not UTF-8" in err and "Traceback" not in err, err
+        assert sorted(p.name for p in tmp_path.iterdir()) == before, argv
+
+
+def test_convert_of_several_engines_checks_every_target_first_and_overwrites_no_users_sidecar(tmp_path, capsys):
+    """s10-attack: with a user's file at the second engine's target, convert wrote the first engine's file and
+    sidecar, then refused (a failed command leaving output); a user's file at a sidecar's name (its converted
+    file absent) was replaced by the sidecar."""
+    from pathlib import Path
+
+    trace = str(Path(__file__).resolve().parents[1] / "traces" / "agentic-ray-a")
+    allow = ["--allow-unmodelled", "engine_client.inflight_limit"]
+    out = tmp_path / "o"
+    out.mkdir()
+    (out / "x.vllm_vm_18591.jsonl").write_text("mine\n")
+    assert main(["convert", trace, "--out", str(out / "x.jsonl"), *allow]) == 2
+    assert "never replaced" in capsys.readouterr().err
+    assert sorted(p.name for p in out.iterdir()) == ["x.vllm_vm_18591.jsonl"]
+    assert (out / "x.vllm_vm_18591.jsonl").read_text() == "mine\n"
+    (out / "x.vllm_vm_18591.jsonl").unlink()
+    (out / "x.vllm_vm_18522.jsonl.unirl-replay.json").write_text("mine\n")
+    assert main(["convert", trace, "--out", str(out / "x.jsonl"), *allow]) == 2
+    assert "never replaced" in capsys.readouterr().err
+    assert sorted(p.name for p in out.iterdir()) == ["x.vllm_vm_18522.jsonl.unirl-replay.json"]
+    assert (out / "x.vllm_vm_18522.jsonl.unirl-replay.json").read_text() == "mine\n"
+    (out / "x.vllm_vm_18522.jsonl.unirl-replay.json").unlink()
+    assert main(["convert", trace, "--out", str(out / "x.jsonl"), *allow]) == 0
+    assert main(["convert", trace, "--out", str(out / "x.jsonl"), *allow]) == 0  # its own output is replaced
+    assert len(list(out.iterdir())) == 4

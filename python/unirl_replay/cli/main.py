@@ -68,6 +68,12 @@ def main(argv: list[str] | None = None) -> int:
     # effect in the program (and in a process that has not imported pyarrow yet); a user's own
     # setting wins.
     os.environ.setdefault("ARROW_DEFAULT_MEMORY_POOL", "system")
+    bad = _not_utf8(sys.argv[1:] if argv is None else argv)
+    if bad is not None:
+        click.echo(f"error: argument {bad!r} is not UTF-8 text (a file name holding bytes of another encoding?): "
+                   "every path and id this tool reads or records is UTF-8 (trace manifests, reports, results, "
+                   "sidecars are JSON); rename it, e.g. with convmv", err=True)
+        return 2
     try:
         cli.main(args=argv, standalone_mode=False)
     except click.exceptions.Exit as e:
@@ -87,6 +93,19 @@ def main(argv: list[str] | None = None) -> int:
         click.echo(f"error:{where}: {e.strerror or e}", err=True)
         return 2
     return 0
+
+
+def _not_utf8(args) -> str | None:
+    """The first argument that is no UTF-8 text (a name of bytes the file system encoding could not decode: Python
+    holds them as lone surrogates, which reached a protobuf string field or a JSON writer as a UnicodeEncodeError
+    traceback, after outputs were created), or None."""
+    for a in args:
+        if isinstance(a, str):
+            try:
+                a.encode("utf-8")
+            except UnicodeEncodeError:
+                return a
+    return None
 
 
 # The program's (run()): what a command leaves to the process exit, and the code it exits with.

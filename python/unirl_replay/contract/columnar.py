@@ -403,6 +403,10 @@ def _open_checked(source, cls, file: str):
                                "decompressed into memory whatever its size: a few hundred KiB can claim tens of GiB)"
                                if why.endswith(" is compressed") else f"corrupt Arrow IPC file ({why})",
                                file=file, rule="arrow.corrupt")
+    bad = _undecodable(schema)
+    if bad:
+        raise TraceFormatError(f"corrupt Arrow IPC file: {bad} is not UTF-8", file=file,
+                               rule="arrow.corrupt")
     extra: list[str] = []
     if not schema.equals(want):
         try:
@@ -413,6 +417,32 @@ def _open_checked(source, cls, file: str):
                                    "another message or another tool (a newer contract revision may only add "
                                    "fields)", file=file, rule="arrow.schema") from None
     return pa, reader, want, extra
+
+
+def _undecodable(schema) -> str | None:
+    """Which field name of ``schema`` (at any depth) is not UTF-8, or None. pyarrow decodes a name only when
+    it is read (``Field.name``, ``Schema.names``: a ``UnicodeDecodeError`` wherever that happens later; its
+    ``to_string`` replaces the bytes instead), so a corrupt file's names are decoded once here, each, before
+    any is read. Metadata values are bytes, decoded leniently where they are read."""
+    def children(t):
+        if hasattr(t, "value_field"):  # list, large list, fixed-size list
+            return [t.value_field]
+        if hasattr(t, "key_field"):  # map
+            return [t.key_field, t.item_field]
+        return [t.field(i) for i in range(t.num_fields)] if t.num_fields and hasattr(t, "field") else []
+
+    def walk(fields, path):
+        for i, f in enumerate(fields):
+            try:
+                name = f.name
+            except UnicodeDecodeError as e:
+                return f"the name of field {i} of {path[:-1] or 'the schema'} ({e.reason})"
+            why = walk(children(f.type), f"{path}{name}.")
+            if why:
+                return why
+        return None
+
+    return walk([schema.field(i) for i in range(len(schema))], "")
 
 
 def _compressed_batch(src) -> str | None:
@@ -519,7 +549,7 @@ def _match_fields(got: list, want: list, path: str, extra: list[str]) -> None:
         if num is None:
             raise _Mismatch(f"column {path}{g.name} carries no field number (proto.number)")
         if num in by_number:
-            raise _Mismatch(f"field number {num.decode()} appears twice ({path}{by_number[num].name}, {path}{g.name})")
+            raise _Mismatch(f"field number {num.decode(errors='replace')} appears twice ({path}{by_number[num].name}, {path}{g.name})")
         by_number[num] = g
     known = {w.name for w in want}
     for w in want:
@@ -534,7 +564,7 @@ def _match_fields(got: list, want: list, path: str, extra: list[str]) -> None:
         _match_type(g.type, w.type, path + w.name, extra)
     for g in by_number.values():
         if g.name in known:
-            raise _Mismatch(f"field {path}{g.name} has number {_number(g).decode()}, not this reader's")
+            raise _Mismatch(f"field {path}{g.name} has number {_number(g).decode(errors='replace')}, not this reader's")
         extra.append(path + g.name)
 
 

@@ -23,6 +23,8 @@ independent engines are derived on one clock.
 
 from __future__ import annotations
 
+import contextlib
+import os
 import re
 import tempfile
 from collections.abc import Iterable
@@ -430,12 +432,24 @@ def convert_trace(trace_dir: str | Path, out_file: str | Path, *, trace_format: 
                                    file=str(trace_dir), rule="convert.engine")
         plans = {engine_id: plans[engine_id]}
     out = Path(out_file)
+    targets = {eid: out if len(plans) == 1 else out.with_name(f"{out.stem}.{_safe(eid)}{out.suffix}") for eid in plans}
+    # every engine's target is checked before any is written (a refusal of the k-th left the first k-1 files
+    # written), and a failure part way removes the files this call created
+    from unirl_replay.replay.convert import sidecar
+    for p in targets.values():
+        sidecar.guard_target(p)
+    created = [q for p in targets.values() for q in (p, sidecar.sidecar_path(p)) if not os.path.lexists(q)]
     paths = []
-    for eid, plan in plans.items():
-        conv = CONVERTERS[trace_format](plan, index, digest=trace.artifact(ARTIFACT_KIND_WORKLOAD).sha256)
-        conv.unmodelled = tuple(plan.unmodelled)  # the sidecar says what this input lacks
-        p = out if len(plans) == 1 else out.with_name(f"{out.stem}.{_safe(eid)}{out.suffix}")
-        paths.append(conv.write(p))
+    try:
+        for eid, plan in plans.items():
+            conv = CONVERTERS[trace_format](plan, index, digest=trace.artifact(ARTIFACT_KIND_WORKLOAD).sha256)
+            conv.unmodelled = tuple(plan.unmodelled)  # the sidecar says what this input lacks
+            paths.append(conv.write(targets[eid]))
+    except BaseException:
+        for q in created:
+            with contextlib.suppress(OSError):
+                q.unlink()
+        raise
     return paths
 
 

@@ -225,6 +225,7 @@ EXAMPLES: dict[str, Example] = {
     "manifest.engine": _g(("del", M, 0, "engines[0].engine_id")),
     "manifest.created_at": _g(("set", M, 0, "created_at", "yesterday")),
     "manifest.conditions": _g(("set", M, 0, "conditions", {"steal_pct": "NaN", "host_busy_pct": 250.0})),
+    "manifest.capture_overhead": _g(("set", M, 0, "capture_overhead", {"overhead_ratio": "NaN", "pairs": 4})),
     "manifest.probe": _g(("set", M, 0, "probes", [{"engine_id": "e0", "when": "before", "points": [
         {"phase": "decode", "batch_size": 1, "context_tokens": 128, "repeats": 5, "median_ms": "NaN"}]}])),
     "record.empty": _g(("append", W, {})),

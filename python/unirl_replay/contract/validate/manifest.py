@@ -154,6 +154,15 @@ class ManifestRules(TraceState):
             self.v("manifest.created_at", f, 0, m.trace_id, why)
         for problem in conditions_problems(m.conditions):
             self.v("manifest.conditions", f, 0, m.trace_id, f"conditions: {problem}")
+        co = m.capture_overhead
+        if co.HasField("overhead_ratio") and not (math.isfinite(co.overhead_ratio) and co.overhead_ratio >= -1):
+            self.v("manifest.capture_overhead", f, 0, m.trace_id,
+                   f"capture_overhead.overhead_ratio = {co.overhead_ratio!r}: (instrumented / plain wall time) - 1 is a "
+                   "finite number >= -1 (reports print it as the capture's overhead)")
+        for name in ("instrumented_wall_ns", "plain_wall_ns"):
+            if co.HasField(name) and getattr(co, name) < 0:
+                self.v("manifest.capture_overhead", f, 0, m.trace_id,
+                       f"capture_overhead.{name} = {getattr(co, name)}: a wall time is >= 0 ns")
         engines = {e.engine_id: e for e in m.engines}
         probed: dict[tuple[str, str], int] = {}
         for i, probe in enumerate(m.probes):

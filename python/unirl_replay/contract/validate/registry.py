@@ -95,6 +95,8 @@ RULES: dict[str, str] = {
     "manifest.created_at": "created_at present but not an RFC 3339 UTC time (YYYY-MM-DDTHH:MM:SS[.fff]Z or +00:00)",
     "manifest.conditions": "RunConditions (the trace's or a probe's) with a load average not finite, < 0 or above "
                            f"{MAX_LOADAVG:.0e}, a steal / busy percentage outside 0-100, or a negative time or CPU time",
+    "manifest.capture_overhead": "capture_overhead with an overhead_ratio not finite or below -1 (instrumented / plain "
+                                 "- 1 of two wall times), or a negative instrumented / plain wall time",
     "manifest.probe": "a reference probe (TraceManifest.probes) of an unknown engine, `when` not before / after, a "
                       "relative artifact_path leaving the trace directory, holding a control character or naming one of the "
                       "trace's own files (manifest, workload / outcomes streams, *.partial), or a point with phase not decode / prefill, "

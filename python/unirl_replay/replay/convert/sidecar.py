@@ -82,6 +82,13 @@ def guard_target(path: str | os.PathLike) -> None:
     p = Path(path)
     p.parent.mkdir(parents=True, exist_ok=True)
     if not os.path.lexists(p):
+        sp = sidecar_path(p)
+        if os.path.lexists(sp):  # the sidecar's name without its file: replaced only if it is one of ours
+            try:
+                read_sidecar(p)
+            except (TraceFormatError, OSError):
+                raise OutputExistsError(f"{sp} exists and is not a sidecar unirl-replay wrote; it is never replaced: "
+                                        "choose another --out or move it") from None
         return
     if p.is_dir() or p.is_symlink():
         raise OutputExistsError(f"{p} exists and is not a converted file unirl-replay wrote; choose another --out")
