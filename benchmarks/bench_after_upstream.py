@@ -44,6 +44,8 @@ import tempfile
 import time
 from pathlib import Path
 
+from cpu_laps import wrap_cpu
+
 TIMING = "fixed:20,2"
 
 
@@ -106,17 +108,10 @@ def main() -> None:
     parts: dict[str, float] = {}
 
     def timed(mod, name):
-        f = getattr(mod, name, None)
-        if f is None:
+        if getattr(mod, name, None) is None:
             return
 
-        def g(*args, **kw):
-            c = time.process_time()
-            try:
-                return f(*args, **kw)
-            finally:
-                parts[name] = parts.get(name, 0.0) + time.process_time() - c
-        setattr(mod, name, g)
+        wrap_cpu(mod, name, parts, name)
     for name in ("map_rows", "predicted_values", "predicted_values_bulk", "predicted_values_mapped", "predicted_columns"):
         timed(mapback, name)
     for name in ("derive_trajectories_values", "derive_trajectories_columns", "derive_groups_values", "derive_batches"):

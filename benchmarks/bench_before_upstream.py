@@ -35,6 +35,8 @@ import tempfile
 import time
 from pathlib import Path
 
+from cpu_laps import wrap_cpu
+
 TIMING = "fixed:20,2"
 _PARTS = (  # (module, attribute path): wrapped when present
     ("unirl_replay.contract.gate", "gate_read"),
@@ -67,13 +69,7 @@ def _wrap(laps: dict) -> None:
         if f is None:
             continue
 
-        def timed(*a, _f=f, _name=attr, **k):
-            c = time.process_time()
-            try:
-                return _f(*a, **k)
-            finally:
-                laps[_name] = laps.get(_name, 0.0) + time.process_time() - c
-        setattr(owner, name, timed)
+        wrap_cpu(owner, name, laps, attr)
 
 
 def main() -> None:

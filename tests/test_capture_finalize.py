@@ -198,6 +198,15 @@ def _after(wl) -> dict:
             for b in wl["rollout_batch"] if b.HasField("after_batch")}
 
 
+def _assert_one_boundary_of_half_a_second(man, wl, oc):
+    """rollout-1 after rollout-0 with a 0.5 s driver gap, equal to rollout-1's first arrival - rollout-0's ready."""
+    assert _after(wl) == {"rollout-1": ("rollout-0", 500_000_000)}
+    first = min(r.arrival.observed_offset_ns for r in wl["request"] if r.rollout_batch_id == "rollout-1")
+    ready0 = next(b.ready_ns for b in oc["rollout_batch"] if b.rollout_batch_id == "rollout-0")
+    assert first - ready0 == 500_000_000
+    assert "closed loop at 1 of 1 batch boundaries" in man.labels["batch_boundary"]
+
+
 def test_grpo_sequential_generate_calls_record_the_closed_loop_boundary_with_the_driver_gap(tmp_path):
     _grpo_raw(tmp_path / "raw")
     _driver_generates(tmp_path / "raw")  # rollout 0's generate returns at 1.5 s, rollout 1's enters at 1.9 s
@@ -206,11 +215,7 @@ def test_grpo_sequential_generate_calls_record_the_closed_loop_boundary_with_the
     man, wl, oc = _load(tmp_path / "trace")
     # rollout 1's first engine call enters at 2.0 s (1.1 s into the window that starts at 0.9 s), rollout 0 is
     # ready at the driver return 1.5 s (0.6 s): gap 0.5 s exactly; the first batch has no boundary
-    assert _after(wl) == {"rollout-1": ("rollout-0", 500_000_000)}
-    first = min(r.arrival.observed_offset_ns for r in wl["request"] if r.rollout_batch_id == "rollout-1")
-    ready0 = next(b.ready_ns for b in oc["rollout_batch"] if b.rollout_batch_id == "rollout-0")
-    assert first - ready0 == 500_000_000
-    assert "closed loop at 1 of 1 batch boundaries" in man.labels["batch_boundary"]
+    _assert_one_boundary_of_half_a_second(man, wl, oc)
     assert "rollout-1 after rollout-0: driver gap 500.000 ms" in man.labels["batch_boundary"]
 
 
@@ -319,11 +324,7 @@ def test_agentic_sequential_submit_collect_records_the_closed_loop_boundary_with
     _valid(tmp_path / "trace")  # outcome.batch_boundary: no request of rollout-1 before rollout-0's ready
     man, wl, oc = _load(tmp_path / "trace")
     # rollout 1's first engine call enters at 2.5 s, rollout 0 is ready at its collect return 2.0 s: gap 0.5 s
-    assert _after(wl) == {"rollout-1": ("rollout-0", 500_000_000)}
-    first = min(r.arrival.observed_offset_ns for r in wl["request"] if r.rollout_batch_id == "rollout-1")
-    ready0 = next(b.ready_ns for b in oc["rollout_batch"] if b.rollout_batch_id == "rollout-0")
-    assert first - ready0 == 500_000_000
-    assert "closed loop at 1 of 1 batch boundaries" in man.labels["batch_boundary"]
+    _assert_one_boundary_of_half_a_second(man, wl, oc)
     assert "submit of a batch came after the previous batch's collect returned" in man.labels["batch_boundary"]
     assert "rollout-1 after rollout-0: driver gap 500.000 ms" in man.labels["batch_boundary"]
 

@@ -146,18 +146,13 @@ def test_convert_of_several_engines_checks_every_target_first_and_overwrites_no_
     allow = ["--allow-unmodelled", "engine_client.inflight_limit"]
     out = tmp_path / "o"
     out.mkdir()
-    (out / "x.vllm_vm_18591.jsonl").write_text("mine\n")
-    assert main(["convert", trace, "--out", str(out / "x.jsonl"), *allow]) == 2
-    assert "never replaced" in capsys.readouterr().err
-    assert sorted(p.name for p in out.iterdir()) == ["x.vllm_vm_18591.jsonl"]
-    assert (out / "x.vllm_vm_18591.jsonl").read_text() == "mine\n"
-    (out / "x.vllm_vm_18591.jsonl").unlink()
-    (out / "x.vllm_vm_18522.jsonl.unirl-replay.json").write_text("mine\n")
-    assert main(["convert", trace, "--out", str(out / "x.jsonl"), *allow]) == 2
-    assert "never replaced" in capsys.readouterr().err
-    assert sorted(p.name for p in out.iterdir()) == ["x.vllm_vm_18522.jsonl.unirl-replay.json"]
-    assert (out / "x.vllm_vm_18522.jsonl.unirl-replay.json").read_text() == "mine\n"
-    (out / "x.vllm_vm_18522.jsonl.unirl-replay.json").unlink()
+    for users in ("x.vllm_vm_18591.jsonl", "x.vllm_vm_18522.jsonl.unirl-replay.json"):
+        (out / users).write_text("mine\n")
+        assert main(["convert", trace, "--out", str(out / "x.jsonl"), *allow]) == 2
+        assert "never replaced" in capsys.readouterr().err
+        assert sorted(p.name for p in out.iterdir()) == [users]
+        assert (out / users).read_text() == "mine\n"
+        (out / users).unlink()
     assert main(["convert", trace, "--out", str(out / "x.jsonl"), *allow]) == 0
     assert main(["convert", trace, "--out", str(out / "x.jsonl"), *allow]) == 0  # its own output is replaced
     assert len(list(out.iterdir())) == 4
