@@ -371,7 +371,7 @@ def levels(probes: list[mpb.ReferenceProbe], prov: dict[str, Any]) -> dict[str, 
             r = float(np.median(reps)) if reps else pt.median_ms / ref_ms
             if not (math.isfinite(r) and r > 0):
                 raise ProbeError(f"probe {probe.engine_id!r} {probe.when!r}: {pt.phase} point median {pt.median_ms!r} "
-                                 f"ms over the fitted {where} = {ref!r} ms is no usable level")
+                                 f"ms over the {source} {where} = {ref_ms!r} ms is no usable level")
             if pt.phase == "decode":
                 dec.append(r)
             elif pt.batch_size <= 1:  # the scalar method's prefill level: the isolated row(s) only

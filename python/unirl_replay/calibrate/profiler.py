@@ -36,14 +36,16 @@ from unirl_replay.calibrate.driver import reference_python, run_driver  # noqa: 
 from unirl_replay.calibrate.fit import Fit, fit_profile  # noqa: F401  (re-exported)
 from unirl_replay.calibrate.profile_file import check_tables, write_profile  # noqa: F401  (re-exported)
 
-METHOD = ("NVIDIA planner profiler method: isolated prefill sweep (one request at a time, unique prompts, "
-          "max_tokens=1, median of vLLM first_token_ts - scheduled_ts); decode: B identical-length requests "
+#: the METHOD's prefill clause of the default (one-row) sweep
+ONE_ROW_PREFILL = ("isolated prefill sweep (one request at a time, unique prompts, max_tokens=1, median of vLLM "
+                   "first_token_ts - scheduled_ts)")
+METHOD = ("NVIDIA planner profiler method: " + ONE_ROW_PREFILL + "; decode: B identical-length requests "
           "at once (ignore_eos), median engine step gap in the middle of the all-decoding run -> "
           "(kv = B*(L+OSL/2), ctx = L+OSL/2); every request (prefill, decode, warm-up) with the rollout's "
           "per-request sampling work (see `sampling`: temperature 1, top_p 1, top_k off, logprobs=0 under the "
           "engine's logprobs_mode=processed_logprobs, as UniRL's vLLM runtime requests them); relative "
           "least-squares fit, sampled on a regular grid")
-#: the METHOD's prefill clause with ``--prefill-row-tokens L`` (replaces "isolated prefill sweep (one request at a time")
+#: the METHOD's prefill clause with ``--prefill-row-tokens L`` (in place of :data:`ONE_ROW_PREFILL`)
 MULTIROW_METHOD = ("multi-row prefill sweep (each point N one engine pass of ceil(N/L) rows of about L={row_tokens} new "
                    "tokens, L {source}, summing exactly N <= max_num_batched_tokens, after a lead row of {lead} tokens "
                    "in the same generate call; a repeat is used only when vLLM's per-request scheduled_ts and "
@@ -311,10 +313,15 @@ def like_row_tokens(trace_dir: str | os.PathLike) -> int:
 MIN_USABLE_SHARE = 0.5
 
 
+def min_usable_repeats(repeats: int) -> int:
+    """The usable repeats a multi-row prefill point of ``repeats`` needs (:data:`MIN_USABLE_SHARE`, at least 1)."""
+    return max(1, int(np.ceil(MIN_USABLE_SHARE * repeats)))
+
+
 def multirow_points(raw: Dict[str, Any], repeats: int) -> Tuple[Dict[str, Any], List[Dict[str, Any]]]:
     """Per multi-row point: rows, tokens, usable / unusable repeats, refused; and the raw copy the fit reads (a
     refused point's repeats without ``ttft_ms``, so the fit leaves it out; unusable repeats have none already)."""
-    need = max(1, int(np.ceil(MIN_USABLE_SHARE * repeats)))
+    need = min_usable_repeats(repeats)
     by: Dict[int, List[Dict[str, Any]]] = {}
     for r in raw.get("prefill", []):
         by.setdefault(int(r["isl"]), []).append(r)
@@ -350,8 +357,8 @@ def calibrate(like: str, out: str, *, workload_name: Optional[str] = None, repea
     ``engine_env``: environment variables the driver and its engine run with (e.g. the capture's thread
     binding ``OMP_NUM_THREADS=1``, ``VLLM_CPU_OMP_THREADS_BIND=0``), recorded as ``engine_env`` in the
     provenance; the binding the engine's processes actually held is in ``conditions.worker_threads``.
-    ``prefill_row_tokens``: None (one row per prefill point, the default), an int L, or ``"like"`` (L = the median
-    prompt length of the ``like`` trace's requests): each prefill point N is measured as one pass of ceil(N / L)
+    ``prefill_row_tokens``: None (one row per prefill point, the default), an int L, or ``"like"`` (L = the
+    token-weighted prompt length of the ``like`` trace's requests, :func:`like_row_tokens`): each prefill point N is measured as one pass of ceil(N / L)
     rows, and the reference probe's points are measured too (provenance ``prefill_rows``, ``reference_points``).
 
     Raises:
@@ -413,15 +420,14 @@ def calibrate(like: str, out: str, *, workload_name: Optional[str] = None, repea
     if row_tokens:
         fit_raw, rows_pts = multirow_points(raw, repeats)
         rows_record = {"row_tokens": row_tokens, "source": row_source, "lead_tokens": spec["prefill"]["lead_tokens"],
-                       "min_usable_repeats": max(1, int(np.ceil(MIN_USABLE_SHARE * repeats))),
+                       "min_usable_repeats": min_usable_repeats(repeats),
                        "grid": spec["prefill"]["grid_note"], "points": rows_pts}
     fit = fit_profile(fit_raw, eng)
     prov = build_provenance(raw=raw, fit=fit, eng=eng, manifest=man, workload_name=name, spec=spec)
     if rows_record is not None:
         prov["prefill_rows"] = rows_record
         prov["method"] = METHOD.replace(
-            "isolated prefill sweep (one request at a time, unique prompts, max_tokens=1, median of vLLM "
-            "first_token_ts - scheduled_ts)",
+            ONE_ROW_PREFILL,
             MULTIROW_METHOD.format(row_tokens=row_tokens, source=row_source, lead=rows_record["lead_tokens"],
                                    min_usable=rows_record["min_usable_repeats"]))
     if raw.get("reference_points"):

@@ -103,8 +103,8 @@ def _fit_describes_the_tables(base: str) -> None:
 @click.option("--prefill-row-tokens", "prefill_row_tokens", default=None, metavar="L|like",
               help="Measure each prefill point N as ONE engine pass of ceil(N/L) rows of about L new tokens (sum "
                    "exactly N <= max_num_batched_tokens; a lead row first, repeats whose pass did not hold every row "
-                   "left out), shaped like a window's prefill passes; `like` takes L from the --like trace (the median "
-                   "prompt length of its requests). Also measures the reference probe's points in this engine "
+                   "left out), shaped like a window's prefill passes; `like` takes L from the --like trace (its "
+                   "token-weighted prompt length sum(n^2)/sum(n)). Also measures the reference probe's points in this engine "
                    "(provenance reference_points, which --level-to-probe then levels against). Default: one row.")
 @click.option("--raw-out", default=None, type=OutPath(dir_okay=False), help="Also keep the raw driver JSON here.")
 @click.option("--from-raw", "raw_in", default=None, type=click.Path(exists=True, dir_okay=False),

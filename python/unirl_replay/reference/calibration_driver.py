@@ -335,7 +335,7 @@ def run(spec: Dict[str, Any]) -> Dict[str, Any]:
     if pre.get("row_tokens"):
         result["prefill"] = multirow_prefill_sweep(llm, prompts, list(pre["isl"]), int(pre["repeats"]),
                                                    int(spec.get("seed", 0)), sampling, int(pre["row_tokens"]),
-                                                   int(pre.get("lead_tokens") or 256))
+                                                   int(pre["lead_tokens"]))
     else:
         result["prefill"] = prefill_sweep(llm, prompts, list(pre["isl"]), int(pre["repeats"]),
                                           int(spec.get("seed", 0)), sampling)
