@@ -232,3 +232,31 @@ def test_isa_flags_compare_as_a_set_and_print_in_the_recorded_order():
     assert _sig_warnings(_manifest(ZEN4), prov) == []
     w = _sig_warnings(_manifest(ZEN4), _prov(None))[0]
     assert "ISA avx2 avx512f avx512bw avx512vl avx512_vnni avx512_bf16)" in w
+
+
+def test_a_profile_of_other_hardware_is_labelled_unvalidated_never_calibrated():
+    """The CPU model string is "AMD EPYC" on both sides; only the signature tells the hosts apart. A profile
+    of another processor (family / model / stepping / ISA) is an UNVALIDATED prediction of this run: the
+    title says so (and the condition warning says why); a microcode update alone stays a warning."""
+    from unirl_replay.report.conditions import hardware_mismatch
+    from unirl_replay.report.labels import honesty_label
+
+    r = _replay()
+    r.timing_model.calibration = rpb.CALIBRATION_STATUS_CALIBRATED
+    r.timing_model.profile_path = "/p/cpu.npz"
+    why = hardware_mismatch(_manifest(ZEN4), r, _prov(ZEN2))
+    assert why and "family 25 model 17" in why and "family 23 model 49" in why
+    assert honesty_label(_manifest(ZEN4), r, other_hardware=True).endswith(
+        "profile cpu.npz (UNVALIDATED on this host: CALIBRATED on other hardware)")
+    assert hardware_mismatch(_manifest(ZEN4), r, _prov(ZEN4)) is None
+    assert hardware_mismatch(_manifest(ZEN4), r, _prov(ZEN4.replace("0x1000065", "0x1000066"))) is None
+    assert hardware_mismatch(_manifest(ZEN4), r, _prov(None)) is None  # unknown: warned about, not labelled
+    other_model = _prov(ZEN4)
+    other_model["hardware"]["cpu_model"] = "Intel Xeon"
+    assert "CPU model" in hardware_mismatch(_manifest(ZEN4), r, other_model)
+    r.timing_model.calibration = rpb.CALIBRATION_STATUS_CALIBRATED_PROBE
+    assert "(UNVALIDATED on this host: CALIBRATED+PROBE on other hardware)" in honesty_label(
+        _manifest(ZEN4), r, other_hardware=True)
+    r.timing_model.kind = rpb.TIMING_MODEL_KIND_POLYNOMIAL
+    r.timing_model.calibration = rpb.CALIBRATION_STATUS_UNCALIBRATED
+    assert hardware_mismatch(_manifest(ZEN4), r, _prov(ZEN2)) is None  # no calibration host to differ from

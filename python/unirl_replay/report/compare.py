@@ -85,7 +85,8 @@ from unirl_replay.report.keys import (  # noqa: F401  (re-exported)
     SideValues,
 )
 from unirl_replay.report.bracket import bound_name, brackets
-from unirl_replay.report.explain import LoadedModel, explain
+from unirl_replay.report.conditions import hardware_mismatch
+from unirl_replay.report.explain import LoadedModel, builtin_model, explain
 from unirl_replay.report.labels import _ROLE_WORDS, check_inputs, honesty_label, timing_label  # noqa: F401
 from unirl_replay.report.matching import (  # noqa: F401  (re-exported)
     REQUEST_SPANS,
@@ -223,7 +224,8 @@ def compare(manifest: mpb.TraceManifest, workload: Iterable[wpb.WorkloadRecord],
         schema_version=SCHEMA_VERSION, trace_id=manifest.trace_id, role=manifest.role,
         workload_name=manifest.workload_name, simulator=replay.simulator, timing_model=replay.timing_model,
         granularity=replay.granularity, capture_overhead=manifest.capture_overhead,
-        label=honesty_label(manifest, replay))
+        label=honesty_label(manifest, replay, other_hardware=hardware_mismatch(
+            manifest, replay, (timing or builtin_model(replay.timing_model))[1]) is not None))
     per_request = replay.granularity != rpb.RESULT_GRANULARITY_AGGREGATE_ONLY
     if per_request and matching is None:
         matching = match_indexed(idx, outcomes, replay)

@@ -85,6 +85,9 @@ def probe_levels(manifest: mpb.TraceManifest, model: StepModel | None) -> list[t
 
 #: CpuSignature fields compared (JSON profile names: snake_case, camelCase accepted)
 SIGNATURE_FIELDS = ("vendor_id", "cpu_family", "model", "stepping", "microcode", "flags_digest", "isa_flags")
+#: the fields that name the processor itself: a difference in one of them is other hardware (the label says
+#: UNVALIDATED); a microcode or full-flags difference alone is only warned about (a hypervisor or an update)
+HARDWARE_FIELDS = ("vendor_id", "cpu_family", "model", "stepping", "isa_flags")
 
 
 def _camel(name: str) -> str:
@@ -212,6 +215,28 @@ def _binding_shape(binding: str) -> str:
             item = f"{name}=<{n} CPU{'s' if n != 1 else ''}>"
         out.append(item)
     return "; ".join(out)
+
+
+def hardware_mismatch(manifest: mpb.TraceManifest, replay: rpb.ReplayResult, prov: dict) -> str | None:
+    """Why the replay's measured profile is of other hardware than the capture, or None.
+
+    Other hardware: the CPU model strings differ, or both sides recorded a CPU signature
+    (``RunConditions.cpu_signature`` / the profile provenance's ``conditions.cpu_signature``) and one of
+    :data:`HARDWARE_FIELDS` differs (ISA flags compared as a set). Unknown (a side recorded neither) is not a mismatch: the
+    conditions warnings say so. Only measured profiles have a calibration host (None otherwise).
+    """
+    if replay.timing_model.kind != rpb.TIMING_MODEL_KIND_PROFILE or not prov.get("measured"):
+        return None
+    hw = prov.get("hardware") or {}
+    cap_cpu, cal_cpu = manifest.hardware.cpu_model, str(hw.get("cpu_model", ""))
+    if cap_cpu and cal_cpu and cap_cpu != cal_cpu:
+        return f"CPU model {cap_cpu!r} (capture) vs {cal_cpu!r} (calibration)"
+    cap, cal = capture_signature(manifest), calibration_signature(prov)
+    diff = [k for k in HARDWARE_FIELDS if k in cap and k in cal
+            and (sorted(cap[k]) != sorted(cal[k]) if k == "isa_flags" else cap[k] != cal[k])]
+    if diff:
+        return f"CPU signature {signature_words(cap)} (capture) vs {signature_words(cal)} (calibration)"
+    return None
 
 
 def condition_warnings(manifest: mpb.TraceManifest, replay: rpb.ReplayResult, prov: dict,

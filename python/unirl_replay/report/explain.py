@@ -9,7 +9,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 
 from unirl_replay.report import profile_check as pc
-from unirl_replay.report.conditions import condition_warnings
+from unirl_replay.report.conditions import condition_warnings, hardware_mismatch
 from unirl_replay.report.decompose import TERMS, WHAT, decompose
 from unirl_replay.report.keys import L_BATCH, Pairs
 from unirl_replay.report.labels import timing_label
@@ -63,7 +63,8 @@ def explain(idx: WorkloadIndex, outcomes: Sequence[opb.OutcomeRecord], manifest:
     rb = rebuild_steps(idx, outcomes, manifest.engines)
     model = model or builtin_model(replay.timing_model)
     sm, prov, why = model
-    check = vpb.ProfileCheck(timing_model=timing_label(replay.timing_model))
+    other_hw = hardware_mismatch(manifest, replay, prov) is not None  # compare's label says the same
+    check = vpb.ProfileCheck(timing_model=timing_label(replay.timing_model, other_hw))
     if sm is not None:
         cap = _kv_capacity(manifest, replay)
         pc.evaluate_steps(rb.engines, {e: sm.with_capacity(cap.get(e, 0)) for e in cap}, rb.contexts)

@@ -17,8 +17,13 @@ _ROLE_WORDS = {cpb.WORKLOAD_ROLE_CALIBRATION: "calibration", cpb.WORKLOAD_ROLE_H
                cpb.WORKLOAD_ROLE_UNLABELLED: "unlabelled"}
 
 
-def timing_label(tm: rpb.TimingModel) -> str:
+def timing_label(tm: rpb.TimingModel, other_hardware: bool = False) -> str:
     """Readable timing model with its calibration status, e.g. ``"polynomial (UNCALIBRATED)"``.
+
+    ``other_hardware``: the profile was measured on another host than the capture's
+    (:func:`unirl_replay.report.conditions.hardware_mismatch`); a CALIBRATED or CALIBRATED+PROBE
+    profile then reads ``"profile p.npz (UNVALIDATED on this host: CALIBRATED on other hardware)"``,
+    never as a calibrated prediction of this run.
 
     Raises:
         ComparisonError: the status is unspecified, or a polynomial / fixed model claims CALIBRATED
@@ -51,16 +56,21 @@ def timing_label(tm: rpb.TimingModel) -> str:
                 "functional_only; not a prediction of the measured run)")
     else:
         raise ComparisonError("replay result's timing model kind is unspecified")
+    if other_hardware and tm.calibration in (rpb.CALIBRATION_STATUS_CALIBRATED, rpb.CALIBRATION_STATUS_CALIBRATED_PROBE):
+        return f"{what} (UNVALIDATED on this host: {status} on other hardware)"
     return f"{what} ({status})"
 
 
-def honesty_label(manifest: mpb.TraceManifest, replay: rpb.ReplayResult) -> str:
+def honesty_label(manifest: mpb.TraceManifest, replay: rpb.ReplayResult, other_hardware: bool = False) -> str:
     """One-line label for every title: role + workload name | simulator | timing model (status)
-    [| aggregate-only] [| IN-SAMPLE] [| UNMODELLED: <rules>]."""
+    [| aggregate-only] [| IN-SAMPLE] [| UNMODELLED: <rules>].
+
+    ``other_hardware``: see :func:`timing_label` (set by ``compare`` when the profile's provenance names
+    another CPU than the capture's manifest)."""
     role = _ROLE_WORDS.get(manifest.role, "ROLE UNSPECIFIED")
     parts = [f"{role} workload {manifest.workload_name or manifest.trace_id}",
              f"{replay.simulator.name or 'simulator ?'} {replay.simulator.version}".strip(),
-             timing_label(replay.timing_model)]
+             timing_label(replay.timing_model, other_hardware)]
     if replay.granularity == rpb.RESULT_GRANULARITY_AGGREGATE_ONLY:
         parts.append("aggregate-only")
     if manifest.workload_name and manifest.workload_name in replay.timing_model.calibration_workloads:
