@@ -48,11 +48,14 @@ METHOD = ("NVIDIA planner profiler method: " + ONE_ROW_PREFILL + "; decode: B id
 #: the METHOD's prefill clause with ``--prefill-row-tokens L`` (in place of :data:`ONE_ROW_PREFILL`)
 MULTIROW_METHOD = ("multi-row prefill sweep (each point N one engine pass of ceil(N/L) rows of about L={row_tokens} new "
                    "tokens, L {source}, summing exactly N <= max_num_batched_tokens, after a lead row of {lead} tokens "
-                   "in the same generate call; a repeat is used only when vLLM's per-request scheduled_ts and "
+                   "in the same generate call{lead_fill}; a repeat is used only when vLLM's per-request scheduled_ts and "
                    "first_token_ts show every row in one pass, pass time = first_token_ts - scheduled_ts of that pass; "
                    "a point with fewer than {min_usable} usable repeats is refused (left out of the fit)")
-#: the lead row of a multi-row prefill point (the probe's batched point sends 256 too)
+#: the lead row of a multi-row prefill point (the probe's batched point sends 256 too): its least size
 LEAD_ROW_TOKENS = 256
+#: the method's words for the lead row of an engine without chunked prefill (``lead_budget_tokens``)
+LEAD_FILL = (" (or more: {budget} - the smallest row + 1 tokens, so that no row can share the lead's pass and "
+             "every row reaches the engine while it runs)")
 #: repeats of the reference probe's points (``capture.probe.PROBE_POINTS``) measured in the calibration engine
 REFERENCE_REPEATS = 3
 # The per-request sampling work of the rollouts a profile stands for. UniRL 0.2.0's direct-vLLM engine
@@ -181,7 +184,12 @@ def plan_sweep(eng: Dict[str, Any], *, repeats: int = 5, osl: int = 64, decode_r
         if not 1 <= int(row_tokens) <= top:
             raise CalibrationError(f"--prefill-row-tokens {row_tokens}: a row must hold 1..{top} tokens "
                                    f"(max_num_batched_tokens {mnbt}, max_model_len {mml})")
-        prefill.update(row_tokens=int(row_tokens), lead_tokens=LEAD_ROW_TOKENS,
+        # chunked prefill off: a lead row of max_num_batched_tokens - (smallest row) + 1 tokens cannot share its
+        # pass with any row (vLLM V1 schedules waiting requests first come first served and stops at the first
+        # one over the budget), and its pass (~0.2 s at 4k tokens) outlasts the delivery of every row of the call
+        # (a 256-token lead ran ~15 ms: 2-row and 23-row points lost rows to the race and were refused)
+        lead_budget = 0 if eng.get("enable_chunked_prefill") else int(min(mnbt, mml - 1))
+        prefill.update(row_tokens=int(row_tokens), lead_tokens=LEAD_ROW_TOKENS, lead_budget_tokens=lead_budget,
                        grid_note=f"N capped at min(max_num_batched_tokens {mnbt}, max_model_len - 1) = {top}: one "
                                  "pass cannot hold more new tokens")
     spec: Dict[str, Any] = {"engine": eng, "seed": seed, "warmup_isl": [64, min(512, top)],
@@ -420,6 +428,7 @@ def calibrate(like: str, out: str, *, workload_name: Optional[str] = None, repea
     if row_tokens:
         fit_raw, rows_pts = multirow_points(raw, repeats)
         rows_record = {"row_tokens": row_tokens, "source": row_source, "lead_tokens": spec["prefill"]["lead_tokens"],
+                       "lead_budget_tokens": int(spec["prefill"].get("lead_budget_tokens") or 0),
                        "min_usable_repeats": min_usable_repeats(repeats),
                        "grid": spec["prefill"]["grid_note"], "points": rows_pts}
     fit = fit_profile(fit_raw, eng)
@@ -429,6 +438,8 @@ def calibrate(like: str, out: str, *, workload_name: Optional[str] = None, repea
         prov["method"] = METHOD.replace(
             ONE_ROW_PREFILL,
             MULTIROW_METHOD.format(row_tokens=row_tokens, source=row_source, lead=rows_record["lead_tokens"],
+                                   lead_fill=LEAD_FILL.format(budget=rows_record["lead_budget_tokens"])
+                                   if rows_record["lead_budget_tokens"] else "",
                                    min_usable=rows_record["min_usable_repeats"]))
     if raw.get("reference_points"):
         from unirl_replay.calibrate.probe import reference_summary

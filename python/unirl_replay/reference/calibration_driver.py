@@ -168,7 +168,8 @@ def row_sizes(n: int, row_tokens: int) -> List[int]:
 
 
 def multirow_prefill_sweep(llm, prompts: _Prompts, isls: List[int], repeats: int, seed: int,
-                           sampling: Dict[str, Any], row_tokens: int, lead_tokens: int) -> List[Dict[str, Any]]:
+                           sampling: Dict[str, Any], row_tokens: int, lead_tokens: int,
+                           lead_budget_tokens: int = 0) -> List[Dict[str, Any]]:
     """Each point N as ONE engine pass of ``ceil(N / row_tokens)`` rows (sum exactly N), after a lead row.
 
     vLLM V1's EngineCore (its own process) may start a pass before every row of a ``generate`` call has
@@ -176,7 +177,9 @@ def multirow_prefill_sweep(llm, prompts: _Prompts, isls: List[int], repeats: int
     share the next pass (``capture.probe.batched_prefill_pass``: the rows sharing one ``first_token_ts`` and
     one ``scheduled_ts``). A repeat whose largest pass did not hold exactly the point's rows and tokens is
     kept with ``ttft_ms: None`` and its reason (never mixed in). Single-row points (N <= row_tokens) run as
-    the one-row sweep does, no lead row.
+    the one-row sweep does, no lead row. ``lead_budget_tokens`` (the engine's token budget of a pass when
+    chunked prefill is off, else 0): the lead row then holds ``max(lead_tokens, budget - smallest row + 1)``
+    tokens, so no row fits in its pass and every row arrives while it runs.
     """
     from unirl_replay.capture.probe import batched_prefill_pass
 
@@ -189,13 +192,14 @@ def multirow_prefill_sweep(llm, prompts: _Prompts, isls: List[int], repeats: int
         for isl in chunk:
             sizes = row_sizes(isl, row_tokens)
             lead = 1 if len(sizes) > 1 else 0
-            batch = [prompts.make(lead_tokens) for _ in range(lead)] + [prompts.make(n) for n in sizes]
+            lead_n = max(lead_tokens, lead_budget_tokens - min(sizes) + 1) if lead_budget_tokens else lead_tokens
+            batch = [prompts.make(lead_n) for _ in range(lead)] + [prompts.make(n) for n in sizes]
             t0 = time.monotonic()
             outs = llm.generate(batch, params, use_tqdm=False)
             t1 = time.monotonic()
             recs = _pass_rows(outs, lead)
             rec: Dict[str, Any] = {"isl": isl, "repeat": r, "client_s": t1 - t0, "rows": len(sizes),
-                                   "row_tokens": sizes, "lead_tokens": lead_tokens if lead else 0,
+                                   "row_tokens": sizes, "lead_tokens": lead_n if lead else 0,
                                    "loadavg": loadavg(), "logprobs_returned": sum(_logprobs_returned(o) for o in outs)}
             if not lead:
                 m = recs[0]["metrics"]
@@ -335,7 +339,7 @@ def run(spec: Dict[str, Any]) -> Dict[str, Any]:
     if pre.get("row_tokens"):
         result["prefill"] = multirow_prefill_sweep(llm, prompts, list(pre["isl"]), int(pre["repeats"]),
                                                    int(spec.get("seed", 0)), sampling, int(pre["row_tokens"]),
-                                                   int(pre["lead_tokens"]))
+                                                   int(pre["lead_tokens"]), int(pre.get("lead_budget_tokens") or 0))
     else:
         result["prefill"] = prefill_sweep(llm, prompts, list(pre["isl"]), int(pre["repeats"]),
                                           int(spec.get("seed", 0)), sampling)
