@@ -473,3 +473,22 @@ def test_profile_spread_skips_the_unusable_repeats_of_a_multirow_sweep():
 
     prov = {"raw": {"prefill": [{"isl": 512, "ttft_ms": v} for v in (20.0, 21.0, 22.0, None)]}}
     assert "median over 1 ISLs" in profile_spread(prov)
+
+
+def test_multirow_lead_row_cannot_share_a_pass_with_any_row_when_chunked_prefill_is_off():
+    """The lead row of a multi-row prefill point runs alone while the call's rows reach the engine. With
+    chunked prefill off (the tested engines) it is budget - smallest row + 1 tokens, so that no row fits in
+    its pass; with chunked prefill on, the plan keeps the 256-token lead (a long lead would be chunked)."""
+    from unirl_replay.reference.calibration_driver import lead_row_tokens
+
+    eng = dict(ENG, enable_chunked_prefill=False)
+    spec = cal.plan_sweep(eng, max_kv=8192, row_tokens=183)
+    budget = spec["prefill"]["lead_budget_tokens"]
+    assert budget == min(eng["max_num_batched_tokens"], eng["max_model_len"] - 1)
+    sizes = [178] * 22 + [179]  # 4095 tokens in 23 rows
+    lead = lead_row_tokens(sizes, spec["prefill"]["lead_tokens"], budget)
+    assert lead + min(sizes) > budget and lead <= eng["max_model_len"] - 1
+    assert lead_row_tokens([3000, 3000], 256, budget) == 256 + max(0, budget - 3000 + 1 - 256)
+    on = cal.plan_sweep(dict(ENG, enable_chunked_prefill=True), max_kv=8192, row_tokens=183)
+    assert on["prefill"]["lead_budget_tokens"] == 0
+    assert lead_row_tokens(sizes, on["prefill"]["lead_tokens"], 0) == 256

@@ -167,6 +167,15 @@ def row_sizes(n: int, row_tokens: int) -> List[int]:
     return [base + (1 if i < extra else 0) for i in range(k)]
 
 
+def lead_row_tokens(sizes: List[int], lead_tokens: int, lead_budget_tokens: int) -> int:
+    """Prompt tokens of the lead row before rows of ``sizes`` tokens: ``lead_tokens``, or with a pass budget
+    (chunked prefill off) ``max(lead_tokens, budget - min(sizes) + 1)``, the least size no row can share a pass
+    with (vLLM V1 admits waiting requests in order and stops at the first over the budget)."""
+    if not lead_budget_tokens:
+        return int(lead_tokens)
+    return max(int(lead_tokens), int(lead_budget_tokens) - min(sizes) + 1)
+
+
 def multirow_prefill_sweep(llm, prompts: _Prompts, isls: List[int], repeats: int, seed: int,
                            sampling: Dict[str, Any], row_tokens: int, lead_tokens: int,
                            lead_budget_tokens: int = 0) -> List[Dict[str, Any]]:
@@ -192,7 +201,7 @@ def multirow_prefill_sweep(llm, prompts: _Prompts, isls: List[int], repeats: int
         for isl in chunk:
             sizes = row_sizes(isl, row_tokens)
             lead = 1 if len(sizes) > 1 else 0
-            lead_n = max(lead_tokens, lead_budget_tokens - min(sizes) + 1) if lead_budget_tokens else lead_tokens
+            lead_n = lead_row_tokens(sizes, lead_tokens, lead_budget_tokens)
             batch = [prompts.make(lead_n) for _ in range(lead)] + [prompts.make(n) for n in sizes]
             t0 = time.monotonic()
             outs = llm.generate(batch, params, use_tqdm=False)
