@@ -16,6 +16,12 @@ The reading (``ProfileCheck.reading``), with the rule written down:
   the ratio **grows (falls) with batch size: the model's form** is wrong;
 - likewise prefill intervals against their new-token count (ratio of the upper half over the
   lower half of prompt lengths > :data:`FORM_FACTOR`): **grows with prompt length**;
+- but first, the largest group of later prefill passes of about the same size (new tokens within a
+  factor :data:`SAME_SIZE_FACTOR`, at least ``2 x`` :data:`MIN_INTERVALS` passes): when their ratios
+  spread by more than ``FORM_FACTOR ** 2`` (90th over 10th percentile), **same-size passes ran at
+  different speeds**: the engine's speed varied within the window (contention on its cores), which no
+  form of the model explains, and no trend with prompt length is read through it (a GRPO window's
+  budget-filled passes of ~4k tokens ran 0.9x or 2x the model, bimodal, on a 2-core host);
 - otherwise, when every phase's median lies within a factor :data:`FORM_FACTOR` of the decode
   median, the ratio is **uniform: the engine's level (or the conditions) differ** between the
   calibration and the capture; the form of the profile holds;
@@ -35,6 +41,35 @@ from unirl_replay.v1 import report_pb2 as vpb
 MIN_INTERVALS = 3
 FORM_FACTOR = 1.25
 TREND_RHO = 0.5
+#: prefill passes whose new-token counts lie within this factor of one another are "the same size"
+SAME_SIZE_FACTOR = 1.15
+
+
+def same_size_spread(intervals: Sequence[vpb.StepInterval]) -> dict | None:
+    """The largest group of later prefill passes (``PH_PREFILL`` intervals with a model cost) whose new-token
+    counts lie within :data:`SAME_SIZE_FACTOR`, when it holds at least ``2 * MIN_INTERVALS`` passes and their
+    real / model ratios spread by more than ``FORM_FACTOR ** 2`` (90th over 10th percentile); else None.
+
+    Returns ``{"passes", "tokens_lo", "tokens_hi", "q10", "q90", "slow"}`` (``slow``: passes more than
+    :data:`FORM_FACTOR` times the group's 25th-percentile ratio)."""
+    ivs = sorted((iv for iv in intervals if iv.phase == PH_PREFILL and iv.HasField("model_ms") and iv.model_ms > 0
+                  and iv.prefill_tokens > 0), key=lambda iv: iv.prefill_tokens)
+    best: list = []
+    j = 0
+    for i in range(len(ivs)):
+        j = max(j, i)
+        while j + 1 < len(ivs) and ivs[j + 1].prefill_tokens <= ivs[i].prefill_tokens * SAME_SIZE_FACTOR:
+            j += 1
+        if j - i + 1 > len(best):
+            best = ivs[i:j + 1]
+    if len(best) < 2 * MIN_INTERVALS:
+        return None
+    r = np.array([iv.real_ms / iv.model_ms for iv in best])
+    q10, q25, q90 = (float(x) for x in np.percentile(r, [10, 25, 90]))
+    if q10 <= 0 or q90 / q10 <= FORM_FACTOR ** 2:
+        return None
+    return {"passes": len(best), "tokens_lo": int(best[0].prefill_tokens), "tokens_hi": int(best[-1].prefill_tokens),
+            "q10": q10, "q90": q90, "slow": int(np.sum(r > FORM_FACTOR * q25))}
 
 
 def _spearman(x: Sequence[float], y: Sequence[float]) -> float:
@@ -131,7 +166,15 @@ def reading(phases: Sequence[vpb.PhaseRatio], engine_steps: Sequence[vpb.EngineS
                          f"{last:.2f}x, Spearman {rho:+.2f} over {len(ivs)} intervals): the model's FORM is off")
     pre = [iv for es in engine_steps for iv in es.intervals if iv.phase in (PH_PREFILL, PH_FIRST)
            and iv.HasField("model_ms") and iv.model_ms > 0]
-    if len(pre) >= 2 * MIN_INTERVALS:
+    spread = same_size_spread(pre)
+    if spread:
+        words.append(f"prefill passes of about the same size ({spread['passes']} passes of {spread['tokens_lo']}-"
+                     f"{spread['tokens_hi']} new tokens) ran {spread['q10']:.2f}x-{spread['q90']:.2f}x the model (10th-90th "
+                     f"percentile; {spread['slow']} of {spread['passes']} more than {FORM_FACTOR}x the group's 25th "
+                     "percentile): the engine's SPEED VARIED within the window (contention on its cores: its own "
+                     "frontend adding requests or processing outputs, or other processes), which no form of the model "
+                     "explains; no trend with prompt length is read through it")
+    elif len(pre) >= 2 * MIN_INTERVALS:
         pre.sort(key=lambda iv: iv.prefill_tokens)
         h = len(pre) // 2
         lo = float(np.median([iv.real_ms / iv.model_ms for iv in pre[:h]]))
