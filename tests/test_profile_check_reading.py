@@ -39,3 +39,19 @@ def test_a_clean_trend_with_size_still_reads_as_the_form():
 def test_too_few_same_size_passes_say_nothing_about_speed():
     passes = [(PH_PREFILL, 4000, 200.0, 100.0), (PH_PREFILL, 4010, 95.0, 100.0), (PH_PREFILL, 4020, 210.0, 100.0)]
     assert pc.same_size_spread(_steps(passes)[0].intervals) is None
+
+
+def test_the_recorded_binding_names_who_may_share_the_workers_core():
+    from unirl_replay.report.conditions import shared_cores
+
+    text = ("OMP_NUM_THREADS=1; VLLM_CPU_OMP_THREADS_BIND=1; pid 3457 python: 7 threads, affinity 0-1 x7; "
+            "pid 3523 VLLM::EngineCor: 13 threads, affinity 0-1 x13; pid 3549 VLLM::Worker: 46 threads, affinity 1 x46")
+    assert shared_cores(text) == ("pid 3549 VLLM::Worker is bound to CPU 1, where pid 3457 python (7 threads) and "
+                                  "pid 3523 VLLM::EngineCor (13 threads) may also run")
+    # the others kept off the worker's core: nothing shares it
+    apart = text.replace("affinity 0-1 x7", "affinity 0 x7").replace("affinity 0-1 x13", "affinity 0 x13")
+    assert shared_cores(apart) is None
+    assert shared_cores("VLLM_CPU_OMP_THREADS_BIND unset; pid 1 python: 3 threads, affinity 0-1 x3") is None
+    assert shared_cores("garbage; pid x y: z threads, affinity ?") is None
+    mixed = "pid 9 VLLM::Worker: 4 threads, affinity 2 x3, 0-3 x1; pid 8 python: 2 threads, affinity 0-3 x2"
+    assert shared_cores(mixed) is None  # a worker thread may run anywhere: not bound to a subset

@@ -191,6 +191,56 @@ def _cores(cpu_list: str) -> int:
     return n
 
 
+_PROCESS = re.compile(r"pid (\d+) (.+?): (\d+) threads, affinity (.+)\Z")
+
+
+def _cpu_set(cpu_list: str) -> set[int]:
+    out: set[int] = set()
+    for part in cpu_list.split(","):
+        a, _, b = part.partition("-")
+        out.update(range(int(a), int(b or a) + 1))
+    return out
+
+
+def _cpu_words(cpus: set[int]) -> str:
+    return "CPU " + ",".join(str(c) for c in sorted(cpus)) if len(cpus) == 1 else \
+        "CPUs " + ",".join(str(c) for c in sorted(cpus))
+
+
+def shared_cores(threads_text: str) -> str | None:
+    """Which of an engine's processes may share the CPUs its most-bound process is pinned to, from
+    ``RunConditions.worker_threads`` text (``capture.procfs.threads_text``: ``pid N COMM: T threads, affinity
+    0-1 x7; pid M VLLM::Worker: 46 threads, affinity 1 x46``), or None (nothing bound to a strict subset of the
+    CPUs the processes name, nothing else allowed there, or text of another shape).
+
+    E.g. ``"pid 3549 VLLM::Worker is bound to CPU 1, where pid 3457 python (7 threads) and pid 3523
+    VLLM::EngineCor (13 threads) may also run"``: the recorded reason a pass can run at half speed."""
+    procs = []
+    for item in threads_text.split("; "):
+        m = _PROCESS.match(item.strip())
+        if not m:
+            continue
+        groups = []
+        for g in m.group(4).split(", "):
+            cpus, sep, n = g.rpartition(" x")
+            if not sep or not _CPU_LIST.match(cpus) or not n.isdigit():
+                groups = []
+                break
+            groups.append((_cpu_set(cpus), int(n)))
+        if groups:
+            procs.append((m.group(1), m.group(2), int(m.group(3)), groups))
+    every = set().union(*(s for p in procs for s, _ in p[3])) if procs else set()
+    bound = [p for p in procs if all(s < every for s, _ in p[3])]
+    if not bound:
+        return None
+    pid, comm, _, groups = max(bound, key=lambda p: sum(n for _, n in p[3]))
+    cores = set().union(*(s for s, _ in groups))
+    others = [f"pid {p[0]} {p[1]} ({p[2]} threads)" for p in procs if p[0] != pid and any(s & cores for s, _ in p[3])]
+    if not others:
+        return None
+    return f"pid {pid} {comm} is bound to {_cpu_words(cores)}, where {' and '.join(others)} may also run"
+
+
 def _binding(threads_text: str) -> str:
     """The binding part of a ``worker_threads`` value (``procfs.threads_text``): the items before the first
     ``pid ...`` item, e.g. ``OMP_NUM_THREADS=1; VLLM_CPU_OMP_THREADS_BIND=0``."""

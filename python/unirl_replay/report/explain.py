@@ -9,7 +9,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 
 from unirl_replay.report import profile_check as pc
-from unirl_replay.report.conditions import condition_warnings, hardware_mismatch
+from unirl_replay.report.conditions import condition_warnings, hardware_mismatch, shared_cores
 from unirl_replay.report.decompose import TERMS, WHAT, decompose
 from unirl_replay.report.keys import L_BATCH, Pairs
 from unirl_replay.report.labels import timing_label
@@ -78,6 +78,11 @@ def explain(idx: WorkloadIndex, outcomes: Sequence[opb.OutcomeRecord], manifest:
     else:
         check.phases.extend(pc.phase_ratios(rebuilt))
         check.reading = pc.reading(check.phases, rebuilt)
+        if pc.same_size_spread([iv for es in rebuilt for iv in es.intervals]):
+            shared = [f"engine {eid}: {w}" for eid, text in sorted(manifest.conditions.worker_threads.items())
+                      if (w := shared_cores(text))]
+            if shared:
+                check.reading += "; recorded in the capture's conditions: " + "; ".join(shared)
     check.profile_spread = profile_spread(prov)
     report.profile_check.CopyFrom(check)
     report.condition_warnings.extend(condition_warnings(manifest, replay, prov, sm))
