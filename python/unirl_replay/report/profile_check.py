@@ -171,8 +171,9 @@ def reading(phases: Sequence[vpb.PhaseRatio], engine_steps: Sequence[vpb.EngineS
         words.append(f"prefill passes of about the same size ({spread['passes']} passes of {spread['tokens_lo']}-"
                      f"{spread['tokens_hi']} new tokens) ran {spread['q10']:.2f}x-{spread['q90']:.2f}x the model (10th-90th "
                      f"percentile; {spread['slow']} of {spread['passes']} more than {FORM_FACTOR}x the group's 25th "
-                     "percentile): the engine's SPEED VARIED within the window (contention on its cores: its own "
-                     "frontend adding requests or processing outputs, or other processes), which no form of the model "
+                     "percentile): the engine's SPEED VARIED within the window (contention: a process on the worker's "
+                     "core, or the host's: on a VM whose vCPUs share a physical core a pass runs at about half speed "
+                     "while another vCPU is busy, benchmarks/sibling_interference.py), which no form of the model "
                      "explains; no trend with prompt length is read through it")
     elif len(pre) >= 2 * MIN_INTERVALS:
         pre.sort(key=lambda iv: iv.prefill_tokens)
