@@ -84,3 +84,19 @@ def test_the_same_bound_twice_is_refused(bounds, tmp_path):
     with pytest.raises(ComparisonError, match="is the same bound as"):
         compare_to_dir(AGENTIC, opt, tmp_path / "r", plots_too=False, bounds=[str(pes), str(pes)])
     assert not (tmp_path / "r").exists()
+
+
+def test_locked_handoffs_count_only_the_engine_idle_wait_of_a_held_back_request():
+    from unirl_replay.report.bracket import handoff_words, locked_handoffs
+
+    ms = 1_000_000
+    rows = [("e0", 0, 2 * ms, 50 * ms),       # first request: nothing before it
+            ("e0", 1 * ms, 58 * ms, 90 * ms),  # submitted while the first ran, queued 8 ms after it completed
+            ("e0", 95 * ms, 97 * ms, 120 * ms),  # submitted after the previous completed: no handoff (a tool wait)
+            ("e0", 100 * ms, 126 * ms, 150 * ms),  # held back: 6 ms
+            ("e1", 0, 1 * ms, 40 * ms),       # another engine, batched with the next (queued before completion)
+            ("e1", 0, 1 * ms, 45 * ms)]
+    n, gaps = locked_handoffs(rows)
+    assert n == 2 and sorted(gaps) == [6 * ms, 8 * ms]
+    assert handoff_words(gaps).startswith("between requests held back by the client the engines sat idle 14.0 ms "
+                                          "in the window (2 handoffs, median 7.0 ms")

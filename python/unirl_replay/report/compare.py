@@ -84,7 +84,7 @@ from unirl_replay.report.keys import (  # noqa: F401  (re-exported)
     Pairs,
     SideValues,
 )
-from unirl_replay.report.bracket import bound_name, brackets
+from unirl_replay.report.bracket import bound_name, brackets, handoff_words, locked_handoffs
 from unirl_replay.report.conditions import hardware_mismatch
 from unirl_replay.report.explain import LoadedModel, builtin_model, explain
 from unirl_replay.report.labels import _ROLE_WORDS, check_inputs, honesty_label, timing_label  # noqa: F401
@@ -332,7 +332,21 @@ def _bracket(idx: WorkloadIndex, outcomes: list[opb.OutcomeRecord], manifest: mp
         if b.granularity != rpb.RESULT_GRANULARITY_PER_REQUEST:
             raise ComparisonError(f"bound {src!r} is aggregate-only: a bracket needs per-request rows")
         results.append((src, b, match_indexed(idx, outcomes, b).pairs))
-    report.brackets.extend(brackets(results))
+    out = brackets(results)
+    if any("ABOVE" in b.reading for b in out):  # measured slower than the slow bound: say what neither has
+        rows = []
+        for rec in outcomes:
+            if rec.WhichOneof("record") != "request":
+                continue
+            o, req = rec.request, idx.requests.get(rec.request.request_id)
+            if req is not None and all(o.HasField(f) for f in ("submit_ns", "queued_ns", "completion_ns")):
+                rows.append((req.engine_id, o.submit_ns, o.queued_ns, o.completion_ns))
+        _, gaps = locked_handoffs(rows)
+        if gaps:
+            for b in out:
+                if "ABOVE" in b.reading:
+                    b.reading += "; " + handoff_words(gaps)
+    report.brackets.extend(out)
 
 
 def spread_over_repeats(manifest: mpb.TraceManifest, main_measured: dict[tuple[int, str], SideValues],
