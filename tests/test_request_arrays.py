@@ -119,3 +119,28 @@ def test_unedited_workloads_take_the_arrays(seed, tmp_path):
     on = gate_state(trace, cols, True)
     assert on is not None and on == gate_state(trace, cols, False)
     assert fast.workload_clean(trace, _cols(d)[1])
+
+
+@pytest.mark.parametrize("seed", range(12))
+def test_rows_from_the_arrays_are_the_rows_from_the_facts(seed, tmp_path, monkeypatch):
+    """The converted file (and its sidecar) written with the row writer reading the arrays is the one written
+    from the facts (``_arrays_of`` off) and the one written from the messages (no columns at all)."""
+    from test_workload_columns import convert_both, workload_msgs, write
+
+    from unirl_replay.replay.convert import arrow_rows
+
+    monkeypatch.setattr(request_checks, "VECTORISED_MIN_REQUESTS", 0)  # small workloads: the scan's arrays too
+    msgs, mf = workload_msgs(seed)
+    trace = write(tmp_path, msgs, mf, "arrow")
+    took = []
+    real = arrow_rows._arrays_of
+    monkeypatch.setattr(arrow_rows, "_arrays_of", lambda *a: took.append(real(*a)) or took[-1])
+    for sub in ("on", "off"):
+        (tmp_path / sub).mkdir()
+    on, messages = convert_both(tmp_path / "on", trace, monkeypatch)
+    with monkeypatch.context() as m:
+        m.setattr(arrow_rows, "_arrays_of", lambda *a: None)
+        off, _ = convert_both(tmp_path / "off", trace, monkeypatch)
+    assert on == off == messages
+    if on[0] == "ok" and len(mf.engines) == 1:
+        assert took and took[0] is not None  # converted, one engine: the scan's arrays, read by the writer

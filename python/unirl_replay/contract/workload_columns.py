@@ -161,7 +161,7 @@ class RequestArrays:
     ``traj_ord[i]``: request i's trajectory ordinal, 1, 2, ... in first-seen order of the non-empty
     trajectory ids (0: none), ``traj_names`` those ids in that order; ``out_flat``: every output
     length, ``out_counts`` per request; ``dep_pred``: each dependency's predecessor row (-1: no such
-    request)."""
+    request); ``request_ids``: the request ids as one Arrow string array."""
 
     num_samples: np.ndarray
     input_tokens: np.ndarray
@@ -183,6 +183,7 @@ class RequestArrays:
     traj_ord: np.ndarray
     traj_names: list
     dep_pred: np.ndarray
+    request_ids: object  # the request ids as one Arrow string array
 
 
 class MessageColumns(Mapping):
@@ -463,7 +464,8 @@ def _request_arrays(parts: list[dict], n: int) -> "RequestArrays | None":
     from unirl_replay.contract.columnar import kernels
 
     pk = kernels()
-    names = [f.name for f in dataclasses.fields(RequestArrays) if f.name not in ("traj_ord", "traj_names", "dep_pred")]
+    names = [f.name for f in dataclasses.fields(RequestArrays)
+             if f.name not in ("traj_ord", "traj_names", "dep_pred", "request_ids")]
     got = {k: np.concatenate([p[k] for p in parts]) for k in names}
     if len(got["num_samples"]) != n:
         return None
@@ -478,8 +480,8 @@ def _request_arrays(parts: list[dict], n: int) -> "RequestArrays | None":
     got["traj_ord"] = codes + 1
     got["traj_names"] = dic
     preds = [p["dpred"] for p in parts if p["dpred"] is not None]
+    rid = got["request_ids"] = pa.concat_arrays([p["rid"] for p in parts])
     if preds:
-        rid = pa.concat_arrays([p["rid"] for p in parts])
         j = pk.index_in(pa.concat_arrays(preds), rid)
         got["dep_pred"] = pk.fill_null(j, -1).to_numpy(zero_copy_only=False).astype(np.int64)
     else:

@@ -545,4 +545,6 @@ def _scan_columns_arrays(cols, engines: Mapping[str, manifest_pb2.EngineConfig],
     plan.none_by_construction += nbc
     for e in facts:
         plans[e].request_ids = list(rid) if e == eid else []
+    if ra is not None:
+        plan.array_facts = plan.facts  # made from the arrays: the row writer may read them instead
     return True
