@@ -93,7 +93,7 @@ def rows_text(plan, facts: dict, ids: np.ndarray, offsets: np.ndarray, first: in
     ra = getattr(plan.columns, "arrays", None)
     if VECTORISED and ra is not None and plan.array_facts is not None and facts is plan.array_facts:
         # the facts are the scan's, made from the arrow reader's arrays: the same values read from those
-        got = _arrays_of(pa, ra, plan.columns.row, order, lanes, lead_ms, origin, triggers, relations)
+        got = _arrays_of(pa, pc, ra, plan.columns.row, order, lanes, lead_ms, origin, triggers, relations)
     if got is not None:
         plays = [(play, len(plan.plays[play])) for play in plan.play_order]
         (nb, d_k, d_pid, d_ord, d_pn, d_trig, d_rel, d_delay_ms, d_cnt), (ns, inp_a, out_a, order) = got
@@ -123,7 +123,7 @@ def rows_text(plan, facts: dict, ids: np.ndarray, offsets: np.ndarray, first: in
                    ids, offsets, first, width, model, triggers, relations)
 
 
-def _arrays_of(pa, ra, row: dict, order: list, lanes: bool, lead_ms: float, origin: int, triggers: dict,
+def _arrays_of(pa, pc, ra, row: dict, order: list, lanes: bool, lead_ms: float, origin: int, triggers: dict,
                relations: dict):
     """:func:`_deps_arrays`'s results, and the row fields :func:`_chunks` reads (``num_samples``, input and
     output lengths, the request ids as an Arrow array), read from the arrow reader's
@@ -158,7 +158,7 @@ def _arrays_of(pa, ra, row: dict, order: list, lanes: bool, lead_ms: float, orig
         if int(tr.max()) - origin >= 2**63 or int(tr.min()) - origin < -2**63 or not -2**63 <= origin < 2**63:
             return None
         nb[root] = lead_ms + (tr - np.int64(origin)) / 1e6
-    rows = (ns, pa.array(ra.input_tokens[perm]), pa.array(ra.out_flat[out_idx]), ra.request_ids.take(pa.array(perm)))
+    rows = (ns, pa.array(ra.input_tokens[perm]), pa.array(ra.out_flat[out_idx]), pc.take(ra.request_ids, pa.array(perm)))
     nd = int(dlen.sum())
     if not nd:
         e = np.zeros(0, np.int64)
@@ -181,7 +181,7 @@ def _arrays_of(pa, ra, row: dict, order: list, lanes: bool, lead_ms: float, orig
     if not _resolve(nb, root, dlen, pk, dms, lanes):
         return None
     owner = np.repeat(np.arange(nr), dlen)
-    return (nb, owner, ra.request_ids.take(pa.array(pred)), pk, ra.num_samples[pred], trig, rel, dms, dlen), rows
+    return (nb, owner, pc.take(ra.request_ids, pa.array(pred)), pk, ra.num_samples[pred], trig, rel, dms, dlen), rows
 
 
 def _gather_index(starts: np.ndarray, counts: np.ndarray) -> np.ndarray:
