@@ -50,7 +50,7 @@ def assert_arrays_are_the_tuples(cols) -> None:
     first = {"": 0}
     assert a.traj_ord.tolist() == [first.setdefault(t, len(first)) for t in f[2]]
     assert a.traj_names == list(first)[1:]
-    mo = cols.facts.max_output_tokens
+    mo = cols.facts.values("max_output_tokens")
     assert [v if s else None for v, s in zip(a.max_output.tolist(), a.max_output_set.tolist())] == mo
 
 

@@ -150,6 +150,41 @@ class GateFacts:
     #: None: not measured (the fast pass checks the strings themselves)
     ids_printable_ascii: bool | None = None
     ids_max_bytes: int = 0
+    #: (arrow) the fields above not made Python values yet: name -> the batches' Arrow arrays (no nulls),
+    #: made values on the first :meth:`values`; :meth:`count`, :meth:`any_nonempty` and :meth:`ints` read
+    #: them as they are
+    lazy: dict = field(default_factory=dict)
+
+    def values(self, name: str) -> list:
+        """The list field ``name`` (``group_ids``, ``sample_flat``, ...), made from the Arrow arrays the
+        first time when the reader kept those."""
+        got = getattr(self, name)
+        for arr in self.lazy.pop(name, ()):
+            got += arr.to_pylist()
+        return got
+
+    def count(self, name: str) -> int:
+        """``len(self.values(name))``, without making the values."""
+        if name in self.lazy:
+            return len(getattr(self, name)) + sum(len(a) for a in self.lazy[name])
+        return len(getattr(self, name))
+
+    def any_nonempty(self, name: str) -> bool:
+        """``any(self.values(name))`` of a string field, without making the values."""
+        if name not in self.lazy:
+            return any(getattr(self, name))
+        for arr in self.lazy[name]:
+            if len(arr):
+                offs = np.frombuffer(arr.buffers()[1], np.int32, len(arr) + 1, arr.offset * 4)
+                if offs[-1] > offs[0]:
+                    return True
+        return any(getattr(self, name))
+
+    def ints(self, name: str) -> np.ndarray:
+        """An integer field's values as one int64 array (``finish_flat``)."""
+        parts = [np.asarray(getattr(self, name), np.int64)]
+        parts += [_np_i64(a) for a in self.lazy.get(name, ())]
+        return np.concatenate(parts)
 
 
 @dataclass
@@ -607,12 +642,15 @@ def _arrow_batch(batch, cols: WorkloadColumns, key_parts: list, count_parts: lis
     gf = cols.facts
     taken: dict = {}  # field name -> the requests' Arrow array
 
-    def field(name, nullable=False, ids=False):
+    def field(name, nullable=False, ids=False, lazy=None):
         x = taken[name] = pk.take(req.field(name), take)
         if not nullable:
             _no_nulls(x)
         if ids and gf is not None:
             _note_ids(gf, x)
+        if lazy is not None:  # kept as Arrow (GateFacts.lazy): Python values only where a rule reads them
+            gf.lazy.setdefault(lazy, []).append(x)
+            return None
         return x.to_pylist()
 
     rid = field("request_id", ids=True)
@@ -670,17 +708,17 @@ def _arrow_batch(batch, cols: WorkloadColumns, key_parts: list, count_parts: lis
     if gf is not None:
         gf.parts.append((rid, ns, tid, turn, eid, pv, inp, outs, kind, t, deps, bs))
         gf.dep_parts.append(dcols)
-        gf.group_ids += field("group_id", ids=True)
-        gf.batch_ids += field("rollout_batch_id", ids=True)
-        gf.worker_ids += field("worker_id", ids=True)
-        gf.max_output_tokens += field("max_output_tokens", True)
+        field("group_id", ids=True, lazy="group_ids")
+        field("rollout_batch_id", ids=True, lazy="batch_ids")
+        field("worker_id", ids=True, lazy="worker_ids")
+        field("max_output_tokens", True, lazy="max_output_tokens")
         gf.flat_lists = True
-        for name, flat, counts in (("sample_ids", gf.sample_flat, gf.sample_counts),
-                                   ("finish_reasons", gf.finish_flat, gf.finish_counts)):
+        for name, flat, counts in (("sample_ids", "sample_flat", gf.sample_counts),
+                                   ("finish_reasons", "finish_flat", gf.finish_counts)):
             lens, vals = _list_parts(req.field(name), rmask)
             if name == "sample_ids":
                 _note_ids(gf, vals)
-            flat += vals.to_pylist()
+            gf.lazy.setdefault(flat, []).append(vals)
             counts.append(lens[ridx].astype(np.int64))
     if arr_parts is not None:
         ap = {"num_samples": _np_i64(taken["num_samples"]), "input_tokens": _np_i64(taken["input_tokens"]),

@@ -147,10 +147,10 @@ def _requests(ch: _Checker, cols):
         flat_deps = list(chain.from_iterable(deps))
         preds, trig, rel, delay, absence = zip(*flat_deps) if flat_deps else ((),) * 5
     cols.by_field = (rid, ns, tid, turn, eid, _pv, inp, outs, akind, obs, deps, bs)  # the support scan's too
-    gid, bid, wid, maxout = gf.group_ids, gf.batch_ids, gf.worker_ids, gf.max_output_tokens
+    gid, bid, wid, maxout = (gf.values(k) for k in ("group_ids", "batch_ids", "worker_ids", "max_output_tokens"))
     n = len(rid)
     if gf.flat_lists:  # the arrow reader: sample ids / finish reasons flat, with per-request counts
-        sflat, fflat = gf.sample_flat, gf.finish_flat
+        sflat, fflat = gf.values("sample_flat"), gf.values("finish_flat")
         scount = np.concatenate(gf.sample_counts) if gf.sample_counts else np.zeros(0, np.int64)
         fcount = np.concatenate(gf.finish_counts) if gf.finish_counts else np.zeros(0, np.int64)
         if gf.sample_ids or gf.finish_reasons or int(scount.sum()) != len(sflat) or int(fcount.sum()) != len(fflat):
@@ -289,15 +289,15 @@ def _requests_arrays(ch: _Checker, cols, a):
     rid, tid, eid, deps = (tuple(chain.from_iterable(p[k] for p in parts)) for k in (0, 2, 4, 10))
     cols.by_field = tuple(rid if k == 0 else tid if k == 2 else eid if k == 4 else deps if k == 10
                           else tuple(chain.from_iterable(p[k] for p in parts)) for k in range(12))  # the support scan's
-    gid, bid, wid, maxout = gf.group_ids, gf.batch_ids, gf.worker_ids, gf.max_output_tokens
     n = len(rid)
     ns_a, inp_a, dcount = a.num_samples, a.input_tokens, a.dep_counts
-    sflat, fflat = gf.sample_flat, gf.finish_flat
     scount = np.concatenate(gf.sample_counts) if gf.sample_counts else np.zeros(0, np.int64)
     fcount = np.concatenate(gf.finish_counts) if gf.finish_counts else np.zeros(0, np.int64)
-    if gf.sample_ids or gf.finish_reasons or int(scount.sum()) != len(sflat) or int(fcount.sum()) != len(fflat):
+    if gf.sample_ids or gf.finish_reasons or int(scount.sum()) != gf.count("sample_flat") or \
+            int(fcount.sum()) != gf.count("finish_flat"):
         return None
-    if not (len(gid) == len(bid) == len(wid) == len(scount) == len(fcount) == len(maxout) == len(ns_a) == n):
+    if not (gf.count("group_ids") == gf.count("batch_ids") == gf.count("worker_ids") == len(scount) == len(fcount)
+            == gf.count("max_output_tokens") == len(ns_a) == n):
         return None
     nd = int(dcount.sum())
     if not (len(a.dep_pred) == len(a.dep_trigger) == len(a.dep_relation) == len(a.dep_absence) == len(a.dep_delay)
@@ -306,10 +306,11 @@ def _requests_arrays(ch: _Checker, cols, a):
     # id.invalid (see _requests)
     if not (gf.ids_printable_ascii and gf.ids_max_bytes <= MAX_ID_CHARS):
         preds = tuple(chain.from_iterable(p[0] for p in gf.dep_parts))
-        if not _ids_ok(rid, tid, gid, bid, eid, wid, sflat, preds):
+        if not _ids_ok(rid, tid, *(gf.values(k) for k in ("group_ids", "batch_ids")), eid, gf.values("worker_ids"),
+                       gf.values("sample_flat"), preds):
             return None
     # enum.unknown, enum.unspecified
-    if not (set(fflat) <= _FINISH and np.isin(a.dep_trigger, list(_TRIGGER)).all()
+    if not (np.isin(gf.ints("finish_flat"), list(_FINISH)).all() and np.isin(a.dep_trigger, list(_TRIGGER)).all()
             and np.isin(a.dep_relation, list(_RELATION)).all() and np.isin(a.dep_absence, list(_ABSENCE)).all()):
         return None
     # turn.index: turn_index set exactly when trajectory_id is
@@ -387,8 +388,9 @@ def _requests_arrays(ch: _Checker, cols, a):
     ch.req = dict(zip(rid, map(operator.or_, map(operator.lshift, to.tolist(), repeat(53, n)), low.tolist())))
     tc = np.bincount(to, minlength=len(names) + 1).tolist()
     ch.traj_req_count = Counter(dict(zip(range(1, len(tc)), tc[1:])))
-    ch.req_group = {r: g for r, g in zip(rid, gid) if g} if any(gid) else {}
+    ch.req_group = {r: g for r, g in zip(rid, gf.values("group_ids")) if g} if gf.any_nonempty("group_ids") else {}
     if int(ns_a.max()) > 1:
+        sflat = gf.values("sample_flat")
         ends = np.cumsum(scount).tolist()
         ch.req_samples = {rid[i]: tuple(sflat[ends[i] - k:ends[i]]) for i, k in enumerate(ns_a.tolist()) if k > 1}
     else:
@@ -418,8 +420,14 @@ def _sp_requests(ch: _Checker, cols, rid, tid) -> None:
     """``SinglePassRules._sp_request`` of every request (each has an arrival, each dependency is
     ordered: checked by :func:`_requests`), its bookkeeping only."""
     gf = cols.facts
-    gid, bid = gf.group_ids, gf.batch_ids
     gh, grb, tl = ch.sp_group_hash, ch.sp_group_req_batches, ch.sp_traj_lineage
+    if not gf.any_nonempty("group_ids") and not gf.any_nonempty("batch_ids"):  # no groups, no batches named
+        tids = set(tid)
+        tids.discard("")
+        tl.update((t, {("", "")}) for t in tids)
+        ch.sp_traj_refs.update(tids)
+        return
+    gid, bid = gf.values("group_ids"), gf.values("batch_ids")
     if any(gid):
         for r, g, b in zip(rid, gid, bid):
             if g:
