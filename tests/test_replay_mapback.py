@@ -595,3 +595,30 @@ def test_a_handover_without_request_columns_writes_from_the_messages(tmp_path):
     assert h.requests is None and len(h.upstream[0]) == 2
     assert (runner.write_result(tmp_path / "h", res, handover=h).read_bytes()
             == runner.write_result(tmp_path / "p", plain).read_bytes())
+
+
+def _heads_and_rests_by_strings(got, order, w):
+    return [s[w + 1:] for s in got] == order and "".join([s[:w + 1] for s in got]) == mapback._heads(len(got), w)
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(st.text(st.sampled_from("ab|0 é"), max_size=4), min_size=1, max_size=12), st.integers(1, 3),
+       st.lists(st.tuples(st.integers(0, 11), st.sampled_from(["drop", "head", "rest", "extra", "swap"])), max_size=2))
+def test_heads_and_rests_is_the_string_comparison(order, w, edits):
+    """mapback._heads_and_rests (the joined ids compared in numpy) answers as the per-string comparison it
+    replaces wherever it answers (ASCII ids), on exact upstream ids and edited ones."""
+    heads = mapback._heads(len(order), w)
+    per = len(heads) // len(order) if len(str(len(order) - 1)) <= w else None
+    got = [f"{k:0{w}d}{mapback.ORDINAL_SEP}{r}" for k, r in enumerate(order)]
+    for k, how in edits:
+        k %= len(got)
+        s = got[k]
+        got[k] = {"drop": s[:-1], "head": "9" + s[1:], "rest": s + "x", "extra": s[:w] + "|" + s[w:],
+                  "swap": got[(k + 1) % len(got)]}[how]
+    fast = mapback._heads_and_rests(got, order, w)
+    if "".join(got).isascii():
+        assert fast is not None
+    if fast is not None:
+        assert fast == _heads_and_rests_by_strings(got, order, w)
+    if not edits and per == w + 1:
+        assert fast in (None, True)

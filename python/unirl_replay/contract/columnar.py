@@ -144,6 +144,14 @@ class _Kernels:
     def list_parent_indices(self, lists):
         return self._call("list_parent_indices", [lists])
 
+    def dictionary_encode(self, values):  # pc.dictionary_encode: indices in first-seen order, nulls kept null
+        return self._call("dictionary_encode", [values])
+
+    def index_in(self, values, value_set):  # pc.index_in(values, value_set=...): first match, else null
+        from pyarrow._compute import SetLookupOptions
+
+        return self._call("index_in", [values], SetLookupOptions(value_set=value_set))
+
 
 @functools.cache
 def kernels() -> _Kernels:

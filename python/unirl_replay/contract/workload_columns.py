@@ -34,6 +34,7 @@ more than upb's per-element copy into numpy, ~125 ns.)
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -44,7 +45,7 @@ from unirl_replay.contract.errors import IncompleteTraceError, TraceFormatError
 from unirl_replay.v1.manifest_pb2 import ARTIFACT_KIND_WORKLOAD, ENCODING_ARROW, ENCODING_BINPB, ENCODING_JSONL
 from unirl_replay.v1.workload_pb2 import WorkloadRecord
 
-__all__ = ["WorkloadColumns", "GateFacts", "MessageColumns", "read_columns", "FIELDS"]
+__all__ = ["WorkloadColumns", "GateFacts", "MessageColumns", "RequestArrays", "read_columns", "FIELDS"]
 
 ARRIVAL_NONE, ARRIVAL_OBSERVED, ARRIVAL_AFTER_DEPENDENCIES = 0, 1, 2
 FIELDS = ("request_ids", "num_samples", "trajectory_ids", "turn_indices", "engine_ids", "policy_versions",
@@ -80,6 +81,10 @@ class WorkloadColumns:
     facts: "GateFacts | None" = None  # read_columns(..., facts=True): what validate's rules need besides
     _ids: list | None = field(default=None, repr=False)
     _samples: list | None = field(default=None, repr=False)
+    arrays: "RequestArrays | None" = field(default=None, repr=False)
+    """(arrow) the numeric request fields as numpy arrays (:class:`RequestArrays`), read from the same
+    columns as ``requests``: what the gate's fast pass and the support scan compute on instead of
+    iterating the tuples; None: not read (another encoding), the tuples are the only form."""
     by_field: tuple | None = field(default=None, repr=False)
     """``tuple(zip(*requests))`` (one tuple per name of :data:`FIELDS`) when a reader made it already (the
     gate's fast pass): the next reader (the support scan) takes it instead of transposing again, and
@@ -145,6 +150,75 @@ class GateFacts:
     #: None: not measured (the fast pass checks the strings themselves)
     ids_printable_ascii: bool | None = None
     ids_max_bytes: int = 0
+    #: (arrow) the fields above not made Python values yet: name -> the batches' Arrow arrays (no nulls),
+    #: made values on the first :meth:`values`; :meth:`count`, :meth:`any_nonempty` and :meth:`ints` read
+    #: them as they are
+    lazy: dict = field(default_factory=dict)
+
+    def values(self, name: str) -> list:
+        """The list field ``name`` (``group_ids``, ``sample_flat``, ...), made from the Arrow arrays the
+        first time when the reader kept those."""
+        got = getattr(self, name)
+        for arr in self.lazy.pop(name, ()):
+            got += arr.to_pylist()
+        return got
+
+    def count(self, name: str) -> int:
+        """``len(self.values(name))``, without making the values."""
+        if name in self.lazy:
+            return len(getattr(self, name)) + sum(len(a) for a in self.lazy[name])
+        return len(getattr(self, name))
+
+    def any_nonempty(self, name: str) -> bool:
+        """``any(self.values(name))`` of a string field, without making the values."""
+        if name not in self.lazy:
+            return any(getattr(self, name))
+        for arr in self.lazy[name]:
+            if len(arr):
+                offs = np.frombuffer(arr.buffers()[1], np.int32, len(arr) + 1, arr.offset * 4)
+                if offs[-1] > offs[0]:
+                    return True
+        return any(getattr(self, name))
+
+    def ints(self, name: str) -> np.ndarray:
+        """An integer field's values as one int64 array (``finish_flat``)."""
+        parts = [np.asarray(getattr(self, name), np.int64)]
+        parts += [_np_i64(a) for a in self.lazy.get(name, ())]
+        return np.concatenate(parts)
+
+
+@dataclass
+class RequestArrays:
+    """The arrow reader's per-request facts as numpy ``int64`` arrays (workload order; the same values
+    as ``WorkloadColumns.requests``' tuples, nulls as a ``*_set`` mask with 0 under it), per
+    dependency in request order (``WorkloadColumns.requests[i][10]`` flattened).
+
+    ``traj_ord[i]``: request i's trajectory ordinal, 1, 2, ... in first-seen order of the non-empty
+    trajectory ids (0: none), ``traj_names`` those ids in that order; ``out_flat``: every output
+    length, ``out_counts`` per request; ``dep_pred``: each dependency's predecessor row (-1: no such
+    request); ``request_ids``: the request ids as one Arrow string array."""
+
+    num_samples: np.ndarray
+    input_tokens: np.ndarray
+    turn: np.ndarray
+    turn_set: np.ndarray
+    arrival_kinds: np.ndarray
+    observed: np.ndarray
+    block_sizes: np.ndarray
+    out_counts: np.ndarray
+    out_flat: np.ndarray
+    max_output: np.ndarray
+    max_output_set: np.ndarray
+    dep_counts: np.ndarray
+    dep_trigger: np.ndarray
+    dep_relation: np.ndarray
+    dep_absence: np.ndarray
+    dep_delay: np.ndarray
+    dep_delay_set: np.ndarray
+    traj_ord: np.ndarray
+    traj_names: list
+    dep_pred: np.ndarray
+    request_ids: object  # the request ids as one Arrow string array
 
 
 class MessageColumns(Mapping):
@@ -395,9 +469,10 @@ def _read_arrow(trace, facts: bool = False) -> WorkloadColumns | None:
     key_parts: list[np.ndarray] = []
     count_parts: list[np.ndarray] = []
     lazy: dict[str, dict[str, list]] = {}  # record kind -> field -> values (MessageColumns)
+    arr_parts: list[dict] = []  # per batch: RequestArrays' fields (and the id arrays they are keyed by)
     try:
         for batch in table.to_batches():
-            _arrow_batch(batch, cols, key_parts, count_parts, lazy)
+            _arrow_batch(batch, cols, key_parts, count_parts, lazy, arr_parts)
         for kind, columns in lazy.items():
             attr, key = _OTHER[kind]
             desc = WorkloadRecord.DESCRIPTOR.fields_by_name[kind].message_type
@@ -412,7 +487,52 @@ def _read_arrow(trace, facts: bool = False) -> WorkloadColumns | None:
     counts = np.concatenate(count_parts) if count_parts else np.zeros(0, np.int64)
     cols.offsets = np.zeros(len(counts) + 1, np.int64)
     np.cumsum(counts, out=cols.offsets[1:])
+    if arr_parts is not None and len(arr_parts) == len(count_parts):
+        cols.arrays = _request_arrays(arr_parts, len(cols.requests))
     return cols
+
+
+def _request_arrays(parts: list[dict], n: int) -> "RequestArrays | None":
+    """:class:`RequestArrays` from the batches' parts (None: the lengths do not add up)."""
+    import pyarrow as pa
+
+    from unirl_replay.contract.columnar import kernels
+
+    pk = kernels()
+    names = [f.name for f in dataclasses.fields(RequestArrays)
+             if f.name not in ("traj_ord", "traj_names", "dep_pred", "request_ids")]
+    got = {k: np.concatenate([p[k] for p in parts]) for k in names}
+    if len(got["num_samples"]) != n:
+        return None
+    tid = pa.concat_arrays([p["tid"] for p in parts])
+    enc = pk.dictionary_encode(tid)  # indices in first-seen order
+    codes = enc.indices.to_numpy(zero_copy_only=False).astype(np.int64)
+    dic = enc.dictionary.to_pylist()
+    empty = dic.index("") if "" in dic else -1
+    if empty >= 0:
+        del dic[empty]
+        codes = np.where(codes == empty, -1, np.where(codes > empty, codes - 1, codes))
+    got["traj_ord"] = codes + 1
+    got["traj_names"] = dic
+    preds = [p["dpred"] for p in parts if p["dpred"] is not None]
+    rid = got["request_ids"] = pa.concat_arrays([p["rid"] for p in parts])
+    if preds:
+        j = pk.index_in(pa.concat_arrays(preds), rid)
+        got["dep_pred"] = pk.fill_null(j, -1).to_numpy(zero_copy_only=False).astype(np.int64)
+    else:
+        got["dep_pred"] = np.zeros(0, np.int64)
+    if len(got["dep_pred"]) != int(got["dep_counts"].sum()) or len(got["out_flat"]) != int(got["out_counts"].sum()):
+        return None
+    return RequestArrays(**got)
+
+
+def _np_i64(arr) -> np.ndarray:
+    """An integer Arrow array's values as int64 (0 under a null)."""
+    from unirl_replay.contract.columnar import kernels
+
+    if arr.null_count:
+        arr = kernels().fill_null(arr, 0)
+    return arr.to_numpy(zero_copy_only=False).astype(np.int64)
 
 
 def _note_ids(gf: GateFacts, arr) -> None:
@@ -487,7 +607,8 @@ def _list_parts(lst, keep: np.ndarray) -> tuple[np.ndarray, object]:
 LAZY_KINDS = ("trajectory",)
 
 
-def _arrow_batch(batch, cols: WorkloadColumns, key_parts: list, count_parts: list, lazy: dict | None = None) -> None:
+def _arrow_batch(batch, cols: WorkloadColumns, key_parts: list, count_parts: list, lazy: dict | None = None,
+                 arr_parts: list | None = None) -> None:
     import pyarrow as pa
 
     from unirl_replay.contract.columnar import kernels
@@ -519,13 +640,17 @@ def _arrow_batch(batch, cols: WorkloadColumns, key_parts: list, count_parts: lis
     take = pa.array(ridx)
 
     gf = cols.facts
+    taken: dict = {}  # field name -> the requests' Arrow array
 
-    def field(name, nullable=False, ids=False):
-        x = pk.take(req.field(name), take)
+    def field(name, nullable=False, ids=False, lazy=None):
+        x = taken[name] = pk.take(req.field(name), take)
         if not nullable:
             _no_nulls(x)
         if ids and gf is not None:
             _note_ids(gf, x)
+        if lazy is not None:  # kept as Arrow (GateFacts.lazy): Python values only where a rule reads them
+            gf.lazy.setdefault(lazy, []).append(x)
+            return None
         return x.to_pylist()
 
     rid = field("request_id", ids=True)
@@ -539,7 +664,8 @@ def _arrow_batch(batch, cols: WorkloadColumns, key_parts: list, count_parts: lis
     ov, adv = _valid(obs) & av, _valid(after) & av
     if (ov & adv).any():
         raise _Declined
-    kind = np.where(ov, ARRIVAL_OBSERVED, np.where(adv, ARRIVAL_AFTER_DEPENDENCIES, ARRIVAL_NONE)).tolist()
+    kind_a = np.where(ov, ARRIVAL_OBSERVED, np.where(adv, ARRIVAL_AFTER_DEPENDENCIES, ARRIVAL_NONE)).astype(np.int64)
+    kind = kind_a.tolist()
     t = obs.to_pylist()
     if not ov.all():
         t = [x if k == ARRIVAL_OBSERVED else None for x, k in zip(t, kind)]
@@ -550,7 +676,8 @@ def _arrow_batch(batch, cols: WorkloadColumns, key_parts: list, count_parts: lis
     bsz = pre.field("block_size_tokens")
     if (pvalid & ~_valid(bsz)).any():
         raise _Declined
-    bs = np.where(pvalid, pk.fill_null(bsz, 0).to_numpy(zero_copy_only=False), 0)[ridx].tolist()
+    bs_a = np.where(pvalid, pk.fill_null(bsz, 0).to_numpy(zero_copy_only=False), 0)[ridx].astype(np.int64)
+    bs = bs_a.tolist()
     hlens, hvals = _list_parts(pre.field("block_hashes"), pvalid)
     key_parts.append(hvals.to_numpy(zero_copy_only=False))  # a view: one copy when concatenated
     count_parts.append(hlens[ridx].astype(np.int64))
@@ -581,18 +708,36 @@ def _arrow_batch(batch, cols: WorkloadColumns, key_parts: list, count_parts: lis
     if gf is not None:
         gf.parts.append((rid, ns, tid, turn, eid, pv, inp, outs, kind, t, deps, bs))
         gf.dep_parts.append(dcols)
-        gf.group_ids += field("group_id", ids=True)
-        gf.batch_ids += field("rollout_batch_id", ids=True)
-        gf.worker_ids += field("worker_id", ids=True)
-        gf.max_output_tokens += field("max_output_tokens", True)
+        field("group_id", ids=True, lazy="group_ids")
+        field("rollout_batch_id", ids=True, lazy="batch_ids")
+        field("worker_id", ids=True, lazy="worker_ids")
+        field("max_output_tokens", True, lazy="max_output_tokens")
         gf.flat_lists = True
-        for name, flat, counts in (("sample_ids", gf.sample_flat, gf.sample_counts),
-                                   ("finish_reasons", gf.finish_flat, gf.finish_counts)):
+        for name, flat, counts in (("sample_ids", "sample_flat", gf.sample_counts),
+                                   ("finish_reasons", "finish_flat", gf.finish_counts)):
             lens, vals = _list_parts(req.field(name), rmask)
             if name == "sample_ids":
                 _note_ids(gf, vals)
-            flat += vals.to_pylist()
+            gf.lazy.setdefault(flat, []).append(vals)
             counts.append(lens[ridx].astype(np.int64))
+    if arr_parts is not None:
+        ap = {"num_samples": _np_i64(taken["num_samples"]), "input_tokens": _np_i64(taken["input_tokens"]),
+              "turn": _np_i64(taken["turn_index"]), "turn_set": _valid(taken["turn_index"]),
+              "arrival_kinds": kind_a, "observed": np.where(ov, _np_i64(obs), 0),
+              "block_sizes": bs_a, "out_counts": olens.astype(np.int64), "out_flat": _np_i64(ovals),
+              "dep_counts": dlens.astype(np.int64), "rid": taken["request_id"], "tid": taken["trajectory_id"]}
+        if len(dvals):
+            dd = dvals.field("external_delay_ns")
+            ap.update(dep_trigger=_np_i64(dtrig), dep_relation=_np_i64(drel), dep_absence=_np_i64(dabs),
+                      dep_delay=_np_i64(dd), dep_delay_set=_valid(dd), dpred=dpred)
+        else:
+            e = np.zeros(0, np.int64)
+            ap.update(dep_trigger=e, dep_relation=e, dep_absence=e, dep_delay=e, dep_delay_set=np.zeros(0, np.bool_),
+                      dpred=None)
+        mo = taken.get("max_output_tokens")
+        ap.update(max_output=_np_i64(mo), max_output_set=_valid(mo)) if mo is not None else ap.update(
+            max_output=np.zeros(len(ridx), np.int64), max_output_set=np.zeros(len(ridx), np.bool_))
+        arr_parts.append(ap)
     row = cols.row
     k = len(cols.requests)
     row.update(zip(rid, range(k, k + len(rid))))

@@ -177,9 +177,9 @@ def _ungrouped_by_batch(index: WorkloadIndex, batch_ids: set[str]) -> dict[str, 
         return out
     ids = index.request_ids()
     gf = getattr(index.columns, "facts", None)
-    if gf is not None and len(gf.batch_ids) == len(ids):
+    if gf is not None and gf.count("batch_ids") == len(ids):
         out = {}
-        for rid, b in zip(ids, gf.batch_ids):
+        for rid, b in zip(ids, gf.values("batch_ids")):
             if b in batch_ids:
                 out.setdefault(b, []).append(rid)
         return out

@@ -203,11 +203,17 @@ def predicted_columns(seqs: Mapping[str, tuple[str, int]], rows: list, request_i
 
 def _mapped_columns(seqs, rows, samples: Mapping[str, int], shift_ms: float, offset_ns: int) -> tuple | None:
     """(request ids in file order, the five value columns) of the positional case, or None."""
-    fast = _positional(seqs, rows, samples)
+    read = None  # (ids, the value fields), the rows read in one pass, when every row has every key
+    if isinstance(rows, list) and len(rows) >= _BULK_MIN:
+        try:
+            read = tuple(zip(*map(_ID_AND_FIELDS, rows)))
+        except (KeyError, TypeError):
+            read = None  # each part reads the rows itself (and decides)
+    fast = _positional(seqs, rows, samples, read[0] if read else None)
     if fast is None or len(rows) < _BULK_MIN or not -_NS_LIMIT < offset_ns < _NS_LIMIT:
         return None
     try:
-        cols = _bulk_columns(rows, shift_ms, offset_ns)
+        cols = _bulk_columns(rows, shift_ms, offset_ns, read[1:] if read else None)
     except (KeyError, TypeError, ValueError, AttributeError):
         cols = None
     return None if cols is None else (fast, cols)
@@ -228,16 +234,17 @@ def _heads(n: int, width: int) -> str:
     return mat.tobytes().decode("ascii")
 
 
-def _positional(seqs, rows, samples: Mapping[str, int]) -> list[str] | None:
+def _positional(seqs, rows, samples: Mapping[str, int], ids: tuple | None = None) -> list[str] | None:
     """The request ids in file order when ``rows`` are exactly ``seqs``' real sequences in that
-    order, every request of one sample (in ``seqs`` and in ``samples``); else None."""
+    order, every request of one sample (in ``seqs`` and in ``samples``); else None. ``ids``: the
+    rows' ``request_id`` values, read already (else read here)."""
     if not isinstance(seqs, SequenceMap) or not seqs._real or not isinstance(rows, list):
         return None
     order = [rid for play in seqs._order for rid in seqs._plays[play]]
     if len(order) != len(rows):
         return None
     try:
-        got = list(map(_ROW_ID, rows))
+        got = ids if ids is not None and len(ids) == len(rows) else list(map(_ROW_ID, rows))
         if set(map(samples.__getitem__, order)) != {1}:
             return None
         own = seqs._samples
@@ -253,11 +260,37 @@ def _positional(seqs, rows, samples: Mapping[str, int]) -> list[str] | None:
     w = seqs.width
     # got[k] == f"{k:0{w}d}{ORDINAL_SEP}{order[k]}" (= sequence_id(rid, 0, 1, k, w)) for every k:
     # the heads (w + 1 characters each: a shorter id makes the joined heads shorter) and the rests
-    if [s[w + 1:] for s in got] != order or "".join([s[:w + 1] for s in got]) != _heads(len(got), w):
+    same = _heads_and_rests(got, order, w)
+    if same is None:  # not ASCII: compared string by string
+        same = [s[w + 1:] for s in got] == order and "".join([s[:w + 1] for s in got]) == _heads(len(got), w)
+    if not same:
         return None
     if seqs._warm and not seqs._warm.isdisjoint(got):
         return None  # map_rows skips warm-up ids
     return order
+
+
+def _heads_and_rests(got, order: list[str], w: int) -> bool | None:
+    """``got[k] == head_k + order[k]`` for every ``k`` (``head_k`` the k-th ``w + 1`` characters of
+    :func:`_heads`), compared as bytes in numpy when the ids are ASCII (a character is a byte): every
+    length is ``w + 1`` more than its request id's, the heads sit at those offsets of the joined ids, and
+    the rest of the joined ids is the joined request ids. None: some id is not ASCII (not decided)."""
+    joined = "".join(got)
+    if not joined.isascii():
+        return None
+    n = len(got)
+    lens = np.fromiter(map(len, got), np.int64, n)
+    if not np.array_equal(lens, np.fromiter(map(len, order), np.int64, n) + (w + 1)):
+        return False
+    b = np.frombuffer(joined.encode("ascii"), np.uint8)
+    starts = np.zeros(n, np.int64)
+    np.cumsum(lens[:-1], out=starts[1:])
+    at = (starts[:, None] + np.arange(w + 1)).ravel()  # every head's characters
+    if not np.array_equal(b[at], np.frombuffer(_heads(n, w).encode("ascii"), np.uint8)):
+        return False
+    rest = np.ones(len(b), np.bool_)
+    rest[at] = False
+    return b[rest].tobytes() == "".join(order).encode("utf-8")
 
 
 _ROW_ID = itemgetter("request_id")
@@ -283,13 +316,16 @@ def _bulk_ns(col: list, shift_ms: float, offset_ns: int) -> list | None:
     return ns
 
 
-_ROW_FIELDS = itemgetter("arrival_time_ms", "first_admit_ms", "first_token_ms", "terminal_time_ms",
-                         "terminal_status", "reused_input_tokens")
+_FIELD_NAMES = ("arrival_time_ms", "first_admit_ms", "first_token_ms", "terminal_time_ms", "terminal_status",
+                "reused_input_tokens")
+_ROW_FIELDS = itemgetter(*_FIELD_NAMES)
+_ID_AND_FIELDS = itemgetter("request_id", *_FIELD_NAMES)
 
 
-def _bulk_columns(present: list[dict], shift_ms: float, offset_ns: int) -> tuple | None:
+def _bulk_columns(present: list[dict], shift_ms: float, offset_ns: int, read: tuple | None = None) -> tuple | None:
+    """``read``: the six fields of every row as columns, read already (else read here)."""
     try:  # upstream rows carry every key (None when unset): one C-level read per row
-        cols = tuple(zip(*map(_ROW_FIELDS, present)))
+        cols = read if read is not None and len(read) == 6 else tuple(zip(*map(_ROW_FIELDS, present)))
     except KeyError:
         cols = None
     if cols is not None:

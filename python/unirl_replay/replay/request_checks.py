@@ -424,12 +424,19 @@ def _scan_columns_arrays(cols, engines: Mapping[str, manifest_pb2.EngineConfig],
     if cfg is None:
         return None
     bs, caching = cfg.block_size_tokens, cfg.enable_prefix_caching
-    ns_a = np.fromiter(ns, np.int64, n)
-    inp_a = np.fromiter(inp, np.int64, n)
-    dlen = np.fromiter(map(len, deps), np.int64, n)
-    kind_a = np.fromiter(kind, np.int64, n)
+    ra = cols.arrays  # the arrow reader's arrays of the same values (None: made here from the tuples)
+    if ra is not None and len(ra.num_samples) != n:
+        ra = None
+    if ra is not None:
+        ns_a, inp_a, dlen, kind_a, out_n = ra.num_samples, ra.input_tokens, ra.dep_counts, ra.arrival_kinds, ra.out_counts
+    else:
+        ns_a = np.fromiter(ns, np.int64, n)
+        inp_a = np.fromiter(inp, np.int64, n)
+        dlen = np.fromiter(map(len, deps), np.int64, n)
+        kind_a = np.fromiter(kind, np.int64, n)
+        out_n = np.fromiter(map(len, outs), np.int64, n)
     # n >= 1, one output length per sample, input_tokens >= 1
-    if ns_a.min() < 1 or inp_a.min() < 1 or not np.array_equal(np.fromiter(map(len, outs), np.int64, n), ns_a):
+    if ns_a.min() < 1 or inp_a.min() < 1 or not np.array_equal(out_n, ns_a):
         return None
     # an observed arrival without dependencies, or after dependencies with some (never none)
     observed = kind_a == ARRIVAL_OBSERVED
@@ -443,7 +450,7 @@ def _scan_columns_arrays(cols, engines: Mapping[str, manifest_pb2.EngineConfig],
     if has.any():
         if bs <= 0 or inp_a.max() >= _EXACT_FLOAT_INT:
             return None
-        if not (np.fromiter(pbs, np.int64, n)[has] == bs).all():
+        if not ((ra.block_sizes if ra is not None else np.fromiter(pbs, np.int64, n))[has] == bs).all():
             return None
         if not np.array_equal(np.ceil(inp_a[has] / float(bs)), counts[has].astype(np.float64)):
             return None  # = expected_hash_count (math.ceil of the float quotient; exact below 2^53)
@@ -452,12 +459,18 @@ def _scan_columns_arrays(cols, engines: Mapping[str, manifest_pb2.EngineConfig],
     versions = set(pv)
     versions.discard(None)
     # trajectories: one engine (here: the only one); turn indices 0..k-1 per trajectory
-    tmap: dict[str, int] = {"": 0}
-    tsd = tmap.setdefault
-    to = np.fromiter([tsd(x, len(tmap)) for x in tid], np.int64, n)  # 0: no trajectory
-    has_turn = np.fromiter(map(operator.is_not, turn, repeat(None)), np.bool_, n) & (to > 0)
+    if ra is not None:
+        tmap = {"": 0, **dict(zip(ra.traj_names, range(1, len(ra.traj_names) + 1)))}
+        to = ra.traj_ord
+        has_turn = ra.turn_set & (to > 0)
+    else:
+        tmap: dict[str, int] = {"": 0}
+        tsd = tmap.setdefault
+        to = np.fromiter([tsd(x, len(tmap)) for x in tid], np.int64, n)  # 0: no trajectory
+        has_turn = np.fromiter(map(operator.is_not, turn, repeat(None)), np.bool_, n) & (to > 0)
     if has_turn.any():
-        tt = np.fromiter([u for u, h in zip(turn, has_turn.tolist()) if h], np.int64)
+        tt = ra.turn[has_turn] if ra is not None else np.fromiter([u for u, h in zip(turn, has_turn.tolist()) if h],
+                                                                np.int64)
         tr = to[has_turn]
         order = np.lexsort((tt, tr))
         tr, tt = tr[order], tt[order]
@@ -473,29 +486,44 @@ def _scan_columns_arrays(cols, engines: Mapping[str, manifest_pb2.EngineConfig],
     if flat:
         preds, trig, rel, delay, absence = zip(*flat)
         nd = len(flat)
-        row = cols.row
-        j = np.fromiter(map(row.get, preds, repeat(-1)), np.int64, nd)
+        if ra is not None and len(ra.dep_pred) != nd:
+            return None
+        if ra is not None:
+            j = ra.dep_pred
+        else:
+            row = cols.row
+            j = np.fromiter(map(row.get, preds, repeat(-1)), np.int64, nd)
         if (j < 0).any():
             return None
         owner = np.repeat(np.arange(n), dlen)
         if not ((to[owner] > 0).all() and np.array_equal(to[j], to[owner])):
             return None
-        if not np.fromiter(trig, np.int64, nd).all():  # DEPENDENCY_TRIGGER_UNSPECIFIED = 0
+        if not (ra.dep_trigger if ra is not None else np.fromiter(trig, np.int64, nd)).all():  # UNSPECIFIED = 0
             return None
-        measured = np.fromiter(map(operator.is_not, delay, repeat(None)), np.bool_, nd)
-        ab = np.fromiter(absence, np.int64, nd)
+        if ra is not None:
+            measured, ab = ra.dep_delay_set, ra.dep_absence
+        else:
+            measured = np.fromiter(map(operator.is_not, delay, repeat(None)), np.bool_, nd)
+            ab = np.fromiter(absence, np.int64, nd)
         if measured.any():
-            dv = np.fromiter([d for d, m in zip(delay, measured.tolist()) if m], np.int64)
+            dv = (ra.dep_delay[measured] if ra is not None else
+                  np.fromiter([d for d, m in zip(delay, measured.tolist()) if m], np.int64))
             if (dv < 0).any() or (ab[measured] != common_pb2.DELAY_ABSENCE_UNSPECIFIED).any():
                 return None
         ua = ab[~measured]
         if ((ua == common_pb2.DELAY_ABSENCE_NOT_MEASURED) | (ua == common_pb2.DELAY_ABSENCE_UNSPECIFIED)).any():
             return None
         nbc = int((ua == common_pb2.DELAY_ABSENCE_NONE_BY_CONSTRUCTION).sum())
-        fdeps = tuples_by_lengths(list(zip(preds, map(ns.__getitem__, j.tolist()), trig, rel, delay)), dlen)
+        fdeps = tuples_by_lengths(list(zip(preds, ns_a[j].tolist() if ra is not None else map(ns.__getitem__, j.tolist()),
+                                           trig, rel, delay)), dlen)
     else:
         fdeps = deps
-    first = {eid: min([x for x, o in zip(t, observed.tolist()) if o])} if observed.any() else {}
+    if not observed.any():
+        first = {}
+    elif ra is not None:
+        first = {eid: int(ra.observed[observed].min())}
+    else:
+        first = {eid: min([x for x, o in zip(t, observed.tolist()) if o])}
     facts = {e: {} for e in engines}
     facts[eid] = dict(zip(rid, zip(ns, inp, outs, t, fdeps, repeat(None))))
     if len(facts[eid]) != n:
@@ -517,4 +545,6 @@ def _scan_columns_arrays(cols, engines: Mapping[str, manifest_pb2.EngineConfig],
     plan.none_by_construction += nbc
     for e in facts:
         plans[e].request_ids = list(rid) if e == eid else []
+    if ra is not None:
+        plan.array_facts = plan.facts  # made from the arrays: the row writer may read them instead
     return True

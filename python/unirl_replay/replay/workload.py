@@ -170,6 +170,10 @@ class EnginePlan:
             workload order; else None.
         columns: the :class:`~unirl_replay.contract.workload_columns.WorkloadColumns` the plan
             was made from (its hash keys), or None.
+        array_facts: the ``facts`` dict the support scan made from ``columns.arrays`` (the arrow
+            reader's :class:`~unirl_replay.contract.workload_columns.RequestArrays`), or None. While
+            ``facts`` is this very dict (nothing replaced it), the row writer reads the same values
+            from the arrays.
     """
 
     engine: manifest_pb2.EngineConfig
@@ -184,6 +188,7 @@ class EnginePlan:
     facts: dict[str, tuple] | None = None
     request_ids: list[str] | None = None
     columns: object | None = None
+    array_facts: dict | None = None
 
     def ids(self) -> list[str]:
         """Its request ids, workload order (``request_ids`` when the plan was made from

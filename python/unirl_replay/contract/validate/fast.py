@@ -43,7 +43,7 @@ from unirl_replay.contract.validate.checker import _Checker
 from unirl_replay.contract.validate.context import _Sink
 from unirl_replay.contract.validate.registry import MAX_DEPENDENCIES, MAX_SAMPLES, MAX_TOKENS, SUSPECT_SCALE
 from unirl_replay.contract.validate.single_pass import _MASK
-from unirl_replay.contract.workload_columns import ARRIVAL_AFTER_DEPENDENCIES, ARRIVAL_NONE, MessageColumns
+from unirl_replay.contract.workload_columns import ARRIVAL_AFTER_DEPENDENCIES, ARRIVAL_NONE, ARRIVAL_OBSERVED, MessageColumns
 from unirl_replay.v1 import workload_pb2 as w
 
 __all__ = ["workload_clean", "COVERED_ID_FIELDS", "COVERED_ENUM_FIELDS"]
@@ -136,6 +136,8 @@ def _requests(ch: _Checker, cols):
     returns each request's trajectory ordinal and turn index (-1: none) as arrays, and the request
     and trajectory ids (workload order)."""
     gf = cols.facts
+    if gf.parts and gf.flat_lists and cols.arrays is not None and len(cols.arrays.num_samples) == len(cols.requests):
+        return _requests_arrays(ch, cols, cols.arrays)
     if gf.parts:  # the arrow reader's lists, batch by batch
         rid, ns, tid, turn, eid, _pv, inp, outs, akind, obs, deps, bs = (
             tuple(chain.from_iterable(p[k] for p in gf.parts)) for k in range(12))
@@ -145,10 +147,10 @@ def _requests(ch: _Checker, cols):
         flat_deps = list(chain.from_iterable(deps))
         preds, trig, rel, delay, absence = zip(*flat_deps) if flat_deps else ((),) * 5
     cols.by_field = (rid, ns, tid, turn, eid, _pv, inp, outs, akind, obs, deps, bs)  # the support scan's too
-    gid, bid, wid, maxout = gf.group_ids, gf.batch_ids, gf.worker_ids, gf.max_output_tokens
+    gid, bid, wid, maxout = (gf.values(k) for k in ("group_ids", "batch_ids", "worker_ids", "max_output_tokens"))
     n = len(rid)
     if gf.flat_lists:  # the arrow reader: sample ids / finish reasons flat, with per-request counts
-        sflat, fflat = gf.sample_flat, gf.finish_flat
+        sflat, fflat = gf.values("sample_flat"), gf.values("finish_flat")
         scount = np.concatenate(gf.sample_counts) if gf.sample_counts else np.zeros(0, np.int64)
         fcount = np.concatenate(gf.finish_counts) if gf.finish_counts else np.zeros(0, np.int64)
         if gf.sample_ids or gf.finish_reasons or int(scount.sum()) != len(sflat) or int(fcount.sum()) != len(fflat):
@@ -279,12 +281,153 @@ def _requests(ch: _Checker, cols):
     return to, tu, rid, tid
 
 
+def _requests_arrays(ch: _Checker, cols, a):
+    """:func:`_requests` computed on the arrow reader's :class:`~unirl_replay.contract.workload_columns.RequestArrays`
+    (the same conditions, the same state left; None: one may fire)."""
+    gf = cols.facts
+    parts = gf.parts
+    rid, tid, eid, deps = (tuple(chain.from_iterable(p[k] for p in parts)) for k in (0, 2, 4, 10))
+    cols.by_field = tuple(rid if k == 0 else tid if k == 2 else eid if k == 4 else deps if k == 10
+                          else tuple(chain.from_iterable(p[k] for p in parts)) for k in range(12))  # the support scan's
+    n = len(rid)
+    ns_a, inp_a, dcount = a.num_samples, a.input_tokens, a.dep_counts
+    scount = np.concatenate(gf.sample_counts) if gf.sample_counts else np.zeros(0, np.int64)
+    fcount = np.concatenate(gf.finish_counts) if gf.finish_counts else np.zeros(0, np.int64)
+    if gf.sample_ids or gf.finish_reasons or int(scount.sum()) != gf.count("sample_flat") or \
+            int(fcount.sum()) != gf.count("finish_flat"):
+        return None
+    if not (gf.count("group_ids") == gf.count("batch_ids") == gf.count("worker_ids") == len(scount) == len(fcount)
+            == gf.count("max_output_tokens") == len(ns_a) == n):
+        return None
+    nd = int(dcount.sum())
+    if not (len(a.dep_pred) == len(a.dep_trigger) == len(a.dep_relation) == len(a.dep_absence) == len(a.dep_delay)
+            == nd):
+        return None
+    # id.invalid (see _requests)
+    if not (gf.ids_printable_ascii and gf.ids_max_bytes <= MAX_ID_CHARS):
+        preds = tuple(chain.from_iterable(p[0] for p in gf.dep_parts))
+        if not _ids_ok(rid, tid, *(gf.values(k) for k in ("group_ids", "batch_ids")), eid, gf.values("worker_ids"),
+                       gf.values("sample_flat"), preds):
+            return None
+    # enum.unknown, enum.unspecified
+    if not (np.isin(gf.ints("finish_flat"), list(_FINISH)).all() and np.isin(a.dep_trigger, list(_TRIGGER)).all()
+            and np.isin(a.dep_relation, list(_RELATION)).all() and np.isin(a.dep_absence, list(_ABSENCE)).all()):
+        return None
+    # turn.index: turn_index set exactly when trajectory_id is
+    to = a.traj_ord
+    if not np.array_equal(to > 0, a.turn_set):
+        return None
+    # fanout.count, bound.count
+    if int(ns_a.min()) < 1 or int(ns_a.max()) > MAX_SAMPLES:
+        return None
+    if not (np.array_equal(scount, ns_a) and np.array_equal(a.out_counts, ns_a) and np.array_equal(fcount, ns_a)):
+        return None
+    if int(dcount.max()) > MAX_DEPENDENCIES:
+        return None
+    # reference.engine
+    blocks = ch.engine_block
+    engines = set(eid)
+    if not engines <= blocks.keys():
+        return None
+    # prefix.count, prefix.block_size
+    bs_a = a.block_sizes
+    has = bs_a > 0
+    if has.any():
+        counts = np.diff(cols.offsets)
+        if len(counts) != n:
+            return None
+        b = bs_a[has]
+        if not np.array_equal(counts[has], -(-inp_a[has] // b)):
+            return None
+        eb = (np.full(n, blocks[next(iter(engines))], np.int64) if len(engines) == 1
+              else np.fromiter((blocks[e] for e in eid), np.int64, n))
+        if not np.array_equal(eb[has], b):
+            return None
+    # arrival.kind_missing / mixed_missing, arrival.dependencies
+    kinds = a.arrival_kinds
+    if (kinds == ARRIVAL_NONE).any() or not np.array_equal(kinds == ARRIVAL_AFTER_DEPENDENCIES, dcount > 0):
+        return None
+    window = ch.window_ns
+    times = a.observed[kinds == ARRIVAL_OBSERVED]
+    measured = a.dep_delay[a.dep_delay_set]
+    for vals in (times, measured):  # units.negative, units.suspect_scale
+        if len(vals) and (int(vals.min()) < 0 or (window > 0 and int(vals.max()) > SUSPECT_SCALE * window)):
+            return None
+    # dependency.delay_absence: exactly one of a measured delay and a reason it is absent
+    if not np.array_equal(a.dep_delay_set, a.dep_absence == 0):
+        return None
+    # dependency.duplicate
+    if nd and int(dcount.max()) > 1 and any(len(x) > 1 and len({d[0] for d in x}) != len(x) for x in deps):
+        return None
+    # bounds: bound.tokens, bound.model_len, bound.max_output_tokens (every request has ns >= 1 outputs)
+    if int(ns_a.max()) == 1:
+        tops = a.out_flat
+    else:
+        starts = np.zeros(n, np.int64)
+        np.cumsum(a.out_counts[:-1], out=starts[1:])
+        tops = np.maximum.reduceat(a.out_flat, starts)
+    if n and (int(inp_a.max()) > MAX_TOKENS or int(tops.max()) > MAX_TOKENS):
+        return None
+    lens = {e: ch.engines[e].max_model_len or MAX_TOKENS for e in engines}
+    eix = {e: k for k, e in enumerate(sorted(engines))}
+    e_a = (np.zeros(n, np.int64) if len(engines) == 1 else np.fromiter((eix[e] for e in eid), np.int64, n))
+    limit = np.array([lens[e] for e in sorted(engines)], np.int64)[e_a]
+    seq = inp_a + tops
+    if (seq > limit).any():
+        return None
+    if (a.max_output_set & (tops > a.max_output)).any():
+        return None
+    # the state pass 1 leaves (see _requests)
+    if ch.traj_names != [""]:
+        return None
+    names = a.traj_names
+    ch.traj_names.extend(names)
+    ch.traj_ord.update(zip(names, range(1, len(names) + 1)))
+    tu = np.where(a.turn_set, a.turn, -1)
+    low = ((tu + 1) << 20) | np.minimum(ns_a, (1 << 20) - 1)  # context._pack without the ordinal (< 2^53)
+    ch.req = dict(zip(rid, map(operator.or_, map(operator.lshift, to.tolist(), repeat(53, n)), low.tolist())))
+    tc = np.bincount(to, minlength=len(names) + 1).tolist()
+    ch.traj_req_count = Counter(dict(zip(range(1, len(tc)), tc[1:])))
+    ch.req_group = {r: g for r, g in zip(rid, gf.values("group_ids")) if g} if gf.any_nonempty("group_ids") else {}
+    if int(ns_a.max()) > 1:
+        sflat = gf.values("sample_flat")
+        ends = np.cumsum(scount).tolist()
+        ch.req_samples = {rid[i]: tuple(sflat[ends[i] - k:ends[i]]) for i, k in enumerate(ns_a.tolist()) if k > 1}
+    else:
+        ch.req_samples = {}
+    ch.ids["request"] = set(cols.row)
+    ch.observed = len(times)
+    ch.max_offset = int(times.max()) if len(times) else 0
+    seq_c = np.minimum(seq, MAX_TOKENS)
+    prm_c = np.minimum(inp_a, MAX_TOKENS)
+    for e, k in eix.items():
+        sel = e_a == k
+        ch.longest[e] = int(seq_c[sel].max())
+        ch.longest_prompt[e] = int(prm_c[sel].max())
+    # dependencies: each on an earlier turn of the request's own trajectory (see _requests)
+    if nd:
+        owner = np.repeat(np.arange(n), dcount)
+        pred = a.dep_pred
+        if (pred < 0).any() or (pred == owner).any():
+            return None
+        if not ((to[owner] != 0).all() and (to[pred] == to[owner]).all() and (tu[pred] >= 0).all()
+                and (tu[pred] < tu[owner]).all()):
+            return None
+    return to, tu, rid, tid
+
+
 def _sp_requests(ch: _Checker, cols, rid, tid) -> None:
     """``SinglePassRules._sp_request`` of every request (each has an arrival, each dependency is
     ordered: checked by :func:`_requests`), its bookkeeping only."""
     gf = cols.facts
-    gid, bid = gf.group_ids, gf.batch_ids
     gh, grb, tl = ch.sp_group_hash, ch.sp_group_req_batches, ch.sp_traj_lineage
+    if not gf.any_nonempty("group_ids") and not gf.any_nonempty("batch_ids"):  # no groups, no batches named
+        tids = set(tid)
+        tids.discard("")
+        tl.update((t, {("", "")}) for t in tids)
+        ch.sp_traj_refs.update(tids)
+        return
+    gid, bid = gf.values("group_ids"), gf.values("batch_ids")
     if any(gid):
         for r, g, b in zip(rid, gid, bid):
             if g:

@@ -32,6 +32,7 @@ Mapping (docs/replay-mapping.md has the full table):
 from __future__ import annotations
 
 from json.encoder import encode_basestring_ascii
+from operator import itemgetter
 
 from unirl_replay.replay.convert import arrow_rows
 from unirl_replay.replay.convert.common import (
@@ -52,6 +53,27 @@ _RELATION = {common_pb2.DEPENDENCY_RELATION_SEQUENCE: "sequence",
              common_pb2.DEPENDENCY_RELATION_SPAWN: "spawn",
              common_pb2.DEPENDENCY_RELATION_JOIN: "join",
              common_pb2.DEPENDENCY_RELATION_UNSPECIFIED: "sequence"}
+
+
+_SECOND = itemgetter(1)
+
+
+class _Ordinals(dict):
+    """``{rid: k for k, rid in enumerate(order)}``, filled on the first lookup (the array row writer
+    never looks one up)."""
+
+    __slots__ = ("_order",)
+
+    def __init__(self, order: list[str]) -> None:
+        super().__init__()
+        self._order = order
+
+    def __missing__(self, key):
+        if self._order is None:
+            raise KeyError(key)
+        self.update(zip(self._order, range(len(self._order))))
+        self._order = None
+        return self[key]
 
 
 def header(block_size: int, digest: str = "") -> dict:
@@ -99,14 +121,14 @@ def convert_engine(plan: EnginePlan, index: WorkloadIndex, *, lead_ms: float = 0
     # prefixes, the samples of one request distinct suffixes, and a real id starts with a digit
     # (a warm-up id with "warmup:"). Play ids are unprefixed: a warm-up's play must be its own.
     width = ordinal_width(len(order))
-    ordinal = {rid: k for k, rid in enumerate(order)}
+    ordinal = _Ordinals(order)  # request id -> its position in file order (made on first lookup)
     if include_real:
         for w in warm_keys:
             if w in plan.plays:
                 check_unique(set(plan.plays), w, w)
     if plan.columns is not None:  # hashes from the columns (facts hold None for them)
         ids, offsets = dense_prompt_ids_columns(plan.warmups, plan.columns, order,
-                                                [facts[rid][1] for rid in order], bs)
+                                                list(map(_SECOND, map(facts.__getitem__, order))), bs)
     else:
         ids, offsets = dense_prompt_ids([*plan.warmups, *(index.by_id[rid] for rid in order)], bs,
                                         [w.prefix.block_hashes or None for w in plan.warmups]

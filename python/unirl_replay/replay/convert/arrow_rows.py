@@ -45,10 +45,19 @@ def _pyarrow():
     return pyarrow
 
 
-def _plain(pa, pc, strings: list[str]) -> bool:
-    if not strings:
+def _plain(pa, pc, strings) -> bool:
+    """Every string (a list, or an Arrow string array) is written by json between its quotes as it is."""
+    if not len(strings):
         return True
-    return bool(pc.all(pc.match_substring_regex(pa.array(strings, pa.string()), _PLAIN)).as_py())
+    arr = strings if isinstance(strings, pa.Array) else pa.array(strings, pa.string())
+    return bool(pc.all(pc.match_substring_regex(arr, _PLAIN)).as_py())
+
+
+def _escaped(pa, pc, strings):
+    """``strings`` (a list or an Arrow string array) as json writes them between the quotes."""
+    if _plain(pa, pc, strings):
+        return strings
+    return [_q(r)[1:-1] for r in (strings.to_pylist() if isinstance(strings, pa.Array) else strings)]
 
 
 def rows_text(plan, facts: dict, ids: np.ndarray, offsets: np.ndarray, first: int, width: int,
@@ -80,25 +89,109 @@ def rows_text(plan, facts: dict, ids: np.ndarray, offsets: np.ndarray, first: in
     if int(offsets[first + nr]) - int(offsets[first]) >= 2**31 - 1:
         return None
     lanes = plan.lanes is not None
-    fl = list(map(facts.__getitem__, order))
-    by_field = tuple(zip(*fl))  # the facts' fields as columns (file order), read by both passes below
-    got = _deps_arrays(fl, lanes, lead_ms, origin, ordinal, triggers, relations, by_field) if VECTORISED else None
+    got = None
+    ra = getattr(plan.columns, "arrays", None)
+    if VECTORISED and ra is not None and plan.array_facts is not None and facts is plan.array_facts:
+        # the facts are the scan's, made from the arrow reader's arrays: the same values read from those
+        got = _arrays_of(pa, pc, ra, plan.columns.row, order, lanes, lead_ms, origin, triggers, relations)
     if got is not None:
         plays = [(play, len(plan.plays[play])) for play in plan.play_order]
-        nb, d_k, d_pid, d_ord, d_pn, d_trig, d_rel, d_delay_ms, d_cnt = got
+        (nb, d_k, d_pid, d_ord, d_pn, d_trig, d_rel, d_delay_ms, d_cnt), (ns, inp_a, out_a, order) = got
     else:
-        got = _deps_loop(plan, facts, fl, lanes, lead_ms, origin, ordinal, triggers, relations)
-        if got is None:
-            return None  # the Python writer raises what it raises
-        plays, nb, d_k, d_pid, d_ord, d_pn, d_trig, d_rel, d_delay_ms, d_cnt = got
+        fl = list(map(facts.__getitem__, order))
+        by_field = tuple(zip(*fl))  # the facts' fields as columns (file order), read by both passes below
+        got = _deps_arrays(fl, lanes, lead_ms, origin, ordinal, triggers, relations, by_field) if VECTORISED else None
+        if got is not None:
+            plays = [(play, len(plan.plays[play])) for play in plan.play_order]
+            nb, d_k, d_pid, d_ord, d_pn, d_trig, d_rel, d_delay_ms, d_cnt = got
+        else:
+            got = _deps_loop(plan, facts, fl, lanes, lead_ms, origin, ordinal, triggers, relations)
+            if got is None:
+                return None  # the Python writer raises what it raises
+            plays, nb, d_k, d_pid, d_ord, d_pn, d_trig, d_rel, d_delay_ms, d_cnt = got
+        f_ns, f_inp, f_outs = by_field[0], by_field[1], by_field[2]
+        ns = np.fromiter(f_ns, np.int64, nr)
+        inp_a = pa.array(list(f_inp), pa.int64())
+        out_a = pa.array([o for os in f_outs for o in os] if (ns != 1).any() else [os[0] for os in f_outs], pa.int64())
     if nr > _MAX_ROWS or len(d_k) > _MAX_ROWS:
         return None  # the per-trace string arrays below have int32 offsets
     # request ids as json writes them between the quotes (escaped only where a string needs it)
-    esc = order if _plain(pa, pc, order) else [_q(r)[1:-1] for r in order]
-    d_esc = d_pid if _plain(pa, pc, d_pid) else [_q(r)[1:-1] for r in d_pid]
+    esc = _escaped(pa, pc, order)
+    d_esc = _escaped(pa, pc, d_pid)
     plays = [(play_name(p), c) for p, c in plays]  # the play ids as written (common.play_names)
-    return _chunks(pa, pc, esc, by_field, plays, nb, d_k, d_esc, d_ord, d_pn, d_trig, d_rel, d_delay_ms, d_cnt, ids, offsets,
-                   first, width, model, triggers, relations)
+    return _chunks(pa, pc, esc, ns, inp_a, out_a, plays, nb, d_k, d_esc, d_ord, d_pn, d_trig, d_rel, d_delay_ms, d_cnt,
+                   ids, offsets, first, width, model, triggers, relations)
+
+
+def _arrays_of(pa, pc, ra, row: dict, order: list, lanes: bool, lead_ms: float, origin: int, triggers: dict,
+               relations: dict):
+    """:func:`_deps_arrays`'s results, and the row fields :func:`_chunks` reads (``num_samples``, input and
+    output lengths, the request ids as an Arrow array), read from the arrow reader's
+    :class:`~unirl_replay.contract.workload_columns.RequestArrays` in file order ``order`` instead of
+    from the facts (which the support scan made of the same values: ``EnginePlan.array_facts``).
+    The predecessor ids come back as an Arrow array too. None: not sure (the facts are read)."""
+    from unirl_replay.contract.workload_columns import ARRIVAL_OBSERVED
+
+    nr = len(order)
+    try:
+        perm = np.fromiter(map(row.__getitem__, order), np.int64, nr)  # each request's row
+    except KeyError:
+        return None
+    n_all = len(ra.num_samples)
+    if int(ra.dep_counts.sum()) != len(ra.dep_pred) or int(ra.out_counts.sum()) != len(ra.out_flat):
+        return None
+    ns = ra.num_samples[perm]
+    # output lengths (every request has num_samples of them: the scan checked), file order
+    ostart = np.zeros(n_all + 1, np.int64)
+    np.cumsum(ra.out_counts, out=ostart[1:])
+    oc = ra.out_counts[perm]
+    if not np.array_equal(oc, ns):
+        return None
+    out_idx = _gather_index(ostart[perm], oc)
+    dlen = ra.dep_counts[perm]
+    root = dlen == 0
+    nb = np.zeros(nr, np.float64)
+    if root.any():
+        if not (ra.arrival_kinds[perm][root] == ARRIVAL_OBSERVED).all():
+            return None
+        tr = ra.observed[perm][root]
+        if int(tr.max()) - origin >= 2**63 or int(tr.min()) - origin < -2**63 or not -2**63 <= origin < 2**63:
+            return None
+        nb[root] = lead_ms + (tr - np.int64(origin)) / 1e6
+    rows = (ns, pa.array(ra.input_tokens[perm]), pa.array(ra.out_flat[out_idx]), pc.take(ra.request_ids, pa.array(perm)))
+    nd = int(dlen.sum())
+    if not nd:
+        e = np.zeros(0, np.int64)
+        return (nb, e, [], e, e, e, e, np.zeros(0, np.float64), dlen), rows
+    dstart = np.zeros(n_all + 1, np.int64)
+    np.cumsum(ra.dep_counts, out=dstart[1:])
+    idx = _gather_index(dstart[perm], dlen)  # the dependencies of the requests, file order
+    pred = ra.dep_pred[idx]
+    if (pred < 0).any():
+        return None
+    inv = np.full(n_all, -1, np.int64)
+    inv[perm] = np.arange(nr)
+    pk = inv[pred]  # each predecessor's ordinal (-1: outside the plan)
+    if (pk < 0).any():
+        return None
+    trig, rel = ra.dep_trigger[idx], ra.dep_relation[idx]
+    if not (set(np.unique(trig).tolist()) <= triggers.keys() and set(np.unique(rel).tolist()) <= relations.keys()):
+        return None
+    dms = np.where(ra.dep_delay_set[idx], ra.dep_delay[idx], 0) / 1e6  # 0 / 1e6 = 0.0, as the loop
+    if not _resolve(nb, root, dlen, pk, dms, lanes):
+        return None
+    owner = np.repeat(np.arange(nr), dlen)
+    return (nb, owner, pc.take(ra.request_ids, pa.array(pred)), pk, ra.num_samples[pred], trig, rel, dms, dlen), rows
+
+
+def _gather_index(starts: np.ndarray, counts: np.ndarray) -> np.ndarray:
+    """The positions ``starts[i] .. starts[i] + counts[i] - 1`` of every ``i`` in turn (one int64 array)."""
+    total = int(counts.sum())
+    if not total:
+        return np.zeros(0, np.int64)
+    first = np.zeros(len(counts), np.int64)
+    np.cumsum(counts[:-1], out=first[1:])
+    return np.repeat(starts - first, counts) + np.arange(total)
 
 
 def _deps_loop(plan, facts, fl, lanes, lead_ms, origin, ordinal, triggers, relations):
@@ -180,6 +273,17 @@ def _deps_arrays(fl, lanes, lead_ms, origin, ordinal, triggers, relations, by_fi
         return None
     dms = np.fromiter([0 if d is None else d for d in delay], np.int64, nd) / 1e6  # 0 / 1e6 = 0.0, as the loop
     owner = np.repeat(np.arange(nr), dlen)
+    if not _resolve(nb, root, dlen, pk, dms, lanes):
+        return None
+    return (nb, owner, list(pid), pk, np.array(pn, np.int64), np.array(trig, np.int64), np.array(rel, np.int64),
+            dms, dlen)
+
+
+def _resolve(nb: np.ndarray, root: np.ndarray, dlen: np.ndarray, pk: np.ndarray, dms: np.ndarray, lanes: bool) -> bool:
+    """Fill ``nb`` (holding the roots' bounds) with every dependent's bound: the max over its dependencies
+    (``pk``: the predecessors' indices, ``dms``: the delays in ms, request by request) of the
+    predecessor's bound (0 for a root with lanes) + the delay, by rounds of dependency depth. False:
+    deeper than :data:`_MAX_ROUNDS` (``nb`` then unusable)."""
     bound = np.where(root, 0.0 if lanes else nb, np.nan)
     resolved = root.copy()
     dep_rows = np.flatnonzero(~root)
@@ -198,10 +302,9 @@ def _deps_arrays(fl, lanes, lead_ms, origin, ordinal, triggers, relations, by_fi
         if not todo.any():
             break
     if todo.any():
-        return None
+        return False
     nb[dep_rows] = bound[dep_rows]
-    return (nb, owner, list(pid), pk, np.array(pn, np.int64), np.array(trig, np.int64), np.array(rel, np.int64),
-            dms, dlen)
+    return True
 
 
 def _floats(xs: list[float]) -> list[str]:
@@ -238,21 +341,19 @@ def _float_text(pa, pc, xs) -> object:
     return txt
 
 
-def _chunks(pa, pc, order, by_field, plays, nb, d_k, d_pid, d_ord, d_pn, d_trig, d_rel, d_delay_ms, d_cnt, ids, offsets,
-            first, width, model, triggers, relations) -> Iterator[bytes]:
-    # order / d_pid: the ids as json writes them between quotes; d_ord: each predecessor's ordinal
+def _chunks(pa, pc, order, ns, inp, out_a, plays, nb, d_k, d_pid, d_ord, d_pn, d_trig, d_rel, d_delay_ms, d_cnt, ids,
+            offsets, first, width, model, triggers, relations) -> Iterator[bytes]:
+    # order / d_pid: the ids as json writes them between quotes (lists or Arrow arrays); d_ord: each
+    # predecessor's ordinal; ns: num_samples per request (int64), inp: the input lengths and out_a every
+    # sample's output length (Arrow int64 arrays), file order
     nr = len(order)
     s = pa.string()
-    # by_field: the facts' fields as columns (zip(*facts in file order))
-    f_ns, f_inp, f_outs = by_field[0], by_field[1], by_field[2]
-    ns = np.fromiter(f_ns, np.int64, nr)
     multi = bool((ns != 1).any())
     # per request
     qplay = pc.take(pa.array([_q(p) for p, _c in plays], s),
                     pa.array(np.repeat(np.arange(len(plays)), np.fromiter((c for _p, c in plays), np.int64, len(plays)))))
-    inp = pa.array(list(f_inp), pa.int64())
     nb_s = _float_text(pa, pc, nb)
-    rid_a = pa.array(order, s)
+    rid_a = order if isinstance(order, pa.Array) else pa.array(order, s)
     hid_all = pa.array(ids[int(offsets[first]):int(offsets[first + nr])])
     hoff = offsets[first:first + nr + 1] - offsets[first]
     # per dependency (one entry per predecessor sample)
@@ -271,7 +372,7 @@ def _chunks(pa, pc, order, by_field, plays, nb, d_k, d_pid, d_ord, d_pn, d_trig,
             pc.take(pa.array([',"relation":' + _q(relations[x]) + "}" for x in rnames], s),
                     pa.array(np.searchsorted(rnames, np.asarray(d_rel, np.int64)))), "")
         pk = pa.array(d_ord, pa.int64())
-        pid_a = pa.array(d_pid, s)
+        pid_a = d_pid if isinstance(d_pid, pa.Array) else pa.array(d_pid, s)
         suffix = None
         if dmulti:
             rep_a = pa.array(rep)
@@ -289,11 +390,8 @@ def _chunks(pa, pc, order, by_field, plays, nb, d_k, d_pid, d_ord, d_pn, d_trig,
     if multi:
         rrow = np.repeat(np.arange(nr), ns)
         sample_suffix = ["#s%d" % j if n > 1 else "" for n in ns.tolist() for j in range(n)]
-        outs = [o for os in f_outs for o in os]
     else:
         rrow = None
-        outs = [os[0] for os in f_outs]
-    out_a = pa.array(outs, pa.int64())
     row_start = np.zeros(nr + 1, np.int64)
     np.cumsum(ns, out=row_start[1:])
     key_model = ',"model":' + _q(model) + ',"input_length":'
