@@ -269,3 +269,20 @@ def test_unavailable_boundary_leaves_out_only_its_metrics():
     assert "0 output tokens" in nc[("ttft", "r1")]
     assert ("e2e", "r1") not in nc and ("queueing_delay", "r1") not in nc
     assert "r1" in m.unavailable
+
+
+def test_a_profile_of_other_hardware_makes_the_report_unvalidated():
+    """CALIBRATED means a profile measured on the trace's own engine configuration: a profile whose provenance
+    names another CPU is UNVALIDATED in the report (status, label, note); the replay result keeps its own."""
+    m = fx.manifest()
+    m.hardware.cpu_model = "AMD EPYC"
+    prof = fx.replay(kind=rpb.TIMING_MODEL_KIND_PROFILE, calibration=rpb.CALIBRATION_STATUS_CALIBRATED)
+    prov = {"measured": True, "hardware": {"cpu_model": "Intel Xeon", "cpu_count": 2}, "conditions": {}}
+    rep = C.compare(m, fx.workload(), fx.outcomes(), prof, timing=(None, prov, "no tables in this test"))
+    assert rep.timing_model.calibration == rpb.CALIBRATION_STATUS_UNVALIDATED
+    assert prof.timing_model.calibration == rpb.CALIBRATION_STATUS_CALIBRATED
+    assert "(UNVALIDATED on this host: CALIBRATED on other hardware)" in rep.label
+    assert any("UNVALIDATED for this capture" in n and "Intel Xeon" in n for n in rep.notes)
+    same = dict(prov, hardware={"cpu_model": "AMD EPYC", "cpu_count": 2})
+    rep = C.compare(m, fx.workload(), fx.outcomes(), prof, timing=(None, same, "no tables in this test"))
+    assert rep.timing_model.calibration == rpb.CALIBRATION_STATUS_CALIBRATED and rep.label.endswith("(CALIBRATED)")

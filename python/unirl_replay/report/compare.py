@@ -220,12 +220,21 @@ def compare(manifest: mpb.TraceManifest, workload: Iterable[wpb.WorkloadRecord],
     workload = list(workload)
     outcomes = list(outcomes)
     idx = index_workload(workload)
+    other_hw = hardware_mismatch(manifest, replay, (timing or builtin_model(replay.timing_model))[1])
     report = vpb.ValidationReport(
         schema_version=SCHEMA_VERSION, trace_id=manifest.trace_id, role=manifest.role,
         workload_name=manifest.workload_name, simulator=replay.simulator, timing_model=replay.timing_model,
         granularity=replay.granularity, capture_overhead=manifest.capture_overhead,
-        label=honesty_label(manifest, replay, other_hardware=hardware_mismatch(
-            manifest, replay, (timing or builtin_model(replay.timing_model))[1]) is not None))
+        label=honesty_label(manifest, replay, other_hardware=other_hw is not None))
+    if other_hw is not None and replay.timing_model.calibration in (
+            rpb.CALIBRATION_STATUS_CALIBRATED, rpb.CALIBRATION_STATUS_CALIBRATED_PROBE):
+        # CALIBRATED is "a profile measured on the same engine configuration as the trace": not this one. The
+        # report's status says so (the replay result keeps the profile's own status: the replay stage does not
+        # know the capture's hardware)
+        report.timing_model.calibration = rpb.CALIBRATION_STATUS_UNVALIDATED
+        report.notes.append(f"timing model UNVALIDATED for this capture: the profile is "
+                            f"{rpb.CalibrationStatus.Name(replay.timing_model.calibration).removeprefix('CALIBRATION_STATUS_')}"
+                            f" on other hardware ({other_hw})")
     per_request = replay.granularity != rpb.RESULT_GRANULARITY_AGGREGATE_ONLY
     if per_request and matching is None:
         matching = match_indexed(idx, outcomes, replay)
