@@ -104,8 +104,10 @@ RULES: dict[str, str] = {
                       f"{MAX_PROBE_MS:.0f} ms, quartiles not finite and around the median, sizes no engine runs "
                       f"(a context or prefill row over max_model_len, batch x context over {MAX_TOKENS}), per-repeat values (repeat_step_ms, "
                       "repeat_pass_tokens, repeat_pass_rows) of unequal counts, a step time as for the median, or a "
-                      "pass without rows or with fewer tokens than rows, a median outside its repeats' step times, or two probes of "
-                      "one engine on one side of the window",
+                      "pass without rows or with fewer tokens than rows, a median outside its repeats' step times, a median of 0 "
+                      "repeats or repeats other than the count of repeat_step_ms, two entries of one point (same phase "
+                      "and sizes) in a probe's points (or contended_points), or two probes of one engine on one side "
+                      "of the window",
     # records
     "record.empty": "a WorkloadRecord / OutcomeRecord with no member of its oneof set",
     "id.empty": "a record without its id",

@@ -1,0 +1,176 @@
+"""Session 11 attack on the report stage, calibrate --level-to-probe and the gate: each input below was a Python
+traceback, or a wrong result written, before its fix. Every one now is a clear error naming the file and what is
+wrong (or, in the report, a "not done" line), and nothing is written."""
+
+from __future__ import annotations
+
+import copy
+import hashlib
+import json
+import shutil
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from unirl_replay.cli.main import main
+from unirl_replay.replay.timing_models import TimingModelError, parse_timing_model
+from unirl_replay.report.timing_eval import ProfileUnreadable, profile_spread, read_profile
+
+REPO = Path(__file__).resolve().parents[1]
+HOLD = REPO / "results" / "holdout-closed-f26m2"
+TRACE = HOLD / "traces" / "grpo-r1"  # has a reference probe; measured on the host of PROFILE
+RESULT = HOLD / "grpo" / "r1" / "calibrated" / "replay_result.json"
+PROFILE = REPO / "profiles" / "vllm-cpu-tiny-qwen2-20261202-bound-epyc-f26m2-rows-like.npz"  # has reference_points
+
+
+def _tables_and_prov():
+    with np.load(PROFILE, allow_pickle=False) as z:
+        return {k: z[k] for k in z.files if k != "provenance"}, json.loads(str(z["provenance"]))
+
+
+def _profile(path: Path, prov: dict) -> Path:
+    t, _ = _tables_and_prov()
+    np.savez(path, **t, provenance=np.array(json.dumps(prov)))
+    return path
+
+
+def _result_for(tmp_path: Path, profile: Path) -> Path:
+    """The bundled replay result of TRACE, as if it had been replayed with ``profile`` (its path and digest)."""
+    rr = json.loads(RESULT.read_text())
+    rr["timing_model"]["profile_path"] = str(profile)
+    rr["timing_model"]["profile_sha256"] = hashlib.sha256(profile.read_bytes()).hexdigest()
+    f = tmp_path / "replay_result.json"
+    f.write_text(json.dumps(rr))
+    return f
+
+
+# provenance.conditions {"recorded": false} (calibrate --from-raw's "no conditions recorded") skipped the
+# RunConditions check, and compare's condition warnings then read the keys beside it unchecked
+RECORDED_BESIDE = [
+    {"recorded": False, "engine_uptime_ns": "abc"},  # ValueError: could not convert string to float
+    {"recorded": False, "worker_threads": ["a", 1]},  # AttributeError: 'list' object has no attribute 'values'
+    {"recorded": False, "workerThreads": "abc"},  # AttributeError
+    {"recorded": False, "cpuSignature": {"isaFlags": 5, "vendorId": "x"}},  # TypeError: 'int' object is not iterable
+    {"recorded": True, "engineUptimeNs": "abc"},
+    {"recorded": "no"},
+]
+
+
+@pytest.mark.parametrize("cond", RECORDED_BESIDE, ids=[",".join(sorted(c)) + f"={c['recorded']}" for c in RECORDED_BESIDE])
+def test_the_no_conditions_marker_holds_no_other_key(tmp_path, capsys, cond):
+    _, p = _tables_and_prov()
+    f = _profile(tmp_path / "p.npz", {**p, "conditions": cond})
+    for call in (lambda: read_profile(f), lambda: parse_timing_model(f"profile:{f}")):
+        with pytest.raises((ProfileUnreadable, TimingModelError), match=r"p\.npz.*provenance\.conditions.*recorded"):
+            call()
+    rc = main(["compare", str(TRACE), str(_result_for(tmp_path, f)), "--out", str(tmp_path / "c"), "--no-plots"])
+    out = capsys.readouterr()
+    assert rc == 0 and "Traceback" not in out.err, out.err
+    assert "not done" in out.out and "provenance.conditions" in out.out
+    # the marker alone is what calibrate writes (a refit from raw data): read as no conditions
+    g = _profile(tmp_path / "q.npz", {**p, "conditions": {"recorded": False}})
+    assert read_profile(g)[1]["conditions"] == {"recorded": False}
+
+
+def test_the_profile_spread_skips_unusable_and_zero_repeats(tmp_path, capsys, recwarn):
+    """A raw decode repeat with itl_ms null (the schema allows it: an unusable repeat) was float(None), a TypeError in
+    compare; a prefill repeat of 0 ms made a median of 0, "IQR/median nan %" and a numpy RuntimeWarning on stderr."""
+    _, p = _tables_and_prov()
+    nulls = {**p, "raw": {"decode": [{"batch": 1, "length": 1, "kv": 1, "ctx": 1, "itl_ms": None}] * 3,
+                          "prefill": [{"isl": 5, "ttft_ms": 0}] * 3}}
+    assert "nan" not in profile_spread(nulls)
+    assert not [w for w in recwarn if issubclass(w.category, RuntimeWarning)]
+    f = _profile(tmp_path / "p.npz", nulls)
+    assert main(["compare", str(TRACE), str(_result_for(tmp_path, f)), "--out", str(tmp_path / "c"), "--no-plots"]) == 0
+    out = capsys.readouterr()
+    assert "Traceback" not in out.err and "RuntimeWarning" not in out.err and "nan %" not in out.out
+    # usable repeats are still summarised
+    mixed = {"raw": {"decode": [{"batch": 1, "itl_ms": v} for v in (None, 10.0, 11.0, 12.0)]}}
+    assert "decode repeats (max-min)/median 18.2 %" in profile_spread(mixed)
+
+
+def _probe_trace(tmp_path: Path, edit) -> Path:
+    d = tmp_path / "trace"
+    shutil.copytree(TRACE, d)
+    m = json.loads((d / "manifest.json").read_text())  # manifest.json is not digested
+    edit(m)
+    (d / "manifest.json").write_text(json.dumps(m))
+    return d
+
+
+def _point(i: int, j: int, **kw):
+    def edit(m):
+        m["probes"][i]["points"][j].update(kw)
+    return edit
+
+
+PROBE_EDITS = {
+    # a median of no repeat: levelled as if measured
+    "repeats0": (_point(0, 0, repeats=0), "repeats 0: a median rests on one repeat at least"),
+    # repeats other than the count of the per-repeat step times
+    "repeats-count": (_point(0, 3, repeats=4), "repeats 4, but 5 repeat_step_ms"),
+    # a batched prefill pass of more rows than tokens
+    "rows>tokens": (_point(0, 3, batch_size=1_000_000), "a pass of 1000000 rows and 2048 new token(s)"),
+    # the same point twice: weighed twice in the levels (decode x0.988 became x1.047)
+    "duplicate-point": (lambda m: m["probes"][0]["points"].append(copy.deepcopy(m["probes"][0]["points"][0])),
+                        "point 4 (decode): measures the same point as point 0"),
+}
+
+
+@pytest.mark.parametrize("name", sorted(PROBE_EDITS))
+def test_a_probe_point_no_probe_writes_is_refused_by_the_gate(tmp_path, capsys, name):
+    edit, why = PROBE_EDITS[name]
+    d = _probe_trace(tmp_path, edit)
+    out = tmp_path / "lev.npz"
+    assert main(["calibrate", "--level-to-probe", str(d), "--base", str(PROFILE), "--out", str(out)]) == 2
+    err = capsys.readouterr().err
+    assert "manifest.probe" in err and why in err and "Traceback" not in err, err
+    assert not out.exists() and not Path(str(out) + ".provenance.json").exists()
+    assert main(["validate", str(d)]) != 0
+    got = capsys.readouterr()
+    assert why in got.out + got.err and "Traceback" not in got.err
+
+
+def test_the_bundled_probe_trace_still_levels(tmp_path):
+    assert main(["calibrate", "--level-to-probe", str(TRACE), "--base", str(PROFILE),
+                 "--out", str(tmp_path / "lev.npz")]) == 0
+
+
+def _rp(i: int, **kw) -> dict:
+    _, p = _tables_and_prov()
+    p["reference_points"][i].update(kw)
+    return p
+
+
+BAD_REFERENCE = [
+    (_rp(3, prefill_tokens="abc"), "provenance.reference_points.3.prefill_tokens"),  # was ValueError: int('abc')
+    (_rp(3, prefill_tokens=[1]), "provenance.reference_points.3.prefill_tokens"),  # was TypeError
+    (_rp(0, key=5), "provenance.reference_points.0.key"),  # was read as no reference (another level)
+    (_rp(0, median_ms=True), "provenance.reference_points.0.median_ms"),  # was read as 1.0 ms: decode x1.675
+    (_rp(0, median_ms=1e308), "provenance.reference_points.0.median_ms"),
+    ({**_tables_and_prov()[1], "reference_points": "x"}, "provenance.reference_points"),  # was silently ignored
+]
+
+
+@pytest.mark.parametrize("prov,where", BAD_REFERENCE, ids=[f"{w}-{i}" for i, (_, w) in enumerate(BAD_REFERENCE)])
+def test_reference_points_of_the_wrong_type_are_refused(tmp_path, capsys, prov, where):
+    base = _profile(tmp_path / "base.npz", prov)
+    out = tmp_path / "lev.npz"
+    assert main(["calibrate", "--level-to-probe", str(TRACE), "--base", str(base), "--out", str(out)]) == 2
+    err = capsys.readouterr().err
+    assert "base.npz" in err and where in err and "Traceback" not in err, err
+    assert not out.exists()
+    with pytest.raises(ProfileUnreadable, match=where.replace(".", r"\.")):
+        read_profile(base)
+
+
+def test_a_levelled_profile_no_reader_accepts_is_not_written(tmp_path, capsys):
+    """A reference median of 1e-300 ms levelled decode by x1e300: the profile was written (rc 0), and every reader
+    then refused it ("decode_itl holds 1.96e+302 ms, above 3600000 ms")."""
+    base = _profile(tmp_path / "base.npz", _rp(0, median_ms=1e-300))
+    out = tmp_path / "lev.npz"
+    assert main(["calibrate", "--level-to-probe", str(TRACE), "--base", str(base), "--out", str(out)]) == 2
+    err = capsys.readouterr().err
+    assert "levelled decode_itl table holds" in err and "above 3600000 ms" in err and "Traceback" not in err, err
+    assert not out.exists() and not Path(str(out) + ".provenance.json").exists()
