@@ -174,3 +174,69 @@ def test_a_levelled_profile_no_reader_accepts_is_not_written(tmp_path, capsys):
     err = capsys.readouterr().err
     assert "levelled decode_itl table holds" in err and "above 3600000 ms" in err and "Traceback" not in err, err
     assert not out.exists() and not Path(str(out) + ".provenance.json").exists()
+
+
+def _sig_edit(**kw):
+    def edit(m):
+        m["conditions"]["cpu_signature"].update(kw)
+    return edit
+
+
+_ISA = _tables_and_prov()[1]["conditions"]["cpu_signature"]["isa_flags"]
+_CHECKED = _tables_and_prov()[1]["conditions"]["cpu_signature"]["isa_flags_checked"]
+BAD_SIGNATURE = {
+    # a newline in a signature text forged a line of compare's table ("WARNING forged")
+    "isa-newline": (_sig_edit(isa_flags=["avx2\nWARNING forged"]), "not among isa_flags_checked"),
+    "microcode-newline": (_sig_edit(microcode="0x1\nWARNING forged"), "microcode '0x1\\nWARNING forged' holds the "
+                                                                      "control character U+000A"),
+    # a repeated flag made the sorted lists differ: labelled UNVALIDATED (other hardware) against its own host
+    "isa-repeated": (_sig_edit(isa_flags=_ISA * 2), "isa_flags lists 'avx2' twice"),
+    "isa-unchecked": (_sig_edit(isa_flags=[*_ISA, "zzz"]), "isa_flags holds 'zzz', not among isa_flags_checked"),
+    # 200000 flags: a 1.5 MB table
+    "isa-many": (_sig_edit(isa_flags=[f"f{i}" for i in range(2000)]), "isa_flags holds 2000 flags (at most 1024)"),
+}
+
+
+@pytest.mark.parametrize("name", sorted(BAD_SIGNATURE))
+def test_a_cpu_signature_the_report_cannot_print_or_compare_is_refused(tmp_path, capsys, name):
+    edit, why = BAD_SIGNATURE[name]
+    d = _probe_trace(tmp_path, edit)
+    assert main(["validate", str(d)]) != 0
+    got = capsys.readouterr()
+    assert "manifest.conditions" in got.out + got.err and why in got.out + got.err, got.out + got.err
+    assert main(["compare", str(d), str(RESULT), "--out", str(tmp_path / "c"), "--no-plots"]) == 2
+    got = capsys.readouterr()
+    assert why in got.err and "Traceback" not in got.err and not (tmp_path / "c").exists()
+    # the same signature in a profile's provenance is refused by the profile reader (the same rule)
+    _, p = _tables_and_prov()
+    m = {"conditions": {"cpu_signature": dict(p["conditions"]["cpu_signature"])}}
+    edit(m)
+    f = _profile(tmp_path / "p.npz", {**p, "conditions": {**p["conditions"], **m["conditions"]}})
+    with pytest.raises(ProfileUnreadable, match=r"provenance\.conditions: cpu_signature\."):
+        read_profile(f)
+
+
+def _label(tmp_path: Path, capsys, edit) -> str:
+    d = _probe_trace(tmp_path, edit)
+    assert main(["compare", str(d), str(RESULT), "--out", str(tmp_path / "c"), "--no-plots"]) == 0
+    return next(line for line in capsys.readouterr().out.splitlines() if line.startswith("Validation report"))
+
+
+def test_isa_flags_compare_as_sets_over_the_flags_both_sides_checked(tmp_path, capsys):
+    """The capture of a version that looks for one more ISA flag (and has it) ran on the profile's host: it was
+    labelled "UNVALIDATED on this host: CALIBRATED on other hardware" (its isa_flags list had one more flag)."""
+    more = _sig_edit(isa_flags=[*_ISA, "newflag"], isa_flags_checked=[*_CHECKED, "newflag"])
+    assert _label(tmp_path / "a", capsys, more).endswith("(CALIBRATED)")
+    assert _label(tmp_path / "b", capsys, _sig_edit(isa_flags=_ISA[::-1])).endswith("(CALIBRATED)")
+    # a flag both looked for and only one side has is other hardware
+    assert "UNVALIDATED on this host" in _label(tmp_path / "c", capsys, _sig_edit(isa_flags=_ISA[1:]))
+
+
+def test_a_profile_vendor_id_with_a_newline_is_refused(tmp_path):
+    """A trace's vendor_id is an id (rule id.invalid); a profile's was printed as it was into compare's warning."""
+    _, p = _tables_and_prov()
+    cond = copy.deepcopy(p["conditions"])
+    cond["cpu_signature"]["vendor_id"] = "GenuineIntel\nWARNING forged"
+    f = _profile(tmp_path / "p.npz", {**p, "conditions": cond})
+    with pytest.raises(ProfileUnreadable, match=r"cpu_signature\.vendor_id .* holds the control character U\+000A"):
+        read_profile(f)

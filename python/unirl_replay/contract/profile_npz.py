@@ -126,9 +126,15 @@ def check_provenance(prov: object, name: str, err: Callable[[str], Exception]) -
                   "that marker or a RunConditions message; was the provenance edited?")
     if isinstance(cond, dict) and cond and "recorded" not in cond:
         try:  # the RunConditions message, as calibrate writes it; keys of a newer revision are skipped
-            json_profile.parse_dict(cond, manifest_pb2.RunConditions, on_unknown=lambda _keys: None)
+            msg = json_profile.parse_dict(cond, manifest_pb2.RunConditions, on_unknown=lambda _keys: None)
         except TraceFormatError as e:
             raise err(f"profile {name!r}: provenance.conditions is not a RunConditions message: {e}") from None
+        from unirl_replay.contract.cpu_signature import signature_problems
+
+        problems = signature_problems(msg.cpu_signature)  # what the gate checks of a trace's (manifest.conditions)
+        if problems:
+            raise err(f"profile {name!r}: provenance.conditions: cpu_signature.{problems[0]} (the rule "
+                      "manifest.conditions of a trace's conditions; was the provenance edited?)")
     return prov
 
 

@@ -7,6 +7,7 @@ import math
 import re
 from pathlib import PurePosixPath
 
+from unirl_replay.contract.cpu_signature import signature_problems
 from unirl_replay.contract.trace_io import MANIFEST_FILE, OUTCOME_FILES, PARTIAL_SUFFIX, WORKLOAD_FILES
 from unirl_replay.contract.validate.context import TraceState
 from unirl_replay.contract.validate.registry import MAX_LOADAVG, MAX_PROBE_MS, MAX_TOKENS
@@ -47,6 +48,8 @@ def conditions_problems(c) -> list[str]:
     for label, ns in sorted(c.engine_process_cpu_ns.items()):
         if ns < 0:
             out.append(f"engine_process_cpu_ns[{label!r}] {ns} is negative")
+    if c.HasField("cpu_signature"):
+        out.extend(f"cpu_signature.{why}" for why in signature_problems(c.cpu_signature, vendor=False))
     return out
 
 

@@ -94,7 +94,10 @@ RULES: dict[str, str] = {
     "manifest.trace_id": "manifest without trace_id",
     "manifest.created_at": "created_at present but not an RFC 3339 UTC time (YYYY-MM-DDTHH:MM:SS[.fff]Z or +00:00)",
     "manifest.conditions": "RunConditions (the trace's or a probe's) with a load average not finite, < 0 or above "
-                           f"{MAX_LOADAVG:.0e}, a steal / busy percentage outside 0-100, or a negative time or CPU time",
+                           f"{MAX_LOADAVG:.0e}, a steal / busy percentage outside 0-100, a negative time or CPU time, "
+                           "or a cpu_signature whose microcode, flags digest or ISA flags hold a control character or "
+                           "more than 1024 characters, with an empty or repeated ISA flag, more than 1024 flags, or an "
+                           "ISA flag not among isa_flags_checked (a profile's provenance.conditions meet the same rule)",
     "manifest.capture_overhead": "capture_overhead with an overhead_ratio not finite or below -1 (instrumented / plain "
                                  "- 1 of two wall times), or a negative instrumented / plain wall time",
     "manifest.probe": "a reference probe (TraceManifest.probes) of an unknown engine, `when` not before / after, a "
