@@ -240,3 +240,43 @@ def test_a_profile_vendor_id_with_a_newline_is_refused(tmp_path):
     f = _profile(tmp_path / "p.npz", {**p, "conditions": cond})
     with pytest.raises(ProfileUnreadable, match=r"cpu_signature\.vendor_id .* holds the control character U\+000A"):
         read_profile(f)
+
+
+def _dep_edit(field: str, value: int):
+    from tracebuild import agentic_trace
+
+    t = agentic_trace()
+    for r in t.workload:
+        if r.WhichOneof("record") == "request" and r.request.dependencies:
+            d = r.request.dependencies[0]
+            if field == "delay_absence":  # no measured delay and a reason no version defines: was replayed as 0 ms
+                d.ClearField("external_delay_ns")
+            setattr(d, field, value)
+            break
+    return t
+
+
+@pytest.mark.parametrize("encoding", ["jsonl", "binpb", "arrow"])
+@pytest.mark.parametrize("field,value", [("trigger", 99), ("relation", 99), ("relation", -1), ("delay_absence", 99)])
+@pytest.mark.parametrize("vectorised", [False, True])
+def test_convert_and_replay_as_a_library_refuse_an_unknown_dependency_enum(tmp_path, monkeypatch, encoding, field,
+                                                                           value, vectorised):
+    """runner.convert_trace / replay_trace called without the gate: an unknown trigger or relation number was a
+    KeyError in the agentic_mooncake converter (every encoding), an unknown delay_absence without a delay was
+    converted as a 0 ms wait. Now the support check refuses them with the gate's rule (enum.unknown)."""
+    if encoding == "arrow":
+        pytest.importorskip("pyarrow")
+    from unirl_replay.contract.errors import TraceFormatError
+    from unirl_replay.replay import request_checks, runner
+
+    if vectorised:  # the array scan (workloads of >= VECTORISED_MIN_REQUESTS requests) decides as the loop does
+        monkeypatch.setattr(request_checks, "VECTORISED_MIN_REQUESTS", 1)
+    d = _dep_edit(field, value).write(tmp_path / "t", encoding=encoding)
+    with pytest.raises(TraceFormatError, match=rf"dependencies\[0\]\.{field} = {value}: no such value") as e:
+        runner.convert_trace(d, tmp_path / "c" / "x.jsonl")
+    assert e.value.rule == "enum.unknown" and not (tmp_path / "c" / "x.jsonl").exists()
+    with pytest.raises(TraceFormatError, match="enum.unknown"):
+        runner.replay_trace(d, "fixed:10,1", work_dir=tmp_path / "w")
+    # the known values still convert
+    assert runner.convert_trace(_dep_edit("relation", 2).write(tmp_path / "ok", encoding=encoding),
+                                tmp_path / "c2" / "x.jsonl")
