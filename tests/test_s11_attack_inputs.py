@@ -280,3 +280,15 @@ def test_convert_and_replay_as_a_library_refuse_an_unknown_dependency_enum(tmp_p
     # the known values still convert
     assert runner.convert_trace(_dep_edit("relation", 2).write(tmp_path / "ok", encoding=encoding),
                                 tmp_path / "c2" / "x.jsonl")
+
+
+def test_a_profile_path_too_long_to_look_up_is_not_found(tmp_path, capsys):
+    """A replay result's profile_path of 5000 characters: Path.is_file raised ENAMETOOLONG and compare failed as a
+    whole ("error: aaaa...: File name too long", rc 2) where any other missing profile is a "not done" line."""
+    rr = json.loads(RESULT.read_text())
+    rr["timing_model"]["profile_path"] = "a" * 5000
+    f = tmp_path / "replay_result.json"
+    f.write_text(json.dumps(rr))
+    assert main(["compare", str(TRACE), str(f), "--out", str(tmp_path / "c"), "--no-plots"]) == 0
+    out = capsys.readouterr().out
+    assert "not done: profile 'aaaa" in out and "not found here" in out

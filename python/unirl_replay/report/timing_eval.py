@@ -134,6 +134,15 @@ def read_profile(path: str | Path) -> tuple[dict[str, np.ndarray], dict, str]:
     return tables, prov, hashlib.sha256(data).hexdigest()
 
 
+def _is_file(p: Path) -> bool:
+    """``p.is_file()``, False where the path cannot even be looked up (a name too long: ENAMETOOLONG is raised,
+    not returned as False): a replay result's profile_path is the trace's user's text."""
+    try:
+        return p.is_file()
+    except (OSError, ValueError):
+        return False
+
+
 def step_model(tm: rpb.TimingModel, kv_capacity_tokens: int, search_dirs: Sequence[Path] = ()
                ) -> tuple[StepModel | None, dict, str]:
     """The step model of a replay's timing model: ``(model, provenance, reason)``.
@@ -151,9 +160,9 @@ def step_model(tm: rpb.TimingModel, kv_capacity_tokens: int, search_dirs: Sequen
     if tm.kind != rpb.TIMING_MODEL_KIND_PROFILE:
         return None, {}, "timing model kind unspecified"
     cands = [Path(tm.profile_path)] + [Path(d) / tm.profile_path for d in search_dirs]
-    path = next((c for c in cands if c.is_file()), None)
+    path = next((c for c in cands if _is_file(c)), None)
     if path is None:
-        return None, {}, f"profile {tm.profile_path!r} not found here: the model cannot be evaluated"
+        return None, {}, f"profile {tm.profile_path[:200]!r} not found here: the model cannot be evaluated"
     try:
         tables, prov, sha = read_profile(path)
     except ProfileUnreadable as e:  # names the file and what is wrong
