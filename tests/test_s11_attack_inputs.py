@@ -292,3 +292,28 @@ def test_a_profile_path_too_long_to_look_up_is_not_found(tmp_path, capsys):
     assert main(["compare", str(TRACE), str(f), "--out", str(tmp_path / "c"), "--no-plots"]) == 0
     out = capsys.readouterr().out
     assert "not done: profile 'aaaa" in out and "not found here" in out
+
+
+def test_a_lone_surrogate_quoted_back_in_a_parse_error_is_no_traceback(tmp_path, capsys):
+    """outcomes.jsonl with "tool_durations_ns": "\\ud800" (valid JSON, a lone UTF-16 surrogate): the parser's message
+    quotes the value, and putting it into the Violation (a protobuf string) raised UnicodeEncodeError in validate and
+    every gated command. The message now writes the surrogate as its escape."""
+    d = tmp_path / "t"
+    shutil.copytree(REPO / "traces" / "agentic-a", d)
+    p = d / "outcomes.jsonl"
+    lines = p.read_text().splitlines()
+    i = next(i for i, line in enumerate(lines) if '"trajectory"' in line and "tool_durations_ns" in line)
+    doc = json.loads(lines[i])
+    doc["trajectory"]["tool_durations_ns"] = "\ud800"
+    lines[i] = json.dumps(doc)  # ASCII: the escape \ud800
+    p.write_text("\n".join(lines) + "\n")
+    m = json.loads((d / "manifest.json").read_text())
+    for a in m["artifacts"]:
+        b = (d / a["path"]).read_bytes()
+        a["sha256"], a["size_bytes"] = hashlib.sha256(b).hexdigest(), str(len(b))
+    (d / "manifest.json").write_text(json.dumps(m))
+    assert main(["validate", str(d)]) == 1
+    out = capsys.readouterr().out
+    assert f"outcomes.jsonl:{i + 1}" in out and "json.profile" in out and "\\ud800" in out, out
+    assert main(["compare", str(d), str(RESULT), "--out", str(tmp_path / "c"), "--no-plots"]) == 2
+    assert "\\ud800" in capsys.readouterr().err and not (tmp_path / "c").exists()
