@@ -317,3 +317,45 @@ def test_a_lone_surrogate_quoted_back_in_a_parse_error_is_no_traceback(tmp_path,
     assert f"outcomes.jsonl:{i + 1}" in out and "json.profile" in out and "\\ud800" in out, out
     assert main(["compare", str(d), str(RESULT), "--out", str(tmp_path / "c"), "--no-plots"]) == 2
     assert "\\ud800" in capsys.readouterr().err and not (tmp_path / "c").exists()
+
+
+@pytest.mark.parametrize("kind,path,value", [
+    ("engine_generate", ("requests", 0, "n"), 1.0),  # TypeError: slice indices must be integers
+    ("engine_generate", ("requests", 0, "prompt_tokens"), 12.0),  # TypeError into a protobuf uint32
+    ("engine_generate", ("requests", 0, "output_tokens", 0), 5.0),
+    ("window_start", ("conditions", "cpu_signature", "cpu_family"), 26.0),  # TypeError in signature_message
+])
+def test_a_shard_integer_written_as_a_float_is_a_typed_error(tmp_path, capsys, kind, path, value):
+    """JSON Schema's "integer" accepts 26.0: a shard with it passed the record check and finalize met a float where an
+    int goes (a traceback). The hooks write Python ints; the record check now reads "integer" as they write it."""
+    from test_capture_conditions import _raw_with_probes
+
+    raw = tmp_path / "raw"
+    _raw_with_probes(raw)
+    shard, index = next((p, i) for p in sorted(raw.glob("*.jsonl"))
+                        for i, line in enumerate(p.read_text().splitlines()) if f'"kind": "{kind}"' in line)
+    lines = shard.read_text().splitlines()
+    rec = json.loads(lines[index])
+    if path[1] == "cpu_signature":
+        rec["conditions"]["cpu_signature"] = {"vendor_id": "AuthenticAMD", "cpu_family": 26}
+    o = rec
+    for k in path[:-1]:
+        o = o[k]
+    o[path[-1]] = value
+    lines[index] = json.dumps(rec)
+    shard.write_text("\n".join(lines) + "\n")
+    out = tmp_path / "t"
+    rc = main(["capture", "finalize", str(raw), "--out", str(out), "--rollouts", "0:0"])
+    err = capsys.readouterr().err
+    assert rc != 0 and "[capture.shard_record]" in err and f"{shard.name}:{index + 1}" in err, err
+    assert f"{value} is not of type 'integer'" in err and "Traceback" not in err and not out.exists()
+
+
+def test_unirl_counts_copied_as_unirl_holds_them_may_be_integral_floats():
+    """group_size / capacities are copied from UniRL's own objects: 8.0 is read (int()), 8.5 is not."""
+    from unirl_replay.capture.shard_records import record_problem
+
+    at = {"monotonic": 1.0}
+    base = {"kind": "collect", "enter": at, "exit": at, "groups": [{"roots": ["r0"]}]}
+    assert record_problem({**base, "group_size": 8.0, "capacities": [2.0, 4]}) is None
+    assert "group_size" in record_problem({**base, "group_size": 8.5})
