@@ -359,3 +359,17 @@ def test_unirl_counts_copied_as_unirl_holds_them_may_be_integral_floats():
     base = {"kind": "collect", "enter": at, "exit": at, "groups": [{"roots": ["r0"]}]}
     assert record_problem({**base, "group_size": 8.0, "capacities": [2.0, 4]}) is None
     assert "group_size" in record_problem({**base, "group_size": 8.5})
+
+
+@pytest.mark.parametrize("name,body,why", [
+    ("deep.yaml", b"traces: " + b"[" * 5000 + b"]" * 5000 + b"\n", "YAML nested too deeply"),  # was RecursionError
+    ("latin1.yaml", b"traces:\n  - path: caf\xe9\n", "not UTF-8 text (byte 21 is b'\\xe9')"),  # was UnicodeDecodeError
+    ("bom16.json", '{"traces": []}'.encode("utf-16"), "not UTF-8 text"),
+])
+def test_a_grid_spec_that_is_no_text_or_too_deep_is_a_bad_spec(tmp_path, capsys, name, body, why):
+    spec = tmp_path / name
+    spec.write_bytes(body)
+    assert main(["grid", str(spec), "--out", str(tmp_path / "g"), "--backend", "sequential", "--no-progress"]) == 2
+    err = capsys.readouterr().err
+    assert "[grid.spec.parse]" in err and why in err and name in err and "Traceback" not in err, err
+    assert not (tmp_path / "g").exists()
