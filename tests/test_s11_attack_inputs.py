@@ -373,3 +373,27 @@ def test_a_grid_spec_that_is_no_text_or_too_deep_is_a_bad_spec(tmp_path, capsys,
     err = capsys.readouterr().err
     assert "[grid.spec.parse]" in err and why in err and name in err and "Traceback" not in err, err
     assert not (tmp_path / "g").exists()
+
+
+def test_a_conformance_case_rejected_where_a_result_is_expected_says_so(tmp_path, capsys):
+    """A case whose trace the gate refuses (here an unknown trigger number) was reported as "convert: e0: missing"
+    (the first expected row the rejection lacks); it now names the rejection and its rule."""
+    case = tmp_path / "cases" / "agentic_chain_waits"
+    shutil.copytree(REPO / "conformance" / "cases" / "agentic_chain_waits", case)
+    p = case / "trace" / "workload.jsonl"
+    lines = p.read_text().splitlines()
+    i = next(i for i, line in enumerate(lines) if '"dependencies"' in line)
+    doc = json.loads(lines[i])
+    doc["request"]["dependencies"][0]["trigger"] = 99
+    lines[i] = json.dumps(doc)
+    p.write_text("\n".join(lines) + "\n")
+    m = json.loads((case / "trace" / "manifest.json").read_text())
+    for a in m["artifacts"]:
+        b = (case / "trace" / a["path"]).read_bytes()
+        a["sha256"], a["size_bytes"] = hashlib.sha256(b).hexdigest(), str(len(b))
+    (case / "trace" / "manifest.json").write_text(json.dumps(m))
+    assert main(["conformance", "--corpus", str(tmp_path)]) == 1
+    out = capsys.readouterr()
+    text = out.out + out.err
+    assert "convert: rejected (TraceRejectedError, rule enum.unknown) where the case expects a result" in text, text
+    assert "e0: missing" not in text and "Traceback" not in out.err
