@@ -397,3 +397,22 @@ def test_a_conformance_case_rejected_where_a_result_is_expected_says_so(tmp_path
     text = out.out + out.err
     assert "convert: rejected (TraceRejectedError, rule enum.unknown) where the case expects a result" in text, text
     assert "e0: missing" not in text and "Traceback" not in out.err
+
+
+def test_the_reading_of_passes_of_no_measured_length_is_no_zero_division():
+    """A first pass scheduled at its first token (scheduled_ns == first_token_ns, a valid trace) has real_ms 0: with
+    the shorter half of the prefill passes such, the prompt-length reading divided by a median of 0
+    (ZeroDivisionError in compare's profile check)."""
+    from unirl_replay.report import profile_check as pc
+    from unirl_replay.v1 import report_pb2 as vpb
+
+    es = vpb.EngineSteps(engine_id="e0")
+    for k in range(8):
+        first = k < 4
+        es.intervals.add(segment=k, phase=pc.PH_FIRST if first else pc.PH_PREFILL, real_ms=0.0 if first else 10.0 + k,
+                         model_ms=5.0, prefill_tokens=100 + k * (1 if first else 1000))
+    assert "grows with prompt length" not in pc.reading(pc.phase_ratios([es]), [es])
+    dec = vpb.EngineSteps(engine_id="e0")
+    for k in range(8):
+        dec.intervals.add(segment=0, phase=pc.PH_DECODE, real_ms=0.0, model_ms=5.0, decode_sequences=1 + 8 * k)
+    assert pc.reading(pc.phase_ratios([dec]), [dec])
