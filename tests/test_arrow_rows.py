@@ -92,8 +92,16 @@ def test_unknown_trigger_keeps_the_python_writer(tmp_path, monkeypatch):
             req("b", traj="t", turn=1, hashes=[1, 3], deps=[dep("a", 1.0)]), traj("t", ["a", "b"])]
     ix = index(*msgs)
     ix.by_id["b"].dependencies[0].trigger = 7  # a number the converter has no upstream name for
+    from unirl_replay.contract.errors import TraceFormatError
+
+    with pytest.raises(TraceFormatError, match="enum.unknown"):  # refused by the support check (was a KeyError)
+        check_supported(ix, {"e0": engine()})
+    ix.by_id["b"].dependencies[0].trigger = 1
     plans, _ = check_supported(ix, {"e0": engine()})
-    conv = agentic_mooncake.convert_engine(plans["e0"], ix)
+    plan = plans["e0"]  # a plan whose facts hold that number anyway (made by hand): the Python writer decides
+    plan.facts = {rid: (*f[:4], tuple((p, n, 7, rel, d) for p, n, _, rel, d in f[4]), *f[5:])
+                  for rid, f in plan.facts.items()}
+    conv = agentic_mooncake.convert_engine(plan, ix)
     called = []
     monkeypatch.setattr(arrow_rows, "_chunks", lambda *a, **k: called.append(1))
     with pytest.raises(KeyError):  # what the Python writer always did

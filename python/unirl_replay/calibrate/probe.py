@@ -440,7 +440,7 @@ def level_profile(base: str | Path, manifest: mpb.TraceManifest, out: str | Path
         raise ProbeError(f"unknown probe condition {probe_condition!r}: expected one of {', '.join(PROBE_CONDITIONS)}")
     from unirl_replay.calibrate.profiler import write_profile
 
-    from unirl_replay.contract.profile_npz import load_profile
+    from unirl_replay.contract.profile_npz import MAX_STEP_MS, load_profile
 
     base, out = Path(base), Path(out)
     side = out.with_name(out.name + ".provenance.json")
@@ -486,6 +486,11 @@ def level_profile(base: str | Path, manifest: mpb.TraceManifest, out: str | Path
         if not (np.all(np.isfinite(tables[name])) and np.all(tables[name] > 0)):
             raise ProbeError(f"{base} levelled to the probe of {manifest.trace_id!r}: the levelled {name} table is not "
                              "finite and > 0 everywhere (a probe point or the base table cannot level it)")
+        if np.any(tables[name] > MAX_STEP_MS):  # what every reader of the profile refuses (contract.profile_npz)
+            raise ProbeError(f"{base} levelled to the probe of {manifest.trace_id!r}: the levelled {name} table holds "
+                             f"{float(tables[name].max()):.3g} ms, above {MAX_STEP_MS:.0f} ms (1 hour) per pass or step "
+                             f"(levels: decode x{lv['decode_level']:.3g}, prefill x{lv['prefill_level']:.3g}): a probe "
+                             "point or a reference median of the base cannot be right")
     new = dict(prov)
     new["calibration_workloads"] = list(prov.get("calibration_workloads", [])) + [f"probe:{manifest.trace_id}"]
     new["kind"] = "dynamo_profile+probe"

@@ -21,6 +21,9 @@ _NULL = {"type": "null"}
 _NUM = {"type": "number", "minimum": -1e15, "maximum": 1e15}  # seconds or ms: no real clock is near it
 _COUNT = {"type": "integer", "minimum": 0, "maximum": (1 << 32) - 1}
 _INT = {"type": "integer", "minimum": -(1 << 63), "maximum": (1 << 63) - 1}
+#: a count the hooks copy from UniRL's own objects as it holds it (RolloutManager._group_size, the pool's _capacities):
+#: an integral number, 8 or 8.0 (finalize reads it with int()); the hooks' own integers are Python ints (_COUNT)
+_UNIRL_COUNT = {"type": "number", "minimum": 0, "maximum": (1 << 32) - 1, "multipleOf": 1}
 _HASH = {"type": "integer", "minimum": 0, "maximum": (1 << 64) - 1}
 _STR = {"type": "string"}
 _ID = {"type": ["string", "integer"]}
@@ -106,9 +109,9 @@ SCHEMAS: dict[str, dict] = {
     "env_step": _obj({"trajectory_id": _opt(_STR), "turn": _INT, "start": _AT, "end": _AT,
                       "duration_s": _NUM, "tool_calls": _opt(_COUNT)}, ("duration_s",)),
     "submit": _obj({"submit_id": _opt(_ID), "tasks": _opt(_COUNT), "groups": _opt(_arr(_STR)),
-                    "rollout_ids": _ROLLOUTS, "at": _AT, "group_size": _opt(_COUNT)}, ("at",)),
+                    "rollout_ids": _ROLLOUTS, "at": _AT, "group_size": _opt(_UNIRL_COUNT)}, ("at",)),
     "collect": _obj({"collect_id": _opt(_ID), "n": _opt(_COUNT), "current_version": _opt(_INT), "enter": _AT,
-                     "exit": _AT, "group_size": _opt(_COUNT), "capacities": _opt(_arr(_COUNT)),
+                     "exit": _AT, "group_size": _opt(_UNIRL_COUNT), "capacities": _opt(_arr(_UNIRL_COUNT)),
                      "groups": _arr(_obj({"rollout_ids": _arr(_INT), "roots": _arr(_STR),
                                           "trajectory_ids": _arr(_opt(_STR))}, ("roots",)))},
                     ("enter", "exit", "groups")),
@@ -133,7 +136,12 @@ SCHEMAS: dict[str, dict] = {
 def _validator(kind: str):
     import jsonschema
 
-    return jsonschema.Draft202012Validator(SCHEMAS[kind])
+    # "integer" as the hooks write one (json.dumps of a Python int): JSON Schema's own also accepts 26.0, which
+    # finalize then met as a float where an int goes (a slice index, a protobuf uint32: a TypeError traceback)
+    strict = jsonschema.Draft202012Validator.TYPE_CHECKER.redefine(
+        "integer", lambda _checker, x: isinstance(x, int) and not isinstance(x, bool))
+    cls = jsonschema.validators.extend(jsonschema.Draft202012Validator, type_checker=strict)
+    return cls(SCHEMAS[kind])
 
 
 def _non_finite(x: Any) -> Optional[str]:

@@ -159,7 +159,14 @@ def judge(cases: list[Case], answers: list[dict[str, Any]], xfails: set[str]) ->
             if ans.get("status") == "error":
                 diff = f"{op}: executor error: {str(ans.get('message'))[:160]}"
                 break
-            d = first_difference(c.expected(op), project_answer(c, op, ans))
+            expected = c.expected(op)
+            if ans.get("status") == "rejected" and not (isinstance(expected, dict) and
+                                                        expected.get("status") == "rejected"):
+                err = ans.get("error") if isinstance(ans.get("error"), dict) else {}
+                diff = (f"{op}: rejected ({err.get('type')}, rule {err.get('rule')}) where the case expects a result: "
+                        f"{str(err.get('message'))[:200]}")  # was the first row the rejection lacks ("e0: missing")
+                break
+            d = first_difference(expected, project_answer(c, op, ans))
             if d:
                 diff = f"{op}: {d}"
                 break

@@ -7,6 +7,19 @@ class UnirlReplayError(Exception):
     """Base class: every error this package raises on purpose."""
 
 
+def _utf8(text: str) -> str:
+    """``text`` as valid UTF-8 text: a lone UTF-16 surrogate (a JSON escape such as ``\\ud800`` in a value the
+    parser quotes back in its message) written as its escape. The message goes into a ``Violation`` (a protobuf
+    string field, which refuses it with a UnicodeEncodeError) and to the terminal."""
+    try:
+        text.encode("utf-8")
+        return text
+    except UnicodeEncodeError:
+        return text.encode("utf-8", "backslashreplace").decode("utf-8")
+    except AttributeError:  # not a str (a caller's Path): as it was
+        return text
+
+
 class TraceFormatError(UnirlReplayError):
     """A trace file or record breaks the contract.
 
@@ -18,6 +31,7 @@ class TraceFormatError(UnirlReplayError):
     """
 
     def __init__(self, message: str, *, file: str = "", line: int = 0, record_id: str = "", rule: str = ""):
+        message, file, record_id = _utf8(message), _utf8(file), _utf8(record_id)
         self.file, self.line, self.record_id, self.rule = file, line, record_id, rule
         where = file + (f":{line}" if line else "")
         parts = [p for p in (where, f"record {record_id!r}" if record_id else "", f"[{rule}]" if rule else "") if p]

@@ -77,6 +77,12 @@ PROVENANCE_SCHEMA = {
                 "batch": {"type": "integer"}, "length": {"type": ["integer", "null"]}, "kv": _NUM, "ctx": _NUM,
                 "itl_ms": _NULLABLE_NUM}}}}},
         "model": {"type": "object", "properties": {"config": {"type": "object"}}},
+        # the calibration session's own medians of the probe's points (calibrate.probe._references divides by them)
+        "reference_points": {"type": "array", "items": {"type": "object", "properties": {
+            "key": {"type": "string"}, "phase": {"type": "string"}, "batch_size": _UINT, "context_tokens": _UINT,
+            "prefill_tokens": _UINT, "repeats": _UINT,
+            "median_ms": {"type": "number", "exclusiveMinimum": 0, "maximum": MAX_STEP_MS},
+            "p25_ms": _NUM, "p75_ms": _NUM}}},
     },
 }
 
@@ -111,11 +117,24 @@ def check_provenance(prov: object, name: str, err: Callable[[str], Exception]) -
         raise err(f"profile {name!r}: provenance.{where}: {message} (a profile `unirl-replay calibrate` "
                   "wrote holds the right types; was the provenance edited?)")
     cond = prov.get("conditions")
+    if isinstance(cond, dict) and "recorded" in cond and not (len(cond) == 1 and cond["recorded"] is False):
+        # the marker calibrate writes when the sweep recorded no conditions: nothing else beside it (its readers
+        # would read the keys beside it unchecked: a hand-edited {"recorded": false, "engine_uptime_ns": "abc"})
+        raise err(f"profile {name!r}: provenance.conditions: {{\"recorded\": false}} marks a sweep that recorded no "
+                  f"conditions and holds no other key (found keys {sorted(map(str, cond))[:8]!r}, "
+                  f"recorded={str(cond['recorded'])[:40]!r}): a profile `unirl-replay calibrate` wrote holds either "
+                  "that marker or a RunConditions message; was the provenance edited?")
     if isinstance(cond, dict) and cond and "recorded" not in cond:
         try:  # the RunConditions message, as calibrate writes it; keys of a newer revision are skipped
-            json_profile.parse_dict(cond, manifest_pb2.RunConditions, on_unknown=lambda _keys: None)
+            msg = json_profile.parse_dict(cond, manifest_pb2.RunConditions, on_unknown=lambda _keys: None)
         except TraceFormatError as e:
             raise err(f"profile {name!r}: provenance.conditions is not a RunConditions message: {e}") from None
+        from unirl_replay.contract.cpu_signature import signature_problems
+
+        problems = signature_problems(msg.cpu_signature)  # what the gate checks of a trace's (manifest.conditions)
+        if problems:
+            raise err(f"profile {name!r}: provenance.conditions: cpu_signature.{problems[0]} (the rule "
+                      "manifest.conditions of a trace's conditions; was the provenance edited?)")
     return prov
 
 

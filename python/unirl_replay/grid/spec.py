@@ -130,7 +130,11 @@ def _err(path: Path, msg: str, rule: str) -> GridSpecError:
 def _read(path: Path) -> dict[str, Any]:
     if not path.is_file():
         raise _err(path, "grid spec file not found", "missing")
-    text = path.read_text()
+    try:
+        text = path.read_bytes().decode("utf-8")
+    except UnicodeDecodeError as e:
+        raise _err(path, f"not UTF-8 text (byte {e.start} is {e.object[e.start:e.start + 1]!r}): a spec is YAML or "
+                   "JSON text in UTF-8", "parse") from None
     if path.suffix.lower() in (".yaml", ".yml"):
         try:
             import yaml
@@ -143,6 +147,8 @@ def _read(path: Path) -> dict[str, Any]:
             line = getattr(getattr(e, "problem_mark", None), "line", -1) + 1
             raise GridSpecError(f"not valid YAML: {getattr(e, 'problem', e)}", file=str(path), line=max(line, 0),
                                 rule="grid.spec.parse") from None
+        except RecursionError:  # hostile input: nesting PyYAML's recursive parser cannot follow
+            raise _err(path, "YAML nested too deeply (beyond the interpreter's recursion limit)", "parse") from None
     else:
         from unirl_replay.contract import json_guard
         from unirl_replay.contract.errors import TraceFormatError

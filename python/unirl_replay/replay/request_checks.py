@@ -21,6 +21,12 @@ from unirl_replay.replay.workload import (
 )
 from unirl_replay.v1 import common_pb2, manifest_pb2, workload_pb2
 
+#: the dependency enum numbers this contract version defines (a library caller's trace may not have passed the gate,
+#: whose rule enum.unknown refuses any other: the converters look the trigger and relation up by number)
+KNOWN_TRIGGERS = frozenset(common_pb2.DependencyTrigger.values()) - {common_pb2.DEPENDENCY_TRIGGER_UNSPECIFIED}
+KNOWN_RELATIONS = frozenset(common_pb2.DependencyRelation.values())
+KNOWN_ABSENCES = frozenset(common_pb2.DelayAbsence.values())
+
 
 def _engine_of(req: workload_pb2.Request, engines: Mapping[str, manifest_pb2.EngineConfig]) -> str:
     if req.engine_id:
@@ -82,9 +88,7 @@ def scan_requests(index: WorkloadIndex, engines: Mapping[str, manifest_pb2.Engin
     by_id = index.by_id
     cfg = {eid: (e.block_size_tokens, e.enable_prefix_caching, plans[eid]) for eid, e in engines.items()}
     only = next(iter(engines)) if len(engines) == 1 else None
-    unspecified_trigger = common_pb2.DEPENDENCY_TRIGGER_UNSPECIFIED
     no_absence = common_pb2.DELAY_ABSENCE_UNSPECIFIED
-    not_measured = common_pb2.DELAY_ABSENCE_NOT_MEASURED
     by_construction = common_pb2.DELAY_ABSENCE_NONE_BY_CONSTRUCTION
     traj_engine: dict[str, str] = {}
     turns: dict[str, list[int]] = {}
@@ -144,7 +148,8 @@ def scan_requests(index: WorkloadIndex, engines: Mapping[str, manifest_pb2.Engin
             pid = d.predecessor_request_id
             p = by_id.get(pid)
             trigger = d.trigger
-            if p is None or not tid or p.trajectory_id != tid or trigger == unspecified_trigger:
+            if p is None or not tid or p.trajectory_id != tid or trigger not in KNOWN_TRIGGERS or \
+                    d.relation not in KNOWN_RELATIONS:
                 return False
             absence = d.delay_absence
             delay = None
@@ -154,7 +159,7 @@ def scan_requests(index: WorkloadIndex, engines: Mapping[str, manifest_pb2.Engin
                     return False
             elif absence == by_construction:
                 plan.none_by_construction += 1
-            elif absence == not_measured or absence == no_absence:
+            else:  # not measured, no reason given, or a number DelayAbsence does not define
                 return False
             dl.append((pid, p.num_samples, trigger, d.relation, delay))
         facts[eid][rid] = (n, inp, (outs[0],) if n == 1 else tuple(outs), t, tuple(dl) if dl else (), hashes)
@@ -203,7 +208,13 @@ def check_requests(index: WorkloadIndex, engines: Mapping[str, manifest_pb2.Engi
         _check_request_shape(r, cfg.block_size_tokens, cfg.enable_prefix_caching)
         plans[eid].requests.append(r)
         plans[eid].plays.setdefault(play_id_of(r), []).append(r.request_id)
-        for d in r.dependencies:
+        for k, d in enumerate(r.dependencies):
+            for name, v, known in (("trigger", d.trigger, KNOWN_TRIGGERS | {0}), ("relation", d.relation, KNOWN_RELATIONS),
+                                   ("delay_absence", d.delay_absence, KNOWN_ABSENCES)):
+                if v not in known:
+                    raise TraceFormatError(f"dependencies[{k}].{name} = {v}: no such value in unirl_replay.v1 (v1 "
+                                           "readers reject unknown enum numbers)", record_id=r.request_id,
+                                           file=WORKLOAD_FILE, rule="enum.unknown")
             p = index.by_id.get(d.predecessor_request_id)
             if p is None:
                 raise TraceFormatError(f"predecessor {d.predecessor_request_id!r} is not in the trace",
@@ -282,9 +293,7 @@ def scan_columns(cols, engines: Mapping[str, manifest_pb2.EngineConfig], window_
     counts = (cols.offsets[1:] - cols.offsets[:-1]).tolist()
     cfg = {eid: (e.block_size_tokens, e.enable_prefix_caching, plans[eid]) for eid, e in engines.items()}
     only = next(iter(engines)) if len(engines) == 1 else None
-    unspecified_trigger = common_pb2.DEPENDENCY_TRIGGER_UNSPECIFIED
     no_absence = common_pb2.DELAY_ABSENCE_UNSPECIFIED
-    not_measured = common_pb2.DELAY_ABSENCE_NOT_MEASURED
     by_construction = common_pb2.DELAY_ABSENCE_NONE_BY_CONSTRUCTION
     traj_engine: dict[str, str] = {}
     turns: dict[str, list[int]] = {}
@@ -329,14 +338,15 @@ def scan_columns(cols, engines: Mapping[str, manifest_pb2.EngineConfig], window_
         dl = [] if deps else ()
         for pid, trigger, relation, delay, absence in deps:
             j = row.get(pid)
-            if j is None or not tid or reqs[j][2] != tid or trigger == unspecified_trigger:
+            if j is None or not tid or reqs[j][2] != tid or trigger not in KNOWN_TRIGGERS or \
+                    relation not in KNOWN_RELATIONS:
                 return False
             if delay is not None:
                 if absence != no_absence or delay < 0:
                     return False
             elif absence == by_construction:
                 plan.none_by_construction += 1
-            elif absence == not_measured or absence == no_absence:
+            else:  # not measured, no reason given, or a number DelayAbsence does not define
                 return False
             dl.append((pid, reqs[j][1], trigger, relation, delay))
         facts[eid][rid] = (n, inp, outs, t, tuple(dl) if dl else (), None)
@@ -511,8 +521,11 @@ def _scan_columns_arrays(cols, engines: Mapping[str, manifest_pb2.EngineConfig],
             if (dv < 0).any() or (ab[measured] != common_pb2.DELAY_ABSENCE_UNSPECIFIED).any():
                 return None
         ua = ab[~measured]
-        if ((ua == common_pb2.DELAY_ABSENCE_NOT_MEASURED) | (ua == common_pb2.DELAY_ABSENCE_UNSPECIFIED)).any():
+        if (ua != common_pb2.DELAY_ABSENCE_NONE_BY_CONSTRUCTION).any():  # not measured, no reason, or unknown
             return None
+        if not (np.isin(np.fromiter(trig, np.int64, nd), list(KNOWN_TRIGGERS)).all()
+                and np.isin(np.fromiter(rel, np.int64, nd), list(KNOWN_RELATIONS)).all()):
+            return None  # a number the enums do not define: the loop decides (check_requests words it)
         nbc = int((ua == common_pb2.DELAY_ABSENCE_NONE_BY_CONSTRUCTION).sum())
         fdeps = tuples_by_lengths(list(zip(preds, ns_a[j].tolist() if ra is not None else map(ns.__getitem__, j.tolist()),
                                            trig, rel, delay)), dlen)

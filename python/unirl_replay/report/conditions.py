@@ -106,6 +106,9 @@ def _signature_from_json(d: object) -> dict:
             continue
         out[k] = [str(x) for x in v] if k == "isa_flags" and isinstance(v, list) else (
             int(v) if k in ("cpu_family", "model", "stepping") and str(v).isdigit() else v)
+    checked = d.get("isa_flags_checked", d.get("isaFlagsChecked"))
+    if "isa_flags" in out and isinstance(checked, list) and checked:
+        out["isa_flags_checked"] = [str(x) for x in checked]
     return out
 
 
@@ -115,12 +118,27 @@ def _signature_from_message(sig: mpb.CpuSignature) -> dict:
         if k == "isa_flags":
             if sig.isa_flags or sig.isa_flags_checked:
                 out[k] = list(sig.isa_flags)
+                if sig.isa_flags_checked:
+                    out["isa_flags_checked"] = list(sig.isa_flags_checked)
         elif k in ("cpu_family", "model", "stepping"):
             if sig.HasField(k):
                 out[k] = getattr(sig, k)
         elif getattr(sig, k):
             out[k] = getattr(sig, k)
     return out
+
+
+def _same(cap: dict, cal: dict, k: str) -> bool:
+    """Whether field ``k`` (in both signatures) is equal. ISA flags compare as sets (their order and a repeat are
+    no property of the CPU), over the flags both sides looked for when both recorded them (``isa_flags_checked``: a
+    capture of a version that checks one more flag is not other hardware for lacking it in an older profile)."""
+    if k != "isa_flags":
+        return cap[k] == cal[k]
+    a, b = set(cap[k]), set(cal[k])
+    if cap.get("isa_flags_checked") and cal.get("isa_flags_checked"):
+        both = set(cap["isa_flags_checked"]) & set(cal["isa_flags_checked"])
+        a, b = a & both, b & both
+    return a == b
 
 
 def capture_signature(manifest: mpb.TraceManifest) -> dict:
@@ -159,10 +177,7 @@ def signature_warning(cap: dict, cal: dict, cal_cpu_model: str, levelled: bool) 
     tail = (" (the probe levelling rescales the level, not the profile's form measured on that hardware)"
             if levelled else "")
     if cap and cal:
-        def same(k: str) -> bool:  # ISA flags as a set: the order they are listed in is no property of the CPU
-            return sorted(cap[k]) == sorted(cal[k]) if k == "isa_flags" else cap[k] == cal[k]
-
-        diff = [k for k in SIGNATURE_FIELDS if k in cap and k in cal and not same(k)]
+        diff = [k for k in SIGNATURE_FIELDS if k in cap and k in cal and not _same(cap, cal, k)]
         if not diff:
             return None
         return (f"CPU signature differs ({', '.join(diff)}): capture {signature_words(cap)}; calibration "
@@ -282,8 +297,7 @@ def hardware_mismatch(manifest: mpb.TraceManifest, replay: rpb.ReplayResult, pro
     if cap_cpu and cal_cpu and cap_cpu != cal_cpu:
         return f"CPU model {cap_cpu!r} (capture) vs {cal_cpu!r} (calibration)"
     cap, cal = capture_signature(manifest), calibration_signature(prov)
-    diff = [k for k in HARDWARE_FIELDS if k in cap and k in cal
-            and (sorted(cap[k]) != sorted(cal[k]) if k == "isa_flags" else cap[k] != cal[k])]
+    diff = [k for k in HARDWARE_FIELDS if k in cap and k in cal and not _same(cap, cal, k)]
     if diff:
         return f"CPU signature {signature_words(cap)} (capture) vs {signature_words(cal)} (calibration)"
     return None

@@ -159,8 +159,8 @@ def reading(phases: Sequence[vpb.PhaseRatio], engine_steps: Sequence[vpb.EngineS
     if len(dec) >= 2 and len(ivs) >= 2 * MIN_INTERVALS:
         rho = _spearman([iv.decode_sequences for iv in ivs], [iv.real_ms / iv.model_ms for iv in ivs])
         first, last = dec[0].median_ratio, dec[-1].median_ratio
-        trend = ("grows" if rho > TREND_RHO and last / first > FORM_FACTOR else
-                 "falls" if rho < -TREND_RHO and first / last > FORM_FACTOR else "")
+        trend = ("grows" if rho > TREND_RHO and first > 0 and last / first > FORM_FACTOR else
+                 "falls" if rho < -TREND_RHO and last > 0 and first / last > FORM_FACTOR else "")
         if trend:
             words.append(f"decode ratio {trend} with batch size ({dec[0].phase} {first:.2f}x -> {dec[-1].phase} "
                          f"{last:.2f}x, Spearman {rho:+.2f} over {len(ivs)} intervals): the model's FORM is off")
@@ -180,7 +180,8 @@ def reading(phases: Sequence[vpb.PhaseRatio], engine_steps: Sequence[vpb.EngineS
         h = len(pre) // 2
         lo = float(np.median([iv.real_ms / iv.model_ms for iv in pre[:h]]))
         hi = float(np.median([iv.real_ms / iv.model_ms for iv in pre[h:]]))
-        if hi / lo > FORM_FACTOR:
+        if lo > 0 and hi / lo > FORM_FACTOR:  # lo 0: the short half are passes of no measured length (a
+            # first pass scheduled at its first token), no level to compare with
             words.append(f"prefill ratio grows with prompt length ({lo:.2f}x short, {hi:.2f}x long): the model's "
                          "FORM is off")
     if words:
@@ -190,7 +191,7 @@ def reading(phases: Sequence[vpb.PhaseRatio], engine_steps: Sequence[vpb.EngineS
         return "too few measured intervals to read (fewer than %d per phase)" % MIN_INTERVALS
     dec_all = [p for p in phases if p.phase.startswith("decode")]
     ref = (sum(p.real_ms for p in dec_all) / sum(p.model_ms for p in dec_all)) if dec_all else usable[0].total_ratio
-    far = [p for p in usable if not (1 / FORM_FACTOR <= p.median_ratio / ref <= FORM_FACTOR)]
+    far = [p for p in usable if not (ref > 0 and 1 / FORM_FACTOR <= p.median_ratio / ref <= FORM_FACTOR)]
     listed = ", ".join(f"{p.phase} {p.median_ratio:.2f}x" for p in usable)
     first = next((p for p in phases if p.phase == "first_pass"), None)
     tail = (f"; first passes after idle {first.median_ratio:.2f}x (first-call stalls and passes holding only the "

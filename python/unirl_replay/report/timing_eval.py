@@ -134,6 +134,15 @@ def read_profile(path: str | Path) -> tuple[dict[str, np.ndarray], dict, str]:
     return tables, prov, hashlib.sha256(data).hexdigest()
 
 
+def _is_file(p: Path) -> bool:
+    """``p.is_file()``, False where the path cannot even be looked up (a name too long: ENAMETOOLONG is raised,
+    not returned as False): a replay result's profile_path is the trace's user's text."""
+    try:
+        return p.is_file()
+    except (OSError, ValueError):
+        return False
+
+
 def step_model(tm: rpb.TimingModel, kv_capacity_tokens: int, search_dirs: Sequence[Path] = ()
                ) -> tuple[StepModel | None, dict, str]:
     """The step model of a replay's timing model: ``(model, provenance, reason)``.
@@ -151,9 +160,9 @@ def step_model(tm: rpb.TimingModel, kv_capacity_tokens: int, search_dirs: Sequen
     if tm.kind != rpb.TIMING_MODEL_KIND_PROFILE:
         return None, {}, "timing model kind unspecified"
     cands = [Path(tm.profile_path)] + [Path(d) / tm.profile_path for d in search_dirs]
-    path = next((c for c in cands if c.is_file()), None)
+    path = next((c for c in cands if _is_file(c)), None)
     if path is None:
-        return None, {}, f"profile {tm.profile_path!r} not found here: the model cannot be evaluated"
+        return None, {}, f"profile {tm.profile_path[:200]!r} not found here: the model cannot be evaluated"
     try:
         tables, prov, sha = read_profile(path)
     except ProfileUnreadable as e:  # names the file and what is wrong
@@ -164,6 +173,12 @@ def step_model(tm: rpb.TimingModel, kv_capacity_tokens: int, search_dirs: Sequen
     return StepModel("profile", kv_capacity_tokens, tables=tables), prov, ""
 
 
+def _sample(v: object) -> bool:
+    """A repeat's time that is a sample: a number > 0 (the provenance schema lets an unusable repeat be None; a
+    hand-edited 0 would make a median of 0 and a spread of nan %)."""
+    return isinstance(v, (int, float)) and not isinstance(v, bool) and v > 0
+
+
 def profile_spread(prov: dict) -> str:
     """The profile's own repeat spread from its provenance (readable), or '' when not recorded."""
     raw = prov.get("raw") or {}
@@ -171,7 +186,7 @@ def profile_spread(prov: dict) -> str:
     by_isl: dict[int, list[float]] = {}
     for s in raw.get("prefill", []) or []:
         # a multi-row sweep's unusable repeat (its pass did not hold every row) has ttft_ms None: not a sample
-        if isinstance(s, dict) and "isl" in s and isinstance(s.get("ttft_ms"), (int, float)):
+        if isinstance(s, dict) and "isl" in s and _sample(s.get("ttft_ms")):
             by_isl.setdefault(int(s["isl"]), []).append(float(s["ttft_ms"]))
     rel = [100 * (np.percentile(v, 75) - np.percentile(v, 25)) / np.median(v) for v in by_isl.values() if len(v) >= 3]
     if rel:
@@ -179,7 +194,7 @@ def profile_spread(prov: dict) -> str:
                      f"max {max(rel):.1f} %)")
     by_pt: dict[tuple, list[float]] = {}
     for d in raw.get("decode", []) or []:
-        if isinstance(d, dict) and "itl_ms" in d and "batch" in d:
+        if isinstance(d, dict) and _sample(d.get("itl_ms")) and "batch" in d:  # an unusable repeat's itl_ms is None
             by_pt.setdefault((d["batch"], d.get("length")), []).append(float(d["itl_ms"]))
     drel = [100 * (max(v) - min(v)) / np.median(v) for v in by_pt.values() if len(v) >= 2]
     if drel:

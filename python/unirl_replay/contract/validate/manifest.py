@@ -7,6 +7,7 @@ import math
 import re
 from pathlib import PurePosixPath
 
+from unirl_replay.contract.cpu_signature import signature_problems
 from unirl_replay.contract.trace_io import MANIFEST_FILE, OUTCOME_FILES, PARTIAL_SUFFIX, WORKLOAD_FILES
 from unirl_replay.contract.validate.context import TraceState
 from unirl_replay.contract.validate.registry import MAX_LOADAVG, MAX_PROBE_MS, MAX_TOKENS
@@ -47,6 +48,8 @@ def conditions_problems(c) -> list[str]:
     for label, ns in sorted(c.engine_process_cpu_ns.items()):
         if ns < 0:
             out.append(f"engine_process_cpu_ns[{label!r}] {ns} is negative")
+    if c.HasField("cpu_signature"):
+        out.extend(f"cpu_signature.{why}" for why in signature_problems(c.cpu_signature, vendor=False))
     return out
 
 
@@ -113,9 +116,23 @@ def probe_problems(probe, engines) -> list[str]:
         elif path.parts[:1] and path.parts[0] in _TRACE_FILES or probe.artifact_path.endswith(PARTIAL_SUFFIX):
             out.append(f"artifact_path {probe.artifact_path!r} names a file of the trace itself (the manifest, a "
                        "record stream, a writer's partial file), not a probe artifact")
+    seen: dict[tuple, object] = {}
     for i, pt in [(i, pt) for i, pt in enumerate(probe.points)] + [(f"contended {i}", pt) for i, pt in
                                                                     enumerate(probe.contended_points)]:
         where = f"point {i} ({pt.phase or 'no phase'})"
+        # one point per size in each list (a probe measures each point once: a copy weighs it twice in the levels)
+        size = (isinstance(i, str), pt.phase, pt.batch_size, pt.context_tokens, pt.prefill_tokens)
+        if (first := seen.setdefault(size, i)) != i:
+            out.append(f"{where}: measures the same point as point {first} (phase, batch_size, context_tokens, "
+                       "prefill_tokens): one entry per point")
+        if pt.phase == "prefill" and pt.batch_size > 1 and pt.prefill_tokens and pt.batch_size > pt.prefill_tokens:
+            out.append(f"{where}: a pass of {pt.batch_size} rows and {pt.prefill_tokens} new token(s) (one token per "
+                       "row at least)")
+        if pt.repeats == 0 and pt.median_ms:
+            out.append(f"{where}: repeats 0: a median rests on one repeat at least")
+        elif pt.repeat_step_ms and len(pt.repeat_step_ms) != pt.repeats:
+            out.append(f"{where}: repeats {pt.repeats}, but {len(pt.repeat_step_ms)} repeat_step_ms (one per usable "
+                       "repeat)")
         if pt.phase not in PROBE_PHASES:
             out.append(f"{where}: phase {pt.phase!r} is neither 'decode' nor 'prefill'")
         elif pt.phase == "decode" and not (pt.batch_size and pt.context_tokens):

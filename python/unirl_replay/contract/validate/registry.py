@@ -94,7 +94,10 @@ RULES: dict[str, str] = {
     "manifest.trace_id": "manifest without trace_id",
     "manifest.created_at": "created_at present but not an RFC 3339 UTC time (YYYY-MM-DDTHH:MM:SS[.fff]Z or +00:00)",
     "manifest.conditions": "RunConditions (the trace's or a probe's) with a load average not finite, < 0 or above "
-                           f"{MAX_LOADAVG:.0e}, a steal / busy percentage outside 0-100, or a negative time or CPU time",
+                           f"{MAX_LOADAVG:.0e}, a steal / busy percentage outside 0-100, a negative time or CPU time, "
+                           "or a cpu_signature whose microcode, flags digest or ISA flags hold a control character or "
+                           "more than 1024 characters, with an empty or repeated ISA flag, more than 1024 flags, or an "
+                           "ISA flag not among isa_flags_checked (a profile's provenance.conditions meet the same rule)",
     "manifest.capture_overhead": "capture_overhead with an overhead_ratio not finite or below -1 (instrumented / plain "
                                  "- 1 of two wall times), or a negative instrumented / plain wall time",
     "manifest.probe": "a reference probe (TraceManifest.probes) of an unknown engine, `when` not before / after, a "
@@ -104,8 +107,10 @@ RULES: dict[str, str] = {
                       f"{MAX_PROBE_MS:.0f} ms, quartiles not finite and around the median, sizes no engine runs "
                       f"(a context or prefill row over max_model_len, batch x context over {MAX_TOKENS}), per-repeat values (repeat_step_ms, "
                       "repeat_pass_tokens, repeat_pass_rows) of unequal counts, a step time as for the median, or a "
-                      "pass without rows or with fewer tokens than rows, a median outside its repeats' step times, or two probes of "
-                      "one engine on one side of the window",
+                      "pass without rows or with fewer tokens than rows, a median outside its repeats' step times, a median of 0 "
+                      "repeats or repeats other than the count of repeat_step_ms, two entries of one point (same phase "
+                      "and sizes) in a probe's points (or contended_points), or two probes of one engine on one side "
+                      "of the window",
     # records
     "record.empty": "a WorkloadRecord / OutcomeRecord with no member of its oneof set",
     "id.empty": "a record without its id",
