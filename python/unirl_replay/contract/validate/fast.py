@@ -186,26 +186,10 @@ def _requests(ch: _Checker, cols):
         return None
     if max(map(len, deps)) > MAX_DEPENDENCIES:
         return None
-    # reference.engine
-    blocks = ch.engine_block
-    engines = set(eid)
-    if not engines <= blocks.keys():
-        return None
-    # prefix.count, prefix.block_size (block size 0 / no prefix: prefix.missing, a warning)
+    # reference.engine, prefix.count, prefix.block_size (block size 0 / no prefix: prefix.missing, a warning)
     inp_a = np.fromiter(inp, np.int64, n)
-    bs_a = np.fromiter(bs, np.int64, n)
-    has = bs_a > 0
-    if has.any():
-        counts = np.diff(cols.offsets)
-        if len(counts) != n:
-            return None
-        b = bs_a[has]
-        if not np.array_equal(counts[has], -(-inp_a[has] // b)):
-            return None
-        eb = (np.full(n, blocks[next(iter(engines))], np.int64) if len(engines) == 1
-              else np.fromiter((blocks[e] for e in eid), np.int64, n))
-        if not np.array_equal(eb[has], b):
-            return None
+    if not _engines_and_prefix_ok(ch.engine_block, cols.offsets, eid, inp_a, np.fromiter(bs, np.int64, n)):
+        return None
     # arrival.kind_missing / mixed_missing (pass 2): every request has one; arrival.dependencies
     if ARRIVAL_NONE in akind:
         return None
@@ -228,13 +212,10 @@ def _requests(ch: _Checker, cols):
     tops = np.fromiter(map(operator.itemgetter(0) if ns_a.max() == 1 else _top, outs), np.int64, n)
     if n and (inp_a.max() > MAX_TOKENS or tops.max() > MAX_TOKENS):
         return None
-    lens = {e: ch.engines[e].max_model_len or MAX_TOKENS for e in engines}
-    eix = {e: k for k, e in enumerate(sorted(engines))}
-    e_a = (np.zeros(n, np.int64) if len(engines) == 1 else np.fromiter((eix[e] for e in eid), np.int64, n))
-    limit = np.array([lens[e] for e in sorted(engines)], np.int64)[e_a]
-    seq = inp_a + tops
-    if (seq > limit).any():
+    within = _within_model_len(ch.engines, eid, inp_a, tops)
+    if within is None:
         return None
+    eix, e_a, seq = within
     if any(m is not None and t > m for m, t in zip(maxout, tops.tolist())):
         return None
     # the state pass 1 leaves (read by the other records' rules, the capacity check and pass 2's proof)
@@ -324,25 +305,9 @@ def _requests_arrays(ch: _Checker, cols, a):
         return None
     if int(dcount.max()) > MAX_DEPENDENCIES:
         return None
-    # reference.engine
-    blocks = ch.engine_block
-    engines = set(eid)
-    if not engines <= blocks.keys():
+    # reference.engine, prefix.count, prefix.block_size
+    if not _engines_and_prefix_ok(ch.engine_block, cols.offsets, eid, inp_a, a.block_sizes):
         return None
-    # prefix.count, prefix.block_size
-    bs_a = a.block_sizes
-    has = bs_a > 0
-    if has.any():
-        counts = np.diff(cols.offsets)
-        if len(counts) != n:
-            return None
-        b = bs_a[has]
-        if not np.array_equal(counts[has], -(-inp_a[has] // b)):
-            return None
-        eb = (np.full(n, blocks[next(iter(engines))], np.int64) if len(engines) == 1
-              else np.fromiter((blocks[e] for e in eid), np.int64, n))
-        if not np.array_equal(eb[has], b):
-            return None
     # arrival.kind_missing / mixed_missing, arrival.dependencies
     kinds = a.arrival_kinds
     if (kinds == ARRIVAL_NONE).any() or not np.array_equal(kinds == ARRIVAL_AFTER_DEPENDENCIES, dcount > 0):
@@ -368,13 +333,10 @@ def _requests_arrays(ch: _Checker, cols, a):
         tops = np.maximum.reduceat(a.out_flat, starts)
     if n and (int(inp_a.max()) > MAX_TOKENS or int(tops.max()) > MAX_TOKENS):
         return None
-    lens = {e: ch.engines[e].max_model_len or MAX_TOKENS for e in engines}
-    eix = {e: k for k, e in enumerate(sorted(engines))}
-    e_a = (np.zeros(n, np.int64) if len(engines) == 1 else np.fromiter((eix[e] for e in eid), np.int64, n))
-    limit = np.array([lens[e] for e in sorted(engines)], np.int64)[e_a]
-    seq = inp_a + tops
-    if (seq > limit).any():
+    within = _within_model_len(ch.engines, eid, inp_a, tops)
+    if within is None:
         return None
+    eix, e_a, seq = within
     if (a.max_output_set & (tops > a.max_output)).any():
         return None
     # the state pass 1 leaves (see _requests)
@@ -503,3 +465,45 @@ def _trajectories(ch: _Checker, cols, to: np.ndarray, tu: np.ndarray) -> bool:
             return False
     ch.sp_claims.extend(zip(ords.tolist(), lens.tolist()))
     return True
+
+
+def _engines_and_prefix_ok(blocks: dict, offsets, eid, inp_a: np.ndarray, bs_a: np.ndarray) -> bool:
+    """Rules ``reference.engine``, ``prefix.count`` and ``prefix.block_size`` over a trace's request columns:
+    every engine id known (``blocks``: engine id -> its block size), and each request with a block size holds
+    exactly ceil(input tokens / block size) prefix hashes (``offsets``: the hashes' column offsets) at its
+    engine's block size. False: some request may break one; the per-record rules decide and word it."""
+    engines = set(eid)
+    if not engines <= blocks.keys():
+        return False
+    has = bs_a > 0
+    if has.any():
+        n = len(bs_a)
+        counts = np.diff(offsets)
+        if len(counts) != n:
+            return False
+        b = bs_a[has]
+        if not np.array_equal(counts[has], -(-inp_a[has] // b)):
+            return False
+        eb = (np.full(n, blocks[next(iter(engines))], np.int64) if len(engines) == 1
+              else np.fromiter((blocks[e] for e in eid), np.int64, n))
+        if not np.array_equal(eb[has], b):
+            return False
+    return True
+
+
+def _within_model_len(engines_by_id: dict, eid, inp_a: np.ndarray, tops: np.ndarray
+                      ) -> tuple[dict, np.ndarray, np.ndarray] | None:
+    """Rule ``bound.model_len`` over the columns: input tokens + the longest output of each request within its
+    engine's ``max_model_len`` (unset: :data:`MAX_TOKENS`). ``eid`` holds only known engines (checked first).
+
+    Returns ``(engine id -> index, each request's engine index, each request's tokens)`` when every request is
+    within, for the state the pass leaves; None when one may not be (the per-record rules decide)."""
+    engines = sorted(set(eid))
+    n = len(inp_a)
+    lens = np.array([engines_by_id[e].max_model_len or MAX_TOKENS for e in engines], np.int64)
+    eix = {e: k for k, e in enumerate(engines)}
+    e_a = np.zeros(n, np.int64) if len(engines) == 1 else np.fromiter((eix[e] for e in eid), np.int64, n)
+    seq = inp_a + tops
+    if (seq > lens[e_a]).any():
+        return None
+    return eix, e_a, seq
