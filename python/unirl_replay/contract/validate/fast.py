@@ -241,12 +241,7 @@ def _requests(ch: _Checker, cols):
     ch.ids["request"] = set(cols.row)
     ch.observed = len(times)
     ch.max_offset = max(times, default=0)
-    seq_c = np.minimum(seq, MAX_TOKENS)
-    prm_c = np.minimum(inp_a, MAX_TOKENS)
-    for e, k in eix.items():
-        sel = e_a == k
-        ch.longest[e] = int(seq_c[sel].max())
-        ch.longest_prompt[e] = int(prm_c[sel].max())
+    _note_longest(ch, eix, e_a, seq, inp_a)
     to = np.fromiter(tord, np.int64, n)
     # dependencies: each on an earlier turn of the request's own trajectory (dependency.no_trajectory,
     # .cycle, .unresolved, .cross_trajectory, turn.dependency_order; and no cycle pass is needed)
@@ -254,10 +249,7 @@ def _requests(ch: _Checker, cols):
         owner = np.repeat(np.arange(n), np.fromiter(map(len, deps), np.int64, n))
         row = cols.row
         pred = np.fromiter(map(row.get, preds, repeat(-1)), np.int64, len(preds))
-        if (pred < 0).any() or (pred == owner).any():
-            return None
-        if not ((to[owner] != 0).all() and (to[pred] == to[owner]).all() and (tu[pred] >= 0).all()
-                and (tu[pred] < tu[owner]).all()):
+        if not _earlier_turns(owner, pred, to, tu):
             return None
     return to, tu, rid, tid
 
@@ -360,20 +352,11 @@ def _requests_arrays(ch: _Checker, cols, a):
     ch.ids["request"] = set(cols.row)
     ch.observed = len(times)
     ch.max_offset = int(times.max()) if len(times) else 0
-    seq_c = np.minimum(seq, MAX_TOKENS)
-    prm_c = np.minimum(inp_a, MAX_TOKENS)
-    for e, k in eix.items():
-        sel = e_a == k
-        ch.longest[e] = int(seq_c[sel].max())
-        ch.longest_prompt[e] = int(prm_c[sel].max())
+    _note_longest(ch, eix, e_a, seq, inp_a)
     # dependencies: each on an earlier turn of the request's own trajectory (see _requests)
     if nd:
         owner = np.repeat(np.arange(n), dcount)
-        pred = a.dep_pred
-        if (pred < 0).any() or (pred == owner).any():
-            return None
-        if not ((to[owner] != 0).all() and (to[pred] == to[owner]).all() and (tu[pred] >= 0).all()
-                and (tu[pred] < tu[owner]).all()):
+        if not _earlier_turns(owner, a.dep_pred, to, tu):
             return None
     return to, tu, rid, tid
 
@@ -507,3 +490,24 @@ def _within_model_len(engines_by_id: dict, eid, inp_a: np.ndarray, tops: np.ndar
     if (seq > lens[e_a]).any():
         return None
     return eix, e_a, seq
+
+
+def _note_longest(ch, eix: dict, e_a: np.ndarray, seq: np.ndarray, inp_a: np.ndarray) -> None:
+    """The state pass 1 leaves for the capacity check: per engine, its longest request (prompt + longest output)
+    and its longest prompt, in tokens, capped at :data:`MAX_TOKENS`."""
+    seq_c = np.minimum(seq, MAX_TOKENS)
+    prm_c = np.minimum(inp_a, MAX_TOKENS)
+    for e, k in eix.items():
+        sel = e_a == k
+        ch.longest[e] = int(seq_c[sel].max())
+        ch.longest_prompt[e] = int(prm_c[sel].max())
+
+
+def _earlier_turns(owner: np.ndarray, pred: np.ndarray, to: np.ndarray, tu: np.ndarray) -> bool:
+    """Each dependency (``owner`` request row -> ``pred`` predecessor row, -1: unresolved) on a known other request,
+    an earlier turn (``tu``) of the owner's own trajectory (``to``: trajectory ordinal, 0 none)."""
+    if (pred < 0).any() or (pred == owner).any():
+        return False
+    return bool((to[owner] != 0).all() and (to[pred] == to[owner]).all() and (tu[pred] >= 0).all()
+                and (tu[pred] < tu[owner]).all())
+
