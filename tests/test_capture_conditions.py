@@ -516,3 +516,46 @@ def test_the_probe_method_text_says_the_repeats_it_ran():
     assert P.method_words(3).startswith("3 repeats of: decode") and P.method_words(3)[1:] == P.METHOD[1:]
     with pytest.raises(ValueError, match="1..50 repeats"):
         P.run(object(), "before", repeats=0)
+
+
+def test_round_miss_with_the_replies_timestamps_is_the_finalize_verdict():
+    target = {"t0_mono": 12.0, "t1_mono": 25.0, "intervals": {"decode:b1:ctx128": [[13.0, 14.0]]}}
+    load = {"t0_mono": 10.0, "t1_mono": 30.0, "steady": [11.0, 29.0]}
+    assert P.round_miss(target, [load]) is None
+    late = {**load, "steady": [13.5, 29.0]}  # the load's prefill ran past the target's first token
+    got = P.round_miss(target, [late], names=["slot 1"])
+    want = P.repeat_miss((13.0, 14.0), {"slot 1": (13.5, 29.0)}, "")
+    assert want and got["reason"] == f"decode:b1:ctx128: {want}" and got["steady_lead_s"] == pytest.approx(3.5)
+    # the call times alone would have passed it: the timestamps decide when the replies carry them
+    assert P.round_miss({k: v for k, v in target.items() if k != "intervals"}, [late]) is None
+    assert "never decoded steadily" in P.round_miss(target, [{**load, "steady": None}])["reason"]
+    assert "missing" in P.round_miss({**target, "intervals": {"prefill:512": [None]}}, [load])["reason"]
+
+
+def test_reply_rows_without_the_timestamps_give_no_verdict():
+    assert P.reply_requests([{"token_ids": [1]}]) is None and P.reply_requests([]) is None
+    rows = P.reply_requests([{P.REPLY_KEY: {"first_token_ts": 1.0, "last_token_ts": 2.0}}])
+    assert P.load_steady(rows) == (1.0, 2.0)
+
+
+def test_a_load_slower_to_decode_steadily_than_the_lead_lengthens_the_next_lead(monkeypatch):
+    slept = []
+    monkeypatch.setattr(P.time, "sleep", slept.append)
+    clock = {"t": 0.0}
+
+    def answer(mode, rid, n):  # every load starts at the clock and decodes steadily 3.5 s later, for 60 s
+        if mode == "load":
+            return {"round": rid, "load_tokens": n, "wall_s": 60.0, "t0_mono": clock["t"], "t1_mono": clock["t"] + 60,
+                    "steady": [clock["t"] + 3.5, clock["t"] + 60]}
+        start = clock["t"] + slept[-1]  # the target's points start when the driver's lead is over
+        out = {"wall_s": {}, "t0_mono": start, "t1_mono": start + 4.0,
+               "intervals": {P.point_key(p): [[start + 0.1, start + 1.0]] for p in P.PROBE_POINTS}}
+        clock["t"] += 100.0
+        return out
+
+    a, b = _FakeSlot(answer), _FakeSlot(answer)
+    out = P._contended([a, b], [_iso(1.0), _iso(1.0)], "after", "p", 0, 1)
+    assert [c[1] for c in a.calls if c[0] == "contended"] == ["0:0", "0:0:1"]
+    assert slept == [P.LOAD_LEAD_S, pytest.approx(P.LEAD_MARGIN * 3.5), pytest.approx(P.LEAD_MARGIN * 3.5)]
+    assert [r["lead_s"] for r in out if "intervals" in r] == slept  # each round says the lead it had
+    assert sum("round_miss" in r for r in out) == 1

@@ -22,7 +22,10 @@ a trace offset.
 
 Reference probe (:mod:`probe`): a pipe message tagged ``unirl_replay_probe`` is recorded as a
 ``probe_generate`` record (counts and vLLM's timestamps, no prefix hashes), never as
-``engine_generate``: probe requests never join a window.
+``engine_generate``: probe requests never join a window. Its reply rows (UniRL's plain outputs, read by
+the probe's role method only) also carry those requests' ``scheduled_ts`` / ``first_token_ts`` /
+``last_token_ts`` under :data:`probe.REPLY_KEY`, so the driver judges a contended round by the same
+timestamps ``capture finalize`` later does.
 
 Plain mode (for paired overhead runs in the same engine process): while the file
 ``raw/PLAIN`` exists, ``LLM.generate`` calls straight through (one ``stat`` per call) and the
@@ -40,6 +43,7 @@ from typing import Any, Dict, List, Optional, Sequence
 
 from unirl_replay.capture import shard
 from unirl_replay.capture.hashing import load_salt, prefix_block_hashes
+from unirl_replay.capture.probe import REPLY_KEY as PROBE_REPLY_KEY
 from unirl_replay.capture.probe import TAG_KEY as PROBE_TAG_KEY
 
 PLAIN_SWITCH_FILE = "PLAIN"
@@ -48,6 +52,8 @@ _state: Dict[str, Any] = {"last_pipe_request_id": None, "config_emitted": False,
 _lock = threading.Lock()
 
 _TS = ("arrival_time", "queued_ts", "scheduled_ts", "first_token_ts", "last_token_ts")
+#: what a probe reply carries back to the probe's role method (the driver's round verdict, :mod:`probe`)
+_PROBE_REPLY_TS = ("scheduled_ts", "first_token_ts", "last_token_ts")
 
 
 def _metrics_dict(metrics: Any) -> Optional[Dict[str, Any]]:
@@ -134,6 +140,21 @@ def install(trace_dir: str, llm_cls: Any, runtime_module: Any) -> None:
 
         runtime_module._recv_request = _recv_request
 
+    if runtime_module is not None and hasattr(runtime_module, "_plain_outputs"):
+        original_plain = runtime_module._plain_outputs
+
+        @functools.wraps(original_plain)
+        def _plain_outputs(outputs):
+            rows = original_plain(outputs)
+            ts = _state.pop("probe_reply", None)
+            if ts is not None and isinstance(rows, list) and len(rows) == len(ts):
+                for row, t in zip(rows, ts):  # the probe's own rows only: its role method reads them, nobody else
+                    if isinstance(row, dict):
+                        row[PROBE_REPLY_KEY] = t
+            return rows
+
+        runtime_module._plain_outputs = _plain_outputs
+
     _install_child_stats_hook()
     original_generate = llm_cls.generate
 
@@ -143,6 +164,7 @@ def install(trace_dir: str, llm_cls: Any, runtime_module: Any) -> None:
             _state["active"] = False
             return original_generate(self, prompts, sampling_params, *args, **kwargs)
         _state["active"] = True
+        _state["probe_reply"] = None
         mono0 = time.monotonic()
         outputs = original_generate(self, prompts, sampling_params, *args, **kwargs)
         mono1 = time.monotonic()
@@ -161,6 +183,9 @@ def install(trace_dir: str, llm_cls: Any, runtime_module: Any) -> None:
                       "requests": [{"prompt_tokens": len(getattr(o, "prompt_token_ids", None) or []),
                                     "output_tokens": [len(c.token_ids) for c in o.outputs],
                                     "metrics": _metrics_dict(getattr(o, "metrics", None))} for o in outputs]})
+                if all(len(getattr(o, "outputs", None) or []) == 1 for o in outputs):  # one row per request (n=1)
+                    _state["probe_reply"] = [{k: v for k, v in (_metrics_dict(getattr(o, "metrics", None)) or {}).items()
+                                              if k in _PROBE_REPLY_TS} for o in outputs]
                 return outputs
             _record_generate(self, emit, salt, outputs, (mono0, mono1), engine_id, sampling_params)
             emit({"kind": "engine_capture_cost", "engine_id": engine_id,

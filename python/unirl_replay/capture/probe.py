@@ -83,6 +83,13 @@ MAX_LOAD_TOKENS = 3000
 ROUND_ATTEMPTS = 3
 LOAD_TAIL_S = 0.5
 TAG_KEY = "unirl_replay_probe"
+#: a probe reply row's key holding its request's vLLM timestamps (``scheduled_ts``, ``first_token_ts``,
+#: ``last_token_ts``; added by the engine recorder to the probe's own replies, which only its role method reads), so
+#: the driver judges a round by what ``capture finalize`` judges it by (:func:`repeat_miss`)
+REPLY_KEY = "unirl_replay_probe_ts"
+#: a retried round's lead: the longest time a load took from its call to its steady decode, x this margin
+LEAD_MARGIN = 1.5
+MAX_LEAD_S = 30.0
 ROLE_METHOD = "unirl_replay_probe"
 SAMPLING = {"temperature": 1.0, "top_p": 1.0, "ignore_eos": True}
 
@@ -115,6 +122,20 @@ def payloads(point: Sequence[Any], rng: random.Random, vocab: int) -> List[Dict[
              "sampling_params": {**SAMPLING, "max_new_tokens": out, "n": 1}} for _ in range(n)]
 
 
+def reply_requests(result: Any) -> Optional[List[Dict[str, Any]]]:
+    """A probe reply's rows (UniRL's ``generate`` result) as ``[{"metrics": {...}}]``, the records' shape; None when
+    a row lacks :data:`REPLY_KEY` (an engine without the recorder's reply hook)."""
+    if not isinstance(result, list) or not result:
+        return None
+    out = []
+    for row in result:
+        ts = row.get(REPLY_KEY) if isinstance(row, dict) else None
+        if not isinstance(ts, dict):
+            return None
+        out.append({"metrics": ts})
+    return out
+
+
 def _vllm_engine(engine: Any) -> Any:
     seen = 0
     while not hasattr(engine, "_request") and hasattr(engine, "_inner") and seen < 4:
@@ -138,6 +159,8 @@ def run_in_engine(engine: Any, when: str, *, probe_id: str = "", seed: int = 0,
     rng = random.Random(f"{seed}:{when}:{probe_id}:{condition}:{round_id}:{id(eng)}:{time.monotonic_ns()}")
     vocab = _vocab(eng)
     wall: Dict[str, List[float]] = {}
+    intervals: Dict[str, List[Optional[List[float]]]] = {}
+    replied = True
     t0_mono = time.monotonic()
     for rep in range(int(first_repeat), int(first_repeat) + int(repeats)):
         for point in points:
@@ -147,10 +170,17 @@ def run_in_engine(engine: Any, when: str, *, probe_id: str = "", seed: int = 0,
             if condition != "isolated":
                 tag.update(condition=condition, round=round_id)
             t = time.monotonic()
-            eng._request("generate", payloads=payloads(point, rng, vocab), record_id="batch", **{TAG_KEY: tag})
+            res = eng._request("generate", payloads=payloads(point, rng, vocab), record_id="batch", **{TAG_KEY: tag})
             wall.setdefault(point_key(point), []).append(time.monotonic() - t)
-    return {"when": when, "probe_id": probe_id, "repeats": int(repeats), "wall_s": wall,
-            "t0_mono": t0_mono, "t1_mono": time.monotonic()}
+            rows = reply_requests(res)
+            replied = replied and rows is not None
+            iv = _interval(tag, rows) if rows is not None else None
+            intervals.setdefault(point_key(point), []).append(list(iv) if iv else None)
+    out = {"when": when, "probe_id": probe_id, "repeats": int(repeats), "wall_s": wall,
+           "t0_mono": t0_mono, "t1_mono": time.monotonic()}
+    if replied:  # what each repeat measured, on vLLM's clock: the driver's round verdict (round_miss)
+        out["intervals"] = intervals
+    return out
 
 
 def run_load_in_engine(engine: Any, when: str, *, probe_id: str, seed: int, round_id: str, repeat: int,
@@ -168,10 +198,15 @@ def run_load_in_engine(engine: Any, when: str, *, probe_id: str, seed: int, roun
            "phase": "load", "batch_size": LOAD_ROWS, "context_tokens": 0, "prefill_tokens": 0,
            "condition": "load", "round": round_id}
     t = time.monotonic()
-    eng._request("generate", payloads=rows, record_id="batch", **{TAG_KEY: tag})
+    res = eng._request("generate", payloads=rows, record_id="batch", **{TAG_KEY: tag})
     end = time.monotonic()
-    return {"when": when, "probe_id": probe_id, "round": round_id, "load_tokens": n, "wall_s": end - t,
-            "t0_mono": t, "t1_mono": end}
+    out = {"when": when, "probe_id": probe_id, "round": round_id, "load_tokens": n, "wall_s": end - t,
+           "t0_mono": t, "t1_mono": end}
+    got = reply_requests(res)
+    if got is not None:  # when it decoded steadily, on vLLM's clock (None: never)
+        steady = load_steady(got)
+        out["steady"] = list(steady) if steady else None
+    return out
 
 
 def add_role_method(cls: Any) -> None:
@@ -201,12 +236,12 @@ def add_role_method_for_module(module: Any) -> None:
             add_role_method(cls)
 
 
-def load_tokens_for(target_wall_s: float, load_wall_s: float, load_tokens: int) -> int:
-    """Load output tokens to cover ``LOAD_LEAD_S`` + the target's points (``target_wall_s``, their isolated
+def load_tokens_for(target_wall_s: float, load_wall_s: float, load_tokens: int, lead_s: float = LOAD_LEAD_S) -> int:
+    """Load output tokens to cover ``lead_s`` (default :data:`LOAD_LEAD_S`) + the target's points (``target_wall_s``, their isolated
     wall time) x :data:`LOAD_MARGIN`, at the load engine's rate (``load_wall_s`` seconds for
     ``load_tokens`` tokens: its last load, or its isolated B=32 decode point's wall over 2 x its steps)."""
     rate = load_wall_s / max(int(load_tokens), 1)
-    need = LOAD_LEAD_S + LOAD_MARGIN * target_wall_s
+    need = lead_s + LOAD_MARGIN * target_wall_s
     return max(PROBE_DECODE_STEPS, min(MAX_LOAD_TOKENS, int(need / max(rate, 1e-3)) + 1))
 
 
@@ -221,9 +256,16 @@ def first_load_rate(wall_b1_s: float, wall_b32_s: float) -> tuple[float, int]:
     return step * 1000, 1000
 
 
-def round_miss(target: Dict[str, Any], loads: Sequence[Dict[str, Any]]) -> Optional[Dict[str, Any]]:
-    """Whether one contended round must run again, from the role methods' own call times (``t0_mono`` /
-    ``t1_mono``, host monotonic seconds; :func:`run_in_engine`, :func:`run_load_in_engine`).
+def round_miss(target: Dict[str, Any], loads: Sequence[Dict[str, Any]],
+               names: Optional[Sequence[str]] = None) -> Optional[Dict[str, Any]]:
+    """Whether one contended round must run again.
+
+    When the role methods' results carry vLLM's timestamps (the target's ``intervals``, every load's ``steady``:
+    :data:`REPLY_KEY`), the verdict is :func:`repeat_miss` on each repeat, the one ``capture finalize`` gives: None
+    when every repeat is usable, else ``{"reason", "span_s", "steady_lead_s"}`` (the longest a load took from its
+    call to its steady decode: what the next round's lead must cover). ``names``: the loads' engines, for the words.
+    Otherwise, from the role methods' own call times (``t0_mono`` / ``t1_mono``, host monotonic seconds;
+    :func:`run_in_engine`, :func:`run_load_in_engine`), as follows.
 
     None: the target's points ran inside every load's call (started at least half of :data:`LOAD_LEAD_S` after
     it began, ended at least :data:`LOAD_TAIL_S` before it returned), or a time is missing (nothing to judge by).
@@ -235,7 +277,24 @@ def round_miss(target: Dict[str, Any], loads: Sequence[Dict[str, Any]]) -> Optio
 
     a, b = target.get("t0_mono"), target.get("t1_mono")
     spans = [(ld.get("t0_mono"), ld.get("t1_mono")) for ld in loads]
-    if not loads or not all(num(x) for x in (a, b, *[v for sp in spans for v in sp])):
+    timed = bool(loads) and all(num(x) for x in (a, b, *[v for sp in spans for v in sp]))
+    ivs = target.get("intervals")
+    if loads and isinstance(ivs, dict) and ivs and all("steady" in ld for ld in loads):
+        names = [str(x) for x in names] if names is not None and len(names) == len(loads) else \
+            [str(k) for k in range(len(loads))]
+        steady = {n: (tuple(ld["steady"]) if ld["steady"] else None) for n, ld in zip(names, loads)}
+        whys = []
+        for key, reps in ivs.items():
+            for iv in reps or [None]:
+                why = repeat_miss(tuple(iv) if iv else None, steady, str(target.get("round", "")))
+                if why:
+                    whys.append(f"{key}: {why}")
+        if not whys:
+            return None
+        leads = [s[0] - ld["t0_mono"] for ld, s in zip(loads, steady.values()) if s and num(ld.get("t0_mono"))]
+        return {"reason": "; ".join(whys), "span_s": (b - min(s0 for s0, _ in spans)) if timed else 0.0,
+                "steady_lead_s": max(leads) if leads else None}
+    if not timed:
         return None
     why = []
     for s0, s1 in spans:
@@ -262,24 +321,28 @@ def _contended(slots: List[Any], results: List[Dict[str, Any]], when: str, probe
     rate = [first_load_rate(med(r, point_key(("decode", 1, 128, 0))), med(r, point_key(("decode", 32, 128, 0))))
             for r in results]
     out = []
+    lead_s = LOAD_LEAD_S  # grows (and stays grown) when a load took longer than the lead to decode steadily
     for rep in range(int(repeats)):
         for t, slot in enumerate(slots):
             cover_s = target_wall[t]
             for attempt in range(ROUND_ATTEMPTS):
                 rid = f"{rep}:{t}" if attempt == 0 else f"{rep}:{t}:{attempt}"
                 loads = {o: slots[o].launch(ROLE_METHOD, when, probe_id, seed, "load", rid, rep,
-                                            load_tokens_for(cover_s, *rate[o]))
+                                            load_tokens_for(cover_s, *rate[o], lead_s=lead_s))
                          for o in range(len(slots)) if o != t}
-                time.sleep(LOAD_LEAD_S)
+                time.sleep(lead_s)
                 got = slot.launch(ROLE_METHOD, when, probe_id, seed, "contended", rid, rep, 0).result()
                 done = []
                 for o, pending in loads.items():
                     res = pending.result()
                     rate[o] = (float(res["wall_s"]), int(res["load_tokens"]))
                     done.append(res)
-                miss = round_miss(got, done)
+                miss = round_miss({**got, "round": rid}, done, names=[f"slot {o}" for o in loads])
+                got = {**got, "lead_s": lead_s}
                 if miss is not None:
                     got = {**got, "round_miss": miss["reason"]}
+                    if miss.get("steady_lead_s") is not None:
+                        lead_s = min(MAX_LEAD_S, max(lead_s, LEAD_MARGIN * float(miss["steady_lead_s"])))
                 out.extend(done)
                 out.append(got)
                 if miss is None:
@@ -464,6 +527,25 @@ def load_steady(requests: List[Dict[str, Any]]) -> Optional[tuple]:
     return max(firsts), min(lasts)
 
 
+def repeat_miss(iv: Optional[tuple], steady: Dict[str, Any], round_id: str) -> Optional[str]:
+    """Why one contended repeat is unusable, None when it is usable: ``iv`` is what it measured (:func:`_interval`,
+    None: a timestamp missing), ``steady`` per other engine its load's steady decode of round ``round_id``
+    (:func:`load_steady`; None: never steady; ``"absent"``: no load record). The rule of :func:`contended_points`
+    and of the driver's retry (:func:`round_miss`)."""
+    if iv is None:
+        return "a timestamp of the measured rows is missing"
+    for eid in sorted(steady):
+        s = steady[eid]
+        if isinstance(s, str):
+            return f"engine {eid} has no load record for round {round_id}"
+        if s is None:
+            return f"engine {eid}'s load of round {round_id} never decoded steadily (or lacks a timestamp)"
+        if not (s[0] <= iv[0] and iv[1] <= s[1]):
+            return (f"engine {eid}'s load decoded steadily {s[0]:.3f}..{s[1]:.3f} s, the repeat measured "
+                    f"{iv[0]:.3f}..{iv[1]:.3f} s (not inside)")
+    return None
+
+
 def contended_points(records: List[Dict[str, Any]], loads: Dict[str, List[Dict[str, Any]]]
                      ) -> tuple[List[Dict[str, Any]], List[Dict[str, Any]]]:
     """``ProbePoint`` fields of one engine's contended part, and one verdict per repeat.
@@ -486,21 +568,7 @@ def contended_points(records: List[Dict[str, Any]], loads: Dict[str, List[Dict[s
         tag = r.get("probe") or {}
         rid = str(tag.get("round"))
         iv = _interval(tag, r.get("requests") or [])
-        why = None
-        if iv is None:
-            why = "a timestamp of the measured rows is missing"
-        else:
-            for eid in sorted(loads):
-                s = steady.get((eid, rid), "absent")
-                if s == "absent":
-                    why = f"engine {eid} has no load record for round {rid}"
-                elif s is None:
-                    why = f"engine {eid}'s load of round {rid} never decoded steadily (or lacks a timestamp)"
-                elif not (s[0] <= iv[0] and iv[1] <= s[1]):
-                    why = (f"engine {eid}'s load decoded steadily {s[0]:.3f}..{s[1]:.3f} s, the repeat measured "
-                           f"{iv[0]:.3f}..{iv[1]:.3f} s (not inside)")
-                if why:
-                    break
+        why = repeat_miss(iv, {eid: steady.get((eid, rid), "absent") for eid in loads}, rid)
         verdicts.append({"point": tag.get("point"), "repeat": tag.get("repeat"), "round": rid,
                          "used": why is None, **({"reason": why} if why else {}),
                          **({"interval": [round(iv[0], 6), round(iv[1], 6)]} if iv else {})})
@@ -526,10 +594,10 @@ def contended_points(records: List[Dict[str, Any]], loads: Dict[str, List[Dict[s
 
 def contended_load_words() -> str:
     return (f"every other engine decoding {LOAD_ROWS} rows of {DECODE_PROMPT_TOKENS}-token unique random prompts "
-            f"(ignore_eos, sampling as the probe's), started {LOAD_LEAD_S:g} s before this engine's points and sized to "
-            f"outlast them ({LOAD_MARGIN:g} x their isolated wall time); one repeat per point per round; a round whose "
-            f"points did not run inside the load's call is run again with a longer load (at most {ROUND_ATTEMPTS} "
-            "attempts)")
+            f"(ignore_eos, sampling as the probe's), started {LOAD_LEAD_S:g} s (or {LEAD_MARGIN:g} x the longest a load "
+            f"took to decode steadily) before this engine's points and sized to outlast them ({LOAD_MARGIN:g} x their "
+            "isolated wall time); one repeat per point per round; a round with a repeat outside a load's steady decode "
+            f"is run again with a longer lead and load (at most {ROUND_ATTEMPTS} attempts)")
 
 
 def method_words(repeats: int = PROBE_REPEATS) -> str:
@@ -549,13 +617,16 @@ METHOD = (f"{PROBE_REPEATS} repeats of: decode B=1 and B=32 ({DECODE_PROMPT_TOKE
 __all__ = ["PROBE_POINTS", "PROBE_REPEATS", "PROBE_DECODE_STEPS", "run", "run_in_engine", "add_role_method",
            "probe_points", "batched_prefill_pass", "ROLE_METHOD", "TAG_KEY", "METHOD", "run_load_in_engine",
            "contended_points", "load_steady", "load_tokens_for", "LOAD_ROWS", "LOAD_LEAD_S", "CONTENDED_METHOD",
-           "round_miss", "ROUND_ATTEMPTS", "method_words", "MAX_PROBE_REPEATS"]
+           "round_miss", "ROUND_ATTEMPTS", "method_words", "MAX_PROBE_REPEATS", "REPLY_KEY", "reply_requests",
+           "repeat_miss"]
 
 CONTENDED_METHOD = ("contended part (ReferenceProbe.contended_points): per repeat and engine in turn, the driver starts "
                     f"a load on every other engine ({LOAD_ROWS} rows of {DECODE_PROMPT_TOKENS}-token unique random "
-                    f"prompts decoding, ignore_eos), waits {LOAD_LEAD_S:g} s, then runs one repeat of each point above "
-                    "on this engine; a round whose points did not run inside every load's call (the role methods' "
-                    f"own times) runs again as round <repeat>:<engine>:<attempt>, at most {ROUND_ATTEMPTS} attempts, its "
+                    f"prompts decoding, ignore_eos), waits {LOAD_LEAD_S:g} s (longer once a load took longer to decode "
+                    f"steadily: {LEAD_MARGIN:g} x that), then runs one repeat of each point above on this engine; a "
+                    "round with a repeat that did not run inside every load's steady decode (the rule below, on the "
+                    "timestamps the probe's replies carry back; the role methods' own call times where they carry "
+                    f"none) runs again as round <repeat>:<engine>:<attempt>, at most {ROUND_ATTEMPTS} attempts, its "
                     "load sized to the span the points took; in every round, a repeat is used only when its measured "
                     "interval lies inside every other engine's steady decode of that round (vLLM timestamps, host "
                     "monotonic clock)")
