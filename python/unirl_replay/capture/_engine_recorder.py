@@ -160,11 +160,11 @@ def install(trace_dir: str, llm_cls: Any, runtime_module: Any) -> None:
 
     @functools.wraps(original_generate)
     def generate(self, prompts, sampling_params=None, *args, **kwargs):
+        _state["probe_reply"] = None  # set below for a probe's call only: its reply rows get its timestamps
         if os.path.exists(plain_switch):
             _state["active"] = False
             return original_generate(self, prompts, sampling_params, *args, **kwargs)
         _state["active"] = True
-        _state["probe_reply"] = None
         mono0 = time.monotonic()
         outputs = original_generate(self, prompts, sampling_params, *args, **kwargs)
         mono1 = time.monotonic()
