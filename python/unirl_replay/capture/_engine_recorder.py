@@ -178,14 +178,15 @@ def install(trace_dir: str, llm_cls: Any, runtime_module: Any) -> None:
             probe = _state.get("probe")
             if probe:  # the reference probe (capture.probe): its own record kind, never a window request
                 _state["probe"] = None
+                reqs = [{"prompt_tokens": len(getattr(o, "prompt_token_ids", None) or []),
+                         "output_tokens": [len(c.token_ids) for c in o.outputs],
+                         "metrics": _metrics_dict(getattr(o, "metrics", None))} for o in outputs]
                 emit({"kind": "probe_generate", "engine_id": engine_id, "probe": probe,
                       "pipe_request_id": _state.get("last_pipe_request_id"), "call_monotonic": [mono0, mono1],
-                      "requests": [{"prompt_tokens": len(getattr(o, "prompt_token_ids", None) or []),
-                                    "output_tokens": [len(c.token_ids) for c in o.outputs],
-                                    "metrics": _metrics_dict(getattr(o, "metrics", None))} for o in outputs]})
-                if all(len(getattr(o, "outputs", None) or []) == 1 for o in outputs):  # one row per request (n=1)
-                    _state["probe_reply"] = [{k: v for k, v in (_metrics_dict(getattr(o, "metrics", None)) or {}).items()
-                                              if k in _PROBE_REPLY_TS} for o in outputs]
+                      "requests": reqs})
+                if all(len(r["output_tokens"]) == 1 for r in reqs):  # one reply row per request (n=1)
+                    _state["probe_reply"] = [{k: v for k, v in (r["metrics"] or {}).items() if k in _PROBE_REPLY_TS}
+                                             for r in reqs]
                 return outputs
             _record_generate(self, emit, salt, outputs, (mono0, mono1), engine_id, sampling_params)
             emit({"kind": "engine_capture_cost", "engine_id": engine_id,
