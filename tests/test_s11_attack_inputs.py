@@ -416,3 +416,38 @@ def test_the_reading_of_passes_of_no_measured_length_is_no_zero_division():
     for k in range(8):
         dec.intervals.add(segment=0, phase=pc.PH_DECODE, real_ms=0.0, model_ms=5.0, decode_sequences=1 + 8 * k)
     assert pc.reading(pc.phase_ratios([dec]), [dec])
+
+
+def _lineage_edit(kind: str, field: str, value: int):
+    from tracebuild import grpo_trace
+
+    t = grpo_trace()
+    for r in t.workload:
+        if r.WhichOneof("record") == kind:
+            setattr(getattr(r, kind), field, value)
+            break
+    return t
+
+
+@pytest.mark.parametrize("encoding", ["jsonl", "binpb", "arrow"])
+@pytest.mark.parametrize("kind,field,value", [("group", "unit", 99), ("group", "unit", -3),
+                                              ("rollout_batch", "readiness_rule", 7)])
+def test_convert_and_replay_as_a_library_refuse_an_unknown_group_unit_or_readiness_rule(tmp_path, encoding, kind,
+                                                                                      field, value):
+    """runner.convert_trace / replay_trace called without the gate: a group unit or batch readiness rule number no
+    v1 enum defines was converted and replayed, its group derived as one of samples and its batch never made ready
+    (derive reads both by number). The support check now refuses them with the gate's rule (enum.unknown)."""
+    if encoding == "arrow":
+        pytest.importorskip("pyarrow")
+    from unirl_replay.contract.errors import TraceFormatError
+    from unirl_replay.replay import runner
+
+    d = _lineage_edit(kind, field, value).write(tmp_path / "t", encoding=encoding)
+    with pytest.raises(TraceFormatError, match=rf"{field} = {value}: no such value") as e:
+        runner.convert_trace(d, tmp_path / "c" / "x.jsonl")
+    assert e.value.rule == "enum.unknown" and not (tmp_path / "c" / "x.jsonl").exists()
+    with pytest.raises(TraceFormatError, match="enum.unknown"):
+        runner.replay_trace(d, "fixed:10,1", work_dir=tmp_path / "w")
+    # the trace as built converts
+    assert runner.convert_trace(_lineage_edit(kind, field, 1).write(tmp_path / "ok", encoding=encoding),
+                                tmp_path / "c2" / "x.jsonl")

@@ -148,6 +148,19 @@ def chain_width_facts(request_ids: list[str], facts: Mapping[str, tuple]) -> int
     return 1 if strict else sum(f[0] for f in fs)
 
 
+#: the group units and batch readiness rules this contract version defines: the derivation of group completion
+#: and batch readiness reads them, and a library caller's trace may not have passed the gate (rule enum.unknown)
+_KNOWN_UNITS = frozenset(workload_pb2.GroupUnit.values())
+_KNOWN_READINESS = frozenset(workload_pb2.BatchReadinessRule.values())
+
+
+def _known_enum(value: int, known: frozenset[int], name: str, record_id: str) -> None:
+    """Raise ``TraceFormatError`` (rule ``enum.unknown``) when ``value`` is no number of its v1 enum."""
+    if value not in known:
+        raise TraceFormatError(f"{name} = {value}: no such value in unirl_replay.v1 (v1 readers reject unknown "
+                               "enum numbers)", record_id=record_id, file=WORKLOAD_FILE, rule="enum.unknown")
+
+
 def check_supported(
     index: WorkloadIndex,
     engines: Mapping[str, manifest_pb2.EngineConfig],
@@ -201,11 +214,14 @@ def check_supported(
 
     known = index.columns.row if index.columns is not None else index.by_id  # = has_request's mapping
     for gid, grp in index.groups.items():
+        _known_enum(grp.unit, _KNOWN_UNITS, "unit", gid)
         if grp.HasField("resumed_from_rollout_batch_id"):
             raise UnsupportedWorkloadError(
                 "resume.cross_batch", f"group {gid!r} resumed in rollout batch {grp.rollout_batch_id!r} from "
                 f"{grp.resumed_from_rollout_batch_id!r} (partial / async rollout): its earlier members are not "
                 "in the trace", [gid])
+    for bid, batch in index.batches.items():
+        _known_enum(batch.readiness_rule, _KNOWN_READINESS, "readiness_rule", bid)
     trajectories = index.trajectories
     lazy = isinstance(trajectories, MessageColumns)  # the arrow reader's: fields read without the messages
     for tid, rids in (zip(trajectories, trajectories.column("request_ids")) if lazy else
