@@ -140,6 +140,20 @@ def test_a_result_of_another_schema_version_or_a_negative_makespan_is_refused(tm
         assert not out.exists()
 
 
+def test_a_result_with_no_granularity_is_refused_naming_its_file(tmp_path, capsys):
+    """s11 attack: a replay result or a --bound file holding `{}` was refused with "replay result granularity is
+    unspecified", naming neither the file nor a rule (for a --bound, it read as if the main result were at fault)."""
+    trace, rdir = _trace(tmp_path / "trace"), _replay(tmp_path)
+    empty = tmp_path / "empty_bound.json"
+    empty.write_text("{}")
+    for args in ([str(empty)], [str(rdir), "--bound", str(empty)]):
+        out = tmp_path / f"cmp{len(args)}"
+        assert main(["compare", str(trace), *args, "--out", str(out), "--no-plots"]) == 2, args
+        err = capsys.readouterr().err
+        assert "empty_bound.json [replay.granularity]: granularity is unspecified" in err and "Traceback" not in err
+        assert not out.exists()
+
+
 def test_a_repeat_that_is_a_copy_of_one_run_under_another_trace_id_is_refused(tmp_path, capsys):
     """s6-f, the neighbour of the same-trace_id check: a copy of the trace (or of a repeat) with its trace_id edited,
     or a recoded copy, was counted as another measured run, and the run-to-run spread shrank."""

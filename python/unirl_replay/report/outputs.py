@@ -118,6 +118,9 @@ def _check_result(path: Path, replay, request_ids: set[str] | None = None,
         if why:
             raise TraceFormatError(why, file=path.name, record_id=r.request_id.encode("unicode_escape").decode()[:120],
                                    rule="id.invalid")
+    if replay.granularity == 0:  # RESULT_GRANULARITY_UNSPECIFIED: every replay writes one (e.g. a `{}` file)
+        raise TraceFormatError("granularity is unspecified: no replay wrote this result (every replay result says "
+                               "per-request or aggregate-only)", file=path.name, rule="replay.granularity")
     for name in ("makespan_ns", "simulator_wall_ns"):
         if getattr(replay, name) < 0:
             raise TraceFormatError(f"{name} = {getattr(replay, name)} is negative", file=path.name, rule="time.order")
