@@ -451,3 +451,36 @@ def test_convert_and_replay_as_a_library_refuse_an_unknown_group_unit_or_readine
     # the trace as built converts
     assert runner.convert_trace(_lineage_edit(kind, field, 1).write(tmp_path / "ok", encoding=encoding),
                                 tmp_path / "c2" / "x.jsonl")
+
+
+def test_a_replay_with_a_profile_of_other_hardware_says_unvalidated_in_its_result(tmp_path, capsys):
+    """CALIBRATED means a profile measured on the trace's own engine configuration (replay.proto). A replay of a
+    capture from other hardware (here: another CPU family in the capture's signature) wrote
+    `calibration: CALIBRATED` into replay_result.json; only `compare` relabelled it. The replay stage now writes
+    UNVALIDATED with a note naming the difference, and the report's label says measured on other hardware."""
+    from unirl_replay.replay import runner
+    from unirl_replay.v1 import replay_pb2
+
+    spec = f"profile:{PROFILE}"
+    same = runner.replay_trace(TRACE, spec, unmodelled=["engine_client.inflight_limit"])
+    assert same.timing_model.calibration == replay_pb2.CALIBRATION_STATUS_CALIBRATED
+    assert not any("other hardware" in n for n in same.notes)
+    d = _probe_trace(tmp_path, _sig_edit(cpu_family=_tables_and_prov()[1]["conditions"]["cpu_signature"]
+                                         ["cpu_family"] + 1))
+    other = runner.replay_trace(d, spec, unmodelled=["engine_client.inflight_limit"])
+    assert other.timing_model.calibration == replay_pb2.CALIBRATION_STATUS_UNVALIDATED
+    note = next(n for n in other.notes if n.startswith("timing model UNVALIDATED for this capture"))
+    assert f"profile {PROFILE.name} is CALIBRATED on other hardware (CPU signature" in note, note
+    # the predicted times are the same replay: only the label changed
+    assert [r.completion_ns for r in other.requests] == [r.completion_ns for r in same.requests]
+    out = tmp_path / "r"
+    assert main(["replay", str(d), "--timing-model", spec, "--allow-unmodelled", "engine_client.inflight_limit",
+                 "--out", str(out)]) == 0
+    assert json.loads((out / "replay_result.json").read_text())["timing_model"]["calibration"] == \
+        "CALIBRATION_STATUS_UNVALIDATED"
+    capsys.readouterr()
+    assert main(["compare", str(d), str(out), "--out", str(tmp_path / "c"), "--no-plots"]) == 0
+    text = capsys.readouterr().out
+    label = next(line for line in text.splitlines() if line.startswith("Validation report"))
+    assert "(UNVALIDATED on this host: measured on other hardware)" in label, label
+    assert "CALIBRATED)" not in label

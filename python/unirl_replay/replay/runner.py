@@ -44,7 +44,12 @@ from unirl_replay.replay.derive import (derive_batches, derive_groups_values, de
                                         derive_trajectories_values)
 from unirl_replay.contract.errors import TraceFormatError, UnsupportedWorkloadError
 from unirl_replay.replay.simulators import DEFAULT_SIMULATOR, Simulator, SimulatorJob, get_simulator
-from unirl_replay.replay.timing_models import TimingModelError, parse_timing_model, profile_model_problem
+from unirl_replay.replay.timing_models import (
+    TimingModelError,
+    parse_timing_model,
+    profile_hardware_problem,
+    profile_model_problem,
+)
 from unirl_replay.v1 import common_pb2, manifest_pb2, replay_pb2
 
 RESULT_FILE = "replay_result.json"
@@ -183,6 +188,14 @@ def replay_workload(index: WorkloadIndex, manifest: manifest_pb2.TraceManifest, 
     why = profile_model_problem(tm_msg, manifest)
     if why:
         raise TimingModelError(why)
+    other_hw = profile_hardware_problem(tm_msg, manifest)
+    if other_hw:  # CALIBRATED is a profile of the trace's own engine configuration: this one is not
+        status = replay_pb2.CalibrationStatus.Name(tm_msg.calibration).removeprefix("CALIBRATION_STATUS_").replace(
+            "CALIBRATED_PROBE", "CALIBRATED+PROBE")
+        tm_msg.calibration = replay_pb2.CALIBRATION_STATUS_UNVALIDATED
+        notes.append(f"timing model UNVALIDATED for this capture: profile {tm_msg.profile_path.rsplit('/', 1)[-1]} is "
+                     f"{status} on other hardware ({other_hw}); it is no calibrated prediction of this run "
+                     "(recalibrate on the capture's host: `unirl-replay calibrate --like TRACE`)")
     if tm_dict["type"] not in sim.timing_types:
         raise TimingModelError(f"timing model {timing_model!r} ({tm_dict['type']}) is not available on "
                                f"{type(sim).__name__}; it accepts {', '.join(sim.timing_types)}"

@@ -84,6 +84,21 @@ def profile_model_problem(tm: replay_pb2.TimingModel, manifest) -> str | None:
             "or replay with an uncalibrated model (polynomial, fixed:P,D)")
 
 
+def profile_hardware_problem(tm: replay_pb2.TimingModel, manifest) -> str | None:
+    """Why a measured profile (``tm``: CALIBRATED / CALIBRATED+PROBE) was measured on other hardware than
+    ``manifest``'s capture (:func:`unirl_replay.contract.cpu_signature.other_hardware`: CPU model or the CPU
+    signature's processor fields), else None. CALIBRATED means "measured on the same engine configuration as the
+    trace" (replay.proto): such a replay is UNVALIDATED for this capture, never CALIBRATED."""
+    if tm.kind != replay_pb2.TIMING_MODEL_KIND_PROFILE or tm.calibration not in (
+            replay_pb2.CALIBRATION_STATUS_CALIBRATED, replay_pb2.CALIBRATION_STATUS_CALIBRATED_PROBE):
+        return None
+    from unirl_replay.contract.cpu_signature import other_hardware
+    from unirl_replay.contract.profile_npz import load_profile
+
+    _, _, prov = load_profile(Path(tm.profile_path), PROFILE_KEYS, TimingModelError)
+    return other_hardware(manifest, prov)
+
+
 def parse_timing_model(spec: str) -> tuple[replay_pb2.TimingModel, dict]:
     """Parse a ``--timing-model`` spec.
 

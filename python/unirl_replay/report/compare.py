@@ -227,14 +227,15 @@ def compare(manifest: mpb.TraceManifest, workload: Iterable[wpb.WorkloadRecord],
         granularity=replay.granularity, capture_overhead=manifest.capture_overhead,
         label=honesty_label(manifest, replay, other_hardware=other_hw is not None))
     if other_hw is not None and replay.timing_model.calibration in (
-            rpb.CALIBRATION_STATUS_CALIBRATED, rpb.CALIBRATION_STATUS_CALIBRATED_PROBE):
+            rpb.CALIBRATION_STATUS_CALIBRATED, rpb.CALIBRATION_STATUS_CALIBRATED_PROBE, rpb.CALIBRATION_STATUS_UNVALIDATED):
         # CALIBRATED is "a profile measured on the same engine configuration as the trace": not this one. The
-        # report's status says so (the replay result keeps the profile's own status: the replay stage does not
-        # know the capture's hardware)
+        # replay stage says so in its result (UNVALIDATED); a result written before it did keeps the profile's own
+        # status, and the report's says so here
+        was = ("measured" if replay.timing_model.calibration == rpb.CALIBRATION_STATUS_UNVALIDATED else
+               rpb.CalibrationStatus.Name(replay.timing_model.calibration).removeprefix("CALIBRATION_STATUS_"))
         report.timing_model.calibration = rpb.CALIBRATION_STATUS_UNVALIDATED
-        report.notes.append(f"timing model UNVALIDATED for this capture: the profile is "
-                            f"{rpb.CalibrationStatus.Name(replay.timing_model.calibration).removeprefix('CALIBRATION_STATUS_')}"
-                            f" on other hardware ({other_hw})")
+        report.notes.append(f"timing model UNVALIDATED for this capture: the profile is {was} on other hardware "
+                            f"({other_hw})")
     per_request = replay.granularity != rpb.RESULT_GRANULARITY_AGGREGATE_ONLY
     if per_request and matching is None:
         matching = match_indexed(idx, outcomes, replay)

@@ -57,7 +57,9 @@ def timing_label(tm: rpb.TimingModel, other_hardware: bool = False) -> str:
     else:
         raise ComparisonError("replay result's timing model kind is unspecified")
     if other_hardware and tm.calibration in (rpb.CALIBRATION_STATUS_CALIBRATED, rpb.CALIBRATION_STATUS_CALIBRATED_PROBE):
-        return f"{what} (UNVALIDATED on this host: {status} on other hardware)"
+        return f"{what} (UNVALIDATED on this host: {status} on other hardware)"  # a result written before the replay checked the hardware
+    if other_hardware and tm.kind == rpb.TIMING_MODEL_KIND_PROFILE and tm.calibration == rpb.CALIBRATION_STATUS_UNVALIDATED:
+        return f"{what} (UNVALIDATED on this host: measured on other hardware)"  # the replay stage said so
     return f"{what} ({status})"
 
 
