@@ -456,6 +456,8 @@ def test_tiny_multirow_sweep_on_the_real_engine(tmp_path):
                                max_kv=2048, timeout_s=900, prefill_row_tokens=64)
     pr = prov["prefill_rows"]
     assert pr["row_tokens"] == 64 and pr["source"] == "explicit" and "multi-row prefill sweep" in prov["method"]
+    # an explicit row length reads nothing of the like trace's requests (`like` would: its note then says so)
+    assert prov["like_trace"]["note"] == "engine settings and model only; no request of this trace is used"
     assert all(q["rows"] == -(-q["tokens"] // 64) for q in pr["points"])
     for r in prov["raw"]["prefill"]:
         if r.get("ttft_ms") is not None and r["rows"] > 1:  # used: the pass held exactly the point's rows and tokens

@@ -435,6 +435,10 @@ def calibrate(like: str, out: str, *, workload_name: Optional[str] = None, repea
     prov = build_provenance(raw=raw, fit=fit, eng=eng, manifest=man, workload_name=name, spec=spec)
     if rows_record is not None:
         prov["prefill_rows"] = rows_record
+        if str(row_source).startswith("like:"):  # the row length is read from the like trace's requests
+            prov["like_trace"]["note"] = ("engine settings, model and the prefill row length (prefill_rows: the "
+                                          "token-weighted mean prompt length of its requests); no time of this "
+                                          "trace is used")
         prov["method"] = METHOD.replace(
             ONE_ROW_PREFILL,
             MULTIROW_METHOD.format(row_tokens=row_tokens, source=row_source, lead=rows_record["lead_tokens"],
