@@ -376,4 +376,31 @@ def expand(spec: GridSpec) -> list[ReplayJob | ConformanceJob]:
     if dup:
         raise _err(Path(spec.path), f"jobs would share the directories {dup[:3]}: fix `layout` or the names",
                    "layout")
+    _own_directories(Path(spec.path), spec, ids)
     return jobs
+
+
+def _own_directories(path: Path, spec: GridSpec, ids: list[str]) -> None:
+    """Each job's directory is its own: none inside another job's (a trace named ``grpo-a/fixed/upstream`` put one
+    job in another's upstream/ folder, which that job's ``keep_upstream: false`` deleted, replay result and all,
+    while grid.json said both were ok) and none where the grid writes its own files (grid.json, GRID.md, the
+    conformance matrix: an IsADirectoryError after every job had run)."""
+    from unirl_replay.contract.out_dir import MARKER
+    from unirl_replay.grid.runner import GRID_JSON, GRID_MD
+
+    reserved = {GRID_JSON, GRID_MD, MARKER, *(("conformance/matrix.json", "conformance/MATRIX.md") if spec.conformance else ())}
+    for jid in ids:
+        parts = jid.split("/")
+        for k in range(1, len(parts) + 1):
+            head = "/".join(parts[:k])
+            if head in reserved:
+                raise _err(path, f"job directory {jid!r} (layout {spec.layout!r}) is where the grid writes {head}: "
+                           "rename the trace or timing model", "layout")
+    own = set(ids)
+    for jid in ids:
+        parts = jid.split("/")
+        outer = next(("/".join(parts[:k]) for k in range(1, len(parts)) if "/".join(parts[:k]) in own), None)
+        if outer is not None:
+            raise _err(path, f"job directory {jid!r} is inside the directory of the job {outer!r}, whose outputs "
+                       "(upstream/, replay_result.json, the report) it would mix with or lose: fix `layout` or the "
+                       "names so that no job's directory holds another's", "layout")

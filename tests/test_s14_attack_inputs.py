@@ -1,0 +1,51 @@
+"""Session 14 attack on the less-trodden inputs (grid job directories, conformance cases, capture shards,
+calibrate --level-to-probe, ...): each input below was a Python traceback, a wrong result written silently or a
+user's file lost before its fix; every one now is a clear error naming the file and the rule it broke."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from unirl_replay.cli.main import main
+from unirl_replay.grid.spec import GridSpecError, expand, load_spec
+
+REPO = Path(__file__).resolve().parents[1]
+GRPO = REPO / "traces" / "grpo-a"
+
+
+NESTED = [
+    # the second job's directory is the first one's upstream/ folder: keep_upstream false deleted its result
+    ([{"path": str(GRPO), "name": "grpo-a/fixed/upstream"}, {"path": str(GRPO)}], "inside the directory of the job"),
+    ([{"path": str(GRPO)}, {"path": str(GRPO), "name": "grpo-a/fixed/x"}], "inside the directory of the job"),
+    ([{"path": str(GRPO), "name": "grid.json"}], "where the grid writes grid.json"),
+    ([{"path": str(GRPO), "name": "GRID.md"}], "where the grid writes GRID.md"),
+]
+
+
+@pytest.mark.parametrize("traces,why", NESTED, ids=["in-upstream", "in-job", "grid.json", "GRID.md"])
+def test_a_job_directory_inside_another_jobs_or_the_grids_files_is_a_bad_spec(tmp_path, capsys, traces, why):
+    import json
+
+    spec = tmp_path / "g.json"
+    spec.write_text(json.dumps({"traces": traces, "timing_models": [{"name": "fixed", "spec": "fixed:10,1"}],
+                                "compare": False, "keep_upstream": False, "layout": "{trace}/{timing_model}"}))
+    with pytest.raises(GridSpecError, match=why) as e:
+        expand(load_spec(spec))
+    assert e.value.rule == "grid.spec.layout"
+    rc = main(["grid", str(spec), "--out", str(tmp_path / "out"), "--backend", "sequential", "--no-progress"])
+    err = capsys.readouterr().err
+    assert rc == 2 and "g.json" in err and why in err and "Traceback" not in err, err
+    assert not (tmp_path / "out").exists()
+
+
+def test_sibling_job_directories_with_a_common_prefix_still_expand(tmp_path):
+    import json
+
+    spec = tmp_path / "g.json"
+    spec.write_text(json.dumps({"traces": [{"path": str(GRPO)}, {"path": str(GRPO), "name": "grpo-a-2"}],
+                                "timing_models": ["fixed:10,1", {"name": "fixed-10-1x", "spec": "fixed:10,2"}],
+                                "layout": "{trace}/{timing_model}"}))
+    assert [j.job_id for j in expand(load_spec(spec))] == ["grpo-a/fixed-10-1", "grpo-a/fixed-10-1x",
+                                                           "grpo-a-2/fixed-10-1", "grpo-a-2/fixed-10-1x"]
