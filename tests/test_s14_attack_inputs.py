@@ -49,3 +49,23 @@ def test_sibling_job_directories_with_a_common_prefix_still_expand(tmp_path):
                                 "layout": "{trace}/{timing_model}"}))
     assert [j.job_id for j in expand(load_spec(spec))] == ["grpo-a/fixed-10-1", "grpo-a/fixed-10-1x",
                                                            "grpo-a-2/fixed-10-1", "grpo-a-2/fixed-10-1x"]
+
+
+def _case(tmp_path: Path, name: str = "agentic_chain_waits") -> Path:
+    import shutil
+
+    d = tmp_path / "corpus" / "cases" / "c"
+    shutil.copytree(REPO / "conformance" / "cases" / name, d)
+    return d
+
+
+@pytest.mark.parametrize("body,rule", [(b"{bad", "json.parse"), (b"\xff\xfe", "json.parse"),
+                                       (b'{"requests": NaN}', "json.nan")], ids=["not-json", "not-utf8", "nan"])
+@pytest.mark.parametrize("which", ["replay_result.json", "converted.json"])
+def test_an_expected_file_that_is_no_json_is_an_error_naming_it(tmp_path, capsys, body, rule, which):
+    d = _case(tmp_path)
+    (d / "expected" / which).write_bytes(body)
+    rc = main(["conformance", "--corpus", str(tmp_path / "corpus")])
+    err = capsys.readouterr().err
+    assert rc == 2 and "Traceback" not in err, err
+    assert f"{which} [{rule}]" in err, err

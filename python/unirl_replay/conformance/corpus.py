@@ -55,7 +55,11 @@ class Case:
         path = self.dir / "expected" / ("converted.json" if op == "convert" else "replay_result.json")
         if not path.is_file():
             raise TraceFormatError(f"expected file missing for op {op!r}", file=str(path), rule="conformance.expected_missing")
-        return json.loads(path.read_text())
+        from unirl_replay.contract import json_guard
+
+        # the contract's JSON guard, as for case.json: a broken file was a JSONDecodeError / UnicodeDecodeError
+        # traceback, and a NaN in it was compared as if the case expected one
+        return json_guard.loads(path.read_bytes(), file=str(path))
 
 
 def load_corpus(root: Path, only: list[str] | None = None) -> list[Case]:
