@@ -69,3 +69,39 @@ def test_an_expected_file_that_is_no_json_is_an_error_naming_it(tmp_path, capsys
     err = capsys.readouterr().err
     assert rc == 2 and "Traceback" not in err, err
     assert f"{which} [{rule}]" in err, err
+
+
+BAD_CASES = [
+    ({"trace": 5}, "trace must be a non-empty string"),  # a TypeError traceback
+    ({"ops": []}, "ops must be a non-empty list"),  # checked nothing and passed
+    ({"ops": ["replay", "replay"]}, "ops names one entry twice"),
+    ({"pin_request_fields": "request_id"}, "pin_request_fields must be a non-empty list"),  # pinned its characters
+    ({"pin_request_fields": ["arrival"]}, "pin_request_fields: unknown ['arrival']"),
+    ({"allow_unmodelled": "engine_client.inflight_limit"}, "allow_unmodelled must be a list"),
+    ({"format": "bogus"}, "unknown format"),  # an executor KeyError, reported as the simulator's failure
+    ({"timing_model": 5}, "timing_model must be a non-empty string"),  # an executor AttributeError
+    ({"rule": 5}, "rule must be one line"),
+    ({"rule": "a\nb"}, "rule must be one line"),  # broke the matrix's table
+    ({"expect_rejection": "x"}, "expect_rejection must be"),
+    ({"expect_rejection": {}}, "expect_rejection must be"),
+    ({"pin_request_field": ["request_id"]}, "unknown keys ['pin_request_field']"),  # silently the default
+]
+
+
+@pytest.mark.parametrize("edit,why", BAD_CASES, ids=[f"{next(iter(e))}={e[next(iter(e))]!r}" for e, _ in BAD_CASES])
+def test_a_case_json_field_of_the_wrong_kind_is_refused_naming_the_case(tmp_path, capsys, edit, why):
+    import json
+
+    d = _case(tmp_path)
+    spec = json.loads((d / "case.json").read_text())
+    (d / "case.json").write_text(json.dumps({**spec, **edit}))
+    rc = main(["conformance", "--corpus", str(tmp_path / "corpus")])
+    err = capsys.readouterr().err
+    assert rc == 2 and "Traceback" not in err and "running" not in err, err
+    assert "case.json [conformance.case]" in err and why in err, err
+
+
+def test_every_bundled_case_json_is_still_a_case():
+    from unirl_replay.conformance.corpus import load_corpus
+
+    assert len(load_corpus(REPO / "conformance")) == len(list((REPO / "conformance" / "cases").glob("*/case.json")))

@@ -87,6 +87,7 @@ def load_corpus(root: Path, only: list[str] | None = None) -> list[Case]:
         if not isinstance(spec, dict):
             raise TraceFormatError("case.json must be a JSON object", file=str(d / "case.json"),
                                    rule="conformance.case")
+        _check_case(spec, d / "case.json")
         try:
             ops = tuple(spec["ops"])
             case = Case(d.name, d, spec["rule"], spec.get("format", "agentic_mooncake"),
@@ -103,6 +104,60 @@ def load_corpus(root: Path, only: list[str] | None = None) -> list[Case]:
             raise TraceFormatError(f"unknown ops {bad}", file=str(d / "case.json"), rule="conformance.case")
         cases.append(case)
     return cases
+
+
+CASE_KEYS = ("rule", "format", "timing_model", "ops", "pin_request_fields", "expected_source", "allow_unmodelled",
+             "expect_rejection", "trace")
+FORMATS = ("agentic_mooncake", "mooncake")
+
+
+def _check_case(spec: dict[str, Any], file: Path) -> None:
+    """Every case.json key is one the runner reads, of its type: a trace of 5 was a TypeError traceback, ``"ops": []``
+    a case that checked nothing and passed, ``"pin_request_fields": "request_id"`` pinned its characters, an unknown
+    format or a timing model of 5 an executor KeyError / AttributeError reported as the simulator's failure, a
+    misspelt key (``pin_request_field``) silently the default."""
+
+    def bad(msg: str) -> TraceFormatError:
+        return TraceFormatError(msg, file=str(file), rule="conformance.case")
+
+    def strings(key: str, allowed=None, empty_ok: bool = True) -> None:
+        v = spec.get(key)
+        if v is None:
+            return
+        if not isinstance(v, list) or not all(isinstance(x, str) and x for x in v) or (not v and not empty_ok):
+            raise bad(f"a key of the wrong type: {key} must be a {'' if empty_ok else 'non-empty '}list of names, got {json.dumps(v)[:80]}")
+        if len(set(v)) != len(v):
+            raise bad(f"{key} names one entry twice: {v}")
+        unknown = [x for x in v if allowed is not None and x not in allowed]
+        if unknown:
+            raise bad(f"{key}: unknown {unknown}; one of {list(allowed)}")
+
+    unknown = sorted(set(spec) - set(CASE_KEYS))
+    if unknown:
+        raise bad(f"unknown keys {unknown}; a case has {list(CASE_KEYS)}")
+    for key in ("rule", "ops"):
+        if key not in spec:
+            raise bad(f"missing key {key!r}")
+    rule = spec["rule"]
+    if not isinstance(rule, str) or not rule.strip() or any(ord(ch) < 32 for ch in rule):
+        raise bad(f"rule must be one line of text (the matrix's rule column), got {json.dumps(rule)[:80]}")
+    for key in ("timing_model", "trace"):
+        if key in spec and not (isinstance(spec[key], str) and spec[key]):
+            raise bad(f"{key} must be a non-empty string, got {json.dumps(spec[key])[:80]}")
+    if spec.get("format", FORMATS[0]) not in FORMATS:
+        raise bad(f"unknown format {json.dumps(spec['format'])[:80]}; one of {list(FORMATS)}")
+    strings("ops", ("convert", "replay"), empty_ok=False)
+    from unirl_replay.v1 import replay_pb2
+
+    strings("pin_request_fields", [f.name for f in replay_pb2.PredictedRequest.DESCRIPTOR.fields], empty_ok=False)
+    strings("allow_unmodelled")
+    rej = spec.get("expect_rejection")
+    if rej is not None and not (isinstance(rej, dict) and set(rej) == {"type", "rule"}
+                                and all(isinstance(v, str) and v for v in rej.values())):
+        raise bad(f"expect_rejection must be {{\"type\": ERROR_CLASS, \"rule\": RULE}}, got {json.dumps(rej)[:80]}")
+    src = spec.get("expected_source")
+    if src is not None and not (isinstance(src, dict) and all(isinstance(v, str) for v in src.values())):
+        raise bad(f"expected_source must map an op to where its expectation came from, got {json.dumps(src)[:80]}")
 
 
 def project_answer(case: Case, op: str, answer: dict[str, Any]) -> Any:
