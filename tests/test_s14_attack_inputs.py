@@ -105,3 +105,22 @@ def test_every_bundled_case_json_is_still_a_case():
     from unirl_replay.conformance.corpus import load_corpus
 
     assert len(load_corpus(REPO / "conformance")) == len(list((REPO / "conformance" / "cases").glob("*/case.json")))
+
+
+@pytest.mark.parametrize("where", ["middle", "last"])
+def test_a_shard_line_nested_beyond_the_recursion_limit_is_an_unreadable_line(tmp_path, capsys, where):
+    from test_capture_finalize import _grpo_raw
+
+    raw = tmp_path / "raw"
+    _grpo_raw(raw)
+    shard = raw / "worker-h1-11.jsonl"
+    deep = "[" * 100_000 + "]" * 100_000
+    lines = shard.read_text().splitlines()
+    lines.insert(len(lines) if where == "last" else 2, deep)
+    shard.write_text("\n".join(lines) + "\n")
+    rc = main(["capture", "finalize", str(raw), "--out", str(tmp_path / "t")])
+    cap = capsys.readouterr()
+    err = cap.out + cap.err
+    assert rc == 0 and "Traceback" not in err, err
+    assert "missing shard_line: 1 (worker-h1-11.jsonl: unreadable lines [" in err, err
+    assert "INCOMPLETE" in err

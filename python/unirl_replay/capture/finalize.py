@@ -141,7 +141,7 @@ def read_shards(raw_dir: Path) -> List[Shard]:
                 continue
             try:
                 rec = json.loads(line)
-            except ValueError:
+            except (ValueError, RecursionError):  # nesting the hooks never write was a RecursionError traceback
                 if i == len(lines) and not ends_clean:
                     sh.truncated_last_line = True
                 else:
