@@ -124,3 +124,40 @@ def test_a_shard_line_nested_beyond_the_recursion_limit_is_an_unreadable_line(tm
     assert rc == 0 and "Traceback" not in err, err
     assert "missing shard_line: 1 (worker-h1-11.jsonl: unreadable lines [" in err, err
     assert "INCOMPLETE" in err
+
+
+HOLD_TRACE = REPO / "results" / "holdout-closed-f26m2" / "traces" / "grpo-r1"
+HOLD_PROFILE = REPO / "profiles" / "vllm-cpu-tiny-qwen2-20261202-bound-epyc-f26m2-rows-like.npz"
+
+
+@pytest.mark.parametrize("edit,why", [
+    ({"batch_size": 0}, "are a batched prefill point's"),  # read as an isolated 2048-token point: prefill x0.956
+    ({"batch_size": 1}, "are a batched prefill point's"),
+    ({"phase": "decode", "context_tokens": 128}, "are a batched prefill point's"),
+    ({"prefill_tokens": 512}, "are not the median-low 8 / 2048"),
+    ({"batch_size": 4}, "are not the median-low 8 / 2048"),
+], ids=["batch-0", "batch-1", "decode", "tokens", "rows"])
+def test_a_batched_prefill_point_whose_size_is_not_its_repeats_is_refused(tmp_path, capsys, edit, why):
+    """The gate checked the per-repeat pass sizes one by one but not the point's own size against them (the
+    capture writes their median-low): calibrate --level-to-probe levelled such a probe into a profile."""
+    import json
+    import shutil
+
+    t = tmp_path / "t"
+    shutil.copytree(HOLD_TRACE, t)
+    m = json.loads((t / "manifest.json").read_text())
+    pt = m["probes"][0]["points"][3]
+    assert pt["phase"] == "prefill" and pt["batch_size"] == 8 and pt["repeat_pass_rows"]
+    pt.update(edit)
+    (t / "manifest.json").write_text(json.dumps(m))
+    out = tmp_path / "o.npz"
+    rc = main(["calibrate", "--level-to-probe", str(t), "--base", str(HOLD_PROFILE), "--out", str(out)])
+    err = capsys.readouterr().err
+    assert rc == 2 and "manifest.probe" in err and "point 3 (" in err and why in err and "Traceback" not in err, err
+    assert not out.exists()
+
+
+def test_the_bundled_probe_traces_batched_points_are_their_repeats_median_low(tmp_path, capsys):
+    out = tmp_path / "o.npz"
+    assert main(["calibrate", "--level-to-probe", str(HOLD_TRACE), "--base", str(HOLD_PROFILE), "--out", str(out)]) == 0
+    assert out.exists()

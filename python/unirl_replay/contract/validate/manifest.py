@@ -5,6 +5,7 @@ from __future__ import annotations
 import datetime
 import math
 import re
+import statistics
 from pathlib import PurePosixPath
 
 from unirl_replay.contract.cpu_signature import signature_problems
@@ -79,6 +80,17 @@ def _point_size_problems(pt, engine) -> list[str]:
         out.append(f"repeat_step_ms / repeat_pass_tokens / repeat_pass_rows hold {n[0]} / {n[1]} / {n[2]} values: "
                    "one per usable repeat each")
         return out
+    if any(n):  # per-repeat pass sizes are a batched prefill point's, whose size is their median-low (manifest.proto):
+        # a batch_size edited to 0 or 1 read the batched pass as an isolated prefill point in the levels, and a
+        # prefill_tokens of another size placed the point there (a wrong level written, nothing said)
+        if pt.phase != "prefill" or pt.batch_size < 2:
+            out.append(f"repeat_step_ms / repeat_pass_tokens / repeat_pass_rows are a batched prefill point's (phase "
+                       f"prefill, batch_size >= 2), not of phase {pt.phase!r} with batch_size {pt.batch_size}")
+        else:
+            low = (statistics.median_low(pt.repeat_pass_rows), statistics.median_low(pt.repeat_pass_tokens))
+            if (pt.batch_size, pt.prefill_tokens) != low:
+                out.append(f"batch_size {pt.batch_size} / prefill_tokens {pt.prefill_tokens} are not the median-low "
+                           f"{low[0]} / {low[1]} of the repeats' pass rows / tokens (the point's observed size)")
     for k, (ms, tokens, rows) in enumerate(zip(pt.repeat_step_ms, pt.repeat_pass_tokens, pt.repeat_pass_rows)):
         why = _step_ms_problem(f"repeat_step_ms[{k}]", ms)
         if why:
