@@ -161,3 +161,27 @@ def test_the_bundled_probe_traces_batched_points_are_their_repeats_median_low(tm
     out = tmp_path / "o.npz"
     assert main(["calibrate", "--level-to-probe", str(HOLD_TRACE), "--base", str(HOLD_PROFILE), "--out", str(out)]) == 0
     assert out.exists()
+
+
+@pytest.mark.parametrize("top,own,want", [(False, None, False), (False, True, True), (True, False, False),
+                                          (None, None, True)])
+def test_the_grid_specs_top_level_plots_is_every_traces_default(tmp_path, top, own, want):
+    """`plots: false` at the top of a spec (a documented key) was accepted and ignored: every job wrote its plots."""
+    import json
+
+    trace = {"path": str(GRPO), **({} if own is None else {"plots": own})}
+    spec = tmp_path / "g.json"
+    spec.write_text(json.dumps({"traces": [trace], "timing_models": ["fixed:10,1"],
+                                **({} if top is None else {"plots": top})}))
+    assert [t.plots for t in load_spec(spec).traces] == [want]
+    (job,) = expand(load_spec(spec))
+    assert job.trace.plots is want
+
+
+def test_a_grid_specs_top_level_plots_of_another_type_is_refused(tmp_path):
+    import json
+
+    spec = tmp_path / "g.json"
+    spec.write_text(json.dumps({"traces": [str(GRPO)], "timing_models": ["fixed:10,1"], "plots": "no"}))
+    with pytest.raises(GridSpecError, match="plots must be true or false"):
+        load_spec(spec)

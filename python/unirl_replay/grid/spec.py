@@ -12,7 +12,7 @@ timing_models:
   - {name: fixed, spec: "fixed:10,1"}
 format: agentic_mooncake         # or mooncake
 compare: true                    # compare each replay with the measured outcomes
-plots: true                      # PNG plots + Perfetto timeline (per trace: `plots: false`)
+plots: true                      # PNG plots + Perfetto timeline; each trace's default (per trace: `plots: false`)
 layout: "{trace}/{simulator}/{timing_model}"   # each job's directory under the output dir
 conformance:                     # optional: the conformance corpus as jobs (revision x shard)
   corpus: ../conformance
@@ -237,7 +237,8 @@ def _model(base: Path, path: Path, item: Any) -> ModelEntry:
     return ModelEntry(str(name) if name else safe_name(spec), spec)
 
 
-def _trace(base: Path, path: Path, item: Any) -> TraceEntry:
+def _trace(base: Path, path: Path, item: Any, plots: bool = True) -> TraceEntry:
+    """One trace entry; ``plots``: the spec's top-level ``plots`` (the default of the trace's own)."""
     if isinstance(item, str):
         item = {"path": item}
     if not isinstance(item, dict) or not isinstance(item.get("path"), str):
@@ -255,7 +256,7 @@ def _trace(base: Path, path: Path, item: Any) -> TraceEntry:
     batch = item.get("batch")
     return TraceEntry(name, p, tuple(_strs(path, item.get("allow_unmodelled"), "allow_unmodelled")),
                       tuple(_abs(base, r, path) for r in _strs(path, item.get("repeats"), "repeats")),
-                      _bool(path, item.get("plots"), "plots", True), None if batch is None else str(batch))
+                      _bool(path, item.get("plots"), "plots", plots), None if batch is None else str(batch))
 
 
 def load_spec(path: str | Path) -> GridSpec:
@@ -274,7 +275,9 @@ def load_spec(path: str | Path) -> GridSpec:
     traces_raw = data.get("traces") or []
     if not isinstance(traces_raw, list):
         raise _err(path, "traces must be a list", "type")
-    traces = [_trace(base, path, t) for t in traces_raw]
+    # the top-level `plots` is every trace's default (it was accepted and ignored: plots written all the same)
+    plots = _bool(path, data.get("plots"), "plots", True)
+    traces = [_trace(base, path, t, plots) for t in traces_raw]
     models_raw = data.get("timing_models") or []
     if not isinstance(models_raw, list):
         raise _err(path, "timing_models must be a list", "type")
