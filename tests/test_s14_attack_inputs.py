@@ -185,3 +185,17 @@ def test_a_grid_specs_top_level_plots_of_another_type_is_refused(tmp_path):
     spec.write_text(json.dumps({"traces": [str(GRPO)], "timing_models": ["fixed:10,1"], "plots": "no"}))
     with pytest.raises(GridSpecError, match="plots must be true or false"):
         load_spec(spec)
+
+
+def test_a_grid_repeat_that_does_not_exist_is_a_bad_spec(tmp_path, capsys):
+    """A missing `repeats` directory ran every replay of the trace and failed each job's compare (exit 1) where a
+    missing trace path is a bad spec (exit 2, nothing run)."""
+    import json
+
+    spec = tmp_path / "g.json"
+    spec.write_text(json.dumps({"traces": [{"path": str(GRPO), "repeats": ["no-such-run"]}],
+                                "timing_models": ["fixed:10,1", "polynomial"]}))
+    rc = main(["grid", str(spec), "--out", str(tmp_path / "out"), "--backend", "sequential", "--no-progress"])
+    err = capsys.readouterr().err
+    assert rc == 2 and "grid.spec.trace_missing" in err and "no-such-run" in err and "Traceback" not in err, err
+    assert not (tmp_path / "out").exists()

@@ -254,8 +254,11 @@ def _trace(base: Path, path: Path, item: Any, plots: bool = True) -> TraceEntry:
     if not isinstance(name, str) or ".." in Path(name).parts or Path(name).is_absolute():
         raise _err(path, f"trace name {name!r} must be a relative name without '..'", "trace_name")
     batch = item.get("batch")
-    return TraceEntry(name, p, tuple(_strs(path, item.get("allow_unmodelled"), "allow_unmodelled")),
-                      tuple(_abs(base, r, path) for r in _strs(path, item.get("repeats"), "repeats")),
+    repeats = tuple(_abs(base, r, path) for r in _strs(path, item.get("repeats"), "repeats"))
+    for r in repeats:  # as the trace's own path: a bad spec before anything runs, not one failed job per model
+        if not Path(r).is_dir():
+            raise _err(path, f"repeat trace directory {r} (of trace {name!r}) does not exist", "trace_missing")
+    return TraceEntry(name, p, tuple(_strs(path, item.get("allow_unmodelled"), "allow_unmodelled")), repeats,
                       _bool(path, item.get("plots"), "plots", plots), None if batch is None else str(batch))
 
 
