@@ -199,3 +199,33 @@ def test_a_grid_repeat_that_does_not_exist_is_a_bad_spec(tmp_path, capsys):
     err = capsys.readouterr().err
     assert rc == 2 and "grid.spec.trace_missing" in err and "no-such-run" in err and "Traceback" not in err, err
     assert not (tmp_path / "out").exists()
+
+
+BROKEN_ANSWERS = [
+    ({"status": "ok"}, "without converted"),  # KeyError: 'converted'
+    ({"status": "ok", "replay_result": 5}, "replay_result is no object"),  # TypeError: argument of type 'int'
+    ({"status": "ok", "replay_result": {"requests": [5]}}, "requests is no list of objects"),
+    ({"status": "ok", "replay_result": {"requests": 5}}, "requests is no list of objects"),
+    ({"status": "rejected", "error": 5}, "a rejection's error is no object"),
+    ({"status": "fine"}, 'status "fine" is none of ok, rejected, error'),
+]
+
+
+@pytest.mark.parametrize("answer,why", BROKEN_ANSWERS, ids=[str(a)[:40] for a, _ in BROKEN_ANSWERS])
+def test_a_foreign_executors_answer_of_another_shape_is_an_error_cell(tmp_path, capsys, answer, why):
+    import json
+    import sys
+
+    d = _case(tmp_path)
+    if "replay_result" in answer:  # the replay op alone (a convert answer of that shape lacks converted first)
+        spec = json.loads((d / "case.json").read_text())
+        (d / "case.json").write_text(json.dumps({**spec, "ops": ["replay"]}))
+    ex = tmp_path / "ex.py"
+    ex.write_text("import json, sys\n"
+                  "print(json.dumps({'protocol': 'unirl_replay.conformance.v1', 'executor': 'x'}))\n"
+                  "for line in sys.stdin:\n"
+                  f"    print(json.dumps({{**json.loads({json.dumps(json.dumps(answer))}), 'id': json.loads(line)['id']}}))\n")
+    rc = main(["conformance", "--corpus", str(tmp_path / "corpus"), "--executor", f"{sys.executable} {ex}"])
+    cap = capsys.readouterr()
+    assert rc == 1 and "Traceback" not in cap.err, cap.err
+    assert "1 error" in cap.out and why in cap.out and "breaks unirl_replay.conformance.v1" in cap.out, cap.out

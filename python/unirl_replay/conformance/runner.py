@@ -22,7 +22,7 @@ from pathlib import Path
 from typing import Any, Callable
 
 from unirl_replay.conformance.corpus import Case, first_difference, project_answer
-from unirl_replay.conformance.protocol import MAX_LINE_CHARS, PROTOCOL_ID
+from unirl_replay.conformance.protocol import MAX_LINE_CHARS, PROTOCOL_ID, STATUSES
 from unirl_replay.contract import json_guard
 from unirl_replay.contract.errors import MissingEnvironmentError, TraceFormatError, UnirlReplayError
 from unirl_replay.replay.simulators import environments
@@ -145,16 +145,43 @@ def build_requests(cases: list[Case]) -> list[dict[str, Any]]:
     return reqs
 
 
+def answer_problem(op: str, ans: dict[str, Any]) -> str | None:
+    """Why one executor answer is not of the protocol's shapes (``protocol`` module docstring), or None: an "ok"
+    convert without ``converted``, an "ok" replay whose ``replay_result`` is no object or whose requests are no
+    objects, a rejection whose ``error`` is no object (a foreign executor's such answer was a KeyError / TypeError
+    traceback in the runner)."""
+    status = ans.get("status")
+    if status not in STATUSES:
+        return f"status {json.dumps(status)[:40]} is none of {', '.join(STATUSES)}"
+    if status == "rejected" and not isinstance(ans.get("error"), dict):
+        return "a rejection's error is no object {type, rule}"
+    if status != "ok":
+        return None
+    if op == "convert":
+        return None if "converted" in ans else "an ok convert answer without converted"
+    result = ans.get("replay_result")
+    if not isinstance(result, dict):
+        return "an ok replay answer's replay_result is no object (a ReplayResult in the JSON profile)"
+    reqs = result.get("requests", [])
+    if not isinstance(reqs, list) or not all(isinstance(r, dict) for r in reqs):
+        return "replay_result.requests is no list of objects"
+    return None
+
+
 def judge(cases: list[Case], answers: list[dict[str, Any]], xfails: set[str]) -> dict[str, CellResult]:
     """Compare answers with the expectations; a listed expected failure that passes is XPASS (a failure)."""
     by_id = {a.get("id"): a for a in answers}
     out: dict[str, CellResult] = {}
     for c in cases:
-        diff = None
+        diff, broken = None, False
         for op in c.ops:
             ans = by_id.get(f"{c.name}:{op}")
             if ans is None:
                 diff = f"{op}: no answer"
+                break
+            why = answer_problem(op, ans)
+            if why:  # the executor's, not the simulator's: an ERROR whatever the expected-failure list says
+                diff, broken = f"{op}: the executor's answer breaks {PROTOCOL_ID}: {why}", True
                 break
             if ans.get("status") == "error":
                 diff = f"{op}: executor error: {str(ans.get('message'))[:160]}"
@@ -170,7 +197,9 @@ def judge(cases: list[Case], answers: list[dict[str, Any]], xfails: set[str]) ->
             if d:
                 diff = f"{op}: {d}"
                 break
-        if c.name in xfails:
+        if broken:
+            out[c.name] = CellResult(ERROR, diff)
+        elif c.name in xfails:
             out[c.name] = CellResult(XFAIL, diff) if diff else CellResult(
                 XPASS, "listed as expected failure but passes: remove it from the list")
         else:
