@@ -229,3 +229,16 @@ def test_a_foreign_executors_answer_of_another_shape_is_an_error_cell(tmp_path, 
     cap = capsys.readouterr()
     assert rc == 1 and "Traceback" not in cap.err, cap.err
     assert "1 error" in cap.out and why in cap.out and "breaks unirl_replay.conformance.v1" in cap.out, cap.out
+
+
+def test_an_expected_failures_list_that_is_no_utf8_is_an_error_naming_it(tmp_path, capsys):
+    _case(tmp_path)
+    xf = tmp_path / "corpus" / "expected_failures"
+    xf.mkdir()
+    from unirl_replay.conformance import runner
+
+    (xf / f"{runner.installed_revision().replace('==', '-')}.txt").write_bytes(b"c\xff\n")
+    rc = main(["conformance", "--corpus", str(tmp_path / "corpus")])
+    err = capsys.readouterr().err
+    assert rc == 2 and "Traceback" not in err, err
+    assert ".txt [conformance.expected_failures]: not UTF-8 text (byte 1" in err, err

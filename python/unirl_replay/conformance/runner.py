@@ -213,8 +213,13 @@ def load_xfails(root: Path, revision: str) -> set[str]:
     path = root / "expected_failures" / f"{dist}-{version}.txt"
     if not path.exists():
         return set()
+    try:  # a byte of another encoding was a UnicodeDecodeError traceback, after every case had run
+        text = path.read_bytes().decode("utf-8")
+    except UnicodeDecodeError as e:
+        raise TraceFormatError(f"not UTF-8 text (byte {e.start} is {e.object[e.start:e.start + 1]!r}): the list is one "
+                               "case name a line", file=str(path), rule="conformance.expected_failures") from None
     names = set()
-    for line in path.read_text().splitlines():
+    for line in text.splitlines():
         name = line.split("#", 1)[0].strip()
         if name:
             names.add(name)
