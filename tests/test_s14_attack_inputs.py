@@ -242,3 +242,21 @@ def test_an_expected_failures_list_that_is_no_utf8_is_an_error_naming_it(tmp_pat
     err = capsys.readouterr().err
     assert rc == 2 and "Traceback" not in err, err
     assert ".txt [conformance.expected_failures]: not UTF-8 text (byte 1" in err, err
+
+
+def test_a_path_of_a_user_with_no_home_is_an_error_not_a_runtime_error(tmp_path, capsys):
+    """``~nouser/...`` (expanduser: "Could not determine home directory") was a RuntimeError traceback in an aic
+    timing model and in any path of a grid spec."""
+    import json
+
+    rc = main(["replay", str(GRPO), "--timing-model", "aic:h200_sxm:~no-such-user-s14/m", "--out", str(tmp_path / "r")])
+    err = capsys.readouterr().err
+    assert rc == 2 and "Traceback" not in err and "names no user's home directory" in err, err
+    assert not (tmp_path / "r").exists()
+    for body in ({"traces": ["~no-such-user-s14/t"], "timing_models": ["polynomial"]},
+                 {"traces": [str(GRPO)], "timing_models": ["profile:~no-such-user-s14/p.npz"]}):
+        spec = tmp_path / "g.json"
+        spec.write_text(json.dumps(body))
+        with pytest.raises(GridSpecError, match="names no user's home directory") as e:
+            load_spec(spec)
+        assert e.value.rule == "grid.spec.path"

@@ -213,7 +213,10 @@ def _check_simulator(path: Path, spec: str) -> None:
 def _abs(base: Path, p: str, spec: Path) -> str:
     if any(ord(ch) < 32 for ch in p):  # a NUL was a ValueError traceback (embedded null byte) from resolve()
         raise _err(spec, f"path {p!r} holds a control character", "path")
-    q = Path(p).expanduser()
+    try:
+        q = Path(p).expanduser()
+    except RuntimeError:  # "~nouser/...": no such user's home (it was a RuntimeError traceback)
+        raise _err(spec, f"path {p!r}: {p.split('/')[0]!r} names no user's home directory here", "path") from None
     return str((q if q.is_absolute() else base / q).resolve())
 
 

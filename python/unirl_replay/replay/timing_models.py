@@ -153,7 +153,11 @@ def parse_timing_model(spec: str) -> tuple[replay_pb2.TimingModel, dict]:
                                    f"aic:h200_sxm:/path/to/hf-model-dir), got {spec!r}")
         path = Path(model)
         if model.startswith((".", "/", "~")) or path.exists():  # a local directory, else a bundled model id
-            path = path.expanduser()
+            try:
+                path = path.expanduser()
+            except RuntimeError:  # "~nouser/...": no such user's home (it was a RuntimeError traceback)
+                raise TimingModelError(f"aic model {model!r}: {model.split('/')[0]!r} names no user's home "
+                                       "directory here") from None
             if not (path / "config.json").is_file():
                 raise TimingModelError(f"aic model {model!r}: no Hugging Face config.json in that directory")
             model = str(path.resolve())
