@@ -260,3 +260,16 @@ def test_a_path_of_a_user_with_no_home_is_an_error_not_a_runtime_error(tmp_path,
         with pytest.raises(GridSpecError, match="names no user's home directory") as e:
             load_spec(spec)
         assert e.value.rule == "grid.spec.path"
+
+
+@pytest.mark.parametrize("body,why", [
+    ("1: a\nfoo: b\n", "unknown keys [1, 'foo']"),
+    (f"traces: [{{path: {GRPO}, 1: x, z: y}}]\ntiming_models: [polynomial]\n", "unknown trace keys [1, 'z']"),
+], ids=["top", "trace"])
+def test_unknown_yaml_keys_of_mixed_types_are_a_bad_spec(tmp_path, capsys, body, why):
+    """A YAML spec's unknown keys of a number and a string: sorting them was a TypeError traceback."""
+    spec = tmp_path / "g.yaml"
+    spec.write_text(body)
+    rc = main(["grid", str(spec), "--out", str(tmp_path / "out")])
+    err = capsys.readouterr().err
+    assert rc == 2 and "grid.spec.unknown_key" in err and why in err and "Traceback" not in err, err

@@ -249,7 +249,7 @@ def _trace(base: Path, path: Path, item: Any, plots: bool = True) -> TraceEntry:
                    "trace")
     extra = set(item) - TRACE_KEYS
     if extra:
-        raise _err(path, f"unknown trace keys {sorted(extra)}; allowed: {sorted(TRACE_KEYS)}", "unknown_key")
+        raise _err(path, f"unknown trace keys {sorted(extra, key=str)}; allowed: {sorted(TRACE_KEYS)}", "unknown_key")
     p = _abs(base, item["path"], path)
     if not Path(p).is_dir():
         raise _err(path, f"trace directory {p} does not exist", "trace_missing")
@@ -275,9 +275,9 @@ def load_spec(path: str | Path) -> GridSpec:
     path = Path(path).resolve()
     data = _read(path)
     base = path.parent
-    extra = set(data) - TOP_KEYS
+    extra = set(data) - TOP_KEYS  # a YAML key may be a number: sorted as text (mixed types were a TypeError)
     if extra:
-        raise _err(path, f"unknown keys {sorted(extra)}; allowed: {sorted(TOP_KEYS)}", "unknown_key")
+        raise _err(path, f"unknown keys {sorted(extra, key=str)}; allowed: {sorted(TOP_KEYS)}", "unknown_key")
     traces_raw = data.get("traces") or []
     if not isinstance(traces_raw, list):
         raise _err(path, "traces must be a list", "type")
