@@ -273,3 +273,25 @@ def test_unknown_yaml_keys_of_mixed_types_are_a_bad_spec(tmp_path, capsys, body,
     rc = main(["grid", str(spec), "--out", str(tmp_path / "out")])
     err = capsys.readouterr().err
     assert rc == 2 and "grid.spec.unknown_key" in err and why in err and "Traceback" not in err, err
+
+
+@pytest.mark.parametrize("salt", [b"zz", b"abc", b"\xff" * 32], ids=["not-hex", "odd", "not-ascii"])
+def test_a_raw_salt_that_is_no_hex_text_is_an_error_naming_it(tmp_path, capsys, salt):
+    from test_capture_finalize import _grpo_raw
+
+    raw = tmp_path / "raw"
+    _grpo_raw(raw)
+    (raw / ".salt").write_bytes(salt)
+    rc = main(["capture", "finalize", str(raw), "--out", str(tmp_path / "t")])
+    err = capsys.readouterr().err
+    assert rc != 0 and "Traceback" not in err and ".salt [capture.salt]" in err, err
+    assert not (tmp_path / "t").exists()
+
+
+def test_a_raw_salt_the_capture_wrote_still_finalizes(tmp_path, capsys):
+    from test_capture_finalize import _grpo_raw
+
+    raw = tmp_path / "raw"
+    _grpo_raw(raw)
+    (raw / ".salt").write_text("0123456789abcdef0123456789abcdef")
+    assert main(["capture", "finalize", str(raw), "--out", str(tmp_path / "t")]) == 0

@@ -932,7 +932,13 @@ def _manifest(procs, engines: List[Dict[str, Any]], worker_of_engine, versions: 
     salt_path = raw_dir / SALT_FILE
     salt_ident = ""
     if salt_path.exists():
-        salt_ident = salt_id(bytes.fromhex(salt_path.read_text().strip()))
+        try:  # the hex text load_salt writes: anything else was a ValueError / UnicodeDecodeError traceback
+            salt = bytes.fromhex(salt_path.read_bytes().decode("ascii").strip())
+        except (UnicodeDecodeError, ValueError):
+            raise TraceFormatError("the run's salt is not the hex text the capture writes (load_salt: 32 hex digits); "
+                                   "the prefix hashes cannot be tied to it: restore the file the run wrote",
+                                   file=str(salt_path), rule="capture.salt") from None
+        salt_ident = salt_id(salt)
     else:
         ids = {p.get("salt_id") for p in procs if p.get("salt_id")}
         salt_ident = next(iter(ids), "") if len(ids) == 1 else ""
