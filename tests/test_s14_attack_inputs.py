@@ -295,3 +295,54 @@ def test_a_raw_salt_the_capture_wrote_still_finalizes(tmp_path, capsys):
     _grpo_raw(raw)
     (raw / ".salt").write_text("0123456789abcdef0123456789abcdef")
     assert main(["capture", "finalize", str(raw), "--out", str(tmp_path / "t")]) == 0
+
+
+OVERHEAD = {"kind": "overhead_pairs", "pairs": 3, "method": "m", "overhead_ratio": 0.1, "instrumented_wall_ns": 11,
+            "plain_wall_ns": 10}
+
+
+@pytest.mark.parametrize("rec,where", [
+    ({"kind": "overhead_pairs", "pairs": 3}, "(record)"),                  # KeyError: 'method'
+    ({**OVERHEAD, "pairs": "x"}, "pairs"),                                 # ValueError: invalid literal for int()
+    ({**OVERHEAD, "pairs": -3}, "pairs"),                                  # ValueError: Value out of range
+    ({**OVERHEAD, "overhead_ratio": "NaN"}, "overhead_ratio"),             # an invalid trace written
+    ({**OVERHEAD, "overhead_ratio": -5}, "overhead_ratio"),
+    ({**OVERHEAD, "plain_wall_ns": -1}, "plain_wall_ns"),
+    ("hardware", "hardware.accelerator_count"),                            # ValueError: Value out of range: -1
+], ids=["no-method", "pairs-str", "pairs-neg", "ratio-nan-str", "ratio-below-1", "wall-neg", "accelerator-count"])
+def test_a_shard_value_finalize_reads_is_typed_by_the_record_schema(tmp_path, capsys, rec, where):
+    import json
+
+    from test_capture_finalize import _grpo_raw
+
+    raw = tmp_path / "raw"
+    _grpo_raw(raw)
+    shard = raw / "engine-h1-21.jsonl"
+    lines = shard.read_text().splitlines()
+    if rec == "hardware":
+        first = json.loads(lines[0])
+        first["hardware"]["accelerator_count"] = -1
+        lines[0], line = json.dumps(first), 1
+    else:
+        lines.append(json.dumps(rec))
+        line = len(lines)
+    shard.write_text("\n".join(lines) + "\n")
+    rc = main(["capture", "finalize", str(raw), "--out", str(tmp_path / "t")])
+    err = capsys.readouterr().err
+    assert rc != 0 and "Traceback" not in err, err
+    assert f"engine-h1-21.jsonl:{line} [capture.shard_record]" in err and f": {where}" in err, err
+    assert not (tmp_path / "t").exists()
+
+
+def test_the_drivers_overhead_pairs_record_still_finalizes(tmp_path, capsys):
+    import json
+
+    from test_capture_finalize import _grpo_raw
+
+    raw = tmp_path / "raw"
+    _grpo_raw(raw)
+    with open(raw / "worker-h1-11.jsonl", "a") as f:
+        f.write(json.dumps({**OVERHEAD, "per_pair_ratio": [0.1], "loadavg_before": [1.0, 1.0, 1.0]}) + "\n")
+    assert main(["capture", "finalize", str(raw), "--out", str(tmp_path / "t")]) == 0
+    m = json.loads((tmp_path / "t" / "manifest.json").read_text())
+    assert m["capture_overhead"]["pairs"] == 3

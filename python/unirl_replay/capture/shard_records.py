@@ -74,7 +74,8 @@ SCHEMAS: dict[str, dict] = {
                      "versions": _opt({"type": "object", "additionalProperties": _opt(_STR)}),
                      "hardware": _opt({"type": "object", "properties": {
                          "cpu_count": _opt(_COUNT), "memory_bytes": _opt(_COUNT | {"maximum": (1 << 63) - 1}),
-                         "description": _opt(_STR), "cpu_model": _opt(_STR), "accelerator": _opt(_STR)}})}),
+                         "description": _opt(_STR), "cpu_model": _opt(_STR), "accelerator": _opt(_STR),
+                         "accelerator_count": _opt(_COUNT)}})}),  # finalize reads it too (a -1 was a ValueError)
     "process_end": _obj({"capture_cost_s": _opt(_NUM), "records": _opt(_COUNT), "clock_pair": _opt(_TIME)}),
     "engine_config": _obj({"engine_id": _STR, "config": {"type": "object", "properties": {
         k: _opt(_COUNT) for k in ("block_size", "num_gpu_blocks", "max_num_seqs", "max_num_batched_tokens",
@@ -129,6 +130,13 @@ SCHEMAS: dict[str, dict] = {
         ("engine_id", "probe", "call_monotonic", "requests")),
     "labels": _obj({"labels": _opt({"type": "object"})}),
     "model_identity": _obj({"name": _opt(_STR)}),
+    # the reference driver's measure_pairs, which finalize copies into TraceManifest.capture_overhead (it was
+    # read unchecked: a pairs of "x" or -3, a missing method were ValueError / KeyError tracebacks, a ratio of
+    # "NaN" an invalid trace written)
+    "overhead_pairs": _obj({"pairs": _COUNT, "method": _STR, "overhead_ratio": _NUM | {"minimum": -1},
+                            "instrumented_wall_ns": _COUNT | {"maximum": (1 << 63) - 1},
+                            "plain_wall_ns": _COUNT | {"maximum": (1 << 63) - 1}},
+                           ("pairs", "method", "overhead_ratio", "instrumented_wall_ns", "plain_wall_ns")),
 }
 
 
