@@ -346,3 +346,26 @@ def test_the_drivers_overhead_pairs_record_still_finalizes(tmp_path, capsys):
     assert main(["capture", "finalize", str(raw), "--out", str(tmp_path / "t")]) == 0
     m = json.loads((tmp_path / "t" / "manifest.json").read_text())
     assert m["capture_overhead"]["pairs"] == 3
+
+
+def test_a_rollouts_window_of_a_huge_range_is_read_as_its_range(tmp_path):
+    """--rollouts 0:99999999999 built the set of every id in it: a MemoryError (without a memory limit, the machine's
+    memory) before a shard was read. Run under a 3 GB address-space limit, in its own process."""
+    import os
+    import subprocess
+    import sys
+
+    from test_capture_finalize import _grpo_raw
+
+    raw = tmp_path / "raw"
+    _grpo_raw(raw)
+    code = ("import resource, sys; resource.setrlimit(resource.RLIMIT_AS, (3 << 30, 3 << 30)); "
+            "from unirl_replay.cli.main import main; sys.exit(main(sys.argv[1:]))")
+    for rollouts, out in (("0:99999999999", "t"), ("0:0,1:99999999999", "u")):
+        p = subprocess.run([sys.executable, "-c", code, "capture", "finalize", str(raw), "--out", str(tmp_path / out),
+                            "--rollouts", rollouts], capture_output=True, text=True, timeout=120,
+                           env={**os.environ, "PYTHONPATH": os.pathsep.join(x for x in sys.path if x)})
+        assert p.returncode == 0 and "Traceback" not in p.stderr, p.stderr[-2000:]
+    assert (tmp_path / "t" / "workload.jsonl").read_bytes() == (tmp_path / "u" / "workload.jsonl").read_bytes()
+    assert main(["capture", "finalize", str(raw), "--out", str(tmp_path / "v"), "--rollouts", "0:0"]) == 0
+    assert len((tmp_path / "v" / "workload.jsonl").read_bytes()) < len((tmp_path / "t" / "workload.jsonl").read_bytes())

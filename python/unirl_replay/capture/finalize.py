@@ -161,14 +161,15 @@ def read_shards(raw_dir: Path) -> List[Shard]:
     return shards
 
 
-def _parse_rollouts(spec: Optional[str]) -> Optional[Set[int]]:
+def _parse_rollouts(spec: Optional[str]) -> Optional[List[Tuple[int, int]]]:
+    """``A:B[,C:D]`` as its inclusive (A, B) ranges: never the set of every id (``0:99999999999`` was a
+    MemoryError, or the machine's memory, before anything was read)."""
     if not spec:
         return None
-    out: Set[int] = set()
+    out: List[Tuple[int, int]] = []
     for piece in spec.split(","):
         lo, _, hi = piece.partition(":")
-        a, b = int(lo), int(hi or lo)
-        out.update(range(a, b + 1))
+        out.append((int(lo), int(hi or lo)))
     return out
 
 
@@ -246,7 +247,7 @@ def finalize(raw_dir: Path | str, out_dir: Path | str, *, rollouts: Optional[str
     calls_all = sorted(recs.get("engine_call", []), key=lambda d: d["enter"]["monotonic"])
 
     def in_window(rids: Sequence[int]) -> bool:
-        return window is None or (bool(rids) and set(rids) <= window)
+        return window is None or (bool(rids) and all(any(a <= r <= b for a, b in window) for r in rids))
 
     def at_version(v: Any) -> bool:
         return policy_version is None or (v is not None and int(v) == int(policy_version))
