@@ -369,3 +369,16 @@ def test_a_rollouts_window_of_a_huge_range_is_read_as_its_range(tmp_path):
     assert (tmp_path / "t" / "workload.jsonl").read_bytes() == (tmp_path / "u" / "workload.jsonl").read_bytes()
     assert main(["capture", "finalize", str(raw), "--out", str(tmp_path / "v"), "--rollouts", "0:0"]) == 0
     assert len((tmp_path / "v" / "workload.jsonl").read_bytes()) < len((tmp_path / "t" / "workload.jsonl").read_bytes())
+
+
+@pytest.mark.parametrize("affinity", ["0-99999999999", "9" * 5000, "3-1"], ids=["huge-range", "5000-digits", "backwards"])
+def test_a_worker_threads_cpu_list_no_kernel_writes_is_text_of_another_shape(affinity):
+    """compare reads RunConditions.worker_threads (a trace's or a profile's, editable text) for a process bound to
+    cores others share: a CPU list 0-99999999999 was built id by id (a MemoryError), 5000 digits a ValueError."""
+    from unirl_replay.report.conditions import shared_cores
+
+    good = "pid 1 python: 7 threads, affinity 0-1 x7; pid 2 VLLM::Worker: 4 threads, affinity 0 x4"
+    assert shared_cores(good) == "pid 2 VLLM::Worker is bound to CPU 0, where pid 1 python (7 threads) may also run"
+    assert shared_cores(good.replace("affinity 0-1 x7", f"affinity {affinity} x7")) is None
+    assert shared_cores(good.replace("affinity 0-1 x7", f"affinity 0-1 x{'7' * 5000}")) is None
+    assert shared_cores(good.replace("7 threads", f"{'7' * 5000} threads")) is None

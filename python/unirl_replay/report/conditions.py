@@ -114,7 +114,7 @@ def signature_warning(cap: dict, cal: dict, cal_cpu_model: str, levelled: bool) 
     return None
 
 
-_CPU_LIST = re.compile(r"\d+(-\d+)?(,\d+(-\d+)?)*\Z")
+_CPU_LIST = re.compile(r"\d{1,9}(-\d{1,9})?(,\d{1,9}(-\d{1,9})?)*\Z")  # ids of a few digits: int() of 5000 is a ValueError
 _CPU_LIST_VARS = ("VLLM_CPU_OMP_THREADS_BIND", "GOMP_CPU_AFFINITY")
 
 
@@ -127,14 +127,23 @@ def _cores(cpu_list: str) -> int:
     return n
 
 
-_PROCESS = re.compile(r"pid (\d+) (.+?): (\d+) threads, affinity (.+)\Z")
+_PROCESS = re.compile(r"pid (\d+) (.+?): (\d{1,9}) threads, affinity (.+)\Z")
 
 
-def _cpu_set(cpu_list: str) -> set[int]:
+#: CPU ids a Linux CPU list may name (the kernel's NR_CPUS is at most 8192): the sets below are built id by id
+MAX_CPUS = 1 << 16
+
+
+def _cpu_set(cpu_list: str) -> set[int] | None:
+    """The CPUs a Linux CPU list names, or None for a list no kernel writes (a range backwards, an id of
+    :data:`MAX_CPUS` or more: ``0-99999999999`` in an edited worker_threads was a MemoryError in compare)."""
     out: set[int] = set()
     for part in cpu_list.split(","):
         a, _, b = part.partition("-")
-        out.update(range(int(a), int(b or a) + 1))
+        lo, hi = int(a), int(b or a)
+        if not lo <= hi < MAX_CPUS:
+            return None
+        out.update(range(lo, hi + 1))
     return out
 
 
@@ -159,10 +168,11 @@ def shared_cores(threads_text: str) -> str | None:
         groups = []
         for g in m.group(4).split(", "):
             cpus, sep, n = g.rpartition(" x")
-            if not sep or not _CPU_LIST.match(cpus) or not n.isdigit():
+            got = _cpu_set(cpus) if sep and _CPU_LIST.match(cpus) and n.isdigit() and len(n) <= 9 else None
+            if got is None:  # text of another shape
                 groups = []
                 break
-            groups.append((_cpu_set(cpus), int(n)))
+            groups.append((got, int(n)))
         if groups:
             procs.append((m.group(1), m.group(2), int(m.group(3)), groups))
     every = set().union(*(s for p in procs for s, _ in p[3])) if procs else set()
