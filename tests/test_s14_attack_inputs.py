@@ -382,3 +382,26 @@ def test_a_worker_threads_cpu_list_no_kernel_writes_is_text_of_another_shape(aff
     assert shared_cores(good.replace("affinity 0-1 x7", f"affinity {affinity} x7")) is None
     assert shared_cores(good.replace("affinity 0-1 x7", f"affinity 0-1 x{'7' * 5000}")) is None
     assert shared_cores(good.replace("7 threads", f"{'7' * 5000} threads")) is None
+
+
+@pytest.mark.parametrize("phase,key", [("prefill", "ttft_ms"), ("decode", "itl_ms")])
+def test_a_fitted_profile_no_reader_accepts_is_not_written(tmp_path, capsys, phase, key):
+    """calibrate --from-raw with repeats of 1e300 ms wrote its profile (rc 0), which replay and compare then refused
+    ("prefill_ttft_ms holds 1e+300 ms, above 3600000 ms"): the writer checked the tables more loosely than the
+    readers (the probe levelling alone had the readers' bound)."""
+    import json
+
+    from test_calibrate import synthetic_raw
+    from tracebuild import grpo_trace
+
+    d = grpo_trace(prompts=1, samples=2).write(tmp_path / "t")
+    raw = synthetic_raw()
+    for r in raw[phase]:
+        r[key] = 1e300
+    (tmp_path / "raw.json").write_text(json.dumps(raw))
+    out = tmp_path / "p.npz"
+    rc = main(["calibrate", "--like", str(d), "--from-raw", str(tmp_path / "raw.json"), "--out", str(out),
+               "--workload-name", "cal-x"])
+    err = capsys.readouterr().err
+    assert rc == 2 and "above 3600000 ms (1 hour)" in err and "Traceback" not in err, err
+    assert not out.exists() and not out.with_name(out.name + ".provenance.json").exists()

@@ -24,9 +24,15 @@ def check_tables(tables: Dict[str, np.ndarray]) -> None:
     shape = (tables["decode_active_kv_tokens"].size, tables["decode_context_length"].size)
     if tables["decode_itl"].shape != shape:
         raise CalibrationError(f"decode_itl must be {shape}, is {tables['decode_itl'].shape}")
+    from unirl_replay.contract.profile_npz import MAX_STEP_MS
+
     for k in ("prefill_ttft_ms", "decode_itl"):
         if tables[k].dtype != np.float64 or not np.all(np.isfinite(tables[k])) or np.any(tables[k] <= 0):
             raise CalibrationError(f"{k} must be finite float64 > 0")
+        if np.any(tables[k] > MAX_STEP_MS):  # what every reader refuses (contract.profile_npz): never written
+            raise CalibrationError(f"the fitted {k} table holds {float(tables[k].max()):.3g} ms, above "
+                                   f"{MAX_STEP_MS:.0f} ms (1 hour) per pass or step: a measurement (a repeat of "
+                                   "--from-raw?) cannot be right")
 
 
 def write_profile(path: str | os.PathLike, tables: Dict[str, np.ndarray], provenance: Dict[str, Any]) -> Path:
