@@ -4,6 +4,7 @@ user's file lost before its fix; every one now is a clear error naming the file 
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 import pytest
@@ -405,3 +406,23 @@ def test_a_fitted_profile_no_reader_accepts_is_not_written(tmp_path, capsys, pha
     err = capsys.readouterr().err
     assert rc == 2 and "above 3600000 ms (1 hour)" in err and "Traceback" not in err, err
     assert not out.exists() and not out.with_name(out.name + ".provenance.json").exists()
+
+
+@pytest.mark.parametrize("layout,why", [
+    ("{trace}/{timing_model}{trace:>9999999999}", "{trace:>9999999999} is not a plain placeholder"),  # MemoryError
+    ("{trace}/{timing_model}{trace.__class__}", "{trace.__class__} is not a plain placeholder"),  # "<class 'str'>"
+    ("{trace}/{timing_model}{trace!r}", "{trace!r} is not a plain placeholder"),
+    ("{trace}/{timing_model}{timing_model[0]}", "{timing_model[0]} is not a plain placeholder"),
+    ("{trace}/{timing_model}" + "x" * 300, "longer than 255 bytes"),  # each job failed: File name too long
+], ids=["width", "attribute", "conversion", "index", "name-max"])
+def test_a_layout_that_is_more_than_placeholders_is_a_bad_spec(tmp_path, capsys, layout, why):
+    import json
+
+    spec = tmp_path / "g.json"
+    spec.write_text(json.dumps({"traces": [str(GRPO)], "timing_models": ["fixed:10,1"], "layout": layout}))
+    with pytest.raises(GridSpecError, match=re.escape(why)) as e:
+        expand(load_spec(spec))
+    assert e.value.rule == "grid.spec.layout"
+    rc = main(["grid", str(spec), "--out", str(tmp_path / "out"), "--backend", "sequential", "--no-progress"])
+    err = capsys.readouterr().err
+    assert rc == 2 and why in err and "Traceback" not in err, err

@@ -28,6 +28,7 @@ driver reports them in that order whatever order they finish in.
 from __future__ import annotations
 
 import re
+import string
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -307,6 +308,13 @@ def load_spec(path: str | Path) -> GridSpec:
         raise _err(path, f"layout {layout!r} must contain {{trace}} and {{timing_model}} (and {{simulator}} when "
                    "there are several simulators)", "layout")
     try:
+        # placeholders only: a format spec ({trace:>9999999999}: a MemoryError, 10 GB asked for), a conversion or
+        # an attribute / index ({trace.__class__}: a directory "<class 'str'>") is no part of a job's directory
+        odd = [f"{{{f}{'!' + c if c else ''}{':' + fs if fs else ''}}}" for _, f, fs, c in string.Formatter().parse(layout)
+               if f is not None and (fs or c or not f.isidentifier())]
+        if odd:
+            raise _err(path, f"layout {layout!r}: {odd[0]} is not a plain placeholder ({{trace}}, {{simulator}}, "
+                       "{timing_model}: no format spec, conversion, attribute or index)", "layout")
         layout.format(trace="t", simulator="s", timing_model="m")
     except (KeyError, IndexError, ValueError) as e:
         raise _err(path, f"layout {layout!r} is not a pattern of {{trace}}, {{simulator}} and {{timing_model}}: "
@@ -361,6 +369,10 @@ def expand(spec: GridSpec) -> list[ReplayJob | ConformanceJob]:
                     raise _err(Path(spec.path), f"job directory {jid!r} (layout {spec.layout!r}) is not a relative "
                                "path inside --out: no '..', '.', absolute or empty parts in the layout or the names",
                                "layout")
+                if any(len(x.encode("utf-8", "surrogatepass")) > 255 for x in jid.split("/")):  # NAME_MAX
+                    raise _err(Path(spec.path), f"job directory {jid[:80]!r}... (layout {spec.layout!r}) has a part "
+                               "longer than 255 bytes, more than a file system's name holds: shorten the trace or "
+                               "timing model name", "layout")
                 if any(ord(ch) < 32 or ord(ch) == 127 for ch in jid):  # a NUL was a ValueError traceback in mkdir
                     raise _err(Path(spec.path), f"job directory {jid!r} (layout {spec.layout!r}) holds a control "
                                "character: a trace / timing model name or the layout must be printable", "layout")
