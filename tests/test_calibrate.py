@@ -293,7 +293,8 @@ def test_driver_process_tree_is_sampled_while_it_runs(tmp_path):
                          env={"VLLM_CPU_OMP_THREADS_BIND": "0"})
     assert raw == {"prefill": []}
     tree = observed["process_tree"]
-    assert tree is not None and len(tree["processes"]) >= 2  # the shell and its sleeping child
+    assert tree is not None and len(tree["processes"]) >= 2, observed  # the shell and its sleeping child
+    assert observed["process_tree_samples"]["samples"] >= 3  # at once, then 0.05, 0.1, ... s apart
     assert all(p["threads"] >= 1 and p["affinity"] for p in tree["processes"])
     c = cond.run_conditions(cond.snapshot(), cond.snapshot(), process_tree=tree)
     text = c.worker_threads["calibration driver + engine"]
@@ -494,3 +495,29 @@ def test_multirow_lead_row_cannot_share_a_pass_with_any_row_when_chunked_prefill
     on = cal.plan_sweep(dict(ENG, enable_chunked_prefill=True), max_kv=8192, row_tokens=183)
     assert on["prefill"]["lead_budget_tokens"] == 0
     assert lead_row_tokens(sizes, on["prefill"]["lead_tokens"], 0) == 256
+
+
+def test_a_failing_proc_read_never_ends_the_tree_watch(monkeypatch):
+    """A read that raises (here a RuntimeError no /proc reader expects) is counted and the watch goes on."""
+    import os
+    import time
+
+    from unirl_replay.calibrate import driver
+
+    calls = []
+
+    def flaky(pid, *a, **k):
+        calls.append(pid)
+        if len(calls) == 1:
+            raise RuntimeError("boom")
+        return {"pid": pid, "cpu_ns": 0, "processes": [{"pid": pid, "threads": len(calls)}], "age_s": 0.0}
+
+    monkeypatch.setattr(driver.procfs, "process_tree", flaky)
+    w = driver.TreeWatch(os.getpid(), period_s=0.05)
+    w.start()
+    deadline = time.monotonic() + 10
+    while len(calls) < 3 and time.monotonic() < deadline:
+        time.sleep(0.01)
+    best = w.stop()
+    assert w.failed == 1 and w.last_error == "RuntimeError: boom" and w.samples >= 3
+    assert best is not None and best["processes"][0]["threads"] >= 3  # the later, larger sample is kept

@@ -27,32 +27,51 @@ TREE_SAMPLE_PERIOD_S = 2.0
 
 
 class TreeWatch(threading.Thread):
-    """Samples ``procfs.process_tree(pid)`` every ``period_s`` seconds until :meth:`stop`.
+    """Samples ``procfs.process_tree(pid)`` until :meth:`stop`: at once, then at intervals doubling from
+    ``FIRST_GAP_S`` up to ``period_s`` seconds (a short-lived driver is still seen; a long sweep is not
+    read from ``/proc`` more than every ``period_s``).
 
     ``best`` is the sample with the most threads over the whole tree (the engine fully up: EngineCore and
     its worker with their OMP threads), the later one on ties; None when no sample was taken. Once the
-    driver has exited a sample is None and keeps ``best`` as it was.
+    driver has exited a sample is None and keeps ``best`` as it was. A sample that fails (a process ended
+    between two ``/proc`` reads, or anything else a read raised) never ends the watch: it is counted in
+    ``failed`` and its error kept in ``last_error``.
     """
 
-    def __init__(self, pid: int, period_s: float = TREE_SAMPLE_PERIOD_S):
+    FIRST_GAP_S = 0.05
+
+    def __init__(self, pid: int, period_s: Optional[float] = None):
         super().__init__(name="unirl-replay-calibration-tree", daemon=True)
-        self.pid, self.period_s = pid, period_s
+        self.pid = pid
+        self.period_s = TREE_SAMPLE_PERIOD_S if period_s is None else period_s
         self.best: Optional[Dict[str, Any]] = None
+        self.samples = 0
+        self.failed = 0
+        self.last_error: Optional[str] = None
         self._done = threading.Event()
 
     @staticmethod
     def _threads(tree: Dict[str, Any]) -> int:
         return sum(int(p.get("threads") or 0) for p in tree.get("processes", []))
 
+    def sample(self) -> None:
+        """One read of the tree, kept in ``best`` when it has at least as many threads."""
+        self.samples += 1
+        try:
+            tree = procfs.process_tree(self.pid)
+        except Exception as e:  # noqa: BLE001 - a /proc read must never end the watch (see the class)
+            self.failed += 1
+            self.last_error = f"{type(e).__name__}: {e}"
+            return
+        if tree is not None and (self.best is None or self._threads(tree) >= self._threads(self.best)):
+            self.best = tree
+
     def run(self) -> None:
+        gap = min(self.FIRST_GAP_S, self.period_s)
         while not self._done.is_set():
-            try:
-                tree = procfs.process_tree(self.pid)
-            except (OSError, ValueError, IndexError):  # a process ended between two /proc reads
-                tree = None
-            if tree is not None and (self.best is None or self._threads(tree) >= self._threads(self.best)):
-                self.best = tree
-            self._done.wait(self.period_s)
+            self.sample()
+            self._done.wait(gap)
+            gap = min(gap * 2, self.period_s)
 
     def stop(self) -> Optional[Dict[str, Any]]:
         self._done.set()
@@ -96,7 +115,8 @@ def run_driver(spec: Dict[str, Any], *, python: Optional[Path] = None, timeout_s
 
     ``observed``: when given, ``observed["process_tree"]`` is set to the driver's process tree as sampled
     while it ran (:class:`TreeWatch`; ``procfs.process_tree``'s form: per process pid, comm, CPU ns,
-    threads, per-thread affinity, the OMP / vLLM binding environment), or None when nothing was sampled.
+    threads, per-thread affinity, the OMP / vLLM binding environment), or None when nothing was sampled;
+    ``observed["process_tree_samples"]`` says how many reads were taken and failed, and the last failure.
     ``env``: variables added to this process's environment for the driver (and so its engine).
 
     Raises:
@@ -113,6 +133,7 @@ def run_driver(spec: Dict[str, Any], *, python: Optional[Path] = None, timeout_s
                                 start_new_session=True, env={**os.environ, "TORCHDYNAMO_DISABLE": "1", **(env or {})})
         watch = TreeWatch(proc.pid) if observed is not None else None
         if watch is not None:
+            watch.sample()  # the driver is running (Popen returns after its exec): seen at least once
             watch.start()
         try:
             stdout, _ = proc.communicate(timeout=timeout_s)
@@ -122,6 +143,8 @@ def run_driver(spec: Dict[str, Any], *, python: Optional[Path] = None, timeout_s
         finally:
             if watch is not None:
                 observed["process_tree"] = watch.stop()
+                observed["process_tree_samples"] = {"samples": watch.samples, "failed": watch.failed,
+                                                    "last_error": watch.last_error}
             _kill_tree(proc)  # also any EngineCore / worker left in the session after the driver exited
         if log is not None:
             log(stdout)
