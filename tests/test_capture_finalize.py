@@ -509,8 +509,10 @@ def test_shard_timer_and_exit_flush(tmp_path):
     from unirl_replay.capture.finalize import read_shards
 
     code = ("import sys, time\nfrom unirl_replay.capture.shard import ShardWriter\n"
-            "w = ShardWriter(sys.argv[1], 'worker', interval_s=0.05)\nw.emit({'kind': 'a'})\ntime.sleep(0.5)\n"
-            "import os\nprint(sum(1 for _ in open(w.path)))\nw.emit({'kind': 'b'})\n")
+            "w = ShardWriter(sys.argv[1], 'worker', interval_s=0.05)\nw.emit({'kind': 'a'})\n"
+            "deadline = time.monotonic() + 20\n"  # a loaded machine may run the timer late: wait for it
+            "while sum(1 for _ in open(w.path)) < 2 and time.monotonic() < deadline:\n    time.sleep(0.05)\n"
+            "print(sum(1 for _ in open(w.path)))\nw.emit({'kind': 'b'})\n")
     out = subprocess.run([sys.executable, "-c", code, str(tmp_path)], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "2"  # header + 'a', flushed by the timer while the process was alive
     (sh,) = read_shards(tmp_path / "raw")
