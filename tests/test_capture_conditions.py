@@ -559,3 +559,20 @@ def test_a_load_slower_to_decode_steadily_than_the_lead_lengthens_the_next_lead(
     assert slept == [P.LOAD_LEAD_S, pytest.approx(P.LEAD_MARGIN * 3.5), pytest.approx(P.LEAD_MARGIN * 3.5)]
     assert [r["lead_s"] for r in out if "intervals" in r] == slept  # each round says the lead it had
     assert sum("round_miss" in r for r in out) == 1
+
+
+def test_two_engine_ids_with_one_safe_file_name_keep_two_probe_artifacts():
+    """``vllm:h1:21`` and ``vllm_h1_21`` both make ``vllm_h1_21`` as a file name: each keeps its own artifact."""
+    from unirl_replay.capture.window_conditions import window_probes
+    from unirl_replay.v1 import manifest_pb2 as m
+
+    stat0 = [0, 0, 0, 1000, 0, 0, 0, 0, 0, 0]
+    a, b = "vllm:h1:21", "vllm_h1_21"
+    recs = {"probe_start": [_mark("probe_start", 0.2, _snap(0.2, 1.0, stat0, [0, 0]), when="x", probe_id="pa")],
+            "probe_end": [_mark("probe_end", 0.6, _snap(0.6, 1.1, stat0, [0, 0]), when="x", probe_id="pa")],
+            "probe_generate": _probe_records(a, "pa", 0.2) + _probe_records(b, "pa", 0.2, level=2.0)}
+    entries, artifacts = window_probes(recs, 1.0, 2.0, m.Hardware(cpu_model="x", cpu_count=2), [a, b])
+    paths = [e.artifact_path for e in entries]
+    assert [e.engine_id for e in entries] == [a, b] and len(set(paths)) == 2 and set(paths) == set(artifacts)
+    assert [artifacts[p]["engine_id"] for p in paths] == [a, b]
+    assert artifacts[paths[1]]["points"][0]["median_ms"] == pytest.approx(2 * artifacts[paths[0]]["points"][0]["median_ms"])

@@ -18,6 +18,8 @@ never a window's requests: they are recorded as another kind (``probe_generate``
 
 from __future__ import annotations
 
+import hashlib
+
 import json
 from pathlib import Path
 from typing import Any, Dict, List, Optional, Sequence, Tuple
@@ -124,6 +126,8 @@ def window_probes(recs: Dict[str, List[Dict[str, Any]]], start_mono: float, end_
             points = P.probe_points(iso)
             cpoints, verdicts = P.contended_points(cont, loads) if cont else ([], [])
             path = f"probes/{_safe(eid)}-{when}.json"
+            if path in artifacts:  # another engine id with the same safe name (``vllm:h1:21``, ``vllm_h1_21``)
+                path = f"probes/{_safe(eid)}-{hashlib.sha256(eid.encode()).hexdigest()[:12]}-{when}.json"
             rp = m.ReferenceProbe(engine_id=eid, when=when, artifact_path=path)
             for dest, pts in ((rp.points, points), (rp.contended_points, cpoints)):
                 for pt in pts:
