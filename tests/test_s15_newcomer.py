@@ -33,3 +33,19 @@ def test_prefill_trend_names_the_mix_of_passes():
     assert "over 8 passes, 2 of them first passes after idle" in mixed
     later = pc.reading([], _steps(_growing(lambda i: PH_PREFILL)))
     assert "over 8 later prefill passes" in later
+
+
+def test_grid_md_lists_each_jobs_honesty_label(tmp_path):
+    """`grid grids/small.yaml`: GRID.md showed agentic-a's MAPEs with no UNMODELLED label (grid.json has it; the
+    spec's own comment says "labelled UNMODELLED on every report"), nor FIXED / UNCALIBRATED."""
+    from unirl_replay.grid.runner import GridRun, grid_markdown
+
+    label = ("unlabelled workload agentic-a | ai-dynamo 1.6.1 | fixed prefill 10 ms / decode 1 ms (FIXED) | "
+             "UNMODELLED: engine_client.inflight_limit")
+    run = GridRun(out_dir=tmp_path, backend="local", info={"workers": 1, "wall_s": 1.0}, results=[
+        {"kind": "replay", "job_id": "agentic-a/dynamo/fixed", "status": "ok", "requests": 77,
+         "replay_sha256": "b3147e34f3a2" * 5, "mape_pct": {"request.e2e": 67.85}, "wall_s": 3.0, "label": label},
+        {"kind": "replay", "job_id": "grpo-a/dynamo/polynomial", "status": "failed", "error": {"type": "X", "message": "boom"}}])
+    md = grid_markdown(run)
+    assert f"- `agentic-a/dynamo/fixed`: {label}" in md
+    assert "`grpo-a/dynamo/polynomial`:" not in md.split("Labels")[1].split("failed jobs")[0]  # no label: not listed

@@ -195,6 +195,10 @@ def grid_markdown(run: GridRun, conformance_md: str | None = None) -> str:
         lines.append(f"| {r['job_id']} | {r['status']} | {r.get('requests', '-')} | "
                      f"{r.get('replay_sha256', '-')[:12]} | " + " | ".join(_fmt(mape.get(k)) for k in keys)
                      + f" | {r.get('wall_s', 0):.1f} |")
+    labelled = [r for r in run.results if r.get("kind") == "replay" and r.get("label")]
+    if labelled:  # the honesty labels (UNCALIBRATED, FIXED, UNMODELLED, ...), as the demo's REPORT.md lists them
+        lines += ["", "Labels (as on every report and plot):", ""]
+        lines += [f"- `{r['job_id']}`: {r['label']}" for r in labelled]
     fails = run.failed
     if fails:
         lines += ["", f"## {len(fails)} failed jobs", ""]
