@@ -49,3 +49,26 @@ def test_grid_md_lists_each_jobs_honesty_label(tmp_path):
     md = grid_markdown(run)
     assert f"- `agentic-a/dynamo/fixed`: {label}" in md
     assert "`grpo-a/dynamo/polynomial`:" not in md.split("Labels")[1].split("failed jobs")[0]  # no label: not listed
+
+
+def test_a_job_failing_with_a_message_less_exception_does_not_crash_the_grid(tmp_path, monkeypatch, capsys):
+    """A job whose exception has no message (``RuntimeError()``, a bare ``assert`` in upstream code) crashed the
+    driver with IndexError in GRID.md's failure list (``''.splitlines()[0]``) after every job had run."""
+    import json
+    from pathlib import Path
+
+    import unirl_replay.grid.jobs as jobs
+    from unirl_replay.cli.main import main
+
+    def boom(job, dest):
+        raise RuntimeError()
+
+    monkeypatch.setattr(jobs, "_replay", boom)
+    spec = tmp_path / "spec.json"
+    grpo = Path(__file__).resolve().parents[1] / "traces" / "grpo-a"
+    spec.write_text(json.dumps({"traces": [{"path": str(grpo)}], "timing_models": ["polynomial"]}))
+    out = tmp_path / "out"
+    assert main(["grid", str(spec), "--out", str(out), "--backend", "sequential", "--no-progress"]) == 1
+    md = (out / "GRID.md").read_text()
+    assert "1 failed jobs" in md and "RuntimeError: (no message)" in md
+    assert json.loads((out / "grid.json").read_text())["jobs"][0]["error"]["type"] == "RuntimeError"
