@@ -72,3 +72,32 @@ def test_a_job_failing_with_a_message_less_exception_does_not_crash_the_grid(tmp
     md = (out / "GRID.md").read_text()
     assert "1 failed jobs" in md and "RuntimeError: (no message)" in md
     assert json.loads((out / "grid.json").read_text())["jobs"][0]["error"]["type"] == "RuntimeError"
+
+
+def test_compare_of_another_traces_replay_names_both_traces(tmp_path, capsys):
+    """`compare traces/agentic-a out/grpo` (a replay of grpo-a) said "group 'r0:prompt:4:sample:0' is no group of
+    the trace compared: a replay of another workload?": the row check ran before the trace-id check, whose
+    message names both traces. A --bound of another trace says which option it was."""
+    import pytest
+
+    pytest.importorskip("dynamo.replay")
+    from pathlib import Path
+
+    from unirl_replay.cli.main import main
+
+    traces = Path(__file__).resolve().parents[1] / "traces"
+    grpo = tmp_path / "grpo"
+    assert main(["replay", str(traces / "grpo-a"), "--timing-model", "polynomial", "--out", str(grpo)]) == 0
+    capsys.readouterr()
+    assert main(["compare", str(traces / "agentic-a"), str(grpo), "--out", str(tmp_path / "r")]) == 2
+    err = capsys.readouterr().err
+    assert "replay result is of trace 'grpo-a-" in err and "not 'agentic-a-" in err and "no group" not in err
+    assert not (tmp_path / "r").exists()
+    ag = tmp_path / "ag"
+    assert main(["replay", str(traces / "agentic-a"), "--timing-model", "polynomial", "--out", str(ag),
+                 "--allow-unmodelled", "engine_client.inflight_limit"]) == 0
+    capsys.readouterr()
+    assert main(["compare", str(traces / "agentic-a"), str(ag), "--bound", str(grpo), "--out",
+                 str(tmp_path / "r3"), "--no-plots"]) == 2
+    err = capsys.readouterr().err
+    assert f"--bound {grpo}: replay result is of trace 'grpo-a-" in err
