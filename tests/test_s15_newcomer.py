@@ -101,3 +101,18 @@ def test_compare_of_another_traces_replay_names_both_traces(tmp_path, capsys):
                  str(tmp_path / "r3"), "--no-plots"]) == 2
     err = capsys.readouterr().err
     assert f"--bound {grpo}: replay result is of trace 'grpo-a-" in err
+
+
+def test_the_summed_waterfall_is_titled_all_rollout_batches():
+    """waterfall_all_rollout_batches.png (embedded in the README) was titled "Rollout batch all rollout batches: ..."."""
+    from unirl_replay.report import compare as C
+    from unirl_replay.report.plots import waterfall_figure
+
+    def dec(record_id):
+        d = vpb.ErrorDecomposition(level=C.L_BATCH, record_id=record_id, metric="batch_readiness",
+                                   measured_ns=1_000_000_000, predicted_ns=800_000_000, total_ns=-200_000_000)
+        d.terms.add(name="decode_level", delta_ns=-200_000_000)
+        return waterfall_figure(d, "unlabelled workload w | ai-dynamo 1.6.1 | polynomial default (UNCALIBRATED)")
+
+    assert dec("all rollout batches")._suptitle.get_text().startswith("All rollout batches: predicted - measured")
+    assert dec("batch-0")._suptitle.get_text().startswith("Rollout batch batch-0: predicted - measured")
