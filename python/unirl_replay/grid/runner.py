@@ -161,7 +161,7 @@ def _conformance_matrix(spec: GridSpec, conf_jobs, results, dest: Path):
             for name, cell in r["cells"].items():
                 run.results[name] = C.CellResult(cell["status"], cell["detail"])
         else:
-            msg = str(r.get("error", {}).get("message", "")).splitlines()[0][:200] if r.get("error") else "failed"
+            msg = _first_line(r["error"].get("message"), 200) if r.get("error") else "failed"
             run.executor = run.executor or "-"
             for name in j.cases:
                 run.results[name] = C.CellResult(C.ERROR, msg)
@@ -171,6 +171,11 @@ def _conformance_matrix(spec: GridSpec, conf_jobs, results, dest: Path):
     md = C.matrix_markdown(cases, ordered)
     (dest / "MATRIX.md").write_text(md + "\n")
     return md, C.ok(ordered)
+
+
+def _first_line(message, limit: int) -> str:
+    """An error's first line; a message-less exception (``RuntimeError()``, a bare ``assert``) has none."""
+    return (str(message or "").splitlines() or ["(no message)"])[0][:limit]
 
 
 def _fmt(v) -> str:
@@ -195,12 +200,16 @@ def grid_markdown(run: GridRun, conformance_md: str | None = None) -> str:
         lines.append(f"| {r['job_id']} | {r['status']} | {r.get('requests', '-')} | "
                      f"{r.get('replay_sha256', '-')[:12]} | " + " | ".join(_fmt(mape.get(k)) for k in keys)
                      + f" | {r.get('wall_s', 0):.1f} |")
+    labelled = [r for r in run.results if r.get("kind") == "replay" and r.get("label")]
+    if labelled:  # the honesty labels (UNCALIBRATED, FIXED, UNMODELLED, ...), as the demo's REPORT.md lists them
+        lines += ["", "Labels (as on every report and plot):", ""]
+        lines += [f"- `{r['job_id']}`: {r['label']}" for r in labelled]
     fails = run.failed
     if fails:
         lines += ["", f"## {len(fails)} failed jobs", ""]
         for r in fails:
             e = r.get("error", {})
-            lines.append(f"- `{r['job_id']}`: {e.get('type')}: {str(e.get('message', '')).splitlines()[0][:400]}")
+            lines.append(f"- `{r['job_id']}`: {e.get('type')}: {_first_line(e.get('message'), 400)}")
     if conformance_md:
         lines += ["", "## Conformance matrix", "", conformance_md]
     return "\n".join(lines) + "\n"

@@ -82,17 +82,24 @@ def honesty_label(manifest: mpb.TraceManifest, replay: rpb.ReplayResult, other_h
     return " | ".join(parts)
 
 
-def check_inputs(manifest: mpb.TraceManifest, replay: rpb.ReplayResult) -> None:
+def check_identity(manifest: mpb.TraceManifest, replay: rpb.ReplayResult) -> None:
+    """The replay result is of this trace (its trace id, its workload file). Run before the rows are checked
+    against the trace's ids, so a replay of another trace says so instead of naming one unmatched row."""
     if replay.trace_id and manifest.trace_id and replay.trace_id != manifest.trace_id:
-        raise ComparisonError(f"replay result is of trace {replay.trace_id!r}, not {manifest.trace_id!r}")
-    if manifest.window.clock_domain != cpb.CLOCK_DOMAIN_CAPTURE_MONOTONIC:
-        raise ComparisonError("trace times are not on CLOCK_DOMAIN_CAPTURE_MONOTONIC "
-                              f"({cpb.ClockDomain.Name(manifest.window.clock_domain)}): cannot pair boundaries")
+        raise ComparisonError(f"replay result is of trace {replay.trace_id[:120]!r}, not {manifest.trace_id[:120]!r}: "
+                              "compare it with the trace directory that was replayed")
     wl = [a.sha256 for a in manifest.artifacts if a.kind == mpb.ARTIFACT_KIND_WORKLOAD]
     if replay.workload_sha256 and wl and wl[0] and replay.workload_sha256 != wl[0]:
         raise ComparisonError(f"the replay result is of another workload file (sha256 {replay.workload_sha256[:12]}...; "
                               f"this trace's workload is {wl[0][:12]}...): compare it with the trace directory "
                               "that was replayed (a `recode`d copy of a trace has its own workload file and digest)")
+
+
+def check_inputs(manifest: mpb.TraceManifest, replay: rpb.ReplayResult) -> None:
+    check_identity(manifest, replay)
+    if manifest.window.clock_domain != cpb.CLOCK_DOMAIN_CAPTURE_MONOTONIC:
+        raise ComparisonError("trace times are not on CLOCK_DOMAIN_CAPTURE_MONOTONIC "
+                              f"({cpb.ClockDomain.Name(manifest.window.clock_domain)}): cannot pair boundaries")
     if replay.granularity == rpb.RESULT_GRANULARITY_UNSPECIFIED:
         raise ComparisonError("replay result granularity is unspecified")
     if manifest.role == cpb.WORKLOAD_ROLE_HOLDOUT and manifest.workload_name in replay.timing_model.calibration_workloads:

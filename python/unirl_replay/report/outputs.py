@@ -159,13 +159,15 @@ def compare_to_dir(trace_dir: str | Path, replay_result: str | Path, out_dir: st
         kind = r.WhichOneof("record")
         if kind in derived_ids:
             derived_ids[kind].add(getattr(getattr(r, kind), kind + "_id"))
+    from unirl_replay.report.keys import ComparisonError
+    from unirl_replay.report.labels import check_identity
+
+    check_identity(manifest, replay)  # a replay of another trace says so, before a row of it is found unmatched
     _check_result(rp, replay, request_ids, derived_ids)
     per_request = replay.granularity == replay_pb2.RESULT_GRANULARITY_PER_REQUEST
     if batch_id is not None:  # before anything is written: the timeline plot of a batch the trace lacks
         batches = sorted(C.index_workload(workload).requests_of_batch)
         if batch_id not in batches:
-            from unirl_replay.report.keys import ComparisonError
-
             raise ComparisonError(f"--batch {batch_id!r}: no rollout batch of that id has requests in "
                                   f"{trace_dir}; its batches: {', '.join(map(repr, batches[:10]))}"
                                   + (" ..." if len(batches) > 10 else ""))
@@ -175,6 +177,10 @@ def compare_to_dir(trace_dir: str | Path, replay_result: str | Path, out_dir: st
     for b in bounds:
         bp = _result_file(Path(b))
         bound_results.append((str(b), read_message_json(bp, replay_pb2.ReplayResult)))
+        try:
+            check_identity(manifest, bound_results[-1][1])
+        except ComparisonError as e:
+            raise ComparisonError(f"--bound {b}: {e}") from None
         _check_result(bp, bound_results[-1][1], request_ids, derived_ids)
     report = C.compare(manifest, workload, outcomes, replay, repeats=reps, matching=matching, timing=timing,
                        bounds=bound_results)

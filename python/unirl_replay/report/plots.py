@@ -236,7 +236,9 @@ def waterfall_figure(d: vpb.ErrorDecomposition, label: str) -> Figure | None:
     ax.set_ylim(0, max(d.measured_ns, d.predicted_ns) / NS_PER_MS * 1.18)
     ax.grid(axis="y", alpha=0.3)
     kind = "Rollout batch" if d.level == C.L_BATCH else "Trajectory"
-    _title(fig, f"{kind} {d.record_id}: predicted - measured = {d.total_ns / NS_PER_MS:+.1f} ms "
+    # the summed rows ("all rollout batches", "all trajectories") name themselves: not "Rollout batch all rollout batches"
+    what = d.record_id.capitalize() if d.record_id in ("all rollout batches", "all trajectories") else f"{kind} {d.record_id}"
+    _title(fig, f"{what}: predicted - measured = {d.total_ns / NS_PER_MS:+.1f} ms "
                 f"({100 * d.total_ns / d.measured_ns:+.1f} %), additive terms (sum exact)", label)
     return fig
 

@@ -182,8 +182,14 @@ def reading(phases: Sequence[vpb.PhaseRatio], engine_steps: Sequence[vpb.EngineS
         hi = float(np.median([iv.real_ms / iv.model_ms for iv in pre[h:]]))
         if lo > 0 and hi / lo > FORM_FACTOR:  # lo 0: the short half are passes of no measured length (a
             # first pass scheduled at its first token), no level to compare with
-            words.append(f"prefill ratio grows with prompt length ({lo:.2f}x short, {hi:.2f}x long): the model's "
-                         "FORM is off")
+            # Say which passes: the trend is read over first passes after idle too, so a table with no
+            # `prefill` row (an agentic window: every prompt a first pass) still gets this reading.
+            n_first = sum(1 for iv in pre if iv.phase == PH_FIRST)
+            which = (f"{len(pre)} later prefill passes" if n_first == 0 else
+                     f"{len(pre)} passes, all first passes after idle" if n_first == len(pre) else
+                     f"{len(pre)} passes, {n_first} of them first passes after idle")
+            words.append(f"prefill ratio grows with prompt length ({lo:.2f}x short, {hi:.2f}x long over {which}): "
+                         "the model's FORM is off")
     if words:
         return "; ".join(words)
     usable = [p for p in phases if p.phase != "first_pass" and (p.intervals >= MIN_INTERVALS or p.phase == "prefill")]
