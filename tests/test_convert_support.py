@@ -71,7 +71,7 @@ CASES = [
      "up to 2 can be in flight (lanes=2); upstream cannot limit in-flight requests separately from trajectory "
      "lanes (replay_concurrency is rejected with agentic_mooncake). To replay anyway WITHOUT the client limit, "
      "pass --allow-unmodelled engine_client.inflight_limit (replay_workload(..., unmodelled=("
-     "'engine_client.inflight_limit',))): up to 2 requests then run concurrently, predictions are optimistic and "
+     "'engine_client.inflight_limit',))): up to 2 requests then run concurrently, batch readiness is optimistic and "
      "the result records the dropped constraint (reports label it UNMODELLED) (records: e0)"),
     ("warm cache with lanes",
      lambda: index(req("a", traj="A", turn=0), traj("A", ["a"], pool="p", order=0), pool("p", 1),

@@ -32,7 +32,7 @@ REJECTION = (
     "but up to 2 can be in flight (lanes=2); upstream cannot limit in-flight requests separately from "
     "trajectory lanes (replay_concurrency is rejected with agentic_mooncake). To replay anyway WITHOUT the "
     "client limit, pass --allow-unmodelled engine_client.inflight_limit (replay_workload(..., unmodelled=("
-    "'engine_client.inflight_limit',))): up to 2 requests then run concurrently, predictions are optimistic "
+    "'engine_client.inflight_limit',))): up to 2 requests then run concurrently, batch readiness is optimistic "
     "and the result records the dropped constraint (reports label it UNMODELLED) (records: e0)")
 
 

@@ -32,7 +32,7 @@ def command(out_dir: Path, traces: tuple[Path, ...], profile: Path | None, no_pr
         click.echo(f"warning: no {demo.DEFAULT_PROFILE} (nor a single profile) in {demo.DEFAULT_PROFILES_DIR}: only "
                    "the uncalibrated default model runs; pass --profile FILE", err=True)
     log = lambda m: click.echo(m, err=True)  # noqa: E731
-    log(f"unirl-replay demo: {len(trace_dirs)} traces, timing models: "
+    log(f"unirl-replay demo: {len(trace_dirs)} trace{'' if len(trace_dirs) == 1 else 's'}, timing models: "
         + ("calibrated profile " + str(prof) + " and " if prof else "") + "the uncalibrated default (polynomial)")
     note = "Run with --no-profile: only the uncalibrated default model ran." if no_profile else ""
     demo.run_demo(out_dir, trace_dirs, prof, log, note)

@@ -48,6 +48,6 @@ def command(spec_file: Path, out_dir: Path | None, backend: str, workers: int | 
                    log=lambda m: click.echo(m, err=True))
     click.echo((run.out_dir / GRID_MD).read_text())
     click.echo(f"{len(run.results) - len(run.failed)} of {len(run.results)} jobs ok in {run.info['wall_s']:.1f} s "
-               f"({run.info.get('workers')} workers); written to {run.out_dir}", err=True)
+               f"({run.info.get('workers')} worker{'' if run.info.get('workers') == 1 else 's'}); written to {run.out_dir}", err=True)
     if not run.ok:
         sys.exit(1)

@@ -178,6 +178,11 @@ def _first_line(message, limit: int) -> str:
     return (str(message or "").splitlines() or ["(no message)"])[0][:limit]
 
 
+def _n(count, noun: str) -> str:
+    """``1 worker``, ``2 workers``, ``? workers``."""
+    return f"{count} {noun}{'' if count == 1 else 's'}"
+
+
 def _fmt(v) -> str:
     return "-" if v is None else f"{v:.1f}"
 
@@ -187,7 +192,7 @@ def grid_markdown(run: GridRun, conformance_md: str | None = None) -> str:
     from unirl_replay.demo.run import HEADLINES
 
     keys = [f"{lv}.{m}" for lv, m in HEADLINES]
-    lines = [f"# unirl-replay grid ({run.backend}, {run.info.get('workers', '?')} workers, "
+    lines = [f"# unirl-replay grid ({run.backend}, {_n(run.info.get('workers', '?'), 'worker')}, "
              f"{run.info.get('wall_s', 0):.1f} s)", "",
              "Replay jobs: request-level digest of the replay result (without simulator wall time) and "
              "MAPE % of the headline metrics.", "",

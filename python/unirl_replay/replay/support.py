@@ -65,11 +65,13 @@ UNMODELLED_ALLOWED: dict[str, str] = {
     # rule -> why dropping it is safe (it only removes a limit; the replayed work is unchanged)
     "engine_client.inflight_limit": "drops only a client-side throttle: every request, dependency, "
     "measured delay and trajectory lane is still replayed; requests may overlap more than the "
-    "client allowed, so predicted times are optimistic",
+    "client allowed, so batch readiness is optimistic (each request may take longer than in the run: more of "
+    "them share a pass)",
     "engine_client.inflight_limit.as_lanes": "replays the client limit as trajectory lanes (lanes = the "
     "limit): every request, dependency and measured delay is still replayed, but whole trajectories, tool "
-    "waits included, hold the engine one lane each, so predicted times are pessimistic (the other bound of "
-    "engine_client.inflight_limit)",
+    "waits included, hold the engine one lane each, so batch readiness is pessimistic (the other bound of "
+    "engine_client.inflight_limit; a request or trajectory, timed from when it gets a lane, may come out shorter "
+    "than in the run)",
     "batch_boundary.open_loop": "replays a rollout batch's roots at their observed submits instead of after the "
     "previous batch's simulated ready (batch_boundary.unexpressible): every request, dependency and measured delay "
     "is still replayed, but the simulated previous batch may overlap the batch where the run kept them apart",
@@ -335,8 +337,9 @@ def check_supported(
                 plan.unmodelled.append(replay_pb2.UnmodelledConstraint(
                     rule=rule, record_ids=[eid],
                     reason=f"{what}; replayed with lanes = the client limit ({limit}) instead (explicit opt-in "
-                    f"{rule}.as_lanes): whole trajectories, tool waits included, hold a lane, so predicted times "
-                    "are pessimistic"))
+                    f"{rule}.as_lanes): whole trajectories, tool waits included, hold a lane, so batch readiness "
+                    "is pessimistic (a request or trajectory, timed from when it gets a lane, may come out "
+                    "shorter than in the run)"))
                 notes.append(f"UNMODELLED {rule}: engine {eid!r} replayed with agentic_lanes={limit} (the client "
                              f"limit) instead of {plan.lanes or 'unlimited'} trajectory lanes")
                 plan.lanes = limit
@@ -345,7 +348,8 @@ def check_supported(
                 plan.unmodelled.append(replay_pb2.UnmodelledConstraint(
                     rule=rule, record_ids=[eid],
                     reason=f"{what}; replayed WITHOUT the client limit (explicit opt-in): up to {bound} "
-                    "requests may run concurrently in the simulator, so predicted times are optimistic"))
+                    "requests may run concurrently in the simulator, so batch readiness is optimistic (each request "
+                    "may take longer than in the run: more of them share a pass)"))
                 notes.append(f"UNMODELLED {rule}: engine {eid!r} client in-flight limit {limit} was NOT "
                              f"modelled (--allow-unmodelled); up to {bound} requests ran concurrently")
                 continue
@@ -354,7 +358,7 @@ def check_supported(
                 f"{what}; upstream cannot limit in-flight requests separately from trajectory lanes "
                 "(replay_concurrency is rejected with agentic_mooncake). To replay anyway WITHOUT the "
                 f"client limit, pass --allow-unmodelled {rule} (replay_workload(..., unmodelled=("
-                f"{rule!r},))): up to {bound} requests then run concurrently, predictions are "
+                f"{rule!r},))): up to {bound} requests then run concurrently, batch readiness is "
                 "optimistic and the result records the dropped constraint (reports label it UNMODELLED)",
                 [eid])
         notes.append(f"engine {eid!r}: client in-flight limit {limit} never binds (at most {bound} "

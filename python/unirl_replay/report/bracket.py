@@ -4,7 +4,10 @@ Where a trace's constraint cannot be expressed upstream (today: UniRL's engine-c
 limit, ``engine_client.inflight_limit``), no single replay is the prediction. Upstream can express
 two bounds: lanes = trajectory slots with the limit dropped (optimistic: requests overlap more
 than the client allowed) and lanes = the limit (pessimistic: whole trajectories, tool waits
-included, hold the engine). Both are UNMODELLED replays of the same trace. The bracket reports,
+included, hold the engine). Both are UNMODELLED replays of the same trace. Optimistic and
+pessimistic are said of batch readiness: with fewer lanes each request shares its passes with
+fewer others, so request and trajectory E2E (timed from when a lane is free) can come out the
+other way round. The bracket reports,
 per metric, each bound's mean and bias, the measured mean, and how many records' measured value
 lies between the two bounds' values for that record.
 """
@@ -26,9 +29,9 @@ def bound_name(replay: rpb.ReplayResult) -> str:
     """Readable name of the bound a replay is, from its unmodelled constraints."""
     reasons = " ".join(c.reason for c in replay.unmodelled_constraints)
     if "lanes = the client limit" in reasons:
-        return "lanes = the client limit (pessimistic bound)"
+        return "lanes = the client limit (pessimistic bound of batch readiness)"
     if "WITHOUT the client limit" in reasons:
-        return "lanes = slots, client limit dropped (optimistic bound)"
+        return "lanes = slots, client limit dropped (optimistic bound of batch readiness)"
     return "UNMODELLED replay"
 
 
