@@ -10,7 +10,8 @@ never a traceback from numpy, zipfile or a reader of the provenance:
 - at most :data:`MAX_PROFILE_BYTES` on disk, :data:`MAX_ARRAY_ELEMENTS` per array and
   :data:`MAX_PROVENANCE_CHARS` of provenance, each checked on the zip member's uncompressed size
   before it is read (a zip bomb cannot allocate gigabytes);
-- plain numeric arrays only (``allow_pickle=False``; object / string arrays are refused);
+- float64 arrays only (``allow_pickle=False``; object / string arrays are refused, and so are integer or float32
+  ones, which upstream's NPZ reader cannot read);
 - axes ``prefill_isl``, ``decode_active_kv_tokens``, ``decode_context_length`` 1-D, strictly
   increasing, finite and > 0; ``prefill_ttft_ms`` the length of ``prefill_isl``; ``decode_itl``
   of shape (len(decode_active_kv_tokens), len(decode_context_length)); every value finite and > 0, the
@@ -204,8 +205,12 @@ def load_profile(path: Path, keys: tuple[str, ...], err: Callable[[str], Excepti
                     continue
                 if a.size > MAX_ARRAY_ELEMENTS:
                     raise err(f"profile {name!r}: array {k} has {a.size} elements (limit {MAX_ARRAY_ELEMENTS})")
-                if a.dtype.kind not in "iuf":
-                    raise err(f"profile {name!r}: array {k} has dtype {a.dtype}; plain numbers expected")
+                if a.dtype.kind != "f" or a.dtype.itemsize != 8:
+                    # upstream's NPZ reader (dynamo_profile) reads float64 arrays only: an int64 / float32 table
+                    # passed here and was a ValueError traceback out of the simulator ("incorrect descriptor")
+                    raise err(f"profile {name!r}: array {k} has dtype {a.dtype}; a dynamo_profile holds float64 "
+                              "arrays (the simulator's NPZ reader reads no other dtype; `unirl-replay calibrate` "
+                              "writes float64)")
                 arrays[k] = np.asarray(a, dtype=float)
     except Exception as e:  # noqa: BLE001 - numpy / zipfile / zlib raise many types on a broken file
         if isinstance(e, type(err(""))):

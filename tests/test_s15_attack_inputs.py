@@ -1,0 +1,56 @@
+"""Session 15 attack on the inputs the earlier rounds did not try (timing profiles of other dtypes or that
+extrapolate off their grid, replay results edited by hand, outputs inside a trace directory, ...): each input
+below was a Python traceback, a wrong result written silently or a user's trace broken before its fix; every
+one now is a clear error naming the file and the rule it broke."""
+
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from unirl_replay.cli.main import main
+from unirl_replay.replay.timing_models import TimingModelError, parse_timing_model
+from unirl_replay.report.timing_eval import ProfileUnreadable, read_profile
+
+REPO = Path(__file__).resolve().parents[1]
+GRPO = REPO / "traces" / "grpo-a"
+PROFILE = REPO / "profiles" / "vllm-cpu-tiny-qwen2-20261130b.npz"
+
+
+def _tables() -> dict:
+    with np.load(PROFILE, allow_pickle=False) as z:
+        return {k: z[k] for k in z.files if k != "provenance"}
+
+
+def _profile(path: Path, **tables) -> Path:
+    t = _tables()
+    t.update(tables)
+    np.savez(path, **t)
+    return path
+
+
+@pytest.mark.parametrize("key,dtype", [("decode_itl", "<i8"), ("decode_itl", "<f4"), ("prefill_isl", "<i8"),
+                                       ("prefill_ttft_ms", "<u4"), ("decode_context_length", "<f2")])
+def test_a_profile_array_of_a_dtype_upstream_cannot_read_is_refused(tmp_path, capsys, key, dtype):
+    """An int64 / float32 / uint32 / float16 table passed the reader (any integer or float kind) and upstream's NPZ
+    reader (float64 only) raised "ValueError: Failed to load decode_itl from NPZ: ... incorrect descriptor" as a
+    traceback out of `replay`."""
+    t = _tables()
+    f = _profile(tmp_path / "p.npz", **{key: np.clip(np.round(t[key]), 1, None).astype(dtype)})
+    with pytest.raises(TimingModelError, match=f"array {key} has dtype .*float64"):
+        parse_timing_model(f"profile:{f}")
+    with pytest.raises(ProfileUnreadable, match="float64"):
+        read_profile(f)
+    rc = main(["replay", str(GRPO), "--timing-model", f"profile:{f}", "--out", str(tmp_path / "out")])
+    err = capsys.readouterr().err
+    assert rc == 2 and "p.npz" in err and "float64" in err and "Traceback" not in err, err
+    assert not (tmp_path / "out").exists()
+
+
+def test_a_big_endian_float64_profile_is_still_read(tmp_path):
+    f = _profile(tmp_path / "be.npz", decode_itl=_tables()["decode_itl"].astype(">f8"))
+    assert read_profile(f)[0]["decode_itl"].shape == (118, 56)
