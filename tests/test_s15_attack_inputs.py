@@ -54,3 +54,30 @@ def test_a_profile_array_of_a_dtype_upstream_cannot_read_is_refused(tmp_path, ca
 def test_a_big_endian_float64_profile_is_still_read(tmp_path):
     f = _profile(tmp_path / "be.npz", decode_itl=_tables()["decode_itl"].astype(">f8"))
     assert read_profile(f)[0]["decode_itl"].shape == (118, 56)
+
+
+def _result(tmp_path: Path, edit) -> Path:
+    """The bundled replay result of grpo-a (the demo's fixed:10,1 replay, made here) with ``edit`` applied."""
+    pytest.importorskip("dynamo.replay")
+    out = tmp_path / "r"
+    assert main(["replay", str(GRPO), "--timing-model", "fixed:10,1", "--out", str(out)]) == 0
+    d = json.loads((out / "replay_result.json").read_text())
+    edit(d)
+    (out / "replay_result.json").write_text(json.dumps(d))
+    return out
+
+
+@pytest.mark.parametrize("prefill,decode,why", [("NaN", 1.0, "finite and > 0"), (1e308, 1e308, "at most 3600000 ms"),
+                                                (-5.0, 1.0, "finite and > 0"), (0.0, 0.0, "finite and > 0"),
+                                                (10.0, "-Infinity", "finite and > 0")],
+                         ids=["nan", "huge", "negative", "zero", "-inf"])
+def test_a_replay_results_fixed_model_no_replay_runs_is_refused_by_compare(tmp_path, capsys, prefill, decode, why):
+    """compare evaluates the replay's timing model on the real schedule: prefill_ms "NaN" was a ValueError ("cannot
+    convert float NaN to integer") and 1e308 an OverflowError traceback in the error decomposition; -5 and 0 ms
+    wrote a profile check of a model no replay can run ("fixed prefill -5 ms")."""
+    res = _result(tmp_path, lambda d: d["timing_model"].update(prefill_ms=prefill, decode_ms=decode))
+    capsys.readouterr()
+    rc = main(["compare", str(GRPO), str(res), "--out", str(tmp_path / "c"), "--no-plots"])
+    err = capsys.readouterr().err
+    assert rc == 2 and "replay_result.json" in err and "[replay.timing_model]" in err and why in err, err
+    assert "Traceback" not in err and not (tmp_path / "c").exists()

@@ -40,6 +40,19 @@ AXES = ("prefill_isl", "decode_active_kv_tokens", "decode_context_length")
 #: Largest time of one prefill pass or decode step a timing model may give (1 hour): beyond it upstream's
 #: clock overflows ("timing duration ... is out of range", a poisoned engine worker) long before any real step.
 MAX_STEP_MS = 3_600_000.0
+def fixed_costs_problem(prefill_ms: float, decode_ms: float) -> str | None:
+    """Why the costs of a ``fixed:PREFILL_MS,DECODE_MS`` timing model (ms per prefill pass, per decode step) are none
+    a timing model may give (not finite, <= 0, or above :data:`MAX_STEP_MS`), or None. What ``replay`` refuses in a
+    ``--timing-model`` spec and ``compare`` in a replay result's ``timing_model`` (a hand-edited one)."""
+    import math
+
+    if not all(isinstance(v, (int, float)) and math.isfinite(v) and v > 0 for v in (prefill_ms, decode_ms)):
+        return "costs must be finite and > 0 ms"
+    if prefill_ms > MAX_STEP_MS or decode_ms > MAX_STEP_MS:
+        return f"costs must be at most {MAX_STEP_MS:.0f} ms (1 hour) per pass or step"
+    return None
+
+
 #: The tables that are step times (ms), bounded by :data:`MAX_STEP_MS`.
 TIME_TABLES = ("prefill_ttft_ms", "decode_itl")
 
@@ -87,7 +100,7 @@ PROVENANCE_SCHEMA = {
     },
 }
 
-__all__ = ["MAX_PROFILE_BYTES", "MAX_ARRAY_ELEMENTS", "MAX_PROVENANCE_CHARS", "MAX_STEP_MS", "fit_problem", "PROVENANCE_SCHEMA", "check_provenance", "load_profile"]
+__all__ = ["MAX_PROFILE_BYTES", "MAX_ARRAY_ELEMENTS", "MAX_PROVENANCE_CHARS", "MAX_STEP_MS", "fixed_costs_problem", "fit_problem", "PROVENANCE_SCHEMA", "check_provenance", "load_profile"]
 
 
 

@@ -104,6 +104,7 @@ def _check_result(path: Path, replay, request_ids: set[str] | None = None,
     compared trace's)."""
     from unirl_replay import SCHEMA_VERSION
     from unirl_replay.contract.message_guard import id_problem, unknown_enums
+    from unirl_replay.v1 import replay_pb2 as rpb
 
     if replay.schema_version and replay.schema_version != SCHEMA_VERSION:
         raise TraceFormatError(f"schema_version is {replay.schema_version[:64]!r}; this reader reads only "
@@ -121,6 +122,17 @@ def _check_result(path: Path, replay, request_ids: set[str] | None = None,
     if replay.granularity == 0:  # RESULT_GRANULARITY_UNSPECIFIED: every replay writes one (e.g. a `{}` file)
         raise TraceFormatError("granularity is unspecified: no replay wrote this result (every replay result says "
                                "per-request or aggregate-only)", file=path.name, rule="replay.granularity")
+    tm = replay.timing_model
+    if tm.kind == rpb.TIMING_MODEL_KIND_FIXED and tm.HasField("prefill_ms") and tm.HasField("decode_ms"):
+        from unirl_replay.contract.profile_npz import fixed_costs_problem
+
+        # a replay writes only costs its --timing-model check passed: NaN / 1e308 were a ValueError / OverflowError
+        # traceback in the error decomposition, and -5 or 0 ms a profile check of a model no replay ran
+        why = fixed_costs_problem(tm.prefill_ms, tm.decode_ms)
+        if why:
+            raise TraceFormatError(f"timing_model fixed prefill_ms {tm.prefill_ms!r} / decode_ms {tm.decode_ms!r}: "
+                                   f"{why}; no replay ran this model (was the result edited?)", file=path.name,
+                                   rule="replay.timing_model")
     for name in ("makespan_ns", "simulator_wall_ns"):
         if getattr(replay, name) < 0:
             raise TraceFormatError(f"{name} = {getattr(replay, name)} is negative", file=path.name, rule="time.order")
