@@ -81,3 +81,63 @@ def test_a_replay_results_fixed_model_no_replay_runs_is_refused_by_compare(tmp_p
     err = capsys.readouterr().err
     assert rc == 2 and "replay_result.json" in err and "[replay.timing_model]" in err and why in err, err
     assert "Traceback" not in err and not (tmp_path / "c").exists()
+
+
+def _steep(path: Path, phase: str) -> Path:
+    """A profile whose tables are bounded (every value <= 1 hour) but whose grid ends early with a steep last
+    segment: the simulator extrapolates it linearly to the engine's sizes."""
+    if phase == "prefill":
+        return _profile(path, prefill_isl=np.array([1.0, 2.0]), prefill_ttft_ms=np.array([1.0, 3.5e6]))
+    return _profile(path, decode_active_kv_tokens=np.array([1.0, 1.0000001]), decode_context_length=np.array([1.0, 2.0]),
+                    decode_itl=np.array([[1.0, 1.0], [3e6, 3e6]]))
+
+
+@pytest.mark.parametrize("phase,why", [("prefill", "a prefill pass of 4096 new tokens"),
+                                       ("decode", "a decode step over 3225088 active KV tokens")])
+def test_a_profile_extrapolating_beyond_an_hour_per_step_on_the_engine_is_refused_by_replay(tmp_path, capsys, phase,
+                                                                                             why):
+    """prefill_isl [1, 2] with ttft [1, 3.5e6] ms passed the reader (each value <= 1 hour) and the simulator
+    extrapolated it to 1.4e10 ms per 4096-token pass: a replay of a 584-day makespan written with rc 0; a steeper
+    grid end (prefill_isl [1, 1.000001]) was "ValueError: Value out of range" (int64 ns) as a traceback."""
+    pytest.importorskip("dynamo.replay")
+    f = _steep(tmp_path / "p.npz", phase)
+    rc = main(["replay", str(GRPO), "--timing-model", f"profile:{f}", "--out", str(tmp_path / "out")])
+    err = capsys.readouterr().err
+    assert rc == 2 and "p.npz" in err and why in err and "extrapolated linearly off its grid" in err, err
+    assert "above 3600000 ms (1 hour)" in err and "engine 'engine-0'" in err and "Traceback" not in err, err
+    assert not (tmp_path / "out").exists()
+
+
+def test_compare_does_not_evaluate_a_profile_extrapolating_beyond_an_hour_per_step(tmp_path, capsys):
+    """A replay result naming such a profile (one an earlier replay wrote, or an edited one): compare's error
+    decomposition built int64 ns terms from it ("ValueError: Value out of range: 2358999130815536484385829"); the
+    profile check now says why the model is not evaluated and the report is written."""
+    import hashlib
+
+    f = _steep(tmp_path / "p.npz", "prefill")
+    sha = hashlib.sha256(f.read_bytes()).hexdigest()
+    res = _result(tmp_path, lambda d: d["timing_model"].update(
+        kind="TIMING_MODEL_KIND_PROFILE", calibration="CALIBRATION_STATUS_UNCALIBRATED", profile_path=str(f),
+        profile_sha256=sha, prefill_ms=None, decode_ms=None))
+    d = json.loads((res / "replay_result.json").read_text())
+    d["timing_model"] = {k: v for k, v in d["timing_model"].items() if v is not None}
+    (res / "replay_result.json").write_text(json.dumps(d))
+    capsys.readouterr()
+    rc = main(["compare", str(GRPO), str(res), "--out", str(tmp_path / "c"), "--no-plots"])
+    out, err = capsys.readouterr()
+    assert rc == 0 and "Traceback" not in err, err
+    report = json.loads((tmp_path / "c" / "validation_report.json").read_text())
+    assert "extrapolated linearly off its grid" in report["profile_check"]["unavailable_reason"]
+
+
+def test_every_bundled_profile_covers_every_bundled_engine():
+    """The check refuses no profile this project ships for any engine of a bundled or holdout trace."""
+    from unirl_replay.contract.profile_npz import extrapolation_problem
+    from unirl_replay.contract.trace_io import open_trace
+
+    engines = [e for m in sorted(REPO.glob("traces/*/manifest.json")) + sorted(REPO.glob("results/*/traces/*/manifest.json"))
+               for e in open_trace(m.parent, verify_digests=False).manifest.engines]
+    assert engines
+    for f in sorted(REPO.glob("profiles/*.npz")):
+        tables = read_profile(f)[0]
+        assert [w for e in engines if (w := extrapolation_problem(tables, f.name, e))] == [], f

@@ -97,6 +97,22 @@ def profile_hardware_problem(tm: replay_pb2.TimingModel, manifest) -> str | None
     return other_hardware(manifest, prov)
 
 
+def profile_extrapolation_problem(tm: replay_pb2.TimingModel, engines) -> str | None:
+    """Why a profile timing model (``tm``) gives, off its grid, a pass or step time above the bound of every timing
+    model somewhere one of ``engines`` (``manifest.EngineConfig``) runs
+    (:func:`unirl_replay.contract.profile_npz.extrapolation_problem`), else None (any other kind: None)."""
+    if tm.kind != replay_pb2.TIMING_MODEL_KIND_PROFILE:
+        return None
+    from unirl_replay.contract.profile_npz import extrapolation_problem, load_profile
+
+    _, tables, _ = load_profile(Path(tm.profile_path), PROFILE_KEYS, TimingModelError)
+    for engine in engines:
+        why = extrapolation_problem(tables, tm.profile_path, engine)
+        if why:
+            return why
+    return None
+
+
 def parse_timing_model(spec: str) -> tuple[replay_pb2.TimingModel, dict]:
     """Parse a ``--timing-model`` spec.
 

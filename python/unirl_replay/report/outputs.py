@@ -36,13 +36,23 @@ def _result_file(p: Path) -> Path:
     return p
 
 
-def load_timing_model(replay, replay_path: Path):
+def load_timing_model(replay, replay_path: Path, engines=()):
     """The replay's timing model for the profile check: a profile path as given, else relative to the
-    replay result's directory and its parents (the replay may have run from another directory)."""
+    replay result's directory and its parents (the replay may have run from another directory). A profile
+    that gives, off its grid, a pass or step above the bound of every timing model where one of ``engines``
+    (the trace's) runs is not evaluated (its reason says why: ``profile_npz.extrapolation_problem``, what
+    ``replay`` refuses; the error decomposition's int64 ns overflowed on it, a traceback)."""
+    from unirl_replay.contract.profile_npz import extrapolation_problem
     from unirl_replay.report.timing_eval import step_model
 
     dirs = [replay_path.resolve().parent, *replay_path.resolve().parent.parents][:6]
-    return step_model(replay.timing_model, 0, search_dirs=dirs)
+    model, prov, why = step_model(replay.timing_model, 0, search_dirs=dirs)
+    if model is not None and model.kind == "profile":
+        for engine in engines:
+            problem = extrapolation_problem(model.tables, replay.timing_model.profile_path, engine)
+            if problem:
+                return None, prov, f"{problem}: the model is not evaluated"
+    return model, prov, why
 _PREDICTED_TIMES = ("arrival_ns", "scheduled_ns", "first_token_ns", "completion_ns")
 
 
@@ -182,7 +192,7 @@ def compare_to_dir(trace_dir: str | Path, replay_result: str | Path, out_dir: st
                                   f"{trace_dir}; its batches: {', '.join(map(repr, batches[:10]))}"
                                   + (" ..." if len(batches) > 10 else ""))
     matching = C.match(workload, outcomes, replay) if per_request else None
-    timing = load_timing_model(replay, rp)
+    timing = load_timing_model(replay, rp, manifest.engines)
     bound_results = []
     for b in bounds:
         bp = _result_file(Path(b))
