@@ -141,3 +141,33 @@ def test_every_bundled_profile_covers_every_bundled_engine():
     for f in sorted(REPO.glob("profiles/*.npz")):
         tables = read_profile(f)[0]
         assert [w for e in engines if (w := extrapolation_problem(tables, f.name, e))] == [], f
+
+
+@pytest.mark.parametrize("allow,why", [(["bogus.rule"], "is not a rejection rule"),
+                                       (["engine_client.inflight_limit", "engine_client.inflight_limit.as_lanes"],
+                                        "are the two bounds")], ids=["unknown", "both-bounds"])
+def test_a_grid_traces_allow_unmodelled_no_replay_accepts_is_a_bad_spec(tmp_path, capsys, allow, why):
+    """`allow_unmodelled: [bogus.rule]` expanded into jobs whose replays each failed (UnsupportedWorkloadError in
+    grid.json, exit 1) where a bad timing model spec is a bad grid spec (exit 2) before anything runs."""
+    from unirl_replay.grid.spec import GridSpecError, load_spec
+
+    spec = tmp_path / "g.json"
+    spec.write_text(json.dumps({"traces": [{"path": str(GRPO), "allow_unmodelled": allow}],
+                                "timing_models": ["fixed:10,1"], "plots": False}))
+    with pytest.raises(GridSpecError, match=why) as e:
+        load_spec(spec)
+    assert e.value.rule == "grid.spec.allow_unmodelled"
+    rc = main(["grid", str(spec), "--out", str(tmp_path / "out"), "--backend", "sequential", "--no-progress"])
+    err = capsys.readouterr().err
+    assert rc == 2 and "g.json" in err and why in err and "Traceback" not in err, err
+    assert not (tmp_path / "out").exists()
+
+
+def test_a_grid_traces_allowed_rule_still_expands(tmp_path):
+    from unirl_replay.grid.spec import load_spec
+
+    spec = tmp_path / "g.json"
+    spec.write_text(json.dumps({"traces": [{"path": str(REPO / "traces" / "agentic-a"),
+                                            "allow_unmodelled": ["engine_client.inflight_limit"]}],
+                                "timing_models": ["fixed:10,1"]}))
+    assert load_spec(spec).traces[0].allow_unmodelled == ("engine_client.inflight_limit",)
