@@ -171,3 +171,10 @@ def test_a_grid_traces_allowed_rule_still_expands(tmp_path):
                                             "allow_unmodelled": ["engine_client.inflight_limit"]}],
                                 "timing_models": ["fixed:10,1"]}))
     assert load_spec(spec).traces[0].allow_unmodelled == ("engine_client.inflight_limit",)
+
+
+def test_the_profile_readers_token_bound_is_the_bound_tokens_rules():
+    from unirl_replay.contract import profile_npz
+    from unirl_replay.contract.validate import registry
+
+    assert profile_npz.MAX_TOKENS == registry.MAX_TOKENS
