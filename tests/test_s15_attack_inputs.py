@@ -178,3 +178,25 @@ def test_the_profile_readers_token_bound_is_the_bound_tokens_rules():
     from unirl_replay.contract.validate import registry
 
     assert profile_npz.MAX_TOKENS == registry.MAX_TOKENS
+
+
+@pytest.mark.parametrize("name", ["outcomes.jsonl.partial", "converted.partial", "workload.binpb", "outcomes.arrow"])
+def test_convert_never_writes_a_file_named_as_one_of_the_trace_it_lies_in(tmp_path, capsys, name):
+    """`convert TRACE --out TRACE/outcomes.jsonl.partial` wrote the file (rc 0) and every command then refused the
+    user's trace as INCOMPLETE (trace.partial_files: "a writer did not finish") until the file was found and removed;
+    a second record stream (workload.binpb beside workload.jsonl) was written there as well."""
+    trace = tmp_path / "t"
+    shutil.copytree(GRPO, trace)
+    rc = main(["convert", str(trace), "--out", str(trace / name)])
+    err = capsys.readouterr().err
+    assert rc == 2 and name in err and "is named as a file of the trace directory" in err, err
+    assert sorted(p.name for p in trace.iterdir()) == ["manifest.json", "outcomes.jsonl", "workload.jsonl"]
+    assert main(["validate", str(trace)]) == 0
+
+
+def test_convert_still_writes_beside_a_trace_and_a_partial_name_elsewhere(tmp_path, capsys):
+    trace = tmp_path / "t"
+    shutil.copytree(GRPO, trace)
+    assert main(["convert", str(trace), "--out", str(trace / "converted.jsonl")]) == 0
+    assert main(["convert", str(trace), "--out", str(tmp_path / "other" / "x.partial")]) == 0
+    assert main(["validate", str(trace)]) == 0
