@@ -84,10 +84,10 @@ def _fit_describes_the_tables(base: str) -> None:
               help="Runs per decode (batch, length) point.")
 @click.option("--osl", default=64, show_default=True, type=click.IntRange(8, 1024),
               help="Output tokens per decode request (ignore_eos).")
-@click.option("--batches", default=None, help="Decode batch sizes, e.g. 1,2,4,8,16,32 (default: powers of 2 <= max_num_seqs).")
-@click.option("--lengths", default=None, help="Decode prompt lengths, e.g. 32,128,512,1536.")
+@click.option("--batches", default=None, help="Decode batch sizes (sequences decoding at once), e.g. 1,2,4,8,16,32 (default: powers of 2 <= the --like trace's max_num_seqs).")
+@click.option("--lengths", default=None, help="Decode prompt lengths (tokens per request), e.g. 32,128,512,1536.")
 @click.option("--max-kv", default=32768, show_default=True, type=click.IntRange(64),
-              help="Largest B*(L+OSL) measured (the grid still covers the engine's whole KV capacity).")
+              help="Largest B*(L+OSL) measured, in KV tokens (B batch size, L prompt length, OSL output tokens; the grid still covers the engine's whole KV capacity).")
 @click.option("--model", "model", default=None, type=click.Path(file_okay=False, exists=True),
               help="A local Hugging Face model directory to measure, like `capture --model` (default: the tiny "
                    "scripted model). Must be the --like trace's model when its manifest records the weights' sha256.")

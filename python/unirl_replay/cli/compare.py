@@ -27,7 +27,7 @@ from unirl_replay.cli import OutPath
               help="Another UNMODELLED replay of the same trace (e.g. --allow-unmodelled "
                    "engine_client.inflight_limit.as_lanes next to engine_client.inflight_limit): the report "
                    "brackets the measured values between the bounds instead of presenting one prediction.")
-@click.option("--batch", "batch_id", default=None, help="Rollout batch shown in the timeline plot (default: the first).")
+@click.option("--batch", "batch_id", default=None, help="Rollout batch shown in the timeline plot: a rollout_batch_id of the trace's workload (default: the first).")
 @click.option("--no-plots", is_flag=True, help="Write the report and table only.")
 def command(trace_dir: str, replay_result: str, out_dir: str, repeats: tuple[str, ...], bounds: tuple[str, ...],
             batch_id: str | None, no_plots: bool) -> None:

@@ -34,7 +34,29 @@ MARKER = ".unirl-replay-output.json"
 _TOOL = "unirl-replay"
 
 __all__ = ["MARKER", "claim", "record", "prune", "removed_on_failure", "owned", "mark_tree", "foreign_entry",
-           "replaceable", "work_sibling", "swap_in"]
+           "replaceable", "work_sibling", "swap_in", "trace_file_problem"]
+
+
+def trace_file_problem(path: str | os.PathLike) -> str | None:
+    """Why an output file at ``path`` would break the trace directory it lies in, or None: its directory holds a
+    trace (a manifest, a workload or outcomes file) and its name is one of a trace's own files (the manifest, a
+    record stream of any encoding) or a writer's ``*.partial`` leftover, which makes every reader report the
+    trace INCOMPLETE (``trace.partial_files``) until it is removed."""
+    from unirl_replay.contract.trace_io import MANIFEST_FILE, OUTCOME_FILES, PARTIAL_SUFFIX, WORKLOAD_FILES
+
+    p = Path(path)
+    own = (MANIFEST_FILE, *WORKLOAD_FILES.values(), *OUTCOME_FILES.values())
+    if p.name not in own and not p.name.endswith(PARTIAL_SUFFIX):
+        return None
+    try:
+        is_trace = any(os.path.lexists(p.parent / n) for n in own)
+    except (OSError, ValueError):
+        return None
+    if not is_trace:
+        return None
+    return (f"{p} is named as a file of the trace directory {p.parent} (its manifest, a record stream, or a "
+            f"writer's {PARTIAL_SUFFIX} leftover, which makes every reader refuse the trace as incomplete): write "
+            "it outside the trace, or under another name")
 
 
 def owned(d: str | os.PathLike) -> set[str]:

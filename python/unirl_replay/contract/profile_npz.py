@@ -10,11 +10,14 @@ never a traceback from numpy, zipfile or a reader of the provenance:
 - at most :data:`MAX_PROFILE_BYTES` on disk, :data:`MAX_ARRAY_ELEMENTS` per array and
   :data:`MAX_PROVENANCE_CHARS` of provenance, each checked on the zip member's uncompressed size
   before it is read (a zip bomb cannot allocate gigabytes);
-- plain numeric arrays only (``allow_pickle=False``; object / string arrays are refused);
+- float64 arrays only (``allow_pickle=False``; object / string arrays are refused, and so are integer or float32
+  ones, which upstream's NPZ reader cannot read);
 - axes ``prefill_isl``, ``decode_active_kv_tokens``, ``decode_context_length`` 1-D, strictly
   increasing, finite and > 0; ``prefill_ttft_ms`` the length of ``prefill_isl``; ``decode_itl``
   of shape (len(decode_active_kv_tokens), len(decode_context_length)); every value finite and > 0, the
-  step times at most :data:`MAX_STEP_MS`;
+  step times at most :data:`MAX_STEP_MS`, and so, on an engine's sizes (:func:`engine_extents`), are the
+  times the simulator interpolates and extrapolates linearly off the grid (:func:`extrapolation_problem`:
+  ``replay`` refuses such a profile, ``compare`` does not evaluate it);
 - ``provenance`` (in the NPZ or the ``.provenance.json`` sidecar) a JSON object whose keys that this
   package reads have their types (:data:`PROVENANCE_SCHEMA`, a JSON Schema; ``conditions`` must be a
   ``RunConditions`` message in the JSON profile, or ``{"recorded": false}``; its ``cpu_signature``, which
@@ -39,6 +42,22 @@ AXES = ("prefill_isl", "decode_active_kv_tokens", "decode_context_length")
 #: Largest time of one prefill pass or decode step a timing model may give (1 hour): beyond it upstream's
 #: clock overflows ("timing duration ... is out of range", a poisoned engine worker) long before any real step.
 MAX_STEP_MS = 3_600_000.0
+def fixed_costs_problem(prefill_ms: float, decode_ms: float) -> str | None:
+    """Why the costs of a ``fixed:PREFILL_MS,DECODE_MS`` timing model (ms per prefill pass, per decode step) are none
+    a timing model may give (not finite, <= 0, or above :data:`MAX_STEP_MS`), or None. What ``replay`` refuses in a
+    ``--timing-model`` spec and ``compare`` in a replay result's ``timing_model`` (a hand-edited one)."""
+    import math
+
+    if not all(isinstance(v, (int, float)) and math.isfinite(v) and v > 0 for v in (prefill_ms, decode_ms)):
+        return "costs must be finite and > 0 ms"
+    if prefill_ms > MAX_STEP_MS or decode_ms > MAX_STEP_MS:
+        return f"costs must be at most {MAX_STEP_MS:.0f} ms (1 hour) per pass or step"
+    return None
+
+
+#: The bound of every token count (rule ``bound.tokens``: ``validate.registry.MAX_TOKENS``, equal by a test; importing
+#: ``validate`` here would make the predictor reach the outcomes reader, tests/test_import_rules.py).
+MAX_TOKENS = 1 << 24
 #: The tables that are step times (ms), bounded by :data:`MAX_STEP_MS`.
 TIME_TABLES = ("prefill_ttft_ms", "decode_itl")
 
@@ -86,7 +105,7 @@ PROVENANCE_SCHEMA = {
     },
 }
 
-__all__ = ["MAX_PROFILE_BYTES", "MAX_ARRAY_ELEMENTS", "MAX_PROVENANCE_CHARS", "MAX_STEP_MS", "fit_problem", "PROVENANCE_SCHEMA", "check_provenance", "load_profile"]
+__all__ = ["MAX_PROFILE_BYTES", "MAX_ARRAY_ELEMENTS", "MAX_PROVENANCE_CHARS", "MAX_STEP_MS", "fixed_costs_problem", "engine_extents", "extrapolation_problem", "fit_problem", "PROVENANCE_SCHEMA", "check_provenance", "load_profile"]
 
 
 
@@ -172,6 +191,84 @@ def fit_problem(tables: dict, prov: dict) -> str | None:
     return None
 
 
+def _linear(x: np.ndarray, y: np.ndarray, v: np.ndarray) -> np.ndarray:
+    """``y(x)`` at ``v``, linear between the points and extrapolated linearly off both ends (upstream's
+    ``ndarray_interp`` Linear; :func:`unirl_replay.report.timing_eval._interp1`, vectorized)."""
+    if x.size == 1:
+        return np.full(v.shape, float(y[0]))
+    i = np.clip(np.searchsorted(x, v, side="right") - 1, 0, x.size - 2)
+    return y[i] + (v - x[i]) / (x[i + 1] - x[i]) * (y[i + 1] - y[i])
+
+
+def _bilinear(x: np.ndarray, y: np.ndarray, z: np.ndarray, u: np.ndarray, v: np.ndarray) -> np.ndarray:
+    """``z[x, y]`` at ``(u, v)``, bilinear and extrapolated linearly off the grid (timing_eval._interp2, vectorized)."""
+    if x.size == 1 and y.size == 1:
+        return np.full(np.broadcast(u, v).shape, float(z[0, 0]))
+    if x.size == 1:
+        return np.broadcast_to(_linear(y, z[0], v), np.broadcast(u, v).shape)
+    if y.size == 1:
+        return np.broadcast_to(_linear(x, z[:, 0], u), np.broadcast(u, v).shape)
+    i = np.clip(np.searchsorted(x, u, side="right") - 1, 0, x.size - 2)
+    j = np.clip(np.searchsorted(y, v, side="right") - 1, 0, y.size - 2)
+    tx, ty = (u - x[i]) / (x[i + 1] - x[i]), (v - y[j]) / (y[j + 1] - y[j])
+    a = z[i, j] + tx * (z[i + 1, j] - z[i, j])
+    b = z[i, j + 1] + tx * (z[i + 1, j + 1] - z[i, j + 1])
+    return a + ty * (b - a)
+
+
+def _breaks(axis: np.ndarray, hi: float) -> np.ndarray:
+    """1, ``hi`` and the grid points between: where a piecewise-linear function of [1, hi] has its extremes."""
+    return np.unique(np.concatenate([[1.0, hi], axis[(axis > 1.0) & (axis < hi)]]))
+
+
+def engine_extents(engine) -> list[tuple[str, float, str]]:
+    """The largest sizes a simulated engine (a ``manifest.EngineConfig``) runs, as ``(axis, tokens, where from)``:
+    a prefill pass of at most ``max_num_batched_tokens`` new tokens, a decode step over at most its KV cache
+    (``num_kv_blocks`` x ``block_size_tokens``) of context tokens, each sequence's context at most
+    ``max_model_len``; a field the trace leaves unknown, the bound of every token count (``bound.tokens``)."""
+    def known(v: int, what: str) -> tuple[float, str]:
+        return (float(v), what) if v > 0 else (float(MAX_TOKENS), f"the {MAX_TOKENS}-token bound, {what} unknown")
+    kv = engine.num_kv_blocks * engine.block_size_tokens
+    return [("prefill", *known(engine.max_num_batched_tokens, "max_num_batched_tokens")),
+            ("kv", *known(kv, "num_kv_blocks x block_size_tokens")),
+            ("context", *known(engine.max_model_len, "max_model_len"))]
+
+
+def extrapolation_problem(tables: dict, name: str, engine) -> str | None:
+    """Why profile ``tables`` (checked by :func:`load_profile`) give a pass or step time above :data:`MAX_STEP_MS`
+    somewhere the simulated ``engine`` runs (:func:`engine_extents`), or None. The tables are bounded, but the
+    simulator interpolates them (bi)linearly and extrapolates linearly off the grid: a grid that ends early with a
+    steep last segment gives times of years (a replay of a 584-day makespan) or beyond what a result holds (an
+    int64 ns "Value out of range" traceback). The extremes of a piecewise (bi)linear function over a box lie on
+    the lattice of its grid points and the box's corners, so those are evaluated."""
+    ext = {axis: (hi, where) for axis, hi, where in engine_extents(engine)}
+    isl, ttft = tables["prefill_isl"], tables["prefill_ttft_ms"]
+    kv, ctx, itl = tables["decode_active_kv_tokens"], tables["decode_context_length"], tables["decode_itl"]
+    with np.errstate(all="ignore"):
+        xs = _breaks(isl, ext["prefill"][0])
+        p = _linear(isl, ttft, xs)
+        u, v = _breaks(kv, ext["kv"][0]), _breaks(ctx, ext["context"][0])
+        d = _bilinear(kv, ctx, itl, u[:, None], v[None, :])
+    eid = getattr(engine, "engine_id", "")
+    if not np.all(p[~np.isnan(p)] <= MAX_STEP_MS) or np.isnan(p).any():
+        k = int(np.nanargmax(np.where(np.isnan(p), np.inf, p)))
+        return (f"profile {name!r}: a prefill pass of {xs[k]:.0f} new tokens takes {float(p[k]):.6g} ms by the "
+                f"profile, extrapolated linearly off its grid (prefill_isl ends at {float(isl[-1]):.10g}) as the simulator "
+                f"does, above {MAX_STEP_MS:.0f} ms (1 hour) per pass; engine {eid!r} runs passes up to "
+                f"{ext['prefill'][0]:.0f} tokens ({ext['prefill'][1]}). A profile's grid covers the engine it models "
+                "(`unirl-replay calibrate --like TRACE` samples up to its limits)")
+    if np.isnan(d).any() or not np.all(d <= MAX_STEP_MS):
+        k = np.unravel_index(int(np.argmax(np.where(np.isnan(d), np.inf, d))), d.shape)
+        return (f"profile {name!r}: a decode step over {u[k[0]]:.0f} active KV tokens at a context of {v[k[1]]:.0f} "
+                f"tokens takes {float(d[k]):.6g} ms by the profile, extrapolated linearly off its grid "
+                f"(decode_active_kv_tokens ends at {float(kv[-1]):.10g}, decode_context_length at {float(ctx[-1]):.10g}) as "
+                f"the simulator does, above {MAX_STEP_MS:.0f} ms (1 hour) per step; engine {eid!r} holds up to "
+                f"{ext['kv'][0]:.0f} KV tokens ({ext['kv'][1]}) and contexts up to {ext['context'][0]:.0f} tokens "
+                f"({ext['context'][1]}). A profile's grid covers the engine it models (`unirl-replay calibrate "
+                "--like TRACE` samples up to its limits)")
+    return None
+
+
 def load_profile(path: Path, keys: tuple[str, ...], err: Callable[[str], Exception]) -> tuple[bytes, dict, dict]:
     """Read and check a profile. Returns (file bytes, arrays by key, provenance dict)."""
     from unirl_replay.contract import json_guard
@@ -204,8 +301,12 @@ def load_profile(path: Path, keys: tuple[str, ...], err: Callable[[str], Excepti
                     continue
                 if a.size > MAX_ARRAY_ELEMENTS:
                     raise err(f"profile {name!r}: array {k} has {a.size} elements (limit {MAX_ARRAY_ELEMENTS})")
-                if a.dtype.kind not in "iuf":
-                    raise err(f"profile {name!r}: array {k} has dtype {a.dtype}; plain numbers expected")
+                if a.dtype.kind != "f" or a.dtype.itemsize != 8:
+                    # upstream's NPZ reader (dynamo_profile) reads float64 arrays only: an int64 / float32 table
+                    # passed here and was a ValueError traceback out of the simulator ("incorrect descriptor")
+                    raise err(f"profile {name!r}: array {k} has dtype {a.dtype}; a dynamo_profile holds float64 "
+                              "arrays (the simulator's NPZ reader reads no other dtype; `unirl-replay calibrate` "
+                              "writes float64)")
                 arrays[k] = np.asarray(a, dtype=float)
     except Exception as e:  # noqa: BLE001 - numpy / zipfile / zlib raise many types on a broken file
         if isinstance(e, type(err(""))):

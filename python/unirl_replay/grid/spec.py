@@ -262,7 +262,15 @@ def _trace(base: Path, path: Path, item: Any, plots: bool = True) -> TraceEntry:
     for r in repeats:  # as the trace's own path: a bad spec before anything runs, not one failed job per model
         if not Path(r).is_dir():
             raise _err(path, f"repeat trace directory {r} (of trace {name!r}) does not exist", "trace_missing")
-    return TraceEntry(name, p, tuple(_strs(path, item.get("allow_unmodelled"), "allow_unmodelled")), repeats,
+    allow = tuple(_strs(path, item.get("allow_unmodelled"), "allow_unmodelled"))
+    from unirl_replay.contract.errors import UnsupportedWorkloadError
+    from unirl_replay.replay.support import check_unmodelled
+
+    try:  # as a timing model's spec: a bad spec (exit 2), not every replay of the trace failing (exit 1)
+        check_unmodelled(allow)
+    except UnsupportedWorkloadError as e:
+        raise _err(path, f"trace {name!r}: allow_unmodelled {list(allow)!r}: {e}", "allow_unmodelled") from None
+    return TraceEntry(name, p, allow, repeats,
                       _bool(path, item.get("plots"), "plots", plots), None if batch is None else str(batch))
 
 

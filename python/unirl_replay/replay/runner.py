@@ -47,6 +47,7 @@ from unirl_replay.replay.simulators import DEFAULT_SIMULATOR, Simulator, Simulat
 from unirl_replay.replay.timing_models import (
     TimingModelError,
     parse_timing_model,
+    profile_extrapolation_problem,
     profile_hardware_problem,
     profile_model_problem,
 )
@@ -185,7 +186,8 @@ def replay_workload(index: WorkloadIndex, manifest: manifest_pb2.TraceManifest, 
                                    window_policy_version=policy, trace_format=trace_format,
                                    unmodelled=unmodelled)
     tm_msg, tm_dict = parse_timing_model(timing_model)
-    why = profile_model_problem(tm_msg, manifest)
+    why = profile_model_problem(tm_msg, manifest) or profile_extrapolation_problem(
+        tm_msg, [p.engine for p in plans.values()])
     if why:
         raise TimingModelError(why)
     other_hw = profile_hardware_problem(tm_msg, manifest)

@@ -25,8 +25,6 @@ import json
 import re
 from pathlib import Path
 
-import numpy as np
-
 from unirl_replay.contract.errors import UnirlReplayError
 from unirl_replay.v1 import replay_pb2
 
@@ -99,6 +97,22 @@ def profile_hardware_problem(tm: replay_pb2.TimingModel, manifest) -> str | None
     return other_hardware(manifest, prov)
 
 
+def profile_extrapolation_problem(tm: replay_pb2.TimingModel, engines) -> str | None:
+    """Why a profile timing model (``tm``) gives, off its grid, a pass or step time above the bound of every timing
+    model somewhere one of ``engines`` (``manifest.EngineConfig``) runs
+    (:func:`unirl_replay.contract.profile_npz.extrapolation_problem`), else None (any other kind: None)."""
+    if tm.kind != replay_pb2.TIMING_MODEL_KIND_PROFILE:
+        return None
+    from unirl_replay.contract.profile_npz import extrapolation_problem, load_profile
+
+    _, tables, _ = load_profile(Path(tm.profile_path), PROFILE_KEYS, TimingModelError)
+    for engine in engines:
+        why = extrapolation_problem(tables, tm.profile_path, engine)
+        if why:
+            return why
+    return None
+
+
 def parse_timing_model(spec: str) -> tuple[replay_pb2.TimingModel, dict]:
     """Parse a ``--timing-model`` spec.
 
@@ -119,13 +133,11 @@ def parse_timing_model(spec: str) -> tuple[replay_pb2.TimingModel, dict]:
             p, d = (float(x) for x in arg.split(","))
         except ValueError:
             raise TimingModelError(f"fixed timing model needs 'fixed:PREFILL_MS,DECODE_MS', got {spec!r}") from None
-        from unirl_replay.contract.profile_npz import MAX_STEP_MS
+        from unirl_replay.contract.profile_npz import fixed_costs_problem
 
-        if not (np.isfinite(p) and np.isfinite(d) and p > 0 and d > 0):
-            raise TimingModelError(f"fixed timing model costs must be finite and > 0 ms, got {spec!r}")
-        if p > MAX_STEP_MS or d > MAX_STEP_MS:
-            raise TimingModelError(f"fixed timing model costs must be at most {MAX_STEP_MS:.0f} ms (1 hour) per pass "
-                                   f"or step, got {spec!r}")
+        why = fixed_costs_problem(p, d)
+        if why:
+            raise TimingModelError(f"fixed timing model {why}, got {spec!r}")
         return (replay_pb2.TimingModel(kind=replay_pb2.TIMING_MODEL_KIND_FIXED,
                                        calibration=replay_pb2.CALIBRATION_STATUS_FIXED,
                                        prefill_ms=p, decode_ms=d),

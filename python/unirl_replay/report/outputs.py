@@ -36,13 +36,23 @@ def _result_file(p: Path) -> Path:
     return p
 
 
-def load_timing_model(replay, replay_path: Path):
+def load_timing_model(replay, replay_path: Path, engines=()):
     """The replay's timing model for the profile check: a profile path as given, else relative to the
-    replay result's directory and its parents (the replay may have run from another directory)."""
+    replay result's directory and its parents (the replay may have run from another directory). A profile
+    that gives, off its grid, a pass or step above the bound of every timing model where one of ``engines``
+    (the trace's) runs is not evaluated (its reason says why: ``profile_npz.extrapolation_problem``, what
+    ``replay`` refuses; the error decomposition's int64 ns overflowed on it, a traceback)."""
+    from unirl_replay.contract.profile_npz import extrapolation_problem
     from unirl_replay.report.timing_eval import step_model
 
     dirs = [replay_path.resolve().parent, *replay_path.resolve().parent.parents][:6]
-    return step_model(replay.timing_model, 0, search_dirs=dirs)
+    model, prov, why = step_model(replay.timing_model, 0, search_dirs=dirs)
+    if model is not None and model.kind == "profile":
+        for engine in engines:
+            problem = extrapolation_problem(model.tables, replay.timing_model.profile_path, engine)
+            if problem:
+                return None, prov, f"{problem}: the model is not evaluated"
+    return model, prov, why
 _PREDICTED_TIMES = ("arrival_ns", "scheduled_ns", "first_token_ns", "completion_ns")
 
 
@@ -104,6 +114,7 @@ def _check_result(path: Path, replay, request_ids: set[str] | None = None,
     compared trace's)."""
     from unirl_replay import SCHEMA_VERSION
     from unirl_replay.contract.message_guard import id_problem, unknown_enums
+    from unirl_replay.v1 import replay_pb2 as rpb
 
     if replay.schema_version and replay.schema_version != SCHEMA_VERSION:
         raise TraceFormatError(f"schema_version is {replay.schema_version[:64]!r}; this reader reads only "
@@ -121,6 +132,17 @@ def _check_result(path: Path, replay, request_ids: set[str] | None = None,
     if replay.granularity == 0:  # RESULT_GRANULARITY_UNSPECIFIED: every replay writes one (e.g. a `{}` file)
         raise TraceFormatError("granularity is unspecified: no replay wrote this result (every replay result says "
                                "per-request or aggregate-only)", file=path.name, rule="replay.granularity")
+    tm = replay.timing_model
+    if tm.kind == rpb.TIMING_MODEL_KIND_FIXED and tm.HasField("prefill_ms") and tm.HasField("decode_ms"):
+        from unirl_replay.contract.profile_npz import fixed_costs_problem
+
+        # a replay writes only costs its --timing-model check passed: NaN / 1e308 were a ValueError / OverflowError
+        # traceback in the error decomposition, and -5 or 0 ms a profile check of a model no replay ran
+        why = fixed_costs_problem(tm.prefill_ms, tm.decode_ms)
+        if why:
+            raise TraceFormatError(f"timing_model fixed prefill_ms {tm.prefill_ms!r} / decode_ms {tm.decode_ms!r}: "
+                                   f"{why}; no replay ran this model (was the result edited?)", file=path.name,
+                                   rule="replay.timing_model")
     for name in ("makespan_ns", "simulator_wall_ns"):
         if getattr(replay, name) < 0:
             raise TraceFormatError(f"{name} = {getattr(replay, name)} is negative", file=path.name, rule="time.order")
@@ -172,7 +194,7 @@ def compare_to_dir(trace_dir: str | Path, replay_result: str | Path, out_dir: st
                                   f"{trace_dir}; its batches: {', '.join(map(repr, batches[:10]))}"
                                   + (" ..." if len(batches) > 10 else ""))
     matching = C.match(workload, outcomes, replay) if per_request else None
-    timing = load_timing_model(replay, rp)
+    timing = load_timing_model(replay, rp, manifest.engines)
     bound_results = []
     for b in bounds:
         bp = _result_file(Path(b))

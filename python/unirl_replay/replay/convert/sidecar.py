@@ -80,6 +80,11 @@ def guard_target(path: str | os.PathLike) -> None:
         OutputExistsError: ``path`` exists and is not a unirl-replay conversion (no valid sidecar).
     """
     p = Path(path)
+    from unirl_replay.contract.out_dir import trace_file_problem
+
+    why = trace_file_problem(p)  # `--out TRACE/workload.jsonl.partial`: the trace became INCOMPLETE for every reader
+    if why:
+        raise OutputExistsError(why)
     p.parent.mkdir(parents=True, exist_ok=True)
     if not os.path.lexists(p):
         sp = sidecar_path(p)
