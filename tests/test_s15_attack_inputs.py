@@ -173,11 +173,32 @@ def test_a_grid_traces_allowed_rule_still_expands(tmp_path):
     assert load_spec(spec).traces[0].allow_unmodelled == ("engine_client.inflight_limit",)
 
 
-def test_the_profile_readers_token_bound_is_the_bound_tokens_rules():
-    from unirl_replay.contract import profile_npz
-    from unirl_replay.contract.validate import registry
+def test_the_extents_of_unknown_engine_sizes_are_the_pinned_simulators_defaults():
+    from dynamo.mocker.config import normalize_mocker_config
 
-    assert profile_npz.MAX_TOKENS == registry.MAX_TOKENS
+    from unirl_replay.contract import profile_npz
+
+    up = normalize_mocker_config()["engine"]
+    assert {k: up[k] for k in profile_npz.UPSTREAM_ENGINE_DEFAULTS} == profile_npz.UPSTREAM_ENGINE_DEFAULTS
+    assert up["max_model_len"] is None  # so a context is bounded by the KV cache
+
+
+def test_a_trace_leaving_engine_sizes_unknown_replays_with_a_slow_hosts_profile(tmp_path, capsys):
+    """A valid trace whose manifest leaves max_num_batched_tokens, num_kv_blocks and max_model_len unknown runs
+    with upstream's defaults (8192 tokens a pass): a measured profile of a slow host (0.6 ms a prompt token) is
+    replayed, not refused for a 2^24-token pass the simulator never runs."""
+    trace = tmp_path / "t"
+    shutil.copytree(GRPO, trace)
+    m = json.loads((trace / "manifest.json").read_text())
+    for e in m["engines"]:
+        for k in ("max_num_batched_tokens", "num_kv_blocks", "max_model_len"):
+            e.pop(k, None)
+    (trace / "manifest.json").write_text(json.dumps(m))
+    assert main(["validate", str(trace)]) == 0
+    prof = REPO / "profiles" / "vllm-cpu-tiny-qwen2-20261203-bound-epyc-f25m1-rows-grpo-a.npz"
+    rc = main(["replay", str(trace), "--timing-model", f"profile:{prof}", "--out", str(tmp_path / "r")])
+    err = capsys.readouterr().err
+    assert rc == 0 and (tmp_path / "r" / "replay_result.json").exists(), err
 
 
 @pytest.mark.parametrize("name", ["outcomes.jsonl.partial", "converted.partial", "workload.binpb", "outcomes.arrow"])

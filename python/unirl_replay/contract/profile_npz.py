@@ -55,9 +55,6 @@ def fixed_costs_problem(prefill_ms: float, decode_ms: float) -> str | None:
     return None
 
 
-#: The bound of every token count (rule ``bound.tokens``: ``validate.registry.MAX_TOKENS``, equal by a test; importing
-#: ``validate`` here would make the predictor reach the outcomes reader, tests/test_import_rules.py).
-MAX_TOKENS = 1 << 24
 #: The tables that are step times (ms), bounded by :data:`MAX_STEP_MS`.
 TIME_TABLES = ("prefill_ttft_ms", "decode_itl")
 
@@ -105,7 +102,7 @@ PROVENANCE_SCHEMA = {
     },
 }
 
-__all__ = ["MAX_PROFILE_BYTES", "MAX_ARRAY_ELEMENTS", "MAX_PROVENANCE_CHARS", "MAX_STEP_MS", "fixed_costs_problem", "engine_extents", "extrapolation_problem", "fit_problem", "PROVENANCE_SCHEMA", "check_provenance", "load_profile"]
+__all__ = ["MAX_PROFILE_BYTES", "MAX_ARRAY_ELEMENTS", "MAX_PROVENANCE_CHARS", "MAX_STEP_MS", "fixed_costs_problem", "engine_extents", "UPSTREAM_ENGINE_DEFAULTS", "extrapolation_problem", "fit_problem", "PROVENANCE_SCHEMA", "check_provenance", "load_profile"]
 
 
 
@@ -221,17 +218,32 @@ def _breaks(axis: np.ndarray, hi: float) -> np.ndarray:
     return np.unique(np.concatenate([[1.0, hi], axis[(axis > 1.0) & (axis < hi)]]))
 
 
+#: What the pinned simulator runs with where a trace leaves an engine size unknown (``convert.common.engine_args``
+#: omits a field at 0 so the upstream default applies): Dynamo Replay 1.6.1's mocker defaults,
+#: ``dynamo.mocker.config.normalize_mocker_config()["engine"]`` (equal by a test); no ``max_model_len`` there, so
+#: a sequence's context is bounded by the KV cache.
+UPSTREAM_ENGINE_DEFAULTS = {"max_num_batched_tokens": 8192, "num_gpu_blocks": 16384, "block_size": 64}
+
+
 def engine_extents(engine) -> list[tuple[str, float, str]]:
     """The largest sizes a simulated engine (a ``manifest.EngineConfig``) runs, as ``(axis, tokens, where from)``:
     a prefill pass of at most ``max_num_batched_tokens`` new tokens, a decode step over at most its KV cache
     (``num_kv_blocks`` x ``block_size_tokens``) of context tokens, each sequence's context at most
-    ``max_model_len``; a field the trace leaves unknown, the bound of every token count (``bound.tokens``)."""
-    def known(v: int, what: str) -> tuple[float, str]:
-        return (float(v), what) if v > 0 else (float(MAX_TOKENS), f"the {MAX_TOKENS}-token bound, {what} unknown")
-    kv = engine.num_kv_blocks * engine.block_size_tokens
-    return [("prefill", *known(engine.max_num_batched_tokens, "max_num_batched_tokens")),
-            ("kv", *known(kv, "num_kv_blocks x block_size_tokens")),
-            ("context", *known(engine.max_model_len, "max_model_len"))]
+    ``max_model_len`` (else the KV cache); a field the trace leaves unknown, what the simulator then runs with
+    (:data:`UPSTREAM_ENGINE_DEFAULTS`)."""
+    d = UPSTREAM_ENGINE_DEFAULTS
+    if engine.max_num_batched_tokens > 0:
+        pre = (float(engine.max_num_batched_tokens), "max_num_batched_tokens")
+    else:
+        pre = (float(d["max_num_batched_tokens"]), f"upstream's default {d['max_num_batched_tokens']}, "
+               "max_num_batched_tokens unknown")
+    blocks = engine.num_kv_blocks if engine.num_kv_blocks > 0 else d["num_gpu_blocks"]
+    block = engine.block_size_tokens if engine.block_size_tokens > 0 else d["block_size"]
+    kv = (float(blocks * block), "num_kv_blocks x block_size_tokens" if engine.num_kv_blocks > 0 and
+          engine.block_size_tokens > 0 else f"{blocks} x {block}, upstream's default for what the trace leaves unknown")
+    ctx = ((float(engine.max_model_len), "max_model_len") if engine.max_model_len > 0 else
+           (kv[0], "the KV cache, max_model_len unknown"))
+    return [("prefill", *pre), ("kv", *kv), ("context", *ctx)]
 
 
 def extrapolation_problem(tables: dict, name: str, engine) -> str | None:
