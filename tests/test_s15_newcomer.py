@@ -25,14 +25,25 @@ def test_prefill_trend_over_first_passes_only_says_so():
     yet the reading said "prefill ratio grows with prompt length" without saying over which passes."""
     text = pc.reading([], _steps(_growing(lambda i: PH_FIRST)))
     assert "prefill ratio grows with prompt length" in text
-    assert "over 8 passes, all first passes after idle" in text and "FORM is off" in text
+    assert "over 8 passes, all first passes after idle, which also hold first-call stalls" in text
+    assert "FORM is off" in text
 
 
-def test_prefill_trend_names_the_mix_of_passes():
+def test_prefill_trend_never_mixes_first_passes_with_later_ones():
+    """The uniform reading leaves first passes after idle out; the prompt-length trend did not, so first-call
+    stalls could read as the model's form. Later passes, when there are enough of them, are read alone."""
     mixed = pc.reading([], _steps(_growing(lambda i: PH_FIRST if i < 2 else PH_PREFILL)))
-    assert "over 8 passes, 2 of them first passes after idle" in mixed
+    assert "over 6 later prefill passes" in mixed
     later = pc.reading([], _steps(_growing(lambda i: PH_PREFILL)))
     assert "over 8 later prefill passes" in later
+    # stalls on the first passes only (here the longest prompts, 3x the model): no trend is read from them
+    # through the later passes, which run at the model's level whatever their length
+    stalls = [(PH_FIRST, n, 30.0, 10.0) for n in (5000, 6000, 7000)] + [(PH_PREFILL, n, 10.0, 10.0)
+                                                                         for n in (100, 200, 400, 600, 800, 1000)]
+    assert "prefill ratio" not in pc.reading([], _steps(stalls))
+    # too few later passes: the first passes are read, said so
+    few = pc.reading([], _steps(_growing(lambda i: PH_FIRST if i < 6 else PH_PREFILL)))
+    assert "over 6 passes, all first passes after idle" in few
 
 
 def test_grid_md_lists_each_jobs_honesty_label(tmp_path):

@@ -15,7 +15,9 @@ The reading (``ProfileCheck.reading``), with the rule written down:
   and the last bucket's median / the first's > :data:`FORM_FACTOR`; or the mirror image: falls),
   the ratio **grows (falls) with batch size: the model's form** is wrong;
 - likewise prefill intervals against their new-token count (ratio of the upper half over the
-  lower half of prompt lengths > :data:`FORM_FACTOR`): **grows with prompt length**;
+  lower half of prompt lengths > :data:`FORM_FACTOR`): **grows with prompt length**; read over the
+  later prefill passes (never mixed with first passes after idle, which hold first-call stalls), or,
+  in a window with fewer than ``2 x`` :data:`MIN_INTERVALS` of them, over its first passes, said so;
 - but first, the largest group of later prefill passes of about the same size (new tokens within a
   factor :data:`SAME_SIZE_FACTOR`, at least ``2 x`` :data:`MIN_INTERVALS` passes): when their ratios
   spread by more than ``FORM_FACTOR ** 2`` (90th over 10th percentile), **same-size passes ran at
@@ -175,21 +177,26 @@ def reading(phases: Sequence[vpb.PhaseRatio], engine_steps: Sequence[vpb.EngineS
                      "core, or the host's: on a VM whose vCPUs share a physical core a pass runs at about half speed "
                      "while another vCPU is busy, benchmarks/sibling_interference.py), which no form of the model "
                      "explains; no trend with prompt length is read through it")
-    elif len(pre) >= 2 * MIN_INTERVALS:
-        pre.sort(key=lambda iv: iv.prefill_tokens)
-        h = len(pre) // 2
-        lo = float(np.median([iv.real_ms / iv.model_ms for iv in pre[:h]]))
-        hi = float(np.median([iv.real_ms / iv.model_ms for iv in pre[h:]]))
-        if lo > 0 and hi / lo > FORM_FACTOR:  # lo 0: the short half are passes of no measured length (a
-            # first pass scheduled at its first token), no level to compare with
-            # Say which passes: the trend is read over first passes after idle too, so a table with no
-            # `prefill` row (an agentic window: every prompt a first pass) still gets this reading.
-            n_first = sum(1 for iv in pre if iv.phase == PH_FIRST)
-            which = (f"{len(pre)} later prefill passes" if n_first == 0 else
-                     f"{len(pre)} passes, all first passes after idle" if n_first == len(pre) else
-                     f"{len(pre)} passes, {n_first} of them first passes after idle")
-            words.append(f"prefill ratio grows with prompt length ({lo:.2f}x short, {hi:.2f}x long over {which}): "
-                         "the model's FORM is off")
+    else:
+        # The prompt-length trend is read over later prefill passes only, as the uniform reading below is (a first
+        # pass after idle also holds first-call stalls); only a window with too few of them (an agentic window:
+        # every prompt a first pass) is read over its first passes, and the reading says so.
+        later = [iv for iv in pre if iv.phase == PH_PREFILL]
+        firsts = [iv for iv in pre if iv.phase == PH_FIRST]
+        if len(later) >= 2 * MIN_INTERVALS:
+            sel, which = later, f"{len(later)} later prefill passes"
+        else:
+            sel, which = firsts, (f"{len(firsts)} passes, all first passes after idle, which also hold first-call "
+                                  "stalls")
+        if len(sel) >= 2 * MIN_INTERVALS:
+            sel.sort(key=lambda iv: iv.prefill_tokens)
+            h = len(sel) // 2
+            lo = float(np.median([iv.real_ms / iv.model_ms for iv in sel[:h]]))
+            hi = float(np.median([iv.real_ms / iv.model_ms for iv in sel[h:]]))
+            if lo > 0 and hi / lo > FORM_FACTOR:  # lo 0: the short half are passes of no measured length (a
+                # first pass scheduled at its first token), no level to compare with
+                words.append(f"prefill ratio grows with prompt length ({lo:.2f}x short, {hi:.2f}x long over "
+                             f"{which}): the model's FORM is off")
     if words:
         return "; ".join(words)
     usable = [p for p in phases if p.phase != "first_pass" and (p.intervals >= MIN_INTERVALS or p.phase == "prefill")]
