@@ -111,3 +111,21 @@ def test_the_demo_profile_is_named_not_the_newest_file(tmp_path):
     assert find_profile(tmp_path) == tmp_path / "a.npz"
     (tmp_path / "z-newer.npz").write_bytes(b"")
     assert find_profile(tmp_path) is None  # which one is not guessed
+
+
+def test_the_readme_and_docs_demo_show_what_the_bundled_demo_prints(tmp_path):
+    """`make demo` on the bundled traces writes the REPORT.md that docs/demo holds and whose table the README
+    quotes, and the grpo-a table docs/demo shows: numbers that went stale (agentic-ray-a's after a replay fix)
+    fail here, not in a newcomer's hands."""
+    from pathlib import Path
+
+    repo = Path(__file__).resolve().parents[1]
+    out = tmp_path / "demo"
+    assert main(["demo", "--out", str(out)]) == 0
+    report = (out / "REPORT.md").read_text()
+    assert report == (repo / "docs" / "demo" / "REPORT.md").read_text()
+    readme = (repo / "README.md").read_text()
+    rows = [ln for ln in report.splitlines() if ln.startswith("| ") and not ln.startswith("| trace ")]
+    assert rows and all(r in readme for r in rows), [r for r in rows if r not in readme]
+    assert (out / "grpo-a" / "calibrated" / "table.txt").read_text() == \
+        (repo / "docs" / "demo" / "grpo-a-calibrated-table.txt").read_text()
