@@ -221,3 +221,22 @@ def test_convert_still_writes_beside_a_trace_and_a_partial_name_elsewhere(tmp_pa
     assert main(["convert", str(trace), "--out", str(trace / "converted.jsonl")]) == 0
     assert main(["convert", str(trace), "--out", str(tmp_path / "other" / "x.partial")]) == 0
     assert main(["validate", str(trace)]) == 0
+
+
+@pytest.mark.parametrize("kind,status", [("TIMING_MODEL_KIND_PROFILE", "CALIBRATION_STATUS_FIXED"),
+                                         ("TIMING_MODEL_KIND_POLYNOMIAL", "CALIBRATION_STATUS_UNVALIDATED"),
+                                         ("TIMING_MODEL_KIND_FIXED", "CALIBRATION_STATUS_UNCALIBRATED")])
+def test_compare_refuses_a_timing_model_status_no_replay_writes_for_its_kind(tmp_path, capsys, kind, status):
+    """A hand-edited result whose profile is labelled FIXED printed as 'profile p.npz (FIXED)'."""
+    res = tmp_path / "r"
+    assert main(["replay", str(GRPO), "--timing-model", "fixed:10,1", "--out", str(res)]) == 0
+    d = json.loads((res / "replay_result.json").read_text())
+    d["timing_model"].update(kind=kind, calibration=status)
+    if kind == "TIMING_MODEL_KIND_PROFILE":
+        d["timing_model"]["profile_path"] = "p.npz"
+    (res / "replay_result.json").write_text(json.dumps(d))
+    capsys.readouterr()
+    rc = main(["compare", str(GRPO), str(res), "--out", str(tmp_path / "c"), "--no-plots"])
+    err = capsys.readouterr().err
+    assert rc != 0 and "a replay labels that kind only" in err and "Traceback" not in err, err
+    assert not (tmp_path / "c").exists()

@@ -17,6 +17,17 @@ _ROLE_WORDS = {cpb.WORKLOAD_ROLE_CALIBRATION: "calibration", cpb.WORKLOAD_ROLE_H
                cpb.WORKLOAD_ROLE_UNLABELLED: "unlabelled"}
 
 
+#: The calibration statuses a replay writes for each timing-model kind (replay.timing_models, replay.runner: a
+#: profile of other hardware becomes UNVALIDATED); any other pair is refused.
+_STATUS_OF_KIND = {
+    rpb.TIMING_MODEL_KIND_POLYNOMIAL: {rpb.CALIBRATION_STATUS_UNCALIBRATED},
+    rpb.TIMING_MODEL_KIND_FIXED: {rpb.CALIBRATION_STATUS_FIXED},
+    rpb.TIMING_MODEL_KIND_PROFILE: {rpb.CALIBRATION_STATUS_UNCALIBRATED, rpb.CALIBRATION_STATUS_CALIBRATED,
+                                    rpb.CALIBRATION_STATUS_CALIBRATED_PROBE, rpb.CALIBRATION_STATUS_UNVALIDATED},
+    rpb.TIMING_MODEL_KIND_HARDWARE_DATABASE: {rpb.CALIBRATION_STATUS_UNVALIDATED},
+}
+
+
 def timing_label(tm: rpb.TimingModel, other_hardware: bool = False) -> str:
     """Readable timing model with its calibration status, e.g. ``"polynomial (UNCALIBRATED)"``.
 
@@ -26,8 +37,9 @@ def timing_label(tm: rpb.TimingModel, other_hardware: bool = False) -> str:
     never as a calibrated prediction of this run.
 
     Raises:
-        ComparisonError: the status is unspecified, or a polynomial / fixed model claims CALIBRATED
-            (a generic or analytic model is never a calibrated prediction).
+        ComparisonError: the status is unspecified, a polynomial / fixed model claims CALIBRATED
+            (a generic or analytic model is never a calibrated prediction), or the status is one no replay
+            writes for the model's kind (:data:`_STATUS_OF_KIND`).
     """
     status = rpb.CalibrationStatus.Name(tm.calibration).removeprefix("CALIBRATION_STATUS_").replace(
         "CALIBRATED_PROBE", "CALIBRATED+PROBE")
@@ -37,6 +49,13 @@ def timing_label(tm: rpb.TimingModel, other_hardware: bool = False) -> str:
             tm.calibration in (rpb.CALIBRATION_STATUS_CALIBRATED, rpb.CALIBRATION_STATUS_CALIBRATED_PROBE):
         raise ComparisonError(f"{rpb.TimingModelKind.Name(tm.kind)} timing model labelled CALIBRATED: "
                               "only a measured profile can be a calibrated prediction")
+    allowed = _STATUS_OF_KIND.get(tm.kind)
+    if allowed is not None and tm.calibration not in allowed:
+        # e.g. a profile labelled FIXED read "profile p.npz (FIXED)": a status no replay writes for its kind
+        raise ComparisonError(
+            f"replay result's timing model is {rpb.TimingModelKind.Name(tm.kind)} labelled {status}: a replay labels "
+            f"that kind only {' / '.join(rpb.CalibrationStatus.Name(a).removeprefix('CALIBRATION_STATUS_') for a in sorted(allowed))} "
+            "(was the result edited?)")
     if tm.kind == rpb.TIMING_MODEL_KIND_POLYNOMIAL:
         what = "polynomial default"
     elif tm.kind == rpb.TIMING_MODEL_KIND_FIXED:
