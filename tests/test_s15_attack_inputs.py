@@ -240,3 +240,16 @@ def test_compare_refuses_a_timing_model_status_no_replay_writes_for_its_kind(tmp
     err = capsys.readouterr().err
     assert rc != 0 and "a replay labels that kind only" in err and "Traceback" not in err, err
     assert not (tmp_path / "c").exists()
+
+
+@pytest.mark.parametrize("verb", ["recode", "convert"])
+def test_an_output_path_running_through_a_file_says_so(tmp_path, capsys, verb):
+    """`recode TRACE --out TRACE/manifest.json/x` said only "manifest.json: File exists" (mkdir -p's words)."""
+    f = tmp_path / "a-file"
+    f.write_text("keep me\n")
+    args = {"recode": ["recode", str(GRPO), "--encoding", "binpb", "--out", str(f / "x")],
+            "convert": ["convert", str(GRPO), "--out", str(f / "x" / "c.jsonl")]}[verb]
+    rc = main(args)
+    err = capsys.readouterr().err
+    assert rc == 2 and str(f) in err and "is a file, not a directory" in err and "Traceback" not in err, err
+    assert f.read_text() == "keep me\n"

@@ -90,9 +90,28 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     except OSError as e:  # the machine refused (permissions, disk full, not a directory): no traceback
         where = f" {e.filename}" if getattr(e, "filename", None) else ""
-        click.echo(f"error:{where}: {e.strerror or e}", err=True)
+        click.echo(f"error:{where}: {_os_words(e)}", err=True)
         return 2
     return 0
+
+
+def _os_words(e: OSError) -> str:
+    """The machine's words for ``e``, and what they mean where an output path runs through a file: ``mkdir -p
+    out/x`` with ``out`` a file says "File exists" of ``out``."""
+    import errno
+    import os
+
+    words = e.strerror or str(e)
+    name = getattr(e, "filename", None)
+    if e.errno == errno.EEXIST and name and os.path.exists(name) and not os.path.isdir(name):
+        words += " (it is a file, not a directory: an output path runs through it; choose another --out)"
+    elif e.errno == errno.ENOTDIR and name:
+        p = os.fspath(name)
+        while p and not os.path.lexists(p) and os.path.dirname(p) != p:
+            p = os.path.dirname(p)
+        if p and os.path.lexists(p) and not os.path.isdir(p):
+            words += f" ({p} is a file, not a directory: the path runs through it)"
+    return words
 
 
 def _not_utf8(args) -> str | None:
