@@ -47,6 +47,9 @@ BAD_PROVENANCE = [
     ({"raw": {"prefill": [{"isl": "a", "ttft_ms": 1}]}}, "provenance.raw.prefill.0.isl"),
     ({"fit": {"prefill": {"residuals": {"mape_pct": "x"}}}}, "provenance.fit.prefill.residuals.mape_pct"),
     ({"calibration_workloads": "abc"}, "provenance.calibration_workloads"),
+    # copied into every replay result and compared with the trace's workload name: names as a manifest's
+    ({"calibration_workloads": ["cal\x1b[31m"]}, "provenance.calibration_workloads.0"),
+    ({"calibration_workloads": ["w" * 5000]}, "provenance.calibration_workloads.0"),
     ({"measured": "yes"}, "provenance.measured"),
 ]
 

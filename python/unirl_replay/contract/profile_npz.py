@@ -76,7 +76,10 @@ PROVENANCE_SCHEMA = {
     "properties": {
         "measured": {"type": "boolean"},
         "kind": {"type": "string"},
-        "calibration_workloads": {"type": "array", "items": {"type": "string"}},
+        # workload names a report compares the trace's with (a holdout compared with a profile calibrated on it is
+        # refused) and prints: names as a manifest's (message_guard.MAX_ID_CHARS, no control characters)
+        "calibration_workloads": {"type": "array", "maxItems": 256, "items": {
+            "type": "string", "maxLength": 1024 + len("probe:"), "pattern": "^[^\\x00-\\x1f\\x7f-\\x9f]*$"}},
         "probe_levelled": {"type": "object"},
         "hardware": {"type": "object", "properties": {"cpu_model": {"type": "string"},
                                                       "cpu_count": {"type": "integer", "minimum": 0}}},
