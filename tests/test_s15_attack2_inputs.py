@@ -55,3 +55,38 @@ def test_validate_of_a_missing_path_without_json_names_the_rule(tmp_path, capsys
     rc = main(["validate", str(tmp_path / "nowhere")])
     err = capsys.readouterr().err
     assert rc == 2 and "trace.not_a_directory" in err and "does not exist" in err
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]  # closed again: nothing listens there
+
+
+def _cli(*args, timeout=90) -> subprocess.CompletedProcess:
+    """The CLI in its own process (Ray is never imported into the test process: test_grid_ray needs to import
+    it first, in loopback mode)."""
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(REPO / "python"), str(REPO / "gen" / "python")])}
+    env.pop("RAY_ADDRESS", None)
+    return subprocess.run([sys.executable, "-m", "unirl_replay", *args], env=env, capture_output=True, text=True,
+                          timeout=timeout, cwd=str(REPO))
+
+
+@pytest.mark.parametrize("address,why", [
+    ("127.0.0.1:{free}", "nothing accepts a connection"),   # was: ray.init retrying for ever (killed after 3 min)
+    ("127.0.0.1:99999", "not a TCP port"),                  # the same hang
+    ("", "an empty address"),                               # was Ray's "Invalid address format: "
+])
+def test_a_ray_address_nothing_answers_at_is_refused_at_once(tmp_path, address, why):
+    from grid_helpers import small_spec
+
+    spec = small_spec(tmp_path / "small.json")
+    out = tmp_path / "grid"
+    try:
+        proc = _cli("grid", str(spec), "--out", str(out), "--address", address.format(free=_free_port()),
+                    "--no-progress")
+    except subprocess.TimeoutExpired:
+        pytest.fail(f"grid --address {address!r} still waiting after 90 s")
+    assert proc.returncode == 2, proc.stderr
+    assert why in proc.stderr and "grid.ray_address" in proc.stderr and "Traceback" not in proc.stderr, proc.stderr
+    assert not out.exists()
