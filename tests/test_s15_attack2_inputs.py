@@ -90,3 +90,65 @@ def test_a_ray_address_nothing_answers_at_is_refused_at_once(tmp_path, address, 
     assert proc.returncode == 2, proc.stderr
     assert why in proc.stderr and "grid.ray_address" in proc.stderr and "Traceback" not in proc.stderr, proc.stderr
     assert not out.exists()
+
+
+def _capture(capsys, mode, out, *args) -> tuple[int, str]:
+    rc = main(["capture", mode, "--out", str(out), *args])
+    err = capsys.readouterr().err
+    assert "Traceback" not in err
+    return rc, err
+
+
+@pytest.mark.parametrize("mode", ["grpo", "agentic"])
+@pytest.mark.parametrize("args,why", [
+    (["--batches", "0"], "--batches"),                    # each of these reached the reference environment (the
+    (["--batches", "-1"], "--batches"),                   # engines would start), then failed or ran a window of
+    (["--prompts", "0"], "--prompts"),                    # nothing: finalize's 0:-1, a 0-sample request, ...
+    (["--samples", "0"], "--samples"),
+    (["--samples", "5000"], "--samples"),                 # a trace validate's bound.count refuses
+    (["--group-size", "0"], "--group-size"),
+    (["--per-worker-inflight", "0"], "--per-worker-inflight"),
+    (["--max-turns", "0"], "--max-turns"),
+    (["--overhead-pairs", "-3"], "--overhead-pairs"),
+    (["--windows", "0"], "--windows"),
+    (["--engines", "0"], "--engines"),
+    (["--prompt-words", "4:4096"], "max_model_len"),     # prompts the engines refuse after they started
+    (["--prompt-words", "1:1000000000"], "max_model_len"),
+    (["--batches", "500", "--windows", "3"], "overhead pairs"),  # rollout ids 1000.. are the overhead pairs'
+])
+def test_capture_counts_no_rollout_can_run_are_refused_before_any_engine(tmp_path, capsys, monkeypatch, mode, args,
+                                                                         why):
+    """A reference interpreter that would fail loudly if it were started: the refusal comes first."""
+    monkeypatch.setenv("UNIRL_REPLAY_REF_PYTHON", str(tmp_path / "no-such-python"))
+    out = tmp_path / "t"
+    rc, err = _capture(capsys, mode, out, *args)
+    assert rc == 2 and why in err and "reference environment is missing" not in err, err
+    assert not out.exists()
+
+
+def test_a_capture_within_the_bounds_still_reaches_the_reference_environment(tmp_path, capsys, monkeypatch):
+    monkeypatch.setenv("UNIRL_REPLAY_REF_PYTHON", str(tmp_path / "no-such-python"))
+    rc, err = _capture(capsys, "grpo", tmp_path / "t", "--batches", "1000", "--samples", "4096", "--prompt-words",
+                       "1:4095", "--overhead-pairs", "0")
+    assert rc == 2 and "reference environment is missing" in err, err
+
+
+@pytest.mark.parametrize("args", [["--batches", "0"], ["--samples", "0"], ["--overhead-pairs", "-1"],
+                                  ["--batches", "1001"], ["--prompt-words", "1:5000"]])
+def test_the_rollout_driver_refuses_the_same_counts_before_ray_starts(tmp_path, capsys, args):
+    from unirl_replay.reference import rollout_driver
+
+    with pytest.raises(SystemExit) as e:
+        rollout_driver.main(["grpo", "--out", str(tmp_path / "t"), *args])
+    assert e.value.code == 2
+    assert not (tmp_path / "t").exists()
+
+
+def test_the_clis_harness_constants_are_the_drivers():
+    from unirl_replay.cli import capture
+    from unirl_replay.contract.validate.registry import MAX_SAMPLES
+    from unirl_replay.reference import rollout_driver
+
+    assert capture.PAIR_ROLLOUT_BASE == rollout_driver.PAIR_ROLLOUT_BASE
+    assert capture.ENGINE_MAX_MODEL_LEN == rollout_driver.DEFAULT_ENGINE_KWARGS["max_model_len"]
+    assert capture.MAX_SAMPLES == MAX_SAMPLES == 4096
