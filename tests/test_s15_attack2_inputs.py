@@ -152,3 +152,52 @@ def test_the_clis_harness_constants_are_the_drivers():
     assert capture.PAIR_ROLLOUT_BASE == rollout_driver.PAIR_ROLLOUT_BASE
     assert capture.ENGINE_MAX_MODEL_LEN == rollout_driver.DEFAULT_ENGINE_KWARGS["max_model_len"]
     assert capture.MAX_SAMPLES == MAX_SAMPLES == 4096
+
+
+def _raw(tmp_path):
+    from test_capture_finalize import _grpo_raw
+
+    raw = tmp_path / "raw"
+    _grpo_raw(raw)
+    return raw
+
+
+@pytest.mark.parametrize("args,why", [
+    (["--workload-name", "a\x1b"], "control character U+001B"),   # was: trace written, then id.invalid on its
+    (["--workload-name", "w" * 1010], "default trace id"),         # derived trace id; the trace removed again
+    (["--workload-name", ""], "an empty workload name"),            # was: silently MODE-DATE
+])
+def test_a_workload_name_no_trace_can_hold_is_refused_before_finalize_writes(tmp_path, capsys, args, why):
+    raw = _raw(tmp_path)
+    out = tmp_path / "t"
+    rc = main(["capture", "finalize", str(raw), "--out", str(out), *args])
+    err = capsys.readouterr().err
+    assert rc == 2 and why in err and "--workload-name" in err and "Traceback" not in err, err
+    assert not out.exists()
+
+
+def test_a_workload_name_with_a_control_character_and_a_trace_id_was_a_valid_trace(tmp_path, capsys):
+    """With --trace-id given the ESC went into the manifest's workload_name and validate called the trace valid
+    (reports and compare's calibration / holdout check print and compare that name)."""
+    raw = _raw(tmp_path)
+    out = tmp_path / "t"
+    rc = main(["capture", "finalize", str(raw), "--out", str(out), "--workload-name", "x\x1b[2J", "--trace-id", "ok"])
+    assert rc == 2 and not out.exists()
+    assert "--workload-name" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("name,ok", [("x\x1b[2J", False), ("\u540d\u524d-\U0001f642" * 40, True), ("w" * 1025, False),
+                                     ("", True)])
+def test_validate_checks_the_manifests_workload_name(tmp_path, name, ok):
+    from unirl_replay.contract.validate import check_trace
+
+    t = grpo_trace()
+    t.manifest.workload_name = name
+    rules = {v.rule for v in check_trace(t.write(tmp_path / "t")).violations}
+    assert ("manifest.workload_name" not in rules) == ok, rules
+
+
+def test_capture_grpo_refuses_the_workload_name_before_any_engine(tmp_path, capsys, monkeypatch):
+    monkeypatch.setenv("UNIRL_REPLAY_REF_PYTHON", str(tmp_path / "no-such-python"))
+    rc, err = _capture(capsys, "grpo", tmp_path / "t", "--workload-name", "x\ty")
+    assert rc == 2 and "--workload-name" in err and "reference environment is missing" not in err, err

@@ -65,6 +65,31 @@ def _prompt_words(ctx, param, value):
     return value
 
 
+#: what finalize appends to the workload name for a default trace id ("-YYYYmmddTHHMMSSZ")
+_TRACE_ID_SUFFIX_CHARS = 17
+
+
+def _check_names(workload_name: str | None, trace_id: str | None) -> None:
+    """--workload-name / --trace-id a trace can hold (validate's manifest.workload_name and id.invalid), refused
+    before anything is written or run (was: a trace written, then refused by validate, or the whole rollout run)."""
+    from unirl_replay.contract.message_guard import MAX_ID_CHARS, id_problem
+
+    if trace_id is not None:
+        why = id_problem(trace_id) or ("" if trace_id else "an empty trace id")
+        if why:
+            raise click.BadParameter(why, param_hint="--trace-id")
+    if workload_name is not None:
+        why = (id_problem(workload_name) or "").removeprefix("id ") or ("" if workload_name else
+                                                                         "an empty workload name")
+        if why:
+            raise click.BadParameter(f"{why} (the manifest's workload_name; validate's manifest.workload_name)",
+                                     param_hint="--workload-name")
+        if trace_id is None and len(workload_name) + _TRACE_ID_SUFFIX_CHARS > MAX_ID_CHARS:
+            raise click.BadParameter(f"a name of {len(workload_name)} characters makes the default trace id (the "
+                                     f"name + -YYYYmmddTHHMMSSZ) longer than {MAX_ID_CHARS} characters (id.invalid); "
+                                     "give a shorter name or a --trace-id", param_hint="--workload-name")
+
+
 @command.command("finalize")
 @click.argument("raw_dir", type=click.Path(file_okay=False))
 @click.option("--out", "out_dir", required=True, type=OutPath(file_okay=False), help="Trace directory to write.")
@@ -104,12 +129,7 @@ def finalize_command(raw_dir: str, out_dir: str, rollouts: str | None, policy_ve
             if hi and int(hi) < int(lo):
                 raise click.BadParameter(f"{piece!r}: the range ends before it starts (ranges are inclusive, A <= B)",
                                          param_hint="--rollouts")
-    if trace_id is not None:
-        from unirl_replay.contract.message_guard import id_problem
-
-        why = id_problem(trace_id) or ("" if trace_id else "an empty trace id")
-        if why:  # refused before anything is written (was: an invalid trace written, then refused)
-            raise click.BadParameter(why, param_hint="--trace-id")
+    _check_names(workload_name, trace_id)  # refused before anything is written (was: an invalid trace written)
     from unirl_replay.contract.errors import UnirlReplayError
 
     try:
@@ -199,6 +219,7 @@ def run_command(mode: str, out_dir: str, role: str, workload_name: str | None, s
     import json
     import shutil
 
+    _check_names(workload_name, None)  # before the engines run, not at the finalize after them
     out = Path(out_dir).resolve()
     if (out / "manifest.json").exists():
         raise click.ClickException(f"{out} already holds a trace; choose another --out")
