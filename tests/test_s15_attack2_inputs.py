@@ -201,3 +201,20 @@ def test_capture_grpo_refuses_the_workload_name_before_any_engine(tmp_path, caps
     monkeypatch.setenv("UNIRL_REPLAY_REF_PYTHON", str(tmp_path / "no-such-python"))
     rc, err = _capture(capsys, "grpo", tmp_path / "t", "--workload-name", "x\ty")
     assert rc == 2 and "--workload-name" in err and "reference environment is missing" not in err, err
+
+
+def test_a_shard_line_with_a_key_twice_is_refused_never_last_one_wins(tmp_path, capsys):
+    """A shard line `{"first_token_ts": 1.07, "first_token_ts": 0.5}` was read by plain json.loads (the last value
+    kept) and finalized into a valid trace; now it is refused naming shard, line and key."""
+    raw = _raw(tmp_path)
+    shard = sorted(raw.glob("engine-*.jsonl"))[0]
+    text = shard.read_text()
+    assert '"first_token_ts": 1.07' in text
+    shard.write_text(text.replace('"first_token_ts": 1.07', '"first_token_ts": 1.07, "first_token_ts": 0.5', 1))
+    out = tmp_path / "t"
+    rc = main(["capture", "finalize", str(raw), "--out", str(out)])
+    err = capsys.readouterr().err
+    line = next(i for i, x in enumerate(shard.read_text().splitlines(), 1) if x.count('"first_token_ts": ') > 1 and
+                '0.5' in x)
+    assert rc != 0 and f"{shard.name}:{line}" in err and "capture.shard_record" in err and "'first_token_ts' twice" in err, err
+    assert not out.exists()
