@@ -218,3 +218,42 @@ def test_a_shard_line_with_a_key_twice_is_refused_never_last_one_wins(tmp_path, 
                 '0.5' in x)
     assert rc != 0 and f"{shard.name}:{line}" in err and "capture.shard_record" in err and "'first_token_ts' twice" in err, err
     assert not out.exists()
+
+
+PROBE_TRACE = REPO / "results" / "holdout-closed-f25m1" / "traces" / "grpo-r1"
+BASE_PROFILE = REPO / "profiles" / "vllm-cpu-tiny-qwen2-20261202-bound-epyc-f25m17.npz"
+
+
+def test_level_to_probe_never_writes_a_partial_file_into_the_probe_trace(tmp_path, capsys):
+    """`calibrate --level-to-probe TRACE --out TRACE/lv.partial` wrote the profile there (rc 0) and the trace was
+    INCOMPLETE for every reader afterwards (trace.partial_files)."""
+    import shutil
+
+    trace = tmp_path / "t"
+    shutil.copytree(PROBE_TRACE, trace)
+    before = sorted(p.name for p in trace.iterdir())
+    rc = main(["calibrate", "--level-to-probe", str(trace), "--base", str(BASE_PROFILE), "--out",
+               str(trace / "lv.partial")])
+    err = capsys.readouterr().err
+    assert rc == 2 and "is named as a file of the trace directory" in err, err
+    assert sorted(p.name for p in trace.iterdir()) == before
+    assert main(["validate", str(trace)]) == 0
+
+
+@pytest.mark.parametrize("flag,name", [("--out", "workload.jsonl.partial"), ("--out", "outcomes.binpb"),
+                                       ("--raw-out", "raw.partial")])
+def test_calibrate_like_refuses_an_output_named_as_a_file_of_a_trace_before_measuring(tmp_path, capsys, monkeypatch,
+                                                                                       flag, name):
+    """Was accepted and reached the reference environment (the sweep would run, then write into the trace)."""
+    import shutil
+
+    monkeypatch.setenv("UNIRL_REPLAY_REF_PYTHON", str(tmp_path / "no-such-python"))
+    trace = tmp_path / "t"
+    shutil.copytree(REPO / "traces" / "grpo-a", trace)
+    args = {"--out": str(tmp_path / "p.npz"), "--raw-out": None}
+    args[flag] = str(trace / name)
+    argv = ["calibrate", "--like", str(trace)] + [x for k, v in args.items() if v for x in (k, v)]
+    rc = main(argv)
+    err = capsys.readouterr().err
+    assert rc == 2 and "is named as a file of the trace directory" in err and "reference environment" not in err, err
+    assert sorted(p.name for p in trace.iterdir()) == ["manifest.json", "outcomes.jsonl", "workload.jsonl"]
