@@ -257,3 +257,13 @@ def test_calibrate_like_refuses_an_output_named_as_a_file_of_a_trace_before_meas
     err = capsys.readouterr().err
     assert rc == 2 and "is named as a file of the trace directory" in err and "reference environment" not in err, err
     assert sorted(p.name for p in trace.iterdir()) == ["manifest.json", "outcomes.jsonl", "workload.jsonl"]
+
+
+@pytest.mark.parametrize("name,why", [("cal\x1b[2J", "U+001B"), ("c" * 1025, "1025 characters"), ("", "empty")])
+def test_calibrate_refuses_a_workload_name_no_trace_could_hold_before_measuring(tmp_path, capsys, monkeypatch, name,
+                                                                                 why):
+    monkeypatch.setenv("UNIRL_REPLAY_REF_PYTHON", str(tmp_path / "no-such-python"))
+    rc = main(["calibrate", "--like", str(REPO / "traces" / "grpo-a"), "--out", str(tmp_path / "p.npz"),
+               "--workload-name", name])
+    err = capsys.readouterr().err
+    assert rc == 2 and why in err and "--workload-name" in err and "reference environment" not in err, err
