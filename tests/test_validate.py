@@ -330,6 +330,9 @@ CASES = [
      lambda t: setattr(t.manifest, "created_at", "2026-13-45T99:99:99Z")),
     ("manifest.created_at", "test-trace", grpo_trace,
      lambda t: setattr(t.manifest, "created_at", "2026-12-01T17:50:19+02:00")),
+    # s15-attack2: the workload name reports print and compare matches (was accepted with an ESC in it)
+    ("manifest.workload_name", "test-trace", grpo_trace, lambda t: setattr(t.manifest, "workload_name", "w\x1b[2J")),
+    ("manifest.workload_name", "test-trace", grpo_trace, lambda t: setattr(t.manifest, "workload_name", "w" * 1025)),
     # issue 14: RolloutBatch.after_batch, the driver's closed-loop boundary between rollout batches
     ("batch.boundary_empty", "b1", batches_trace, lambda t: _after(t, "b1", "")),
     ("batch.boundary_empty", "b0", batches_trace, lambda t: t.batch("b0").after_batch.SetInParent()),
@@ -751,4 +754,7 @@ def test_validate_json_writes_map_keys_sorted_whatever_the_runtime_order(tmp_pat
     assert out.exit_code == 0, out.output
     keys = list(json.loads(out.output)["record_counts"])
     assert keys == sorted(keys)
-    assert out.output == json_write.to_json(many)
+    # the profile's bytes, with every key of the TraceCheck present (validate --json's one shape: an empty
+    # violations list where the profile leaves it out)
+    assert json.loads(out.output) == {**json.loads(json_write.to_json(many)), "violations": []}
+    assert out.output == cli_validate.stable_json(many)

@@ -444,6 +444,12 @@ def level_profile(base: str | Path, manifest: mpb.TraceManifest, out: str | Path
 
     base, out = Path(base), Path(out)
     side = out.with_name(out.name + ".provenance.json")
+    from unirl_replay.contract.out_dir import trace_file_problem
+
+    for p in (out, side):
+        why = trace_file_problem(p)  # `--out TRACE/x.partial`: the trace read as INCOMPLETE afterwards
+        if why:
+            raise ProbeError(why)
     for p in (out, side):
         if p.resolve() == base.resolve() or p.exists() or p.is_symlink():
             raise ProbeError(f"{p} exists (or is the base profile): a probe-levelled profile never overwrites a file")

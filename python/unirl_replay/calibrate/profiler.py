@@ -375,6 +375,12 @@ def calibrate(like: str, out: str, *, workload_name: Optional[str] = None, repea
         checked before anything is measured.
     """
     side = Path(out).with_name(Path(out).name + ".provenance.json")
+    from unirl_replay.contract.out_dir import trace_file_problem
+
+    for target in (out, side, raw_out):  # `--out TRACE/x.partial`: the trace was INCOMPLETE for every reader after
+        why = trace_file_problem(target) if target else None
+        if why:
+            raise CalibrationError(why)
     for existing in (Path(out), side):
         if existing.exists() or existing.is_symlink():
             raise CalibrationError(f"{existing} exists: calibrate never overwrites a profile (choose another --out, "

@@ -127,6 +127,29 @@ class FinalizeReport:
         return out
 
 
+class _DuplicateKey(Exception):
+    def __init__(self, key: str):
+        super().__init__(key)
+        self.key = key
+
+
+def _pairs(pairs):
+    out = {}
+    for k, v in pairs:
+        if k in out:
+            raise _DuplicateKey(k)
+        out[k] = v
+    return out
+
+
+#: a shard line's decoder: an object with a key twice is refused (plain json.loads kept the last value)
+_SHARD_DECODER = json.JSONDecoder(object_pairs_hook=_pairs)
+
+
+def _shard_json(line: bytes):
+    return _SHARD_DECODER.decode(line.decode("utf-8"))
+
+
 def read_shards(raw_dir: Path) -> List[Shard]:
     """Every ``*.jsonl`` shard in ``raw_dir``; complete lines only (a killed process may cut its last one)."""
     shards = []
@@ -140,7 +163,11 @@ def read_shards(raw_dir: Path) -> List[Shard]:
             if not line.strip():
                 continue
             try:
-                rec = json.loads(line)
+                rec = _shard_json(line)
+            except _DuplicateKey as e:  # the hooks write each key once: was last-one-wins, a value silently dropped
+                raise TraceFormatError(f"shard line has the key {e.key[:80]!r} twice in one object (the capture hooks "
+                                       "write each key once; never last-one-wins)", file=str(path), line=i,
+                                       rule="capture.shard_record") from None
             except (ValueError, RecursionError):  # nesting the hooks never write was a RecursionError traceback
                 if i == len(lines) and not ends_clean:
                     sh.truncated_last_line = True

@@ -158,6 +158,13 @@ def command(like, probe_trace, base, levelling, probe_condition, out, workload_n
     if base is not None:
         raise click.UsageError("--base is the profile --level-to-probe levels; a measurement (--like) has no base")
 
+    if workload_name is not None:  # the profile's calibration workload: compared with traces' workload_name
+        from unirl_replay.contract.message_guard import id_problem
+
+        why = (id_problem(workload_name) or "").removeprefix("id ") or ("" if workload_name else "an empty name")
+        if why:  # was: accepted, the sweep run, and the name written into the provenance
+            raise click.BadParameter(f"{why} (a workload name as validate's manifest.workload_name allows)",
+                                     param_hint="--workload-name")
     env = _engine_env(engine_env)
     rows = _row_tokens(prefill_row_tokens)
     load = os.getloadavg()[0]

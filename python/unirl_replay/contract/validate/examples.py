@@ -224,6 +224,7 @@ EXAMPLES: dict[str, Example] = {
     "manifest.window": _g(("del", M, 0, "window.duration_ns")),
     "manifest.engine": _g(("del", M, 0, "engines[0].engine_id")),
     "manifest.created_at": _g(("set", M, 0, "created_at", "yesterday")),
+    "manifest.workload_name": _g(("set", M, 0, "workload_name", "interop\u001b[2J")),
     "manifest.conditions": _g(("set", M, 0, "conditions", {"steal_pct": "NaN", "host_busy_pct": 250.0})),
     "manifest.capture_overhead": _g(("set", M, 0, "capture_overhead", {"overhead_ratio": "NaN", "pairs": 4})),
     "manifest.probe": _g(("set", M, 0, "probes", [{"engine_id": "e0", "when": "before", "points": [

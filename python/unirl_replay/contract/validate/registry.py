@@ -92,6 +92,8 @@ RULES: dict[str, str] = {
     "manifest.engine": "engine without engine_id or with block_size_tokens 0",
     "trace.no_requests": "a trace with 0 requests (nothing to replay: e.g. a capture whose records never joined)",
     "manifest.trace_id": "manifest without trace_id",
+    "manifest.workload_name": "workload_name holding a control character or longer than 1024 characters (compare "
+                              "tells calibration and holdout workloads apart by it; reports and tables print it)",
     "manifest.created_at": "created_at present but not an RFC 3339 UTC time (YYYY-MM-DDTHH:MM:SS[.fff]Z or +00:00)",
     "manifest.conditions": "RunConditions (the trace's or a probe's) with a load average not finite, < 0 or above "
                            f"{MAX_LOADAVG:.0e}, a steal / busy percentage outside 0-100, a negative time or CPU time, "
