@@ -263,6 +263,7 @@ CASES = [
     ("manifest.probe", "e0", grpo_trace, lambda t: _probe(t, context_tokens=0)),
     ("manifest.probe", "e0", grpo_trace, lambda t: _probe(t, p25_ms=30.0)),
     ("manifest.probe", "e0", grpo_trace, lambda t: _probe(t, when="sometime")),
+    ("manifest.probe_artifact", "e0", grpo_trace, lambda t: _probe(t)),  # the artifact file is not written
     ("manifest.probe", "e0", grpo_trace, lambda t: _probe(t, artifact_path="../../etc/passwd")),
     ("manifest.probe", "e0", grpo_trace, lambda t: _probe(t, artifact_path="/tmp/probe.json")),
     # the trace's own files (s6-f): recode copied the probe "artifact" over / beside the records it wrote
@@ -374,7 +375,7 @@ def _batched(t, **point):
     _probe(t, **_batched_point(**point))
 
 
-WARNINGS = {"group.singleton", "prefix.missing", "units.outside_window", "units.suspect_small"}
+WARNINGS = {"group.singleton", "prefix.missing", "units.outside_window", "units.suspect_small", "manifest.probe_artifact"}
 
 
 @pytest.mark.parametrize("rule,record_id,builder,mutate", CASES, ids=[f"{c[0]}-{i}" for i, c in enumerate(CASES)])

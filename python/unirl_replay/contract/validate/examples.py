@@ -227,6 +227,8 @@ EXAMPLES: dict[str, Example] = {
     "manifest.workload_name": _g(("set", M, 0, "workload_name", "interop\u001b[2J")),
     "manifest.conditions": _g(("set", M, 0, "conditions", {"steal_pct": "NaN", "host_busy_pct": 250.0})),
     "manifest.capture_overhead": _g(("set", M, 0, "capture_overhead", {"overhead_ratio": "NaN", "pairs": 4})),
+    "manifest.probe_artifact": _g(("set", M, 0, "probes", [{"engine_id": "e0", "when": "before",
+                                                            "artifact_path": "probes/e0-before.json"}])),
     "manifest.probe": _g(("set", M, 0, "probes", [{"engine_id": "e0", "when": "before", "points": [
         {"phase": "decode", "batch_size": 1, "context_tokens": 128, "repeats": 5, "median_ms": "NaN"}]}])),
     "record.empty": _g(("append", W, {})),

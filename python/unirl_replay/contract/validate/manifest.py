@@ -5,6 +5,7 @@ from __future__ import annotations
 import datetime
 import math
 import re
+import stat
 import statistics
 from pathlib import PurePosixPath
 
@@ -12,7 +13,7 @@ from unirl_replay.contract.cpu_signature import signature_problems
 from unirl_replay.contract.message_guard import id_problem
 from unirl_replay.contract.trace_io import MANIFEST_FILE, OUTCOME_FILES, PARTIAL_SUFFIX, WORKLOAD_FILES
 from unirl_replay.contract.validate.context import TraceState
-from unirl_replay.contract.validate.registry import MAX_LOADAVG, MAX_PROBE_MS, MAX_TOKENS
+from unirl_replay.contract.validate.registry import MAX_LOADAVG, MAX_PROBE_MS, MAX_TOKENS, WARNING
 
 #: ReferenceProbe.when and ProbePoint.phase, as manifest.proto defines them
 PROBE_WHEN = ("before", "after")
@@ -202,9 +203,21 @@ class ManifestRules(TraceState):
                 self.v("manifest.probe", f, 0, probe.engine_id or m.trace_id,
                        f"reference probe {i} ({probe.when or 'no when'}) is a second probe of engine "
                        f"{probe.engine_id!r} {probe.when or 'no when'} the window (probe {first}): one per engine and side")
-            for problem in probe_problems(probe, engines):
+            problems = probe_problems(probe, engines)
+            for problem in problems:
                 self.v("manifest.probe", f, 0, probe.engine_id or m.trace_id,
                        f"reference probe {i} ({probe.when or 'no when'}): {problem}")
+            if probe.artifact_path and not any(p.startswith("artifact_path") for p in problems):
+                art = self.t.dir / probe.artifact_path
+                try:
+                    regular = stat.S_ISREG(art.lstat().st_mode)
+                except OSError:  # absent, or a path through a file
+                    regular = False
+                if not regular:
+                    self.v("manifest.probe_artifact", f, 0, probe.engine_id or m.trace_id,
+                           f"reference probe {i} ({probe.when or 'no when'}): artifact_path {probe.artifact_path!r} "
+                           "is no regular file in the trace directory (its points are the manifest's; the raw "
+                           "requests they came from are missing)", WARNING)
             for problem in conditions_problems(probe.conditions):
                 self.v("manifest.conditions", f, 0, probe.engine_id or m.trace_id,
                        f"reference probe {i} ({probe.when or 'no when'}) conditions: {problem}")

@@ -102,6 +102,9 @@ RULES: dict[str, str] = {
                            "ISA flag not among isa_flags_checked (a profile's provenance.conditions meet the same rule)",
     "manifest.capture_overhead": "capture_overhead with an overhead_ratio not finite or below -1 (instrumented / plain "
                                  "- 1 of two wall times), or a negative instrumented / plain wall time",
+    "manifest.probe_artifact": "a reference probe whose artifact_path (a path inside the trace directory) names no "
+                               "regular file there: its points are the manifest's, the raw requests they were taken "
+                               "from are not in the trace (copied without its probes/ directory?) (warning)",
     "manifest.probe": "a reference probe (TraceManifest.probes) of an unknown engine, `when` not before / after, a "
                       "relative artifact_path leaving the trace directory, holding a control character or naming one of the "
                       "trace's own files (manifest, workload / outcomes streams, *.partial), or a point with phase not decode / prefill, "
