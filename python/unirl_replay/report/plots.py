@@ -26,6 +26,7 @@ from matplotlib.figure import Figure
 from matplotlib.lines import Line2D
 from matplotlib.patches import Patch
 
+from unirl_replay.contract.out_dir import id_file_stem
 from unirl_replay.report import compare as C
 from unirl_replay.report.metrics import NS_PER_MS, ecdf
 from unirl_replay.v1 import common_pb2 as cpb
@@ -278,7 +279,7 @@ def pick_batch(workload: Sequence[wpb.WorkloadRecord]) -> str | None:
 
 
 def _safe(name: str) -> str:
-    return "".join(ch if ch.isalnum() or ch in "-_." else "_" for ch in name)
+    return id_file_stem(name)  # bounded and collision-free: one batch's plot never replaces another's
 
 
 def write_waterfalls(out_dir: str | Path, report: vpb.ValidationReport) -> list[str]:

@@ -1,0 +1,117 @@
+"""Third s15 attack round, on the OUTPUTS of `replay`, `compare`, `convert` and the plots / timelines with valid
+but extreme traces (ids of 1000 characters, ids two of which differ only in a character a file name cannot hold,
+measured times all equal, thousands of requests in one batch, slot holds that begin before an engine's first
+submit). Each test failed before its fix."""
+
+from __future__ import annotations
+
+import json
+import math
+from collections import defaultdict
+from pathlib import Path
+
+import pytest
+
+from tracebuild import MS, TraceParts, grpo_trace, make_manifest, make_request, request_outcome
+from unirl_replay.cli.main import main
+from unirl_replay.contract.out_dir import id_file_stem
+from unirl_replay.v1 import outcomes_pb2 as o
+from unirl_replay.v1 import workload_pb2 as w
+
+REPO = Path(__file__).resolve().parents[1]
+
+
+def _strict_json(path: Path):
+    def bad(c):
+        raise AssertionError(f"{path.name}: non-finite number {c}")
+    return json.loads(path.read_text(), parse_constant=bad)
+
+
+def _rename(t: TraceParts, f) -> TraceParts:
+    """Every request, group, batch and trajectory id (and every reference to one) through ``f``."""
+    keys = ("request_id", "group_id", "rollout_batch_id", "trajectory_id")
+    for rec in [*t.workload, *t.outcomes]:
+        m = getattr(rec, rec.WhichOneof("record"))
+        for k in keys:
+            if k in m.DESCRIPTOR.fields_by_name and getattr(m, k):
+                setattr(m, k, f(getattr(m, k)))
+        for k in ("member_ids", "group_ids", "request_ids", "sample_ids"):
+            if k in m.DESCRIPTOR.fields_by_name:
+                m.__getattribute__(k)[:] = [f(x) for x in getattr(m, k)]
+        for d in getattr(m, "dependencies", []):
+            d.predecessor_request_id = f(d.predecessor_request_id)
+    return t
+
+
+def _engines_trace(engines: tuple[str, ...]) -> TraceParts:
+    """One request (n = 2) per engine, one group each, one batch over all engines."""
+    t = TraceParts(make_manifest(engines=engines))
+    gids = []
+    for i, e in enumerate(engines):
+        rid, gid = f"req-{i}", f"g{i}"
+        gids.append(gid)
+        t.add(make_request(rid, samples=2, engine_id=e, group_id=gid, batch_id="b0", offset_ns=i * MS))
+        t.add(w.Group(group_id=gid, rollout_batch_id="b0", unit=w.GROUP_UNIT_SAMPLES, expected_size=2, member_ids=[rid]))
+        t.add(request_outcome(rid, i * MS))
+        t.add(o.GroupOutcome(group_id=gid, completed_ns=i * MS + 20 * MS))
+    t.add(w.RolloutBatch(rollout_batch_id="b0", group_ids=gids, readiness_rule=w.BATCH_READINESS_RULE_ALL_GROUPS,
+                         engine_ids=list(engines)))
+    t.add(o.BatchOutcome(rollout_batch_id="b0", ready_ns=40 * MS))
+    return t
+
+
+def _replay_compare(capsys, trace: Path, tmp_path: Path, *extra) -> tuple[Path, str]:
+    rc = main(["replay", str(trace), "--timing-model", "fixed:10,1", "--out", str(tmp_path / "r"), *extra])
+    err = capsys.readouterr().err
+    assert rc == 0, err
+    rc = main(["compare", str(trace), str(tmp_path / "r"), "--out", str(tmp_path / "rep")])
+    cap = capsys.readouterr()
+    assert rc == 0 and "Traceback" not in cap.err, cap.err
+    return tmp_path / "rep", cap.out
+
+
+# -- ids in file names -------------------------------------------------------------------------------------------
+
+@pytest.mark.parametrize("value", ["b0", "engine-0", "batch.1_x"])
+def test_an_id_a_file_name_can_hold_is_its_own_stem(value):
+    assert id_file_stem(value) == value
+
+
+def test_ids_that_differ_only_where_a_file_name_cannot_hold_them_get_distinct_bounded_stems():
+    ids = ["e/0", "e_0", "e 0", "x" * 1000, "x" * 1001, "漢" * 1000, "..", "", "e_0-" + "0" * 16]
+    stems = [id_file_stem(i) for i in ids]
+    assert len(set(stems)) == len(stems), stems
+    for s in stems:
+        assert s and s.isascii() and len(s.encode()) <= 100 and s.strip(".") and "/" not in s, s
+
+
+def test_compare_of_a_batch_id_of_1000_characters_writes_its_timeline(tmp_path, capsys):
+    """A valid trace whose ids are 1000 characters long: compare ended in "File name too long" (exit 2, nothing
+    written) on the timeline's file name timeline_<batch id>.png; now the plot's name holds the id's first 64
+    characters and a digest of it, and every output is written."""
+    trace = _rename(grpo_trace(3, 2), lambda s: (s + "-" + "x" * 1000)[:1000]).write(tmp_path / "t")
+    rep, _ = _replay_compare(capsys, trace, tmp_path)
+    doc = _strict_json(rep / "validation_report.json")
+    timelines = [a for a in doc["artifacts"] if a.startswith("timeline_") and a.endswith(".png")]
+    assert len(timelines) == 1 and (rep / timelines[0]).is_file() and len(timelines[0]) < 120
+
+
+def test_replay_of_an_engine_id_of_1000_characters_runs(tmp_path, capsys):
+    """An engine id of 1000 characters (ids may hold 1024): replay wrote the upstream input as
+    upstream/<engine id>.agentic_mooncake.jsonl and failed with "File name too long"; now it replays."""
+    trace = _engines_trace(("E" * 1000, "e1")).write(tmp_path / "t")
+    rep, _ = _replay_compare(capsys, trace, tmp_path)
+    assert (rep / "timeline.perfetto.json").is_file()
+
+
+def test_convert_of_two_engines_whose_ids_differ_in_a_slash_writes_two_files(tmp_path, capsys):
+    """Engines "e/0" and "e_0": convert wrote both to x.e_0.jsonl, the second replacing the first (printed the
+    same path twice); now each engine has its own file."""
+    trace = _engines_trace(("e/0", "e_0")).write(tmp_path / "t")
+    out = tmp_path / "cv"
+    out.mkdir()
+    rc = main(["convert", str(trace), "--format", "agentic_mooncake", "--out", str(out / "x.jsonl")])
+    printed = capsys.readouterr().out.split()
+    assert rc == 0
+    files = sorted(p.name for p in out.glob("x.*.jsonl"))
+    assert len(files) == 2 and len(set(printed)) == 2, (files, printed)
