@@ -115,3 +115,48 @@ def test_convert_of_two_engines_whose_ids_differ_in_a_slash_writes_two_files(tmp
     assert rc == 0
     files = sorted(p.name for p in out.glob("x.*.jsonl"))
     assert len(files) == 2 and len(set(printed)) == 2, (files, printed)
+
+
+# -- measured times all equal: the waterfall ----------------------------------------------------------------------
+
+def _all_equal_trace(prompts: int = 3, at_ns: int = 5 * MS) -> TraceParts:
+    """Every request (n = 1, one output token) submitted, queued, scheduled, first token and completed at one
+    instant, its group complete and the batch ready at that instant: every measured duration is 0."""
+    t = grpo_trace(prompts, 1)
+    for q in t.requests():
+        q.output_tokens[:] = [1]
+        q.arrival.observed_offset_ns = at_ns
+    for rec in t.outcomes:
+        kind = rec.WhichOneof("record")
+        if kind == "request":
+            r = rec.request
+            r.submit_ns = r.queued_ns = r.scheduled_ns = r.first_token_ns = r.completion_ns = at_ns
+        elif kind == "group":
+            rec.group.completed_ns = at_ns
+        else:
+            rec.rollout_batch.ready_ns = at_ns
+    return t
+
+
+def test_a_batch_whose_measured_readiness_is_0_gets_its_waterfall(tmp_path, capsys):
+    """Measured times all equal (batch readiness 0 ms): compare ended in a ZeroDivisionError traceback in the
+    waterfall's title (% of the measured value); now the waterfall says there is no percentage of 0 ms."""
+    trace = _all_equal_trace().write(tmp_path / "t")
+    rep, _ = _replay_compare(capsys, trace, tmp_path)
+    doc = _strict_json(rep / "validation_report.json")
+    assert "waterfall_b0.png" in doc["artifacts"] and (rep / "waterfall_b0.png").is_file()
+
+
+def test_the_waterfalls_axes_hold_every_running_level():
+    """A term that takes the running level above both the measured and the predicted value was cut off at 1.18x
+    the larger of the two (the bar and its number outside the axes); now the axes hold every level."""
+    from unirl_replay.report.plots import waterfall_figure
+    from unirl_replay.v1 import report_pb2 as vpb
+
+    d = vpb.ErrorDecomposition(level=vpb.COMPARISON_LEVEL_ROLLOUT_BATCH, metric="batch_readiness", record_id="b0",
+                               measured_ns=40 * MS, predicted_ns=30 * MS, total_ns=-10 * MS)
+    d.terms.add(name="first_pass", delta_ns=100 * MS, pct_of_measured=250.0)
+    d.terms.add(name="simulator_scheduling", delta_ns=-110 * MS, pct_of_measured=-275.0)
+    fig = waterfall_figure(d, "unlabelled workload test | ai-dynamo 1.6.1 | fixed (FIXED)")
+    lo, hi = fig.axes[0].get_ylim()
+    assert lo <= 0 and hi > 140

@@ -219,28 +219,37 @@ def waterfall_figure(d: vpb.ErrorDecomposition, label: str) -> Figure | None:
     ax = fig.add_subplot(1, 1, 1)
     names = ["measured"] + [t.name.replace("_", " ") for t in d.terms] + ["predicted"]
     level = d.measured_ns / NS_PER_MS
+    levels = [0.0, level]
     ax.bar(0, level, color=REAL_COLOR)
     ax.text(0, level, f"{level:.1f}", ha="center", va="bottom", fontsize=8)
     for i, t in enumerate(d.terms, start=1):
         delta = t.delta_ns / NS_PER_MS
         ax.bar(i, delta, bottom=level, color=UP_COLOR if delta >= 0 else DOWN_COLOR)
-        ax.text(i, max(level, level + delta), f"{delta:+.1f}\n({t.pct_of_measured:+.1f}%)", ha="center",
-                va="bottom", fontsize=7)
+        # a measured value of 0 has no percentage (pct_of_measured is 0.0 there, not a share of anything)
+        pct = f"\n({t.pct_of_measured:+.1f}%)" if d.measured_ns else ""
+        ax.text(i, max(level, level + delta), f"{delta:+.1f}{pct}", ha="center", va="bottom", fontsize=7)
         if i > 1:
             ax.plot([i - 1.4, i - 0.6], [level, level], color="grey", lw=0.8)
         level += delta
+        levels.append(level)
     pred = d.predicted_ns / NS_PER_MS
     ax.bar(len(names) - 1, pred, color=SIM_COLOR)
     ax.text(len(names) - 1, pred, f"{pred:.1f}", ha="center", va="bottom", fontsize=8)
     ax.set_xticks(range(len(names)), names, rotation=20, ha="right", fontsize=8)
     ax.set_ylabel(f"{d.metric} (ms)")
-    ax.set_ylim(0, max(d.measured_ns, d.predicted_ns) / NS_PER_MS * 1.18)
+    # every running level on the axes: a term can take it above both ends (or below 0), and a bar cut off at the
+    # axes' edge reads as a smaller term
+    levels.append(pred)
+    lo, hi = min(levels), max(levels)
+    span = (hi - lo) or 1.0
+    ax.set_ylim(lo - 0.05 * span if lo < 0 else 0.0, hi + 0.18 * span)
     ax.grid(axis="y", alpha=0.3)
     kind = "Rollout batch" if d.level == C.L_BATCH else "Trajectory"
     # the summed rows ("all rollout batches", "all trajectories") name themselves: not "Rollout batch all rollout batches"
     what = d.record_id.capitalize() if d.record_id in ("all rollout batches", "all trajectories") else f"{kind} {d.record_id}"
-    _title(fig, f"{what}: predicted - measured = {d.total_ns / NS_PER_MS:+.1f} ms "
-                f"({100 * d.total_ns / d.measured_ns:+.1f} %), additive terms (sum exact)", label)
+    pct = f" ({100 * d.total_ns / d.measured_ns:+.1f} %)" if d.measured_ns else " (measured 0 ms: no %)"
+    _title(fig, f"{what}: predicted - measured = {d.total_ns / NS_PER_MS:+.1f} ms{pct}, additive terms (sum exact)",
+           label)
     return fig
 
 
