@@ -160,3 +160,42 @@ def test_the_waterfalls_axes_hold_every_running_level():
     fig = waterfall_figure(d, "unlabelled workload test | ai-dynamo 1.6.1 | fixed (FIXED)")
     lo, hi = fig.axes[0].get_ylim()
     assert lo <= 0 and hi > 140
+
+
+# -- the Perfetto timeline -----------------------------------------------------------------------------------------
+
+def _slices_ok(trace: dict) -> None:
+    """Chrome trace-event checks: every complete slice has ts >= 0 and dur >= 0; on one track, slices either nest
+    or follow each other (no partial overlap)."""
+    tracks = defaultdict(list)
+    for e in trace["traceEvents"]:
+        if e["ph"] in ("X", "i"):
+            assert e["ts"] >= 0 and e.get("dur", 0) >= 0 and math.isfinite(e["ts"]), e
+        if e["ph"] == "X":
+            tracks[(e["pid"], e["tid"])].append((e["ts"], e["ts"] + e["dur"], e["name"]))
+    for key, sl in tracks.items():
+        stack: list[tuple] = []
+        for s, end, name in sorted(sl, key=lambda x: (x[0], -x[1])):
+            while stack and stack[-1][1] <= s + 1e-6:
+                stack.pop()
+            assert not stack or end <= stack[-1][1] + 1e-6, (key, stack[-1], (s, end, name))
+            stack.append((s, end, name))
+
+
+def test_the_bundled_agentic_traces_timeline_has_no_slice_before_0(tmp_path, capsys):
+    """agentic-a's slot holds are acquired before the trajectory's first submit: the real side's
+    `trajectory slots` slices began at ts -63.555 us (Perfetto's engine-first-submit origin); now both sides of
+    an engine start at the earliest slice, so every ts is >= 0 and the two sides' first submits still line up."""
+    trace = REPO / "traces" / "agentic-a"
+    rep, _ = _replay_compare(capsys, trace, tmp_path, "--allow-unmodelled", "engine_client.inflight_limit")
+    doc = _strict_json(rep / "timeline.perfetto.json")
+    _slices_ok(doc)
+    firsts = defaultdict(list)
+    names = {e["pid"]: e["args"]["name"] for e in doc["traceEvents"] if e["name"] == "process_name"}
+    for e in doc["traceEvents"]:
+        if e["ph"] == "X" and e["cat"] == "request":
+            firsts[names[e["pid"]].split(" ", 1)[1]].append((names[e["pid"]].split(" ", 1)[0], e["ts"]))
+    for eng, xs in firsts.items():
+        by_side = {side: min(ts for sd, ts in xs if sd == side) for side, _ in xs}
+        assert by_side["real"] == pytest.approx(by_side["simulated"]) and by_side["real"] > 0, (eng, by_side)
+    assert doc["metadata"]["label"] == _strict_json(rep / "validation_report.json")["label"]
