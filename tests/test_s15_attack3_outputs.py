@@ -199,3 +199,41 @@ def test_the_bundled_agentic_traces_timeline_has_no_slice_before_0(tmp_path, cap
         by_side = {side: min(ts for sd, ts in xs if sd == side) for side, _ in xs}
         assert by_side["real"] == pytest.approx(by_side["simulated"]) and by_side["real"] > 0, (eng, by_side)
     assert doc["metadata"]["label"] == _strict_json(rep / "validation_report.json")["label"]
+
+
+# -- the timeline PNG ----------------------------------------------------------------------------------------------
+
+def _timeline(t: TraceParts, label: str = "unlabelled workload test | ai-dynamo 1.6.1 | fixed (FIXED)"):
+    from unirl_replay.report.plots import pick_batch, timeline_figure
+    from unirl_replay.v1 import replay_pb2 as rpb
+
+    replay = rpb.ReplayResult(granularity=rpb.RESULT_GRANULARITY_PER_REQUEST)
+    return timeline_figure(t.workload, t.outcomes, replay, pick_batch(t.workload), label)
+
+
+def test_the_timeline_of_a_batch_of_thousands_of_requests_is_a_bounded_png_that_says_what_it_leaves_out():
+    """One rollout batch of 3000 requests: the timeline was a figure of 1100 x 105,798 pixels (116 MP: Pillow's
+    decompression-bomb warning on opening it, 47 s of compare); now it shows the first 240 rows by measured submit
+    and its title says how many of how many, every one being in timeline.perfetto.json."""
+    fig = _timeline(grpo_trace(3000, 1, gap_ms=1, window_s=600))
+    w_px, h_px = (fig.get_size_inches() * 110).tolist()
+    assert w_px * h_px < 20e6 and h_px < 16000, (w_px, h_px)
+    title = fig._suptitle.get_text()
+    assert "240 of its 3000 requests" in title and "timeline.perfetto.json" in title and "(FIXED)" in title
+
+
+def test_timeline_rows_of_1000_character_ids_leave_the_axes_their_room():
+    """Ids of 1000 characters: each row's tick label was the whole id, and the axes collapsed to nothing
+    (matplotlib's 'constrained_layout not applied'); now a plot shows at most 64 characters of an id around an
+    ellipsis, and the honesty label whole."""
+    import warnings
+
+    label = "unlabelled workload " + "w" * 300 + " | ai-dynamo 1.6.1 | fixed prefill 10 ms / decode 1 ms (FIXED)"
+    fig = _timeline(_rename(grpo_trace(3, 2), lambda s: (s + "-" + "x" * 1000)[:1000]), label)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        fig.canvas.draw()
+    ax = fig.axes[0]
+    assert ax.get_position().height > 0.2 and ax.get_position().width > 0.2
+    assert all(len(t.get_text()) <= 80 for t in ax.get_yticklabels())
+    assert fig._suptitle.get_text().replace("\n", "").count("w") >= 300 and "(FIXED)" in fig._suptitle.get_text()

@@ -49,6 +49,13 @@ _UNITS = {C.L_REQ: "requests", C.L_GROUP: "groups", C.L_TRAJ: "trajectories", C.
 MIN_SCATTER_POINTS = 3
 MIN_CDF_POINTS = 10
 TITLE_FONTSIZE = 10
+#: The timeline figure's most rows (requests; split over its engine panels, at least MIN_TIMELINE_ROWS each) and
+#: panels (engines); what it leaves out its title says (Perfetto's timeline holds every request).
+MAX_TIMELINE_ROWS = 240
+MIN_TIMELINE_ROWS = 8
+MAX_TIMELINE_ENGINES = 24
+#: Longest id a plot's title, panel title or row label shows whole.
+SHORT_ID_CHARS = 64
 
 
 def wrap_label(label: str, width_in: float, fontsize: float = TITLE_FONTSIZE) -> str:
@@ -153,18 +160,25 @@ def timeline_figure(workload: Sequence[wpb.WorkloadRecord], outcomes: Iterable[o
                if o.WhichOneof("record") == "rollout_batch" and o.rollout_batch.HasField("ready_ns")}
     rows = {r.request_id: r for r in replay.requests}
     ready_p = {b.rollout_batch_id: b.ready_ns for b in replay.rollout_batches if b.HasField("ready_ns")}
-    engines = sorted({idx.requests[r].engine_id for r in rids})
-    heights = [max(2, sum(idx.requests[r].engine_id == e for r in rids)) for e in engines]
-    fig = Figure(figsize=(10, 1.2 + 0.32 * sum(heights) + 0.6 * len(engines)), layout="constrained")
-    FigureCanvasAgg(fig)
-    axes = fig.subplots(len(engines), 1, squeeze=False, gridspec_kw={"height_ratios": heights})[:, 0]
-    for ax, eng in zip(axes, engines):
+    all_engines = sorted({idx.requests[r].engine_id for r in rids})
+    engines = all_engines[:MAX_TIMELINE_ENGINES]
+    cap = max(MIN_TIMELINE_ROWS, MAX_TIMELINE_ROWS // len(engines))  # rows per engine panel
+    panels = []
+    for eng in engines:
         mine = [r for r in rids if idx.requests[r].engine_id == eng]
         mb = {r: C.measured_request_boundaries(idx.requests[r], req_out[r]) for r in mine if r in req_out}
         pb = {r: C.predicted_request_boundaries(rows[r]) for r in mine if r in rows}
+        panels.append((eng, mine, mb, pb, _row_order(idx, mine, mb)[:cap]))
+    shown = sum(len(p[4]) for p in panels)
+    heights = [max(2, len(p[4])) for p in panels]
+    # a batch of thousands of requests was a PNG of 1100 x 105,798 pixels (116 MP, a minute to draw): the figure
+    # holds at most MAX_TIMELINE_ROWS rows and MAX_TIMELINE_ENGINES panels, and its title says what it leaves out
+    fig = Figure(figsize=(10, 1.2 + 0.32 * sum(heights) + 0.6 * len(engines)), layout="constrained")
+    FigureCanvasAgg(fig)
+    axes = fig.subplots(len(engines), 1, squeeze=False, gridspec_kw={"height_ratios": heights})[:, 0]
+    for ax, (eng, mine, mb, pb, order) in zip(axes, panels):
         om = min((b["submit"] for b in mb.values() if "submit" in b), default=None)
         op = min((b["submit"] for b in pb.values() if "submit" in b), default=None)
-        order = _row_order(idx, mine, mb)
         row = {r: y for y, r in enumerate(order)}
         waits = False
         for y, rid in enumerate(order):
@@ -193,9 +207,10 @@ def timeline_figure(workload: Sequence[wpb.WorkloadRecord], outcomes: Iterable[o
             ax.axvline((ready_p[batch_id] - op) / NS_PER_MS, color=SIM_COLOR, ls="--", lw=1.2)
         ax.set_yticks(range(len(order)), [_plain(_row_label(idx.requests[r])) for r in order],
                       fontsize=7 if len(order) < 40 else 5)
-        ax.invert_yaxis()
+        ax.set_ylim(max(len(order), 1) - 0.5, -0.5)  # first row on top; no 5 % margin (12 empty rows at 240)
         ax.set_xlabel("ms from the batch's first submit on this engine")
-        ax.set_title(_plain(f"engine {eng}"), fontsize=9)
+        left = f" (the first {len(order)} of its {len(mine)} requests by measured submit)" if len(order) < len(mine) else ""
+        ax.set_title(_plain(f"engine {_short(eng)}{left}"), fontsize=9)
         ax.grid(axis="x", alpha=0.3)
         handles = [Patch(color=REAL_COLOR, label="real: submit -> completion"),
                    Patch(color=SIM_COLOR, label="simulated: arrival -> completion"),
@@ -206,7 +221,12 @@ def timeline_figure(workload: Sequence[wpb.WorkloadRecord], outcomes: Iterable[o
         if len(engines) == 1:
             handles.append(Line2D([], [], color="grey", ls="--", label="batch ready (bar colour)"))
         ax.legend(handles=handles, loc="upper left", bbox_to_anchor=(1.01, 1.0), fontsize=7)
-    _title(fig, f"Rollout batch {batch_id}: real vs simulated", label)
+    left = ""
+    if shown < len(rids) or len(engines) < len(all_engines):
+        left = (f"; {shown} of its {len(rids)} requests"
+                + (f" on {len(engines)} of its {len(all_engines)} engines" if len(engines) < len(all_engines) else "")
+                + " shown, every one in timeline.perfetto.json")
+    _title(fig, f"Rollout batch {_short(batch_id)}: real vs simulated{left}", label)
     return fig
 
 
@@ -246,19 +266,29 @@ def waterfall_figure(d: vpb.ErrorDecomposition, label: str) -> Figure | None:
     ax.grid(axis="y", alpha=0.3)
     kind = "Rollout batch" if d.level == C.L_BATCH else "Trajectory"
     # the summed rows ("all rollout batches", "all trajectories") name themselves: not "Rollout batch all rollout batches"
-    what = d.record_id.capitalize() if d.record_id in ("all rollout batches", "all trajectories") else f"{kind} {d.record_id}"
+    what = d.record_id.capitalize() if d.record_id in ("all rollout batches", "all trajectories") else f"{kind} {_short(d.record_id)}"
     pct = f" ({100 * d.total_ns / d.measured_ns:+.1f} %)" if d.measured_ns else " (measured 0 ms: no %)"
     _title(fig, f"{what}: predicted - measured = {d.total_ns / NS_PER_MS:+.1f} ms{pct}, additive terms (sum exact)",
            label)
     return fig
 
 
+def _short(text: str, limit: int = SHORT_ID_CHARS) -> str:
+    """An id as a plot shows it: whole up to ``limit`` characters, else its start and end around an ellipsis
+    (ids may hold 1024 characters: one such tick label squeezed the timeline's axes to nothing). The report JSON,
+    the table and the Perfetto timeline keep every id whole; the honesty label is never shortened."""
+    if len(text) <= limit:
+        return text
+    tail = limit // 4
+    return f"{text[:limit - tail - 1]}\u2026{text[-tail:]}"
+
+
 def _row_label(q: wpb.Request) -> str:
     """A timeline row: trajectory and turn for agentic requests, the request (and its n) otherwise."""
     if q.trajectory_id:
         turn = f" turn {q.turn_index}" if q.HasField("turn_index") else ""
-        return f"{q.trajectory_id}{turn} ({q.request_id})"
-    return q.request_id + (f" (n={q.num_samples})" if q.num_samples > 1 else "")
+        return f"{_short(q.trajectory_id, SHORT_ID_CHARS // 2)}{turn} ({_short(q.request_id, SHORT_ID_CHARS // 2)})"
+    return _short(q.request_id) + (f" (n={q.num_samples})" if q.num_samples > 1 else "")
 
 
 def _row_order(idx, rids: Sequence[str], mb: Mapping[str, dict]) -> list[str]:
