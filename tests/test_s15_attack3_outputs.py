@@ -237,3 +237,29 @@ def test_timeline_rows_of_1000_character_ids_leave_the_axes_their_room():
     assert ax.get_position().height > 0.2 and ax.get_position().width > 0.2
     assert all(len(t.get_text()) <= 80 for t in ax.get_yticklabels())
     assert fig._suptitle.get_text().replace("\n", "").count("w") >= 300 and "(FIXED)" in fig._suptitle.get_text()
+
+
+@pytest.mark.parametrize("name", ["W" * 300, "漢" * 200, "W" * 1024])
+def test_a_plot_title_holds_the_whole_honesty_label_of_a_wide_workload_name(name):
+    """The title's label was wrapped at 0.6 em a character: a workload name of W or CJK characters (1.0-1.15 em)
+    ran past both edges of a plot (a 300-W name from x = -155 to 615 px on a 460 px figure): the label clipped.
+    Now each line is measured in the font it is drawn in, and a title of many lines makes the figure taller."""
+    import warnings
+
+    from unirl_replay.report.plots import waterfall_figure
+    from unirl_replay.v1 import report_pb2 as vpb
+
+    d = vpb.ErrorDecomposition(level=vpb.COMPARISON_LEVEL_ROLLOUT_BATCH, metric="batch_readiness", record_id="b0",
+                               measured_ns=40 * MS, predicted_ns=30 * MS, total_ns=-10 * MS)
+    d.terms.add(name="first_pass", delta_ns=-10 * MS, pct_of_measured=-25.0)
+    label = f"holdout workload {name} | ai-dynamo 1.6.1 | profile p.npz (CALIBRATED+PROBE)"
+    fig = waterfall_figure(d, label)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # CJK glyphs missing from DejaVu Sans: drawn as boxes, measured as such
+        fig.canvas.draw()
+        bb = fig._suptitle.get_window_extent(fig.canvas.get_renderer())
+    fb = fig.bbox
+    assert bb.x0 >= fb.x0 and bb.x1 <= fb.x1 and bb.y0 >= fb.y0 and bb.y1 <= fb.y1, (bb.bounds, fb.bounds)
+    text = fig._suptitle.get_text()
+    assert text.replace("\n", "").count(name[0]) >= len(name) and "(CALIBRATED+PROBE)" in text
+    assert fig.axes[0].get_position().height > 0.2

@@ -23,8 +23,10 @@ from pathlib import Path
 import numpy as np
 from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
+from matplotlib.font_manager import FontProperties
 from matplotlib.lines import Line2D
 from matplotlib.patches import Patch
+from matplotlib.textpath import text_to_path
 
 from unirl_replay.contract.out_dir import id_file_stem
 from unirl_replay.report import compare as C
@@ -58,19 +60,34 @@ MAX_TIMELINE_ENGINES = 24
 SHORT_ID_CHARS = 64
 
 
+def _width_pt(text: str, fontsize: float) -> float:
+    """The drawn width of ``text`` in points, measured with the font matplotlib draws it in (a missing glyph's
+    box included)."""
+    return text_to_path.get_text_width_height_descent(text, FontProperties(size=fontsize), ismath=False)[0]
+
+
 def wrap_label(label: str, width_in: float, fontsize: float = TITLE_FONTSIZE) -> str:
-    """The honesty label broken at its `` | `` separators (then at spaces) so that no line is wider
-    than the figure: a conservative 0.6 em per character of DejaVu Sans."""
-    max_chars = max(int(width_in * 72 / (0.6 * fontsize)), 20)
+    """The honesty label broken at its `` | `` separators (then at spaces, then anywhere) so that no line is wider
+    than the figure, each line's width measured in the font it is drawn in (a fixed 0.6 em per character let a
+    workload name of wide characters, ``W`` or CJK, run past both edges of the figure: the label clipped)."""
+    max_pt = width_in * 72 * 0.92
+
+    def fits(text: str) -> bool:
+        return _width_pt(text, fontsize) <= max_pt
+
     lines: list[str] = []
     for part in label.split(" | "):
         cand = f"{lines[-1]} | {part}" if lines else part
-        if lines and len(cand) <= max_chars:
+        if lines and fits(cand):
             lines[-1] = cand
             continue
-        while len(part) > max_chars:
-            cut = part.rfind(" ", 0, max_chars)
-            cut = cut if cut > 0 else max_chars
+        while part and not fits(part):
+            lo, hi = 1, len(part)  # the longest prefix that fits (at least one character a line)
+            while lo < hi:
+                mid = (lo + hi + 1) // 2
+                lo, hi = (mid, hi) if fits(part[:mid]) else (lo, mid - 1)
+            cut = part.rfind(" ", 0, lo + 1)
+            cut = cut if cut > 0 else lo
             lines.append(part[:cut])
             part = part[cut:].lstrip()
         lines.append(part)
@@ -85,7 +102,13 @@ def _plain(text: str) -> str:
 
 def _title(fig: Figure, what: str, label: str) -> None:
     width = fig.get_figwidth()
-    fig.suptitle(_plain(f"{wrap_label(what, width)}\n{wrap_label(label, width)}"), fontsize=TITLE_FONTSIZE)
+    text = f"{wrap_label(what, width)}\n{wrap_label(label, width)}"
+    # a title of more lines than the usual three (a long workload name in the label) makes the figure taller by
+    # them: the plot keeps its room and no line of the label falls off the top
+    extra = max(0, text.count("\n") + 1 - 3) * TITLE_FONTSIZE * 1.3 / 72
+    if extra:
+        fig.set_figheight(fig.get_figheight() + extra)
+    fig.suptitle(_plain(text), fontsize=TITLE_FONTSIZE)
 
 
 def _metrics_at(pairs: Mapping[tuple[int, str], C.Pairs], level: int, min_points: int = 1) -> list[tuple[str, C.Pairs]]:
