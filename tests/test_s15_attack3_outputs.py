@@ -263,3 +263,31 @@ def test_a_plot_title_holds_the_whole_honesty_label_of_a_wide_workload_name(name
     text = fig._suptitle.get_text()
     assert text.replace("\n", "").count(name[0]) >= len(name) and "(CALIBRATED+PROBE)" in text
     assert fig.axes[0].get_position().height > 0.2
+
+
+# -- bidirectional controls in ids and names ------------------------------------------------------------------------
+
+@pytest.mark.parametrize("char", ["\u202e", "\u2067", "\u200f", "\u061c"])
+def test_a_workload_name_with_a_bidi_override_is_refused(tmp_path, capsys, char):
+    """A workload name holding U+202E (RIGHT-TO-LEFT OVERRIDE) was a valid trace: the honesty label printed after
+    it (the table's first line, every plot title) read backwards on any bidi-aware display ("... )DEXIF("). Now
+    validate refuses it by manifest.workload_name, as it refuses a control character."""
+    t = grpo_trace()
+    t.manifest.workload_name = f"grpo{char}-a"
+    trace = t.write(tmp_path / "t")
+    rc = main(["validate", "--json", str(trace)])
+    doc = json.loads(capsys.readouterr().out)
+    assert rc == 1 and "manifest.workload_name" in {v["rule"] for v in doc["violations"]}, doc
+    assert any(f"U+{ord(char):04X}" in v["message"] for v in doc["violations"])
+
+
+@pytest.mark.parametrize("encoding", ["jsonl", "binpb"])
+def test_an_id_with_a_bidi_override_is_refused_by_every_gate(tmp_path, capsys, encoding):
+    """A batch id holding U+202E passed validate and the gate's fast pass (binpb), and reversed the timeline
+    title and every row of it; now it is id.invalid, also for replay."""
+    trace = _rename(grpo_trace(), lambda s: s + "\u202e").write(tmp_path / "t", encoding=encoding)
+    assert main(["validate", str(trace)]) == 1
+    assert "id.invalid" in capsys.readouterr().out
+    rc = main(["replay", str(trace), "--timing-model", "fixed:10,1", "--out", str(tmp_path / "r")])
+    err = capsys.readouterr().err
+    assert rc == 2 and "id.invalid" in err and "U+202E" in err and "Traceback" not in err
