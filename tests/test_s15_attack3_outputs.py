@@ -291,3 +291,32 @@ def test_an_id_with_a_bidi_override_is_refused_by_every_gate(tmp_path, capsys, e
     rc = main(["replay", str(trace), "--timing-model", "fixed:10,1", "--out", str(tmp_path / "r")])
     err = capsys.readouterr().err
     assert rc == 2 and "id.invalid" in err and "U+202E" in err and "Traceback" not in err
+
+
+# -- GRID.md -------------------------------------------------------------------------------------------------------
+
+def test_grid_md_keeps_its_columns_and_code_spans_for_odd_trace_names(tmp_path):
+    """A trace named "a|b" split its GRID.md table row into one column more (the status read "b/dynamo/fixed"), a
+    job named with a backtick ended its code span in the label list early, and a failed job's line stopped at
+    "`unirl-replay validate` reports:", its reason left out. Now the table cell escapes the bar, the code span is
+    fenced by more backticks than the name holds, and the failure names its first violation."""
+    from unirl_replay.grid.runner import GridRun, grid_markdown
+
+    label = "unlabelled workload test | ai-dynamo 1.6.1 | fixed prefill 10 ms / decode 1 ms (FIXED)"
+    results = [{"kind": "replay", "job_id": "a|b/dynamo/fixed", "status": "ok", "requests": 1, "label": label,
+                "replay_sha256": "0" * 64, "mape_pct": {}},
+               {"kind": "replay", "job_id": "x`y`/dynamo/fixed", "status": "ok", "requests": 1, "label": label,
+                "replay_sha256": "1" * 64, "mape_pct": {}},
+               {"kind": "replay", "job_id": "bad/dynamo/fixed", "status": "failed",
+                "error": {"type": "TraceRejectedError", "message": "t [replay.validate]: the trace is invalid (1 errors); "
+                          "`unirl-replay validate` reports:\n  workload.jsonl:3 r0 id.invalid: id holds ..."}}]
+    md = grid_markdown(GridRun(tmp_path, "sequential", results))
+    rows = [ln for ln in md.splitlines() if ln.startswith("| ")]
+    header = rows[0]
+    n = len(header.split(" | "))
+    for row in rows[1:]:
+        cells = [c for c in __import__("re").split(r"(?<!\\) \| ", row)]
+        assert len(cells) == n, row
+    assert "| a\\|b/dynamo/fixed | ok |" in md
+    assert "- ``x`y`/dynamo/fixed``: " + label in md
+    assert "workload.jsonl:3 r0 id.invalid" in md
