@@ -320,3 +320,47 @@ def test_grid_md_keeps_its_columns_and_code_spans_for_odd_trace_names(tmp_path):
     assert "| a\\|b/dynamo/fixed | ok |" in md
     assert "- ``x`y`/dynamo/fixed``: " + label in md
     assert "workload.jsonl:3 r0 id.invalid" in md
+
+
+# -- the table -----------------------------------------------------------------------------------------------------
+
+def test_the_decomposition_table_stays_aligned_and_narrow_for_long_and_wide_ids():
+    """A 1000-character trajectory id made every row of the table's decomposition section 1,200 columns wide, and
+    a CJK id (two terminal columns a character) shifted every later column of its row; now a cell shows at most 64
+    characters of an id, and widths are counted in terminal columns."""
+    import unicodedata
+
+    from unirl_replay.report.text import format_report
+    from unirl_replay.v1 import report_pb2 as vpb
+
+    rep = vpb.ValidationReport(label="unlabelled workload test | ai-dynamo 1.6.1 | fixed (FIXED)")
+    for rid in ("t" * 1000, "漢字軌跡", "plain"):
+        d = rep.decompositions.add(level=vpb.COMPARISON_LEVEL_TRAJECTORY, metric="trajectory_e2e", record_id=rid,
+                                   measured_ns=40 * MS, predicted_ns=30 * MS, total_ns=-10 * MS)
+        d.terms.add(name="first_pass", delta_ns=-10 * MS, pct_of_measured=-25.0, what="x")
+
+    def cols(line: str) -> int:
+        return sum(2 if unicodedata.east_asian_width(ch) in "WF" else 1 for ch in line)
+
+    lines = format_report(rep).splitlines()
+    head = next(i for i, ln in enumerate(lines) if ln.lstrip().startswith("level") and "record" in ln)
+    table = lines[head:head + 5]
+    assert len({cols(ln.rstrip()) for ln in table[2:]} | {cols(table[0].rstrip())}) == 1, table
+    assert max(map(cols, table)) < 200
+    assert lines[0] == "Validation report: " + rep.label
+
+
+def test_the_summed_waterfall_keeps_its_name_and_a_batch_of_that_name_its_own_file(tmp_path):
+    """The sum over batches is waterfall_all_rollout_batches.png (README, demo); a batch whose id is
+    "all_rollout_batches" wrote the same file, replacing the sum's plot."""
+    from unirl_replay.report.plots import write_waterfalls
+    from unirl_replay.v1 import report_pb2 as vpb
+
+    rep = vpb.ValidationReport(label="unlabelled workload test | ai-dynamo 1.6.1 | fixed (FIXED)")
+    for rid in ("all_rollout_batches", "b0", "all rollout batches"):
+        d = rep.decompositions.add(level=vpb.COMPARISON_LEVEL_ROLLOUT_BATCH, metric="batch_readiness", record_id=rid,
+                                   measured_ns=40 * MS, predicted_ns=30 * MS, total_ns=-10 * MS)
+        d.terms.add(name="first_pass", delta_ns=-10 * MS, pct_of_measured=-25.0)
+    names = write_waterfalls(tmp_path, rep)
+    assert len(set(names)) == 3 and "waterfall_all_rollout_batches.png" in names and "waterfall_b0.png" in names
+    assert sorted(p.name for p in tmp_path.glob("*.png")) == sorted(names)

@@ -17,6 +17,7 @@ are pure (no file I/O) so tests can inspect titles before saving.
 
 from __future__ import annotations
 
+import hashlib
 from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 
@@ -352,7 +353,12 @@ def write_waterfalls(out_dir: str | Path, report: vpb.ValidationReport) -> list[
             continue
         fig = waterfall_figure(d, report.label)
         if fig is not None:
-            name = f"waterfall_{_safe(d.record_id)}.png"
+            # the summed row is ours, not an id: its name stays waterfall_all_rollout_batches.png (a batch of
+            # that very id gets the hashed stem, so the two never share a file)
+            stem = "all_rollout_batches" if d.record_id == "all rollout batches" else _safe(d.record_id)
+            if stem == "all_rollout_batches" and d.record_id != "all rollout batches":
+                stem += "-" + hashlib.sha256(d.record_id.encode()).hexdigest()[:16]
+            name = f"waterfall_{stem}.png"
             save_png(fig, out / name)
             written.append(name)
     return written
