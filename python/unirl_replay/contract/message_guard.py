@@ -7,7 +7,10 @@
   replay result with one is refused by ``compare``). A newer producer that adds an enum value
   must bump what readers accept, not rely on readers passing the number through.
 - **Ids.** An id holds no control characters (C0, DEL, C1: they corrupt the one-line messages,
-  tables and file names derived from ids) and is at most :data:`MAX_ID_CHARS` characters.
+  tables and file names derived from ids; nor the Unicode bidirectional controls U+061C, U+200E,
+  U+200F, U+202A-U+202E, U+2066-U+2069: an override in a workload name or id reorders the rest of
+  the line it is printed on, the honesty label after it in a table row or plot title read backwards,
+  ``)DEXIF(``) and is at most :data:`MAX_ID_CHARS` characters.
 
 :func:`unknown_enums` visits only the fields that can hold an enum (precomputed per message type),
 so the cost per record is a few attribute reads.
@@ -23,7 +26,8 @@ from google.protobuf.message import Message
 
 #: Longest id accepted (request, trajectory, group, batch, engine, sample ids).
 MAX_ID_CHARS = 1024
-_CONTROL = re.compile(r"[\x00-\x1f\x7f-\x9f]")
+#: C0, DEL, C1 and the bidirectional controls (ALM, LRM, RLM, LRE-RLO, LRI-PDI)
+_CONTROL = re.compile("[\x00-\x1f\x7f-\x9f\u061c\u200e\u200f\u202a-\u202e\u2066-\u2069]")
 
 __all__ = ["MAX_ID_CHARS", "unknown_enums", "id_problem"]
 
@@ -96,7 +100,8 @@ def id_problem(value: str) -> str | None:
         return f"id of {len(value)} characters (limit {MAX_ID_CHARS})"
     m = _CONTROL.search(value)
     if m:
-        return f"id holds the control character U+{ord(m.group()):04X} at position {m.start()}"
+        kind = "control" if ord(m.group()) < 0x100 else "bidirectional control"
+        return f"id holds the {kind} character U+{ord(m.group()):04X} at position {m.start()}"
     return None
 
 

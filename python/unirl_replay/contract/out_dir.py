@@ -22,8 +22,10 @@ what makes an entry "ours", never a file name a user could also have (``summary.
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
+import re
 import tempfile
 from pathlib import Path
 from typing import Iterable
@@ -34,7 +36,24 @@ MARKER = ".unirl-replay-output.json"
 _TOOL = "unirl-replay"
 
 __all__ = ["MARKER", "claim", "record", "prune", "removed_on_failure", "owned", "mark_tree", "foreign_entry",
-           "replaceable", "work_sibling", "swap_in", "trace_file_problem"]
+           "replaceable", "work_sibling", "swap_in", "trace_file_problem", "id_file_stem"]
+
+#: Longest id kept whole in a file name derived from it (a 1024-character id is valid; file names end at 255 bytes).
+ID_STEM_CHARS = 64
+_UNSAFE = re.compile(r"[^A-Za-z0-9_.-]")
+_HASHED = re.compile(r"-[0-9a-f]{16}$")
+
+
+def id_file_stem(value: str) -> str:
+    """The part of a file name that stands for an id (an engine's converted file, a batch's plot): the id itself
+    when it is 1-64 ASCII letters, digits, ``_``, ``.``, ``-`` (and does not end as a hashed stem does), else its
+    first 64 characters with every other character as ``_``, then ``-`` and 16 hex digits of the id's sha256. So two
+    ids never share a stem (``e/0`` and ``e_0`` wrote one file, the second replacing the first) and no stem outgrows
+    a file-name limit (a 1000-character id was "File name too long" on a valid trace)."""
+    if 0 < len(value) <= ID_STEM_CHARS and not _UNSAFE.search(value) and not _HASHED.search(value) \
+            and value.strip(".") != "":
+        return value
+    return f"{_UNSAFE.sub('_', value[:ID_STEM_CHARS])}-{hashlib.sha256(value.encode('utf-8', 'surrogatepass')).hexdigest()[:16]}"
 
 
 def trace_file_problem(path: str | os.PathLike) -> str | None:

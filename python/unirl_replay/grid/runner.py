@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shutil
 import sys
 import time
@@ -187,6 +188,29 @@ def _fmt(v) -> str:
     return "-" if v is None else f"{v:.1f}"
 
 
+def _cell(text) -> str:
+    """A Markdown table cell: a ``|`` in a name (a trace named ``a|b``) split the row into one column more, every
+    later column of the job read under the wrong heading."""
+    return str(text).replace("\\", "\\\\").replace("|", "\\|")
+
+
+def _code(text: str) -> str:
+    """A Markdown code span holding ``text`` whole: fenced by one backtick more than its longest run of them (a job
+    named ``unavail`x``` ended a one-backtick span in its middle)."""
+    run = max((len(m) for m in re.findall("`+", text)), default=0)
+    fence = "`" * (run + 1)
+    pad = " " if text.startswith("`") or text.endswith("`") else ""
+    return f"{fence}{pad}{text}{pad}{fence}"
+
+
+def _error_line(message, limit: int) -> str:
+    """An error's first line, and its second where the first only announces it (``... validate reports:``: the
+    job's reason was left out of GRID.md)."""
+    lines = [ln.strip() for ln in str(message or "").splitlines() if ln.strip()] or ["(no message)"]
+    text = lines[0] + (f" {lines[1]}" if lines[0].endswith(":") and len(lines) > 1 else "")
+    return text[:limit]
+
+
 def grid_markdown(run: GridRun, conformance_md: str | None = None) -> str:
     """GRID.md: one line per job in spec order; failures listed with their error."""
     from unirl_replay.demo.run import HEADLINES
@@ -202,19 +226,19 @@ def grid_markdown(run: GridRun, conformance_md: str | None = None) -> str:
         if r.get("kind") != "replay":
             continue
         mape = r.get("mape_pct") or {}
-        lines.append(f"| {r['job_id']} | {r['status']} | {r.get('requests', '-')} | "
+        lines.append(f"| {_cell(r['job_id'])} | {r['status']} | {r.get('requests', '-')} | "
                      f"{r.get('replay_sha256', '-')[:12]} | " + " | ".join(_fmt(mape.get(k)) for k in keys)
                      + f" | {r.get('wall_s', 0):.1f} |")
     labelled = [r for r in run.results if r.get("kind") == "replay" and r.get("label")]
     if labelled:  # the honesty labels (UNCALIBRATED, FIXED, UNMODELLED, ...), as the demo's REPORT.md lists them
         lines += ["", "Labels (as on every report and plot):", ""]
-        lines += [f"- `{r['job_id']}`: {r['label']}" for r in labelled]
+        lines += [f"- {_code(r['job_id'])}: {r['label']}" for r in labelled]
     fails = run.failed
     if fails:
         lines += ["", f"## {len(fails)} failed jobs", ""]
         for r in fails:
             e = r.get("error", {})
-            lines.append(f"- `{r['job_id']}`: {e.get('type')}: {_first_line(e.get('message'), 400)}")
+            lines.append(f"- {_code(r['job_id'])}: {e.get('type')}: {_error_line(e.get('message'), 400)}")
     if conformance_md:
         lines += ["", "## Conformance matrix", "", conformance_md]
     return "\n".join(lines) + "\n"

@@ -25,7 +25,6 @@ from __future__ import annotations
 
 import contextlib
 import os
-import re
 import tempfile
 from collections.abc import Iterable
 from pathlib import Path
@@ -33,6 +32,7 @@ from pathlib import Path
 from unirl_replay import SCHEMA_VERSION
 from unirl_replay.replay import mapback
 from unirl_replay.contract.gc_pause import paused_gc
+from unirl_replay.contract.out_dir import id_file_stem
 from unirl_replay.replay.convert import CONVERTERS, mooncake
 from unirl_replay.replay.convert.agentic_mooncake import MODEL
 from unirl_replay.replay.convert.common import Conversion, engine_args, ms_to_ns
@@ -68,7 +68,7 @@ def _run(sim: Simulator, conv: Conversion, path: Path, eargs: dict):
 
 
 def _safe(name: str) -> str:
-    return re.sub(r"[^A-Za-z0-9_.-]", "_", name) or "engine"
+    return id_file_stem(name)  # bounded and collision-free: two engines never share a converted file
 
 
 def _replay_engine(sim: Simulator, plan: EnginePlan, index: WorkloadIndex, fmt: str, tm: dict, work: Path,

@@ -13,7 +13,9 @@ Opens in https://ui.perfetto.dev and chrome://tracing. Layout:
   ``queue`` slice nests inside it);
 - times (``ts``, ``dur``) in microseconds from that engine's first submit (real: min measured
   ``submit_ns`` on the engine; simulated: min predicted ``arrival_ns``, i.e. 0), so the two sides
-  line up at 0. Missing boundaries produce no slice (never a guessed one).
+  line up at 0; where a slice of the engine begins before it (a real slot hold acquired before the
+  trajectory's first submit), both sides of the engine start that much earlier, so no ``ts`` is
+  negative and the first submits still line up. Missing boundaries produce no slice (never a guessed one).
 
 The top-level ``metadata`` object carries the honesty label.
 """
@@ -80,13 +82,25 @@ def chrome_trace(workload: Sequence[wpb.WorkloadRecord], outcomes: Iterable[opb.
     pid = 0
     for eng in engines:
         eng_reqs = [r for r, q in idx.requests.items() if q.engine_id == eng]
+        eng_trajs = [tj for tj, rs in idx.requests_of_trajectory.items() if rs and idx.requests[rs[0]].engine_id == eng]
+        eng_groups = [g for g, rs in idx.requests_of_group.items()
+                      if rs and all(idx.requests[r].engine_id == eng for r in rs)]
+        first: dict[str, int] = {}
+        lead = 0  # ns before the first submit where a slice begins (a real slot is acquired before its first submit)
+        for side in ("real", "simulated"):
+            b = bounds[side]
+            submits = [b[r]["submit"] for r in eng_reqs if r in b and "submit" in b[r]]
+            if submits:
+                first[side] = min(submits)
+                early = [slots[side][tj][0] for tj in eng_trajs if tj in slots[side] and slots[side][tj][1] >= slots[side][tj][0]]
+                early += [group_t[side][g] for g in eng_groups if g in group_t[side]]
+                lead = max(lead, first[side] - min(early, default=first[side]))
         for side in ("real", "simulated"):
             pid += 1
             b = bounds[side]
-            submits = [b[r]["submit"] for r in eng_reqs if r in b and "submit" in b[r]]
-            if not submits:
+            if side not in first:
                 continue
-            origin = min(submits)
+            origin = first[side] - lead  # the same lead on both sides: their first submits still line up
 
             def us(t: int) -> float:
                 return (t - origin) / NS_PER_US
@@ -108,10 +122,10 @@ def chrome_trace(workload: Sequence[wpb.WorkloadRecord], outcomes: Iterable[opb.
                      "rollout batches": _Lanes()}
 
             def slice_(track: str, name: str, start: int, end: int, args: dict, cat: str) -> int:
-                lane = lanes[track].place(us(start), us(end))
+                lane = lanes[track].place(start, end)  # integer ns: no float rounding decides a lane
                 t = tid(f"{track} {lane}")
                 events.append({"ph": "X", "name": name, "cat": cat, "pid": pid, "tid": t, "ts": us(start),
-                               "dur": max(us(end) - us(start), 0.0), "args": args})
+                               "dur": max(end - start, 0) / NS_PER_US, "args": args})
                 return t
 
             for r in sorted(eng_reqs, key=lambda r: (b.get(r, {}).get("submit", 1 << 62), r)):
@@ -126,7 +140,7 @@ def chrome_trace(workload: Sequence[wpb.WorkloadRecord], outcomes: Iterable[opb.
                 t = slice_("requests", name, rb["submit"], rb["completion"], args, "request")
                 if "scheduled" in rb and rb["submit"] <= rb["scheduled"] <= rb["completion"]:
                     events.append({"ph": "X", "name": "queue", "cat": "queue", "pid": pid, "tid": t,
-                                   "ts": us(rb["submit"]), "dur": us(rb["scheduled"]) - us(rb["submit"])})
+                                   "ts": us(rb["submit"]), "dur": (rb["scheduled"] - rb["submit"]) / NS_PER_US})
                 for dep in q.dependencies:
                     pb = b.get(dep.predecessor_request_id, {})
                     if dep.trigger == cpb.DEPENDENCY_TRIGGER_COMPLETION and "completion" in pb \

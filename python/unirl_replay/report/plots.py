@@ -17,15 +17,19 @@ are pure (no file I/O) so tests can inspect titles before saving.
 
 from __future__ import annotations
 
+import hashlib
 from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 
 import numpy as np
 from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
+from matplotlib.font_manager import FontProperties
 from matplotlib.lines import Line2D
 from matplotlib.patches import Patch
+from matplotlib.textpath import text_to_path
 
+from unirl_replay.contract.out_dir import id_file_stem
 from unirl_replay.report import compare as C
 from unirl_replay.report.metrics import NS_PER_MS, ecdf
 from unirl_replay.v1 import common_pb2 as cpb
@@ -48,21 +52,43 @@ _UNITS = {C.L_REQ: "requests", C.L_GROUP: "groups", C.L_TRAJ: "trajectories", C.
 MIN_SCATTER_POINTS = 3
 MIN_CDF_POINTS = 10
 TITLE_FONTSIZE = 10
+#: The timeline figure's most rows (requests; split over its engine panels, at least MIN_TIMELINE_ROWS each) and
+#: panels (engines); what it leaves out its title says (Perfetto's timeline holds every request).
+MAX_TIMELINE_ROWS = 240
+MIN_TIMELINE_ROWS = 8
+MAX_TIMELINE_ENGINES = 24
+#: Longest id a plot's title, panel title or row label shows whole.
+SHORT_ID_CHARS = 64
+
+
+def _width_pt(text: str, fontsize: float) -> float:
+    """The drawn width of ``text`` in points, measured with the font matplotlib draws it in (a missing glyph's
+    box included)."""
+    return text_to_path.get_text_width_height_descent(text, FontProperties(size=fontsize), ismath=False)[0]
 
 
 def wrap_label(label: str, width_in: float, fontsize: float = TITLE_FONTSIZE) -> str:
-    """The honesty label broken at its `` | `` separators (then at spaces) so that no line is wider
-    than the figure: a conservative 0.6 em per character of DejaVu Sans."""
-    max_chars = max(int(width_in * 72 / (0.6 * fontsize)), 20)
+    """The honesty label broken at its `` | `` separators (then at spaces, then anywhere) so that no line is wider
+    than the figure, each line's width measured in the font it is drawn in (a fixed 0.6 em per character let a
+    workload name of wide characters, ``W`` or CJK, run past both edges of the figure: the label clipped)."""
+    max_pt = width_in * 72 * 0.92
+
+    def fits(text: str) -> bool:
+        return _width_pt(text, fontsize) <= max_pt
+
     lines: list[str] = []
     for part in label.split(" | "):
         cand = f"{lines[-1]} | {part}" if lines else part
-        if lines and len(cand) <= max_chars:
+        if lines and fits(cand):
             lines[-1] = cand
             continue
-        while len(part) > max_chars:
-            cut = part.rfind(" ", 0, max_chars)
-            cut = cut if cut > 0 else max_chars
+        while part and not fits(part):
+            lo, hi = 1, len(part)  # the longest prefix that fits (at least one character a line)
+            while lo < hi:
+                mid = (lo + hi + 1) // 2
+                lo, hi = (mid, hi) if fits(part[:mid]) else (lo, mid - 1)
+            cut = part.rfind(" ", 0, lo + 1)
+            cut = cut if cut > 0 else lo
             lines.append(part[:cut])
             part = part[cut:].lstrip()
         lines.append(part)
@@ -77,7 +103,13 @@ def _plain(text: str) -> str:
 
 def _title(fig: Figure, what: str, label: str) -> None:
     width = fig.get_figwidth()
-    fig.suptitle(_plain(f"{wrap_label(what, width)}\n{wrap_label(label, width)}"), fontsize=TITLE_FONTSIZE)
+    text = f"{wrap_label(what, width)}\n{wrap_label(label, width)}"
+    # a title of more lines than the usual three (a long workload name in the label) makes the figure taller by
+    # them: the plot keeps its room and no line of the label falls off the top
+    extra = max(0, text.count("\n") + 1 - 3) * TITLE_FONTSIZE * 1.3 / 72
+    if extra:
+        fig.set_figheight(fig.get_figheight() + extra)
+    fig.suptitle(_plain(text), fontsize=TITLE_FONTSIZE)
 
 
 def _metrics_at(pairs: Mapping[tuple[int, str], C.Pairs], level: int, min_points: int = 1) -> list[tuple[str, C.Pairs]]:
@@ -152,18 +184,25 @@ def timeline_figure(workload: Sequence[wpb.WorkloadRecord], outcomes: Iterable[o
                if o.WhichOneof("record") == "rollout_batch" and o.rollout_batch.HasField("ready_ns")}
     rows = {r.request_id: r for r in replay.requests}
     ready_p = {b.rollout_batch_id: b.ready_ns for b in replay.rollout_batches if b.HasField("ready_ns")}
-    engines = sorted({idx.requests[r].engine_id for r in rids})
-    heights = [max(2, sum(idx.requests[r].engine_id == e for r in rids)) for e in engines]
-    fig = Figure(figsize=(10, 1.2 + 0.32 * sum(heights) + 0.6 * len(engines)), layout="constrained")
-    FigureCanvasAgg(fig)
-    axes = fig.subplots(len(engines), 1, squeeze=False, gridspec_kw={"height_ratios": heights})[:, 0]
-    for ax, eng in zip(axes, engines):
+    all_engines = sorted({idx.requests[r].engine_id for r in rids})
+    engines = all_engines[:MAX_TIMELINE_ENGINES]
+    cap = max(MIN_TIMELINE_ROWS, MAX_TIMELINE_ROWS // len(engines))  # rows per engine panel
+    panels = []
+    for eng in engines:
         mine = [r for r in rids if idx.requests[r].engine_id == eng]
         mb = {r: C.measured_request_boundaries(idx.requests[r], req_out[r]) for r in mine if r in req_out}
         pb = {r: C.predicted_request_boundaries(rows[r]) for r in mine if r in rows}
+        panels.append((eng, mine, mb, pb, _row_order(idx, mine, mb)[:cap]))
+    shown = sum(len(p[4]) for p in panels)
+    heights = [max(2, len(p[4])) for p in panels]
+    # a batch of thousands of requests was a PNG of 1100 x 105,798 pixels (116 MP, a minute to draw): the figure
+    # holds at most MAX_TIMELINE_ROWS rows and MAX_TIMELINE_ENGINES panels, and its title says what it leaves out
+    fig = Figure(figsize=(10, 1.2 + 0.32 * sum(heights) + 0.6 * len(engines)), layout="constrained")
+    FigureCanvasAgg(fig)
+    axes = fig.subplots(len(engines), 1, squeeze=False, gridspec_kw={"height_ratios": heights})[:, 0]
+    for ax, (eng, mine, mb, pb, order) in zip(axes, panels):
         om = min((b["submit"] for b in mb.values() if "submit" in b), default=None)
         op = min((b["submit"] for b in pb.values() if "submit" in b), default=None)
-        order = _row_order(idx, mine, mb)
         row = {r: y for y, r in enumerate(order)}
         waits = False
         for y, rid in enumerate(order):
@@ -192,9 +231,10 @@ def timeline_figure(workload: Sequence[wpb.WorkloadRecord], outcomes: Iterable[o
             ax.axvline((ready_p[batch_id] - op) / NS_PER_MS, color=SIM_COLOR, ls="--", lw=1.2)
         ax.set_yticks(range(len(order)), [_plain(_row_label(idx.requests[r])) for r in order],
                       fontsize=7 if len(order) < 40 else 5)
-        ax.invert_yaxis()
+        ax.set_ylim(max(len(order), 1) - 0.5, -0.5)  # first row on top; no 5 % margin (12 empty rows at 240)
         ax.set_xlabel("ms from the batch's first submit on this engine")
-        ax.set_title(_plain(f"engine {eng}"), fontsize=9)
+        left = f" (the first {len(order)} of its {len(mine)} requests by measured submit)" if len(order) < len(mine) else ""
+        ax.set_title(_plain(f"engine {_short(eng)}{left}"), fontsize=9)
         ax.grid(axis="x", alpha=0.3)
         handles = [Patch(color=REAL_COLOR, label="real: submit -> completion"),
                    Patch(color=SIM_COLOR, label="simulated: arrival -> completion"),
@@ -205,7 +245,12 @@ def timeline_figure(workload: Sequence[wpb.WorkloadRecord], outcomes: Iterable[o
         if len(engines) == 1:
             handles.append(Line2D([], [], color="grey", ls="--", label="batch ready (bar colour)"))
         ax.legend(handles=handles, loc="upper left", bbox_to_anchor=(1.01, 1.0), fontsize=7)
-    _title(fig, f"Rollout batch {batch_id}: real vs simulated", label)
+    left = ""
+    if shown < len(rids) or len(engines) < len(all_engines):
+        left = (f"; {shown} of its {len(rids)} requests"
+                + (f" on {len(engines)} of its {len(all_engines)} engines" if len(engines) < len(all_engines) else "")
+                + " shown, every one in timeline.perfetto.json")
+    _title(fig, f"Rollout batch {_short(batch_id)}: real vs simulated{left}", label)
     return fig
 
 
@@ -218,37 +263,56 @@ def waterfall_figure(d: vpb.ErrorDecomposition, label: str) -> Figure | None:
     ax = fig.add_subplot(1, 1, 1)
     names = ["measured"] + [t.name.replace("_", " ") for t in d.terms] + ["predicted"]
     level = d.measured_ns / NS_PER_MS
+    levels = [0.0, level]
     ax.bar(0, level, color=REAL_COLOR)
     ax.text(0, level, f"{level:.1f}", ha="center", va="bottom", fontsize=8)
     for i, t in enumerate(d.terms, start=1):
         delta = t.delta_ns / NS_PER_MS
         ax.bar(i, delta, bottom=level, color=UP_COLOR if delta >= 0 else DOWN_COLOR)
-        ax.text(i, max(level, level + delta), f"{delta:+.1f}\n({t.pct_of_measured:+.1f}%)", ha="center",
-                va="bottom", fontsize=7)
+        # a measured value of 0 has no percentage (pct_of_measured is 0.0 there, not a share of anything)
+        pct = f"\n({t.pct_of_measured:+.1f}%)" if d.measured_ns else ""
+        ax.text(i, max(level, level + delta), f"{delta:+.1f}{pct}", ha="center", va="bottom", fontsize=7)
         if i > 1:
             ax.plot([i - 1.4, i - 0.6], [level, level], color="grey", lw=0.8)
         level += delta
+        levels.append(level)
     pred = d.predicted_ns / NS_PER_MS
     ax.bar(len(names) - 1, pred, color=SIM_COLOR)
     ax.text(len(names) - 1, pred, f"{pred:.1f}", ha="center", va="bottom", fontsize=8)
     ax.set_xticks(range(len(names)), names, rotation=20, ha="right", fontsize=8)
     ax.set_ylabel(f"{d.metric} (ms)")
-    ax.set_ylim(0, max(d.measured_ns, d.predicted_ns) / NS_PER_MS * 1.18)
+    # every running level on the axes: a term can take it above both ends (or below 0), and a bar cut off at the
+    # axes' edge reads as a smaller term
+    levels.append(pred)
+    lo, hi = min(levels), max(levels)
+    span = (hi - lo) or 1.0
+    ax.set_ylim(lo - 0.05 * span if lo < 0 else 0.0, hi + 0.18 * span)
     ax.grid(axis="y", alpha=0.3)
     kind = "Rollout batch" if d.level == C.L_BATCH else "Trajectory"
     # the summed rows ("all rollout batches", "all trajectories") name themselves: not "Rollout batch all rollout batches"
-    what = d.record_id.capitalize() if d.record_id in ("all rollout batches", "all trajectories") else f"{kind} {d.record_id}"
-    _title(fig, f"{what}: predicted - measured = {d.total_ns / NS_PER_MS:+.1f} ms "
-                f"({100 * d.total_ns / d.measured_ns:+.1f} %), additive terms (sum exact)", label)
+    what = d.record_id.capitalize() if d.record_id in ("all rollout batches", "all trajectories") else f"{kind} {_short(d.record_id)}"
+    pct = f" ({100 * d.total_ns / d.measured_ns:+.1f} %)" if d.measured_ns else " (measured 0 ms: no %)"
+    _title(fig, f"{what}: predicted - measured = {d.total_ns / NS_PER_MS:+.1f} ms{pct}, additive terms (sum exact)",
+           label)
     return fig
+
+
+def _short(text: str, limit: int = SHORT_ID_CHARS) -> str:
+    """An id as a plot shows it: whole up to ``limit`` characters, else its start and end around an ellipsis
+    (ids may hold 1024 characters: one such tick label squeezed the timeline's axes to nothing). The report JSON,
+    the table and the Perfetto timeline keep every id whole; the honesty label is never shortened."""
+    if len(text) <= limit:
+        return text
+    tail = limit // 4
+    return f"{text[:limit - tail - 1]}\u2026{text[-tail:]}"
 
 
 def _row_label(q: wpb.Request) -> str:
     """A timeline row: trajectory and turn for agentic requests, the request (and its n) otherwise."""
     if q.trajectory_id:
         turn = f" turn {q.turn_index}" if q.HasField("turn_index") else ""
-        return f"{q.trajectory_id}{turn} ({q.request_id})"
-    return q.request_id + (f" (n={q.num_samples})" if q.num_samples > 1 else "")
+        return f"{_short(q.trajectory_id, SHORT_ID_CHARS // 2)}{turn} ({_short(q.request_id, SHORT_ID_CHARS // 2)})"
+    return _short(q.request_id) + (f" (n={q.num_samples})" if q.num_samples > 1 else "")
 
 
 def _row_order(idx, rids: Sequence[str], mb: Mapping[str, dict]) -> list[str]:
@@ -278,7 +342,7 @@ def pick_batch(workload: Sequence[wpb.WorkloadRecord]) -> str | None:
 
 
 def _safe(name: str) -> str:
-    return "".join(ch if ch.isalnum() or ch in "-_." else "_" for ch in name)
+    return id_file_stem(name)  # bounded and collision-free: one batch's plot never replaces another's
 
 
 def write_waterfalls(out_dir: str | Path, report: vpb.ValidationReport) -> list[str]:
@@ -289,7 +353,12 @@ def write_waterfalls(out_dir: str | Path, report: vpb.ValidationReport) -> list[
             continue
         fig = waterfall_figure(d, report.label)
         if fig is not None:
-            name = f"waterfall_{_safe(d.record_id)}.png"
+            # the summed row is ours, not an id: its name stays waterfall_all_rollout_batches.png (a batch of
+            # that very id gets the hashed stem, so the two never share a file)
+            stem = "all_rollout_batches" if d.record_id == "all rollout batches" else _safe(d.record_id)
+            if stem == "all_rollout_batches" and d.record_id != "all rollout batches":
+                stem += "-" + hashlib.sha256(d.record_id.encode()).hexdigest()[:16]
+            name = f"waterfall_{stem}.png"
             save_png(fig, out / name)
             written.append(name)
     return written

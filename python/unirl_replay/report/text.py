@@ -9,6 +9,7 @@ records counted per metric and reason, and the notes.
 
 from __future__ import annotations
 
+import unicodedata
 from collections import Counter
 
 from unirl_replay.report.compare import LEVEL_NAMES
@@ -20,11 +21,31 @@ def _f(msg, field: str, fmt: str = "{:.1f}") -> str:
     return fmt.format(getattr(msg, field)) if msg.HasField(field) else "-"
 
 
+#: Longest id a table cell shows whole (validation_report.json holds every id whole).
+CELL_ID_CHARS = 64
+
+
+def _width(text: str) -> int:
+    """Columns ``text`` takes on a terminal: East Asian wide / fullwidth characters (CJK, most emoji) two,
+    combining marks none (``len`` misaligned every column after a CJK id)."""
+    return sum(0 if unicodedata.combining(ch) else 2 if unicodedata.east_asian_width(ch) in "WF" else 1 for ch in text)
+
+
+def _id_cell(text: str) -> str:
+    """An id in a table cell: whole up to CELL_ID_CHARS characters, else its start and end around ``...`` (one
+    1000-character trajectory id made every row of the decomposition table 1,200 columns wide)."""
+    if len(text) <= CELL_ID_CHARS:
+        return text
+    tail = CELL_ID_CHARS // 4
+    return f"{text[:CELL_ID_CHARS - tail - 3]}...{text[-tail:]}"
+
+
 def _table(rows: list[list[str]]) -> list[str]:
-    widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
+    widths = [max(_width(r[i]) for r in rows) for i in range(len(rows[0]))]
     out = []
     for j, r in enumerate(rows):
-        out.append("  ".join(c.ljust(w) if i < 2 else c.rjust(w) for i, (c, w) in enumerate(zip(r, widths))))
+        out.append("  ".join(c + " " * (w - _width(c)) if i < 2 else " " * (w - _width(c)) + c
+                             for i, (c, w) in enumerate(zip(r, widths))))
         if j == 0:
             out.append("  ".join("-" * w for w in widths))
     return out
@@ -141,7 +162,7 @@ def explanation_lines(report: vpb.ValidationReport, max_traj_rows: int = 6) -> l
                 skipped.append(d)
                 continue
             pct = (lambda ns: f" ({100 * ns / d.measured_ns:+.1f}%)") if d.measured_ns else (lambda ns: "")
-            rows.append([LEVEL_NAMES.get(d.level, "?"), d.record_id, f"{d.measured_ns / 1e6:.1f}",
+            rows.append([LEVEL_NAMES.get(d.level, "?"), _id_cell(d.record_id), f"{d.measured_ns / 1e6:.1f}",
                          f"{d.predicted_ns / 1e6:.1f}", _ms(d.total_ns) + pct(d.total_ns)]
                         + [_ms(t.delta_ns) + pct(t.delta_ns) for t in d.terms])
         if len(rows) > 1:

@@ -54,7 +54,7 @@ COVERED_ID_FIELDS = frozenset({"request_id", "sample_ids", "trajectory_id", "gro
 #: the enum fields of ``Request`` the pass checks
 COVERED_ENUM_FIELDS = frozenset({"finish_reasons", "dependencies.trigger", "dependencies.relation",
                                  "dependencies.delay_absence"})
-_CONTROL = re.compile(r"[\x00-\x1f\x7f-\x9f]")  # = message_guard's
+_CONTROL = re.compile("[\x00-\x1f\x7f-\x9f\u061c\u200e\u200f\u202a-\u202e\u2066-\u2069]")  # = message_guard's
 
 
 def _paths(plan, desc, prefix: str = "") -> set[str]:

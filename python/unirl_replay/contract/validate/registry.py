@@ -86,13 +86,13 @@ RULES: dict[str, str] = {
     "artifact.unreadable": "a trace file that cannot be read (permissions, I/O error)",
     "artifact.symlink": "a trace file that is a symbolic link",
     "enum.unknown": "an enum number that is no value of its enum in v1 (rejected by v1 readers)",
-    "id.invalid": "an id with control characters or longer than 1024 characters",
+    "id.invalid": "an id with control characters (or Unicode bidirectional controls) or longer than 1024 characters",
     # manifest
     "manifest.window": "capture window missing or duration_ns <= 0",
     "manifest.engine": "engine without engine_id or with block_size_tokens 0",
     "trace.no_requests": "a trace with 0 requests (nothing to replay: e.g. a capture whose records never joined)",
     "manifest.trace_id": "manifest without trace_id",
-    "manifest.workload_name": "workload_name holding a control character or longer than 1024 characters (compare "
+    "manifest.workload_name": "workload_name holding a control character (or a Unicode bidirectional control) or longer than 1024 characters (compare "
                               "tells calibration and holdout workloads apart by it; reports and tables print it)",
     "manifest.created_at": "created_at present but not an RFC 3339 UTC time (YYYY-MM-DDTHH:MM:SS[.fff]Z or +00:00)",
     "manifest.conditions": "RunConditions (the trace's or a probe's) with a load average not finite, < 0 or above "
