@@ -364,3 +364,16 @@ def test_the_summed_waterfall_keeps_its_name_and_a_batch_of_that_name_its_own_fi
     names = write_waterfalls(tmp_path, rep)
     assert len(set(names)) == 3 and "waterfall_all_rollout_batches.png" in names and "waterfall_b0.png" in names
     assert sorted(p.name for p in tmp_path.glob("*.png")) == sorted(names)
+
+
+def test_ids_named_side_by_side_keep_readable_stems_unless_two_would_share_one():
+    """UniRL's engine ids (vllm:HOST:PID) name the converted files of a trace readably (x.vllm_vm_18522.jsonl, as
+    the README and users' scripts read them); only ids whose readable stems would collide, or ids too long for
+    one, get the digest."""
+    engines = ["vllm:vm:18522", "vllm:vm:18591"]
+    assert [id_file_stem(e, engines) for e in engines] == ["vllm_vm_18522", "vllm_vm_18591"]
+    both = ["e/0", "e_0"]
+    stems = [id_file_stem(e, both) for e in both]
+    assert stems[1] == "e_0" and stems[0].startswith("e_0-") and len(set(stems)) == 2
+    assert id_file_stem("x" * 1000, ["x" * 1000]).startswith("x" * 64 + "-")
+    assert id_file_stem("e/0") != "e_0"  # no context: the digest, never a stem another id may hold

@@ -44,16 +44,29 @@ _UNSAFE = re.compile(r"[^A-Za-z0-9_.-]")
 _HASHED = re.compile(r"-[0-9a-f]{16}$")
 
 
-def id_file_stem(value: str) -> str:
-    """The part of a file name that stands for an id (an engine's converted file, a batch's plot): the id itself
-    when it is 1-64 ASCII letters, digits, ``_``, ``.``, ``-`` (and does not end as a hashed stem does), else its
-    first 64 characters with every other character as ``_``, then ``-`` and 16 hex digits of the id's sha256. So two
-    ids never share a stem (``e/0`` and ``e_0`` wrote one file, the second replacing the first) and no stem outgrows
-    a file-name limit (a 1000-character id was "File name too long" on a valid trace)."""
-    if 0 < len(value) <= ID_STEM_CHARS and not _UNSAFE.search(value) and not _HASHED.search(value) \
-            and value.strip(".") != "":
+def id_file_stem(value: str, among: Iterable[str] | None = None) -> str:
+    """The part of a file name that stands for an id (an engine's converted file, a batch's plot).
+
+    - the id itself when it is 1-64 ASCII letters, digits, ``_``, ``.``, ``-`` (and does not end as a hashed stem
+      does);
+    - else, for an id of at most 64 characters, that id with every other character as ``_`` (``vllm:vm:18522`` ->
+      ``vllm_vm_18522``), when ``among`` (every id named side by side: a trace's engines) is given and no other id
+      of it is or makes the same stem;
+    - else its first 64 characters made so, then ``-`` and 16 hex digits of the id's sha256.
+
+    So two ids named together never share a stem (``e/0`` and ``e_0`` wrote one file, the second replacing the
+    first) and no stem outgrows a file-name limit (a 1000-character id was "File name too long" on a valid trace)."""
+    def plain(v: str) -> bool:
+        return 0 < len(v) <= ID_STEM_CHARS and not _UNSAFE.search(v) and not _HASHED.search(v) and v.strip(".") != ""
+
+    if plain(value):
         return value
-    return f"{_UNSAFE.sub('_', value[:ID_STEM_CHARS])}-{hashlib.sha256(value.encode('utf-8', 'surrogatepass')).hexdigest()[:16]}"
+    s = _UNSAFE.sub("_", value[:ID_STEM_CHARS])
+    if among is not None and len(value) <= ID_STEM_CHARS and plain(s):
+        others = {o for o in among if o != value}
+        if s not in others and all(_UNSAFE.sub("_", o[:ID_STEM_CHARS]) != s for o in others):
+            return s
+    return f"{s}-{hashlib.sha256(value.encode('utf-8', 'surrogatepass')).hexdigest()[:16]}"
 
 
 def trace_file_problem(path: str | os.PathLike) -> str | None:

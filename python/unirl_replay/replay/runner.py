@@ -67,8 +67,8 @@ def _run(sim: Simulator, conv: Conversion, path: Path, eargs: dict):
                                 lanes=conv.lanes, block_size=block_size, execution_model=MODEL))
 
 
-def _safe(name: str) -> str:
-    return id_file_stem(name)  # bounded and collision-free: two engines never share a converted file
+def _safe(name: str, among=None) -> str:
+    return id_file_stem(name, among)  # bounded and collision-free: two engines never share a converted file
 
 
 def _replay_engine(sim: Simulator, plan: EnginePlan, index: WorkloadIndex, fmt: str, tm: dict, work: Path,
@@ -447,7 +447,7 @@ def convert_trace(trace_dir: str | Path, out_file: str | Path, *, trace_format: 
                                    file=str(trace_dir), rule="convert.engine")
         plans = {engine_id: plans[engine_id]}
     out = Path(out_file)
-    targets = {eid: out if len(plans) == 1 else out.with_name(f"{out.stem}.{_safe(eid)}{out.suffix}") for eid in plans}
+    targets = {eid: out if len(plans) == 1 else out.with_name(f"{out.stem}.{_safe(eid, plans)}{out.suffix}") for eid in plans}
     # every engine's target is checked before any is written (a refusal of the k-th left the first k-1 files
     # written), and a failure part way removes the files this call created
     from unirl_replay.replay.convert import sidecar

@@ -341,13 +341,14 @@ def pick_batch(workload: Sequence[wpb.WorkloadRecord]) -> str | None:
     return ids[0] if ids else None
 
 
-def _safe(name: str) -> str:
-    return id_file_stem(name)  # bounded and collision-free: one batch's plot never replaces another's
+def _safe(name: str, among=None) -> str:
+    return id_file_stem(name, among)  # bounded and collision-free: one batch's plot never replaces another's
 
 
 def write_waterfalls(out_dir: str | Path, report: vpb.ValidationReport) -> list[str]:
     """``waterfall_<batch>.png`` for every decomposed rollout batch (and the sum over batches)."""
     out, written = Path(out_dir), []
+    batch_ids = [d.record_id for d in report.decompositions if d.level == C.L_BATCH]
     for d in report.decompositions:
         if d.level != C.L_BATCH:
             continue
@@ -355,7 +356,7 @@ def write_waterfalls(out_dir: str | Path, report: vpb.ValidationReport) -> list[
         if fig is not None:
             # the summed row is ours, not an id: its name stays waterfall_all_rollout_batches.png (a batch of
             # that very id gets the hashed stem, so the two never share a file)
-            stem = "all_rollout_batches" if d.record_id == "all rollout batches" else _safe(d.record_id)
+            stem = "all_rollout_batches" if d.record_id == "all rollout batches" else _safe(d.record_id, batch_ids)
             if stem == "all_rollout_batches" and d.record_id != "all rollout batches":
                 stem += "-" + hashlib.sha256(d.record_id.encode()).hexdigest()[:16]
             name = f"waterfall_{stem}.png"
