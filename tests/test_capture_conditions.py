@@ -576,3 +576,17 @@ def test_two_engine_ids_with_one_safe_file_name_keep_two_probe_artifacts():
     assert [e.engine_id for e in entries] == [a, b] and len(set(paths)) == 2 and set(paths) == set(artifacts)
     assert [artifacts[p]["engine_id"] for p in paths] == [a, b]
     assert artifacts[paths[1]]["points"][0]["median_ms"] == pytest.approx(2 * artifacts[paths[0]]["points"][0]["median_ms"])
+
+
+def test_an_engine_id_too_long_for_a_file_name_keeps_a_bounded_probe_artifact_name():
+    from unirl_replay.capture.window_conditions import window_probes
+    from unirl_replay.v1 import manifest_pb2 as m
+
+    stat0 = [0, 0, 0, 1000, 0, 0, 0, 0, 0, 0]
+    eid = "vllm:" + "h" * 1000 + ":21"
+    recs = {"probe_start": [_mark("probe_start", 0.2, _snap(0.2, 1.0, stat0, [0, 0]), when="x", probe_id="pa")],
+            "probe_end": [_mark("probe_end", 0.6, _snap(0.6, 1.1, stat0, [0, 0]), when="x", probe_id="pa")],
+            "probe_generate": _probe_records(eid, "pa", 0.2)}
+    (entry,), artifacts = window_probes(recs, 1.0, 2.0, m.Hardware(cpu_model="x", cpu_count=2), [eid])
+    name = entry.artifact_path.split("/", 1)[1]
+    assert len(name.encode()) < 120 and set(artifacts) == {entry.artifact_path}

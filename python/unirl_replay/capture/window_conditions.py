@@ -18,7 +18,6 @@ never a window's requests: they are recorded as another kind (``probe_generate``
 
 from __future__ import annotations
 
-import hashlib
 
 import json
 from pathlib import Path
@@ -26,6 +25,7 @@ from typing import Any, Dict, List, Optional, Sequence, Tuple
 
 from unirl_replay.capture import probe as P
 from unirl_replay.capture.procfs import conditions_fields
+from unirl_replay.contract.out_dir import id_file_stem
 from unirl_replay.v1 import common_pb2 as c
 from unirl_replay.v1 import manifest_pb2 as m
 
@@ -90,10 +90,6 @@ def _probes(recs: Dict[str, List[Dict[str, Any]]]) -> List[Dict[str, Any]]:
     return sorted(out, key=lambda p: p["t0"])
 
 
-def _safe(text: str) -> str:
-    return "".join(ch if ch.isalnum() or ch in "._-" else "_" for ch in text)
-
-
 def window_probes(recs: Dict[str, List[Dict[str, Any]]], start_mono: float, end_mono: float, hardware: m.Hardware,
                   engines: Sequence[str]) -> Tuple[List[m.ReferenceProbe], Dict[str, Dict[str, Any]]]:
     """The window's ReferenceProbe entries and their artifacts (relative path -> JSON content)."""
@@ -125,9 +121,9 @@ def window_probes(recs: Dict[str, List[Dict[str, Any]]], start_mono: float, end_
             loads = {o: rs for o, rs in loads.items() if rs}
             points = P.probe_points(iso)
             cpoints, verdicts = P.contended_points(cont, loads) if cont else ([], [])
-            path = f"probes/{_safe(eid)}-{when}.json"
-            if path in artifacts:  # another engine id with the same safe name (``vllm:h1:21``, ``vllm_h1_21``)
-                path = f"probes/{_safe(eid)}-{hashlib.sha256(eid.encode()).hexdigest()[:12]}-{when}.json"
+            # one file per engine: ids that would share a safe name (``vllm:h1:21``, ``vllm_h1_21``) or outgrow a
+            # file name (a 1000-character id) get a digest (contract.out_dir.id_file_stem)
+            path = f"probes/{id_file_stem(eid, engines)}-{when}.json"
             rp = m.ReferenceProbe(engine_id=eid, when=when, artifact_path=path)
             for dest, pts in ((rp.points, points), (rp.contended_points, cpoints)):
                 for pt in pts:
