@@ -377,3 +377,13 @@ def test_ids_named_side_by_side_keep_readable_stems_unless_two_would_share_one()
     assert stems[1] == "e_0" and stems[0].startswith("e_0-") and len(set(stems)) == 2
     assert id_file_stem("x" * 1000, ["x" * 1000]).startswith("x" * 64 + "-")
     assert id_file_stem("e/0") != "e_0"  # no context: the digest, never a stem another id may hold
+
+
+def test_compare_batch_of_a_long_unknown_id_names_it_without_echoing_it_whole(tmp_path, capsys):
+    trace = grpo_trace(2, 2).write(tmp_path / "t")
+    assert main(["replay", str(trace), "--timing-model", "fixed:10,1", "--out", str(tmp_path / "r")]) == 0
+    capsys.readouterr()
+    rc = main(["compare", str(trace), str(tmp_path / "r"), "--out", str(tmp_path / "c"), "--batch", "b" * 2000,
+               "--no-plots"])
+    err = capsys.readouterr().err
+    assert rc != 0 and "(2000 characters)" in err and "b" * 200 not in err and "Traceback" not in err, err

@@ -190,8 +190,11 @@ def compare_to_dir(trace_dir: str | Path, replay_result: str | Path, out_dir: st
     if batch_id is not None:  # before anything is written: the timeline plot of a batch the trace lacks
         batches = sorted(C.index_workload(workload).requests_of_batch)
         if batch_id not in batches:
-            raise ComparisonError(f"--batch {batch_id!r}: no rollout batch of that id has requests in "
-                                  f"{trace_dir}; its batches: {', '.join(map(repr, batches[:10]))}"
+            def short(v: str) -> str:  # an id of any length is named, not echoed whole
+                return repr(v) if len(v) <= 120 else f"{v[:56]!r}...{v[-56:]!r} ({len(v)} characters)"
+
+            raise ComparisonError(f"--batch {short(batch_id)}: no rollout batch of that id has requests in "
+                                  f"{trace_dir}; its batches: {', '.join(map(short, batches[:10]))}"
                                   + (" ..." if len(batches) > 10 else ""))
     matching = C.match(workload, outcomes, replay) if per_request else None
     timing = load_timing_model(replay, rp, manifest.engines)
