@@ -159,9 +159,9 @@ def command(like, probe_trace, base, levelling, probe_condition, out, workload_n
         raise click.UsageError("--base is the profile --level-to-probe levels; a measurement (--like) has no base")
 
     if workload_name is not None:  # the profile's calibration workload: compared with traces' workload_name
-        from unirl_replay.contract.message_guard import id_problem
+        from unirl_replay.contract.message_guard import name_problem
 
-        why = (id_problem(workload_name) or "").removeprefix("id ") or ("" if workload_name else "an empty name")
+        why = name_problem(workload_name) or ("" if workload_name else "an empty name")
         if why:  # was: accepted, the sweep run, and the name written into the provenance
             raise click.BadParameter(f"{why} (a workload name as validate's manifest.workload_name allows)",
                                      param_hint="--workload-name")

@@ -72,15 +72,14 @@ _TRACE_ID_SUFFIX_CHARS = 17
 def _check_names(workload_name: str | None, trace_id: str | None) -> None:
     """--workload-name / --trace-id a trace can hold (validate's manifest.workload_name and id.invalid), refused
     before anything is written or run (was: a trace written, then refused by validate, or the whole rollout run)."""
-    from unirl_replay.contract.message_guard import MAX_ID_CHARS, id_problem
+    from unirl_replay.contract.message_guard import MAX_ID_CHARS, id_problem, name_problem
 
     if trace_id is not None:
         why = id_problem(trace_id) or ("" if trace_id else "an empty trace id")
         if why:
             raise click.BadParameter(why, param_hint="--trace-id")
     if workload_name is not None:
-        why = (id_problem(workload_name) or "").removeprefix("id ") or ("" if workload_name else
-                                                                         "an empty workload name")
+        why = name_problem(workload_name) or ("" if workload_name else "an empty workload name")
         if why:
             raise click.BadParameter(f"{why} (the manifest's workload_name; validate's manifest.workload_name)",
                                      param_hint="--workload-name")

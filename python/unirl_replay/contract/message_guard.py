@@ -105,6 +105,13 @@ def id_problem(value: str) -> str | None:
     return None
 
 
+def name_problem(value: str) -> str | None:
+    """Why ``value`` cannot be a workload name (manifest.workload_name; a profile's calibration workload): what
+    :func:`id_problem` refuses, worded of a name, or None when it can be one. An empty name is the caller's to refuse."""
+    why = id_problem(value)
+    return why.removeprefix("id ") if why else None
+
+
 @lru_cache(maxsize=None)
 def _id_plan(desc: Descriptor, depth: int = 0) -> tuple[tuple[FieldDescriptor, ...], tuple[FieldDescriptor, ...]]:
     """Per message type: its id fields (strings named ``*_id`` / ``*_ids``) and sub-messages holding any."""

@@ -10,7 +10,7 @@ import statistics
 from pathlib import PurePosixPath
 
 from unirl_replay.contract.cpu_signature import signature_problems
-from unirl_replay.contract.message_guard import id_problem
+from unirl_replay.contract.message_guard import name_problem
 from unirl_replay.contract.trace_io import MANIFEST_FILE, OUTCOME_FILES, PARTIAL_SUFFIX, WORKLOAD_FILES
 from unirl_replay.contract.validate.context import TraceState
 from unirl_replay.contract.validate.registry import MAX_LOADAVG, MAX_PROBE_MS, MAX_TOKENS, WARNING
@@ -174,8 +174,8 @@ class ManifestRules(TraceState):
             self.v("manifest.trace_id", f, 0, "", "trace_id is empty (results and reports are tied to it)")
         self._known_enums(f, 0, m.trace_id, m)
         self._good_ids(f, 0, m.trace_id, m)
-        if m.workload_name and (why := id_problem(m.workload_name)):  # not an *_id field, yet a name reports key on
-            self.v("manifest.workload_name", f, 0, m.trace_id, f"workload_name: {why.removeprefix('id ')}")
+        if m.workload_name and (why := name_problem(m.workload_name)):  # not an *_id field, yet a name reports key on
+            self.v("manifest.workload_name", f, 0, m.trace_id, f"workload_name: {why}")
         if not m.HasField("window") or m.window.duration_ns <= 0:
             self.v("manifest.window", f, 0, m.trace_id, "capture window missing or duration_ns <= 0")
         self._enum(f, 0, m.trace_id, "window.clock_domain", m.window.clock_domain)
