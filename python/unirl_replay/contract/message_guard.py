@@ -27,7 +27,8 @@ from google.protobuf.message import Message
 #: Longest id accepted (request, trajectory, group, batch, engine, sample ids).
 MAX_ID_CHARS = 1024
 #: C0, DEL, C1 and the bidirectional controls (ALM, LRM, RLM, LRE-RLO, LRI-PDI)
-_CONTROL = re.compile("[\x00-\x1f\x7f-\x9f\u061c\u200e\u200f\u202a-\u202e\u2066-\u2069]")
+CONTROL_CHARS = "\x00-\x1f\x7f-\x9f\u061c\u200e\u200f\u202a-\u202e\u2066-\u2069"  # a regex character class's body
+_CONTROL = re.compile(f"[{CONTROL_CHARS}]")
 
 __all__ = ["MAX_ID_CHARS", "unknown_enums", "id_problem"]
 

@@ -32,6 +32,8 @@ from typing import Callable
 
 import numpy as np
 
+from unirl_replay.contract.message_guard import CONTROL_CHARS, MAX_ID_CHARS
+
 #: Largest profile file read.
 MAX_PROFILE_BYTES = 256 << 20
 #: Largest array of a profile (elements).
@@ -79,7 +81,7 @@ PROVENANCE_SCHEMA = {
         # workload names a report compares the trace's with (a holdout compared with a profile calibrated on it is
         # refused) and prints: names as a manifest's (message_guard.MAX_ID_CHARS, no control characters)
         "calibration_workloads": {"type": "array", "maxItems": 256, "items": {
-            "type": "string", "maxLength": 1024 + len("probe:"), "pattern": "^[^\\x00-\\x1f\\x7f-\\x9f\\u061c\\u200e\\u200f\\u202a-\\u202e\\u2066-\\u2069]*$"}},
+            "type": "string", "maxLength": MAX_ID_CHARS + len("probe:"), "pattern": f"^[^{CONTROL_CHARS}]*$"}},
         "probe_levelled": {"type": "object"},
         "hardware": {"type": "object", "properties": {"cpu_model": {"type": "string"},
                                                       "cpu_count": {"type": "integer", "minimum": 0}}},
