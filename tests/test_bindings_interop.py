@@ -177,3 +177,106 @@ def test_reads_the_bundled_traces_back(programs, tmp_path, lang, trace):
     assert_valid(tmp_path / "to-jsonl")
     assert_same_records(tmp_path / "to-jsonl", src, "jsonl")
     assert manifest_of(tmp_path / "to-jsonl", artifacts=False) == manifest_of(src, artifacts=False)
+
+
+# -- the tool's own outputs, read by the other languages' JSON parsers
+
+#: documents a user hands to other tools: (message type, path relative to the fixture's directory)
+OUTPUT_DOCS = (
+    ("TraceCheck", "validate-valid.json"), ("TraceCheck", "validate-invalid.json"),
+    ("TraceCheck", "validate-incomplete.json"),
+    ("ReplayResult", "grpo/replay/replay_result.json"), ("ValidationReport", "grpo/report/validation_report.json"),
+    ("ReplayResult", "agentic/bound1/replay_result.json"),
+    ("ValidationReport", "agentic/report/validation_report.json"),  # with the UNMODELLED bracket
+    ("TraceManifest", "recoded/manifest.json"),
+)
+#: the committed holdout outputs: a probe-levelled profile, rebuilt steps, the decomposition, conditions, probes
+HOLDOUT = ROOT / "results" / "holdout-closed-xeon"
+HOLDOUT_DOCS = (
+    ("ReplayResult", HOLDOUT / "grpo" / "r1" / "probe" / "replay_result.json"),
+    ("ValidationReport", HOLDOUT / "grpo" / "r1" / "probe" / "validation_report.json"),
+    ("TraceManifest", HOLDOUT / "traces" / "grpo-r1" / "manifest.json"),
+)
+
+
+@pytest.fixture(scope="module")
+def outputs(tmp_path_factory) -> Path:
+    """What `validate --json`, `replay`, `compare` and `recode` write today, on the bundled traces."""
+    import shutil
+    import sys
+
+    from unirl_replay.cli.main import main
+
+    d = tmp_path_factory.mktemp("outputs")
+    cli = [sys.executable, "-c", "import sys; from unirl_replay.cli.main import main; sys.exit(main(sys.argv[1:]))"]
+    broken = d / "broken"
+    shutil.copytree(ROOT / "traces" / "grpo-a", broken)
+    lines = (broken / "workload.jsonl").read_text().splitlines()
+    (broken / "workload.jsonl").write_text("\n".join(lines[:-1]) + "\n")  # a record missing: INCOMPLETE
+    invalid = interop_trace(d / "invalid-src", "jsonl")
+    rec = (invalid / "workload.jsonl").read_text().replace('"engine_id":"e0"', '"engine_id":"nowhere"', 1)
+    (invalid / "workload.jsonl").write_text(rec)
+    man = (invalid / "manifest.json").read_text()
+    import hashlib
+    old = next(a for a in manifest_of(invalid).artifacts if a.path == "workload.jsonl")
+    man = man.replace(old.sha256, hashlib.sha256(rec.encode()).hexdigest())
+    (invalid / "manifest.json").write_text(man.replace(f'"{old.size_bytes}"', f'"{len(rec.encode())}"'))
+    for name, trace, want in (("valid", ROOT / "traces" / "grpo-a", 0), ("invalid", invalid, 1),
+                              ("incomplete", broken, 3)):
+        r = subprocess.run([*cli, "validate", str(trace), "--json"], capture_output=True, text=True, timeout=300)
+        assert r.returncode == want, f"validate {name}: exit {r.returncode}\n{r.stdout[-2000:]}{r.stderr[-2000:]}"
+        (d / f"validate-{name}.json").write_text(r.stdout)
+    grpo = ROOT / "traces" / "grpo-a"
+    assert main(["replay", str(grpo), "--timing-model", "fixed:2,1", "--out", str(d / "grpo" / "replay")]) == 0
+    assert main(["compare", str(grpo), str(d / "grpo" / "replay" / "replay_result.json"), "--out",
+                 str(d / "grpo" / "report"), "--no-plots"]) == 0
+    agentic = ROOT / "traces" / "agentic-a"
+    for out, allow in (("bound1", "engine_client.inflight_limit"), ("bound2", "engine_client.inflight_limit.as_lanes")):
+        assert main(["replay", str(agentic), "--timing-model", "fixed:2,1", "--allow-unmodelled", allow,
+                     "--out", str(d / "agentic" / out)]) == 0
+    assert main(["compare", str(agentic), str(d / "agentic" / "bound1" / "replay_result.json"), "--bound",
+                 str(d / "agentic" / "bound2" / "replay_result.json"), "--out", str(d / "agentic" / "report"),
+                 "--no-plots"]) == 0
+    assert main(["recode", str(grpo), "--encoding", "binpb", "--out", str(d / "recoded")]) == 0
+    return d
+
+
+def _same_message(cls, got: Path, want: Path) -> None:
+    from google.protobuf import json_format
+
+    a = json_format.Parse(got.read_text(encoding="utf-8"), cls())
+    b = json_format.Parse(want.read_text(encoding="utf-8"), cls())
+    assert a == b, f"{got} read back differs from {want}"
+
+
+def _cls(type_name: str):
+    from unirl_replay.v1 import manifest_pb2, replay_pb2, report_pb2
+
+    return next(getattr(mod, type_name) for mod in (report_pb2, replay_pb2, manifest_pb2) if hasattr(mod, type_name))
+
+
+@pytest.mark.parametrize("lang", LANGS)
+def test_other_languages_parse_the_tools_outputs(programs, outputs, tmp_path, lang):
+    """Every JSON document the tool writes for others to read (TraceCheck, ReplayResult, ValidationReport, the
+    manifest) is proto3 JSON the language's own parser takes with unknown fields refused, and what it prints back
+    is the same message."""
+    docs = [(t, outputs / p) for t, p in OUTPUT_DOCS] + list(HOLDOUT_DOCS)
+    for i, (type_name, path) in enumerate(docs):
+        assert path.is_file(), path
+        out = tmp_path / f"{i}-{type_name}.json"
+        run(programs[lang], "parse", type_name, path, out)
+        _same_message(_cls(type_name), out, path)
+
+
+@pytest.mark.parametrize("lang", LANGS)
+def test_other_languages_refuse_a_field_the_contract_does_not_have(programs, outputs, tmp_path, lang):
+    """The parse above is strict: a key outside the contract fails it (so it proves the documents hold none)."""
+    import json
+
+    doc = json.loads((outputs / "grpo" / "replay" / "replay_result.json").read_text())
+    doc["not_in_the_contract"] = 1
+    bad = tmp_path / "bad.json"
+    bad.write_text(json.dumps(doc))
+    r = subprocess.run([*programs[lang], "parse", "ReplayResult", str(bad), str(tmp_path / "out.json")],
+                       capture_output=True, text=True, timeout=120)
+    assert r.returncode != 0 and "not_in_the_contract" in (r.stdout + r.stderr), r.stdout + r.stderr

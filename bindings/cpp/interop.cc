@@ -2,6 +2,9 @@
 //
 //   interop write OUT_DIR jsonl|binpb          a small complete trace (the interop trace, bindings/README.md)
 //   interop copy  SRC_DIR OUT_DIR jsonl|binpb  read a trace (either encoding) and write it again
+//   interop parse TYPE IN_JSON OUT_JSON        parse one JSON document the tool wrote (TYPE: ReplayResult,
+//                                              ValidationReport, TraceCheck, ...) with unknown fields refused,
+//                                              and print it again
 //
 // JSON is the JSON profile of docs/json-profile.md: MessageToJsonString with proto field names,
 // compact lines; binpb is SerializeDelimitedToOstream / ParseDelimitedFromZeroCopyStream.
@@ -11,6 +14,7 @@
 #include <filesystem>
 #include <fstream>
 #include <iostream>
+#include <memory>
 #include <sstream>
 #include <string>
 #include <vector>
@@ -22,6 +26,8 @@
 
 #include "unirl_replay/v1/manifest.pb.h"
 #include "unirl_replay/v1/outcomes.pb.h"
+#include "unirl_replay/v1/replay.pb.h"
+#include "unirl_replay/v1/report.pb.h"
 #include "unirl_replay/v1/workload.pb.h"
 
 namespace fs = std::filesystem;
@@ -288,14 +294,38 @@ static void WriteInterop(const fs::path& out, const std::string& enc) {
   WriteTrace(out, enc, m, w, o);
 }
 
+// One JSON document as the named message of the v1 package (JsonStringToMessage's defaults: unknown fields
+// refused), printed again with proto field names.
+static void Parse(const std::string& type, const fs::path& in, const fs::path& out) {
+  // every message type of the v1 package is linked in; these name the documents the tool writes
+  const pb::Message* protos[] = {&ReplayResult::default_instance(), &ValidationReport::default_instance(),
+                                 &TraceCheck::default_instance(), &TraceManifest::default_instance(),
+                                 &ReferenceProbe::default_instance()};
+  const pb::Descriptor* d = pb::DescriptorPool::generated_pool()->FindMessageTypeByName("unirl_replay.v1." + type);
+  if (d == nullptr) Die("no message unirl_replay.v1." + type);
+  const pb::Message* proto = pb::MessageFactory::generated_factory()->GetPrototype(d);
+  (void)protos;
+  std::unique_ptr<pb::Message> m(proto->New());
+  auto st = pb::util::JsonStringToMessage(ReadFile(in), m.get());
+  if (!st.ok()) Die(in.string() + ": " + st.ToString());
+  pb::util::JsonPrintOptions opt;
+  opt.preserve_proto_field_names = true;
+  std::string text;
+  st = pb::util::MessageToJsonString(*m, &text, opt);
+  if (!st.ok()) Die(st.ToString());
+  WriteFile(out, text);
+}
+
 int main(int argc, char** argv) {
   std::vector<std::string> a(argv + 1, argv + argc);
   if (a.size() == 3 && a[0] == "write") {
     WriteInterop(a[1], a[2]);
   } else if (a.size() == 4 && a[0] == "copy") {
     Copy(a[1], a[2], a[3]);
+  } else if (a.size() == 4 && a[0] == "parse") {
+    Parse(a[1], a[2], a[3]);
   } else {
-    std::cerr << "usage: interop write OUT_DIR jsonl|binpb | copy SRC_DIR OUT_DIR jsonl|binpb\n";
+    std::cerr << "usage: interop write OUT_DIR jsonl|binpb | copy SRC_DIR OUT_DIR jsonl|binpb | parse TYPE IN_JSON OUT_JSON\n";
     return 2;
   }
   return 0;

@@ -2,6 +2,9 @@
 //
 //	interop write OUT_DIR jsonl|binpb          a small complete trace (the interop trace, bindings/README.md)
 //	interop copy  SRC_DIR OUT_DIR jsonl|binpb  read a trace (either encoding) and write it again
+//	interop parse TYPE IN_JSON OUT_JSON        parse one JSON document the tool wrote (TYPE: a message of
+//	                                           unirl_replay.v1, e.g. ReplayResult) with unknown fields refused,
+//	                                           and print it again
 //
 // JSON is the JSON profile of docs/json-profile.md: protojson with UseProtoNames. protojson
 // deliberately varies its whitespace between builds, so each line goes through json.Compact (key
@@ -22,6 +25,8 @@ import (
 	"google.golang.org/protobuf/encoding/protojson"
 	"google.golang.org/protobuf/encoding/protowire"
 	"google.golang.org/protobuf/proto"
+	"google.golang.org/protobuf/reflect/protoreflect"
+	"google.golang.org/protobuf/reflect/protoregistry"
 
 	v1 "unirl-replay.invalid/gen/go/unirl_replay/v1"
 )
@@ -136,6 +141,20 @@ func copyTrace(src, out, enc string) {
 	writeTrace(out, enc, m, w, o)
 }
 
+// parseDoc reads one JSON document as the named message of the v1 package (protojson's defaults: unknown
+// fields refused) and writes it again with proto field names.
+func parseDoc(typ, in, out string) {
+	mt, err := protoregistry.GlobalTypes.FindMessageByName(protoreflect.FullName("unirl_replay.v1." + typ))
+	check(err)
+	data, err := os.ReadFile(in)
+	check(err)
+	m := mt.New().Interface()
+	check(protojson.Unmarshal(data, m))
+	b, err := protojson.MarshalOptions{UseProtoNames: true}.Marshal(m)
+	check(err)
+	check(os.WriteFile(out, b, 0o644))
+}
+
 func i64(v int64) *int64   { return &v }
 func u32(v uint32) *uint32 { return &v }
 
@@ -198,8 +217,10 @@ func main() {
 		writeInterop(a[1], a[2])
 	case len(a) == 4 && a[0] == "copy":
 		copyTrace(a[1], a[2], a[3])
+	case len(a) == 4 && a[0] == "parse":
+		parseDoc(a[1], a[2], a[3])
 	default:
-		fmt.Fprintln(os.Stderr, "usage: interop write OUT_DIR jsonl|binpb | copy SRC_DIR OUT_DIR jsonl|binpb")
+		fmt.Fprintln(os.Stderr, "usage: interop write OUT_DIR jsonl|binpb | copy SRC_DIR OUT_DIR jsonl|binpb | parse TYPE IN_JSON OUT_JSON")
 		os.Exit(2)
 	}
 }

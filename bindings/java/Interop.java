@@ -2,6 +2,9 @@
 //
 //   java Interop write OUT_DIR jsonl|binpb        a small complete trace (the interop trace, bindings/README.md)
 //   java Interop copy  SRC_DIR OUT_DIR jsonl|binpb read a trace (either encoding) and write it again
+//   java Interop parse TYPE IN_JSON OUT_JSON       parse one JSON document the tool wrote (TYPE: ReplayResult,
+//                                                  ValidationReport, TraceCheck, TraceManifest, ReferenceProbe) with unknown
+//                                                  fields refused, and print it again
 //
 // JSON is the JSON profile of docs/json-profile.md: JsonFormat with proto field names, compact
 // lines, manifest pretty-printed. binpb is writeDelimitedTo / parseDelimitedFrom.
@@ -141,13 +144,32 @@ public final class Interop {
     writeTrace(out, enc, m, w, o);
   }
 
+  /** One JSON document as the named v1 message (JsonFormat.parser()'s default: unknown fields refused), printed again. */
+  static void parse(String type, Path in, Path out) throws Exception {
+    Map<String, Message.Builder> types = new HashMap<>();
+    types.put("ReplayResult", ReplayResult.newBuilder());
+    types.put("ValidationReport", ValidationReport.newBuilder());
+    types.put("TraceCheck", TraceCheck.newBuilder());
+    types.put("TraceManifest", TraceManifest.newBuilder());
+    types.put("ReferenceProbe", ReferenceProbe.newBuilder());
+    Message.Builder b = types.get(type);
+    if (b == null) {
+      System.err.println("interop: no message unirl_replay.v1." + type + " in this program");
+      System.exit(1);
+    }
+    PARSER.merge(new String(Files.readAllBytes(in), StandardCharsets.UTF_8), b);
+    Files.write(out, PRETTY.print(b.build()).getBytes(StandardCharsets.UTF_8));
+  }
+
   public static void main(String[] args) throws Exception {
     if (args.length == 3 && args[0].equals("write")) {
       writeInterop(Paths.get(args[1]), args[2]);
     } else if (args.length == 4 && args[0].equals("copy")) {
       copy(Paths.get(args[1]), Paths.get(args[2]), args[3]);
+    } else if (args.length == 4 && args[0].equals("parse")) {
+      parse(args[1], Paths.get(args[2]), Paths.get(args[3]));
     } else {
-      System.err.println("usage: Interop write OUT_DIR jsonl|binpb | copy SRC_DIR OUT_DIR jsonl|binpb");
+      System.err.println("usage: Interop write OUT_DIR jsonl|binpb | copy SRC_DIR OUT_DIR jsonl|binpb | parse TYPE IN_JSON OUT_JSON");
       System.exit(2);
     }
   }

@@ -2,6 +2,10 @@
 //
 //   node dist/src/interop.js write OUT_DIR jsonl|binpb          the interop trace (bindings/README.md)
 //   node dist/src/interop.js copy  SRC_DIR OUT_DIR jsonl|binpb  read a trace (either encoding), write it again
+//   node dist/src/interop.js parse TYPE IN_JSON OUT_JSON        parse one JSON document the tool wrote (TYPE:
+//                                                                 ReplayResult, ValidationReport, TraceCheck,
+//                                                                 TraceManifest, ReferenceProbe), unknown fields
+//                                                                 refused; print it again
 //
 // JSON is the JSON profile of docs/json-profile.md: toJsonString with useProtoFieldName (64-bit
 // integers are bigint in memory and decimal strings in JSON); binpb is varint length + message.
@@ -15,8 +19,10 @@ import {
 } from "../gen/unirl_replay/v1/workload_pb.js";
 import { OutcomeRecordSchema, type OutcomeRecord } from "../gen/unirl_replay/v1/outcomes_pb.js";
 import {
-  ArtifactKind, Encoding, TraceManifestSchema, type ArtifactDigest, type TraceManifest, ArtifactDigestSchema,
+  ArtifactKind, Encoding, ReferenceProbeSchema, TraceManifestSchema, type ArtifactDigest, type TraceManifest, ArtifactDigestSchema,
 } from "../gen/unirl_replay/v1/manifest_pb.js";
+import { ReplayResultSchema } from "../gen/unirl_replay/v1/replay_pb.js";
+import { TraceCheckSchema, ValidationReportSchema } from "../gen/unirl_replay/v1/report_pb.js";
 import {
   CacheStateKind, ClockDomain, ContentPolicy, FinishReason, WorkloadRole,
 } from "../gen/unirl_replay/v1/common_pb.js";
@@ -146,12 +152,29 @@ function writeInterop(out: string, enc: string): void {
   writeTrace(out, enc, m, w, o);
 }
 
+// One JSON document as the named v1 message (fromJsonString's default: unknown fields refused), printed again.
+function parseDoc(type: string, input: string, out: string): void {
+  const schemas: Record<string, DescMessage> = {
+    ReplayResult: ReplayResultSchema, ValidationReport: ValidationReportSchema, TraceCheck: TraceCheckSchema,
+    TraceManifest: TraceManifestSchema, ReferenceProbe: ReferenceProbeSchema,
+  };
+  const schema = schemas[type];
+  if (schema === undefined) {
+    process.stderr.write(`interop: no message unirl_replay.v1.${type} in this program\n`);
+    process.exit(1);
+  }
+  const m = fromJsonString(schema, readFileSync(input, "utf8"));
+  writeFileSync(out, toJsonString(schema, m, { useProtoFieldName: true }));
+}
+
 const a = process.argv.slice(2);
 if (a.length === 3 && a[0] === "write") {
   writeInterop(a[1], a[2]);
 } else if (a.length === 4 && a[0] === "copy") {
   copyTrace(a[1], a[2], a[3]);
+} else if (a.length === 4 && a[0] === "parse") {
+  parseDoc(a[1], a[2], a[3]);
 } else {
-  process.stderr.write("usage: interop write OUT_DIR jsonl|binpb | copy SRC_DIR OUT_DIR jsonl|binpb\n");
+  process.stderr.write("usage: interop write OUT_DIR jsonl|binpb | copy SRC_DIR OUT_DIR jsonl|binpb | parse TYPE IN_JSON OUT_JSON\n");
   process.exit(2);
 }
