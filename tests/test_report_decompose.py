@@ -223,3 +223,40 @@ def test_simulated_batches_that_overlap_where_the_run_kept_them_apart_are_said()
     rep = C.compare(hand_manifest(), wl, o, replay(13))
     assert not [n for n in rep.notes if "overlap" in n]
     assert not [n for d in rep.decompositions for n in d.notes if "overlap" in n]
+
+
+def _first_n_case(ready_ms):
+    """B1 = collect(1) over G1 = [A] and G2 = [B]: B (one token, prefilled in the 20 -> 30 ms pass) completes
+    G2 at 30 ms; A's last token is at 40 ms. The replay: G2 at 4 ms, G1 at 12 ms, so B1 is ready at 4 ms."""
+    from replay_build import batch, group, req
+    from unirl_replay.v1 import workload_pb2 as wpb
+    wl = [record(x) for x in (req("A", inp=100, out=(3, 1), at_ms=0, group="G1", batch="B1"),
+                              req("B", inp=50, out=(1,), at_ms=0, group="G2", batch="B1"),
+                              group("G1", ["A"], 2, batch="B1"), group("G2", ["B"], 1, batch="B1"),
+                              batch("B1", ["G1", "G2"], rule=wpb.BATCH_READINESS_RULE_FIRST_N_GROUPS, n=1))]
+    o = hand_outcomes()
+    o[1].request.completion_ns = 30 * MS
+    o[2].group.completed_ns = 40 * MS
+    o.insert(3, opb.OutcomeRecord(group=opb.GroupOutcome(group_id="G2", completed_ns=30 * MS)))
+    o[4].rollout_batch.ready_ns = ready_ms * MS
+    r = hand_replay()
+    r.requests[1].completion_ns = 4 * MS
+    r.groups.add(group_id="G2", completed_ns=4 * MS)
+    r.rollout_batches[0].ready_ns = 4 * MS
+    return C.compare(hand_manifest(), wl, o, r)
+
+
+def test_a_first_n_batch_ready_before_its_later_groups_says_so_not_a_clock_mismatch():
+    # collect(1) returned at 32 ms, while A (the other group) ran on to 40 ms: the batch's steps run past its
+    # readiness by its own rule, and the reason says that (it read "clock or boundary mismatch")
+    rep = _first_n_case(32)
+    (m,) = [m for m in rep.metrics if m.metric == "batch_readiness"]
+    assert (m.measured_mean_ms, m.predicted_mean_ms) == (32.0, 4.0)
+    (d,) = [d for d in rep.decompositions if d.record_id == "B1"]
+    assert not d.terms and (d.measured_ns, d.predicted_ns, d.total_ns) == (32 * MS, 4 * MS, -28 * MS)
+    assert d.unavailable_reason.startswith("a FIRST_N_GROUPS batch (1 of 2 groups) ready before all its requests "
+                                           "completed (1 completed after its readiness, e.g. 'A')")
+    assert "clock" not in d.unavailable_reason
+    # a FIRST_N_GROUPS batch whose requests were all done by its readiness is decomposed as before
+    (d,) = [d for d in _first_n_case(45).decompositions if d.record_id == "B1"]
+    assert d.unavailable_reason == "" and sum(t.delta_ns for t in d.terms) == d.total_ns == -41 * MS

@@ -25,7 +25,8 @@ A record on several engines (a GRPO batch scattered over data-parallel engines) 
 along the engine whose measured last completion sets its readiness (said in its notes). A record
 is not decomposed (``unavailable_reason``) when its engine's steps could not be rebuilt (or not in
 the span holding one of its requests), the model could not be evaluated, a step it ran also holds
-another record's sequences, or a pass start was not measured.
+another record's sequences, a pass start was not measured, or it is a FIRST_N_GROUPS batch ready
+before all its requests completed (its later groups' steps run past the readiness).
 """
 
 from __future__ import annotations
@@ -37,6 +38,7 @@ from unirl_replay.report.matching import WorkloadIndex, measured_request_boundar
 from unirl_replay.report.steps import PH_DECODE, PH_FIRST, PH_PREFILL, Placement, Rebuild
 from unirl_replay.v1 import outcomes_pb2 as opb
 from unirl_replay.v1 import report_pb2 as vpb
+from unirl_replay.v1 import workload_pb2 as wpb
 
 TERMS = ("client_path", "first_pass", "prefill_level", "decode_level", "simulator_scheduling")
 WHAT = {
@@ -154,6 +156,25 @@ def _decompose(level: int, metric: str, rid: str, measured: int, predicted: int,
     return d
 
 
+def _after_readiness(idx: WorkloadIndex, bid: str, rids: Sequence[str], bounds: Mapping[str, dict],
+                     ready: int) -> str:
+    """Why a batch ready before its own requests finished is not decomposed, or "".
+
+    A FIRST_N_GROUPS batch (``collect(n)`` of more groups) is ready when its first n groups are: the
+    requests of its later groups still run after the readiness. Its steps then run past its measured
+    window, which is no clock or boundary mismatch: which of those steps count toward the readiness is
+    not defined, so the terms are not computed (said as such)."""
+    b = idx.batches.get(bid)
+    if b is None or b.readiness_rule != wpb.BATCH_READINESS_RULE_FIRST_N_GROUPS:
+        return ""
+    late = [r for r in rids if bounds[r]["completion"] > ready]
+    if not late:
+        return ""
+    return (f"a FIRST_N_GROUPS batch ({b.required_groups} of {len(b.group_ids)} groups) ready before all its "
+            f"requests completed ({len(late)} completed after its readiness, e.g. {late[0]!r}): the steps of its "
+            "later groups run past the readiness and which of them count toward it is not defined")
+
+
 def _seg_requests(placement: Mapping[str, list[Placement]]) -> dict[int, set[str]]:
     out: dict[int, set[str]] = {}
     for rid, pls in placement.items():
@@ -200,6 +221,8 @@ def decompose(idx: WorkloadIndex, outcomes: Sequence[opb.OutcomeRecord], rebuild
             if unplaced and not why:
                 why = (f"request {unplaced[0]!r} lies in a span of {eng} whose steps were not rebuilt (ambiguous "
                        "step numbering): the terms would leave its steps out")
+            if not why and level == L_BATCH:
+                why = _after_readiness(idx, rid, all_rids, bounds, min(x["submit"] for x in b_all) + m)
             b = [bounds[r] for r in rids]
             if why:
                 out.append(_decompose(level, metric, rid, m, pr, es, segs, why, (0, 0), [], None))
