@@ -267,3 +267,15 @@ def test_the_cli_uses_the_system_arrow_allocator_unless_told_otherwise_with_the_
         files[pool] = _tree(out.parent)  # the file and its sidecar
     assert len(files[None]) == 2 and files[None]["upstream.jsonl"].count(b"\n") == 301  # header + 300 rows
     assert files[None] == files["mimalloc"] == files["jemalloc"]
+
+
+def test_an_aggregate_only_replay_says_it_has_no_makespan_never_nan(tmp_path, capsys):
+    """mooncake rows carry no request ids: two requests alike in arrival and lengths cannot be told apart, so the
+    result is aggregate-only, with no makespan to print."""
+    pytest.importorskip("dynamo.replay")
+    trace = write_trace(tmp_path / "trace", [req("a", out=(2,), at_ms=0), req("b", out=(2,), at_ms=0)])
+    out = tmp_path / "out"
+    assert main(["replay", str(trace), "--format", "mooncake", "--timing-model", "fixed:10,2", "--out", str(out)]) == 0
+    said = capsys.readouterr().out
+    assert "nan" not in said and "no makespan (no per-request predicted times" in said, said
+    assert "makespan_ns" not in json.loads((out / "replay_result.json").read_text())

@@ -67,8 +67,8 @@ def command(trace_dir: str, timing_model: str, out_dir: str, trace_format: str,
                 if exit_hold is not None:
                     exit_hold.append((kept, columns))
                 del kept, columns
-    click.echo(f"{path}: {len(res.requests)} requests, makespan "
-               f"{res.makespan_ns / 1e6 if res.HasField('makespan_ns') else float('nan'):.3f} ms "
-               f"({res.simulator.name} {res.simulator.version})")
+    span = (f"makespan {res.makespan_ns / 1e6:.3f} ms" if res.HasField("makespan_ns")
+            else "no makespan (no per-request predicted times: aggregate-only rows)")  # was "makespan nan ms"
+    click.echo(f"{path}: {len(res.requests)} requests, {span} ({res.simulator.name} {res.simulator.version})")
     for c in res.unmodelled_constraints:
         click.echo(f"UNMODELLED [{c.rule}]: {c.reason}", err=True)
