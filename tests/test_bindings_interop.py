@@ -189,6 +189,9 @@ OUTPUT_DOCS = (
     ("ReplayResult", "agentic/bound1/replay_result.json"),
     ("ValidationReport", "agentic/report/validation_report.json"),  # with the UNMODELLED bracket
     ("TraceManifest", "recoded/manifest.json"),
+    ("TraceManifest", "probed/w0/manifest.json"),  # conditions, probes with their contended points
+    ("ReferenceProbeArtifact", "probed/w0/probes/vllm_h1_21-before.json"),  # with its contended part
+    ("ReferenceProbeArtifact", "probed/w0/probes/vllm_h1_22-after.json"),
 )
 #: the committed holdout outputs: a probe-levelled profile, rebuilt steps, the decomposition, conditions, probes
 HOLDOUT = ROOT / "results" / "holdout-closed-xeon"
@@ -238,6 +241,9 @@ def outputs(tmp_path_factory) -> Path:
                  str(d / "agentic" / "bound2" / "replay_result.json"), "--out", str(d / "agentic" / "report"),
                  "--no-plots"]) == 0
     assert main(["recode", str(grpo), "--encoding", "binpb", "--out", str(d / "recoded")]) == 0
+    from test_capture_conditions import finalized_with_contended_probes  # a capture's shards, finalized
+
+    finalized_with_contended_probes(d / "probed")
     return d
 
 

@@ -17,6 +17,7 @@ import json
 import os
 import random
 import socket
+import statistics
 import subprocess
 import sys
 import time
@@ -28,7 +29,9 @@ from test_capture_finalize import HOST, _eng, _grpo_raw, _load, _t, _valid, _wri
 from unirl_replay.capture import procfs
 from unirl_replay.capture import probe as P
 from unirl_replay.capture.finalize import finalize
+from unirl_replay.contract import json_profile
 from unirl_replay.v1 import common_pb2 as c
+from unirl_replay.v1 import manifest_pb2
 
 BURN = "import time\nt=time.process_time()\nwhile time.process_time()-t<0.4: pass\ntime.sleep(30)\n"
 
@@ -258,6 +261,15 @@ def test_finalize_fills_conditions_and_probes_and_never_mixes_probe_requests(tmp
         for p in man.probes:
             art = json.loads((out / p.artifact_path).read_text())
             assert art["role"] == "calibration" and art["engine_id"] == p.engine_id and art["when"] == p.when
+            # the artifact is a ReferenceProbeArtifact (unknown keys refused), with the points' per-repeat detail
+            msg = json_profile.parse_json((out / p.artifact_path).read_bytes(), manifest_pb2.ReferenceProbeArtifact)
+            assert msg.schema == "unirl-replay.reference-probe/2" and msg.probe_id == art["probe_id"]
+            assert [(q.phase, q.batch_size, q.median_ms) for q in msg.points] == [
+                (q.phase, q.batch_size, q.median_ms) for q in p.points]
+            assert all(statistics.median(q.step_ms) == pytest.approx(q.median_ms) for q in msg.points)
+            assert [g.usable for g in msg.points[3].passes] == [True] * 5 and len(msg.requests) == 20
+            assert all(t.HasField("scheduled_ts") and t.HasField("first_token_ts") and t.HasField("last_token_ts")
+                       and t.output_tokens > 0 for call in msg.requests for t in call.requests)
             assert [(pt.phase, pt.batch_size, pt.prefill_tokens) for pt in p.points] == [
                 ("decode", 1, 0), ("decode", 32, 0), ("prefill", 0, 512), ("prefill", 8, 2048)]
             level = 1.5 if p.engine_id == _eng(22) else 1.0
@@ -437,10 +449,11 @@ def _contended_records(eid, other, probe_id, t0, level):
     return out
 
 
-def test_finalize_keeps_the_contended_points_apart_from_the_probes_points(tmp_path):
+def finalized_with_contended_probes(tmp_path: Path) -> Path:
+    """A finalized 2-engine window (rollout 0) whose before probe "pa" also ran its contended part (engine 21 at
+    1.3x while 22 loads, and the reverse); its after probe has none. Returns the trace directory."""
     raw = tmp_path / "raw"
     _raw_with_probes(raw)
-    # probe "pa" (before window 0) also has a contended part: engine 21 at 1.3x while 22 loads, and the reverse
     for e_pid, o_pid in ((21, 22), (22, 21)):
         recs = _contended_records(_eng(e_pid), _eng(o_pid), "pa", 0.3 if e_pid == 21 else 0.45, 1.3)
         by = {}
@@ -451,6 +464,11 @@ def test_finalize_keeps_the_contended_points_apart_from_the_probes_points(tmp_pa
                 fh.write("".join(json.dumps(r) + "\n" for r in rs))
     out = tmp_path / "w0"
     finalize(raw, out, rollouts="0:0", workload_name="grpo-unit")
+    return out
+
+
+def test_finalize_keeps_the_contended_points_apart_from_the_probes_points(tmp_path):
+    out = finalized_with_contended_probes(tmp_path)
     _valid(out)
     man = _load(out)[0]
     before = {p.engine_id: p for p in man.probes if p.when == "before"}
@@ -574,8 +592,8 @@ def test_two_engine_ids_with_one_safe_file_name_keep_two_probe_artifacts():
     entries, artifacts = window_probes(recs, 1.0, 2.0, m.Hardware(cpu_model="x", cpu_count=2), [a, b])
     paths = [e.artifact_path for e in entries]
     assert [e.engine_id for e in entries] == [a, b] and len(set(paths)) == 2 and set(paths) == set(artifacts)
-    assert [artifacts[p]["engine_id"] for p in paths] == [a, b]
-    assert artifacts[paths[1]]["points"][0]["median_ms"] == pytest.approx(2 * artifacts[paths[0]]["points"][0]["median_ms"])
+    assert [artifacts[p].engine_id for p in paths] == [a, b]
+    assert artifacts[paths[1]].points[0].median_ms == pytest.approx(2 * artifacts[paths[0]].points[0].median_ms)
 
 
 def test_an_engine_id_too_long_for_a_file_name_keeps_a_bounded_probe_artifact_name():

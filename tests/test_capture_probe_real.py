@@ -112,10 +112,10 @@ def test_a_real_two_window_capture_records_probes_and_conditions_and_keeps_probe
             assert 0 < bp.p25_ms <= bp.median_ms <= bp.p75_ms
             if bp.prefill_tokens > 512:
                 assert bp.median_ms > p.points[2].median_ms
-            art = json.loads((d / p.artifact_path).read_text())
-            assert art["role"] == "calibration" and len(art["requests"]) == cap.probe_repeats * len(P.PROBE_POINTS)
-            assert art["method"].startswith(f"{cap.probe_repeats} repeats of:")
-            ids[(k, p.engine_id, p.when)] = art["probe_id"]
+            art = probe_artifact(d, p)
+            assert art.role == "calibration" and len(art.requests) == cap.probe_repeats * len(P.PROBE_POINTS)
+            assert art.method.startswith(f"{cap.probe_repeats} repeats of:")
+            ids[(k, p.engine_id, p.when)] = art.probe_id
             assert p.conditions.engine_process_cpu_ns[p.engine_id] > 0
         c = m.conditions
         assert sorted(c.engine_process_cpu_ns) == engines and all(v > 0 for v in c.engine_process_cpu_ns.values())
@@ -132,6 +132,14 @@ def test_a_real_two_window_capture_records_probes_and_conditions_and_keeps_probe
     for e in {key[1] for key in ids}:
         assert ids[(0, e, "after")] == ids[(1, e, "before")]  # the probe between the windows serves both
         assert ids[(0, e, "before")] != ids[(1, e, "after")]
+
+
+def probe_artifact(trace_dir: Path, entry):
+    """The artifact a ReferenceProbe entry names, read as the contract's ReferenceProbeArtifact (unknown keys refused)."""
+    from unirl_replay.contract import json_profile
+    from unirl_replay.v1 import manifest_pb2
+
+    return json_profile.parse_json((trace_dir / entry.artifact_path).read_bytes(), manifest_pb2.ReferenceProbeArtifact)
 
 
 def check_contended(raw: Path, out_dirs: list[Path], repeats: int, probe_repeats: int = 5) -> dict:
@@ -170,18 +178,18 @@ def check_contended(raw: Path, out_dirs: list[Path], repeats: int, probe_repeats
         m = open_trace(d).manifest
         for p in m.probes:
             assert "12 rows" in p.contended_load
-            art = json.loads((d / p.artifact_path).read_text())
-            assert len(art["requests"]) == probe_repeats * len(P.PROBE_POINTS)  # the probe's own, never mixed
+            art = probe_artifact(d, p)
+            assert len(art.requests) == probe_repeats * len(P.PROBE_POINTS)  # the probe's own, never mixed
             assert all(pt.repeats == probe_repeats for pt in p.points[:3])
-            assert art["method"].startswith(f"{probe_repeats} repeats of:")
-            verdicts = art["contended_verdicts"]
-            assert len(verdicts) == records_of[(art["probe_id"], p.engine_id)], (len(verdicts), records_of)
+            assert art.method.startswith(f"{probe_repeats} repeats of:")
+            verdicts = art.contended_verdicts
+            assert len(verdicts) == records_of[(art.probe_id, p.engine_id)], (len(verdicts), records_of)
             # the driver judged each round as finalize does (the replies carry vLLM's timestamps): a round ran again
             # only when a repeat of it is unusable, and one that did not (short of the last attempt) is all used
             attempts: dict = {}
             for v in verdicts:
-                parts = v["round"].split(":")
-                attempts.setdefault(parts[0], {}).setdefault(int(parts[2]) if len(parts) == 3 else 0, []).append(v["used"])
+                parts = v.round.split(":")
+                attempts.setdefault(parts[0], {}).setdefault(int(parts[2]) if len(parts) == 3 else 0, []).append(v.used)
             for rep, by_attempt in attempts.items():
                 last = max(by_attempt)
                 assert sorted(by_attempt) == list(range(last + 1)), by_attempt
@@ -191,18 +199,19 @@ def check_contended(raw: Path, out_dirs: list[Path], repeats: int, probe_repeats
                     elif k < P.ROUND_ATTEMPTS - 1:
                         assert all(flags), (p.engine_id, rep, k, verdicts)
             steady = {}
-            for eid, rs in art["contended_loads"].items():
-                for r in rs:  # recomputed from the artifact's own rows: [scheduled, first token, last token, n]
-                    firsts, lasts = [q[1] for q in r["requests"]], [q[2] for q in r["requests"]]
-                    steady[(eid, r["round"])] = (max(firsts), min(lasts)) if max(firsts) < min(lasts) else None
+            for eid, rs in art.contended_loads.items():
+                for r in rs.calls:  # recomputed from the artifact's own vLLM timestamps of every load row
+                    assert all(q.HasField("first_token_ts") and q.HasField("last_token_ts") for q in r.requests), r
+                    firsts, lasts = [q.first_token_ts for q in r.requests], [q.last_token_ts for q in r.requests]
+                    steady[(eid, r.round)] = (max(firsts), min(lasts)) if max(firsts) < min(lasts) else None
             for v in verdicts:
-                if v["used"]:
-                    a, b = v["interval"]
-                    spans = [s for (e, rnd), s in steady.items() if rnd == v["round"]]
+                if v.used:
+                    a, b = v.interval
+                    spans = [s for (e, rnd), s in steady.items() if rnd == v.round]
                     assert spans and all(s and s[0] - 1e-6 <= a and b <= s[1] + 1e-6 for s in spans), (v, spans)
                     used += 1
                 else:
-                    assert v["reason"]
+                    assert v.reason
                     unusable += 1
             by_point = {(pt.phase, pt.batch_size > 1 if pt.phase == "prefill" else pt.batch_size): pt
                         for pt in p.contended_points}

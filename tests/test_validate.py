@@ -759,3 +759,44 @@ def test_validate_json_writes_map_keys_sorted_whatever_the_runtime_order(tmp_pat
     # violations list where the profile leaves it out)
     assert json.loads(out.output) == {**json.loads(json_write.to_json(many)), "violations": []}
     assert out.output == cli_validate.stable_json(many)
+
+
+@pytest.mark.parametrize("content,expect", [
+    (None, None),  # a ReferenceProbeArtifact of the entry: no warning
+    ({"schema": "unirl-replay.reference-probe/1", "engine_id": "e0", "requests": [[1.0, 2.0, 3.0, 4]]}, None),  # legacy
+    ({"schema": "unirl-replay.reference-probe/2", "engine_id": "e0", "when": "before", "requests": [[1.0, 2.0]]},
+     "not a ReferenceProbeArtifact"),
+    ({"schema": "unirl-replay.reference-probe/2", "engine_id": "e0", "when": "before", "extra": 1},
+     "not a ReferenceProbeArtifact"),
+    ({"schema": "something/9", "engine_id": "e0", "when": "before"}, "schema 'something/9'"),
+    ({"schema": "unirl-replay.reference-probe/2", "engine_id": "e9", "when": "before"}, "the artifact is engine 'e9'"),
+    ({"schema": "unirl-replay.reference-probe/2", "engine_id": "e0", "when": "after"}, "the artifact is engine 'e0' 'after'"),
+    ("{not json", "not a ReferenceProbeArtifact"),
+])
+def test_a_probe_artifact_must_be_the_entry_s_reference_probe_artifact(tmp_path, content, expect):
+    """The artifact a probe entry names is checked as the v1 message it is (a warning: no tool predicts from it)."""
+    import json
+
+    from unirl_replay.capture.window_conditions import write_artifacts
+    from unirl_replay.v1 import manifest_pb2
+
+    t = grpo_trace()
+    _probe(t)
+    d = t.write(tmp_path / "t", "jsonl")
+    art = d / "probes" / "e0-before.json"
+    if content is None:
+        msg = manifest_pb2.ReferenceProbeArtifact(schema="unirl-replay.reference-probe/2", role="calibration",
+                                                  engine_id="e0", when="before", probe_id="p")
+        msg.requests.add(point="decode:b32:ctx128", repeat=0).requests.add(scheduled_ts=1.0, first_token_ts=1.5,
+                                                                          last_token_ts=2.0, output_tokens=32)
+        write_artifacts(d, {"probes/e0-before.json": msg})
+    else:
+        art.parent.mkdir(parents=True, exist_ok=True)
+        art.write_text(content if isinstance(content, str) else json.dumps(content))
+    res = check_trace(d)
+    found = hits(res, "manifest.probe_artifact")
+    if expect is None:
+        assert not found and res.status == VALID, [v.message for v in res.violations]
+    else:
+        assert len(found) == 1 and expect in found[0].message, [v.message for v in found]
+        assert found[0].severity == Violation.SEVERITY_WARNING and res.status == VALID

@@ -3,7 +3,8 @@
 //   interop write OUT_DIR jsonl|binpb          a small complete trace (the interop trace, bindings/README.md)
 //   interop copy  SRC_DIR OUT_DIR jsonl|binpb  read a trace (either encoding) and write it again
 //   interop parse TYPE IN_JSON OUT_JSON        parse one JSON document the tool wrote (TYPE: ReplayResult,
-//                                              ValidationReport, TraceCheck, ...) with unknown fields refused,
+//                                              ValidationReport, TraceCheck, ReferenceProbeArtifact, ...) with unknown
+//                                              fields refused,
 //                                              and print it again
 //
 // JSON is the JSON profile of docs/json-profile.md: MessageToJsonString with proto field names,
@@ -300,7 +301,7 @@ static void Parse(const std::string& type, const fs::path& in, const fs::path& o
   // every message type of the v1 package is linked in; these name the documents the tool writes
   const pb::Message* protos[] = {&ReplayResult::default_instance(), &ValidationReport::default_instance(),
                                  &TraceCheck::default_instance(), &TraceManifest::default_instance(),
-                                 &ReferenceProbe::default_instance()};
+                                 &ReferenceProbe::default_instance(), &ReferenceProbeArtifact::default_instance()};
   const pb::Descriptor* d = pb::DescriptorPool::generated_pool()->FindMessageTypeByName("unirl_replay.v1." + type);
   if (d == nullptr) Die("no message unirl_replay.v1." + type);
   const pb::Message* proto = pb::MessageFactory::generated_factory()->GetPrototype(d);

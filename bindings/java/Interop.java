@@ -3,7 +3,7 @@
 //   java Interop write OUT_DIR jsonl|binpb        a small complete trace (the interop trace, bindings/README.md)
 //   java Interop copy  SRC_DIR OUT_DIR jsonl|binpb read a trace (either encoding) and write it again
 //   java Interop parse TYPE IN_JSON OUT_JSON       parse one JSON document the tool wrote (TYPE: ReplayResult,
-//                                                  ValidationReport, TraceCheck, TraceManifest, ReferenceProbe) with unknown
+//                                                  ValidationReport, TraceCheck, TraceManifest, ReferenceProbeArtifact) with unknown
 //                                                  fields refused, and print it again
 //
 // JSON is the JSON profile of docs/json-profile.md: JsonFormat with proto field names, compact
@@ -152,6 +152,7 @@ public final class Interop {
     types.put("TraceCheck", TraceCheck.newBuilder());
     types.put("TraceManifest", TraceManifest.newBuilder());
     types.put("ReferenceProbe", ReferenceProbe.newBuilder());
+    types.put("ReferenceProbeArtifact", ReferenceProbeArtifact.newBuilder());
     Message.Builder b = types.get(type);
     if (b == null) {
       System.err.println("interop: no message unirl_replay.v1." + type + " in this program");

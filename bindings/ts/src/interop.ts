@@ -4,7 +4,7 @@
 //   node dist/src/interop.js copy  SRC_DIR OUT_DIR jsonl|binpb  read a trace (either encoding), write it again
 //   node dist/src/interop.js parse TYPE IN_JSON OUT_JSON        parse one JSON document the tool wrote (TYPE:
 //                                                                 ReplayResult, ValidationReport, TraceCheck,
-//                                                                 TraceManifest, ReferenceProbe), unknown fields
+//                                                                 TraceManifest, ReferenceProbeArtifact), unknown fields
 //                                                                 refused; print it again
 //
 // JSON is the JSON profile of docs/json-profile.md: toJsonString with useProtoFieldName (64-bit
@@ -19,7 +19,7 @@ import {
 } from "../gen/unirl_replay/v1/workload_pb.js";
 import { OutcomeRecordSchema, type OutcomeRecord } from "../gen/unirl_replay/v1/outcomes_pb.js";
 import {
-  ArtifactKind, Encoding, ReferenceProbeSchema, TraceManifestSchema, type ArtifactDigest, type TraceManifest, ArtifactDigestSchema,
+  ArtifactKind, Encoding, ReferenceProbeArtifactSchema, ReferenceProbeSchema, TraceManifestSchema, type ArtifactDigest, type TraceManifest, ArtifactDigestSchema,
 } from "../gen/unirl_replay/v1/manifest_pb.js";
 import { ReplayResultSchema } from "../gen/unirl_replay/v1/replay_pb.js";
 import { TraceCheckSchema, ValidationReportSchema } from "../gen/unirl_replay/v1/report_pb.js";
@@ -157,6 +157,7 @@ function parseDoc(type: string, input: string, out: string): void {
   const schemas: Record<string, DescMessage> = {
     ReplayResult: ReplayResultSchema, ValidationReport: ValidationReportSchema, TraceCheck: TraceCheckSchema,
     TraceManifest: TraceManifestSchema, ReferenceProbe: ReferenceProbeSchema,
+    ReferenceProbeArtifact: ReferenceProbeArtifactSchema,
   };
   const schema = schemas[type];
   if (schema === undefined) {

@@ -19,17 +19,17 @@ never a window's requests: they are recorded as another kind (``probe_generate``
 from __future__ import annotations
 
 
-import json
 from pathlib import Path
 from typing import Any, Dict, List, Optional, Sequence, Tuple
 
 from unirl_replay.capture import probe as P
 from unirl_replay.capture.procfs import conditions_fields
+from unirl_replay.contract.json_write import to_json_line
 from unirl_replay.contract.out_dir import id_file_stem
 from unirl_replay.v1 import common_pb2 as c
 from unirl_replay.v1 import manifest_pb2 as m
 
-ARTIFACT_SCHEMA = "unirl-replay.reference-probe/1"
+ARTIFACT_SCHEMA = "unirl-replay.reference-probe/2"  #: ReferenceProbeArtifact (/1: before the message, read by no tool)
 
 
 _SIGNATURE_FIELDS = ("vendor_id", "cpu_family", "model", "stepping", "microcode", "flags_digest", "isa_flags",
@@ -91,8 +91,8 @@ def _probes(recs: Dict[str, List[Dict[str, Any]]]) -> List[Dict[str, Any]]:
 
 
 def window_probes(recs: Dict[str, List[Dict[str, Any]]], start_mono: float, end_mono: float, hardware: m.Hardware,
-                  engines: Sequence[str]) -> Tuple[List[m.ReferenceProbe], Dict[str, Dict[str, Any]]]:
-    """The window's ReferenceProbe entries and their artifacts (relative path -> JSON content)."""
+                  engines: Sequence[str]) -> Tuple[List[m.ReferenceProbe], Dict[str, m.ReferenceProbeArtifact]]:
+    """The window's ReferenceProbe entries and their artifacts (path relative to the trace directory -> message)."""
     probes = _probes(recs)
     before = [p for p in probes if p["t1"] <= start_mono]
     after = [p for p in probes if p["t0"] >= end_mono]
@@ -103,7 +103,7 @@ def window_probes(recs: Dict[str, List[Dict[str, Any]]], start_mono: float, end_
         gens.setdefault((str(tag.get("probe_id")), str(r.get("engine_id"))), []).append(r)
     hw = {"cpu_model": hardware.cpu_model, "cpu_count": hardware.cpu_count}
     entries: List[m.ReferenceProbe] = []
-    artifacts: Dict[str, Dict[str, Any]] = {}
+    artifacts: Dict[str, m.ReferenceProbeArtifact] = {}
     for when, p in chosen:
         a, b = _snap(p["start"]), _snap(p["end"])
         cond = conditions_fields(a, b, hardware=hw) if a and b else {}
@@ -135,21 +135,21 @@ def window_probes(recs: Dict[str, List[Dict[str, Any]]], start_mono: float, end_
             if cond:
                 rp.conditions.CopyFrom(_message(cond, [eid]))
             entries.append(rp)
-            artifacts[path] = {
-                "schema": ARTIFACT_SCHEMA, "role": "calibration", "engine_id": eid, "when": when,
-                "probe_id": p["probe_id"],
-                "method": P.method_words(1 + max((int((r.get("probe") or {}).get("repeat") or 0) for r in iso), default=-1)
-                                         if iso else P.PROBE_REPEATS),
-                "window_offset_s": (p["t1"] - start_mono) if when == "before" else (p["t0"] - end_mono),
-                "probe_wall_s": p["t1"] - p["t0"], "points": points,
-                "requests": [_compact(r) for r in iso],
-            }
+            art = m.ReferenceProbeArtifact(
+                schema=ARTIFACT_SCHEMA, role="calibration", engine_id=eid, when=when, probe_id=str(p["probe_id"]),
+                method=P.method_words(1 + max((int((r.get("probe") or {}).get("repeat") or 0) for r in iso), default=-1)
+                                      if iso else P.PROBE_REPEATS),
+                window_offset_s=(p["t1"] - start_mono) if when == "before" else (p["t0"] - end_mono),
+                probe_wall_s=p["t1"] - p["t0"], points=[artifact_point(pt) for pt in points],
+                requests=[probe_call(r) for r in iso])
             if cont:  # the contended part: its points, one verdict per repeat, its requests and the loads' rows
-                artifacts[path].update({
-                    "contended_method": P.CONTENDED_METHOD, "contended_points": cpoints,
-                    "contended_verdicts": verdicts, "contended_requests": [_compact(r) for r in cont],
-                    "contended_loads": {o: [_compact(r) | {"round": (r.get("probe") or {}).get("round")} for r in rs]
-                                        for o, rs in sorted(loads.items())}})
+                art.contended_method = P.CONTENDED_METHOD
+                art.contended_points.extend(artifact_point(pt) for pt in cpoints)
+                art.contended_verdicts.extend(_verdict(v) for v in verdicts)
+                art.contended_requests.extend(probe_call(r) for r in cont)
+                for o, rs in sorted(loads.items()):
+                    art.contended_loads[o].calls.extend(probe_call(r) for r in rs)
+            artifacts[path] = art
     return entries, artifacts
 
 
@@ -161,21 +161,63 @@ def _point(pt: Dict[str, Any]) -> m.ProbePoint:
                         repeat_pass_rows=pt.get("repeat_pass_rows", []))
 
 
-def _compact(r: Dict[str, Any]) -> Dict[str, Any]:
-    """One probe generate call, compact: its tag and per request [scheduled, first token, last token] (monotonic s)
-    and output tokens."""
-    def ts(x: Any) -> Any:
-        return round(x, 6) if isinstance(x, float) else x
+def _ts(x: Any) -> Optional[float]:
+    return round(float(x), 6) if isinstance(x, (int, float)) and not isinstance(x, bool) else None
 
-    return {"point": (r.get("probe") or {}).get("point"), "repeat": (r.get("probe") or {}).get("repeat"),
-            "call_monotonic": [ts(x) for x in r.get("call_monotonic") or []],
-            "requests": [[ts((q.get("metrics") or {}).get(k)) for k in ("scheduled_ts", "first_token_ts", "last_token_ts")]
-                         + [(q.get("output_tokens") or [None])[0]] for q in r.get("requests") or []]}
+
+def _uint(x: Any) -> Optional[int]:
+    return int(x) if isinstance(x, int) and not isinstance(x, bool) and 0 <= x < 2**32 else None
+
+
+def probe_call(r: Dict[str, Any]) -> m.ProbeCall:
+    """One ``probe_generate`` record as the artifact keeps it: its point, repeat and round, the driver's clock
+    around the call, and per request vLLM's [scheduled, first token, last token] timestamps (monotonic s, 1 us)
+    and output tokens."""
+    tag = r.get("probe") or {}
+    call = m.ProbeCall(point=str(tag.get("point") or ""), round=str(tag["round"]) if tag.get("round") is not None else "",
+                       call_monotonic=[t for t in map(_ts, r.get("call_monotonic") or []) if t is not None])
+    if _uint(tag.get("repeat")) is not None:
+        call.repeat = _uint(tag.get("repeat"))
+    for q in r.get("requests") or []:
+        met = q.get("metrics") or {}
+        row = call.requests.add()
+        for field, key in (("scheduled_ts", "scheduled_ts"), ("first_token_ts", "first_token_ts"),
+                           ("last_token_ts", "last_token_ts")):
+            v = _ts(met.get(key))
+            if v is not None:
+                setattr(row, field, v)
+        n = _uint((q.get("output_tokens") or [None])[0])
+        if n is not None:
+            row.output_tokens = n
+    return call
+
+
+def artifact_point(pt: Dict[str, Any]) -> m.ProbePoint:
+    """A point of :func:`probe.probe_points` / :func:`probe.contended_points` with its per-repeat detail (the
+    artifact's ``ProbePoint``: ``step_ms`` and, for a batched prefill, every repeat's pass)."""
+    out = _point(pt) if "median_ms" in pt else m.ProbePoint(
+        phase=pt["phase"], batch_size=pt["batch_size"], context_tokens=pt["context_tokens"],
+        prefill_tokens=pt["prefill_tokens"], repeats=pt["repeats"], unusable_repeats=pt["unusable_repeats"])
+    out.step_ms.extend(pt.get("step_ms") or [])
+    for g in pt.get("passes") or []:  # [rows, tokens, ms] of a usable repeat's pass, None for an unusable one
+        if g is None:
+            out.passes.add()
+        else:
+            out.passes.add(usable=True, rows=g[0], tokens=g[1], ms=g[2])
+    return out
+
+
+def _verdict(v: Dict[str, Any]) -> m.ProbeVerdict:
+    out = m.ProbeVerdict(point=str(v.get("point") or ""), round=str(v.get("round") or ""), used=bool(v.get("used")),
+                         reason=str(v.get("reason") or ""), interval=list(v.get("interval") or []))
+    if _uint(v.get("repeat")) is not None:
+        out.repeat = _uint(v.get("repeat"))
+    return out
 
 
 def attach(man: m.TraceManifest, recs: Dict[str, List[Dict[str, Any]]], start_mark: Optional[Dict[str, Any]],
            end_mark: Optional[Dict[str, Any]], start_mono: float, end_mono: float, engines: Sequence[str]
-           ) -> Dict[str, Dict[str, Any]]:
+           ) -> Dict[str, m.ReferenceProbeArtifact]:
     """Fill ``man.conditions`` and ``man.probes``; return the probe artifacts to write next to the trace."""
     cond = window_conditions(start_mark, end_mark, man.hardware, engines)
     if cond is not None:
@@ -185,11 +227,13 @@ def attach(man: m.TraceManifest, recs: Dict[str, List[Dict[str, Any]]], start_ma
     return artifacts
 
 
-def write_artifacts(out_dir: Path, artifacts: Dict[str, Dict[str, Any]]) -> None:
+def write_artifacts(out_dir: Path, artifacts: Dict[str, m.ReferenceProbeArtifact]) -> None:
+    """Each probe artifact as one JSON object in the JSON profile (``json_write``), at its path in ``out_dir``."""
     for rel, body in artifacts.items():
         path = Path(out_dir) / rel
         path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_text(json.dumps(body, sort_keys=True, separators=(",", ":")) + "\n")
+        path.write_bytes(to_json_line(body))
 
 
-__all__ = ["attach", "window_conditions", "signature_message", "window_probes", "write_artifacts", "ARTIFACT_SCHEMA"]
+__all__ = ["attach", "window_conditions", "signature_message", "window_probes", "write_artifacts", "probe_call",
+           "artifact_point", "ARTIFACT_SCHEMA"]

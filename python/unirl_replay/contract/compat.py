@@ -30,7 +30,7 @@ from google.protobuf.message import Message
 from unirl_replay.contract.errors import TraceFormatError
 
 #: Revision of the v1 contract this code was generated from.
-CONTRACT_REVISION = 3
+CONTRACT_REVISION = 4
 
 #: revision -> what it added (additive only; docs/versioning.md repeats it).
 REVISIONS: dict[int, str] = {
@@ -42,6 +42,9 @@ REVISIONS: dict[int, str] = {
     3: "RolloutBatch.after_batch (BatchBoundary: the driver's closed-loop boundary between rollout batches, with "
        "its measured driver gap); RunConditions.cpu_signature (CpuSignature: vendor, family, model, stepping, "
        "microcode, flags digest, named ISA flags)",
+    4: "ReferenceProbeArtifact (the reference probe's calibration-role artifact file as a v1 message, with "
+       "ProbeCall, ProbeRequestTiming, ProbeVerdict, ProbeCalls, ProbePass); ProbePoint.step_ms and passes (the "
+       "artifact's per-repeat detail)",
 }
 
 #: Unknown field paths named per file in a message (the rest are counted).

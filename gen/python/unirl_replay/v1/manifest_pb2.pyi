@@ -162,7 +162,7 @@ class ReferenceProbe(_message.Message):
     def __init__(self, engine_id: _Optional[str] = ..., when: _Optional[str] = ..., points: _Optional[_Iterable[_Union[ProbePoint, _Mapping]]] = ..., artifact_path: _Optional[str] = ..., conditions: _Optional[_Union[RunConditions, _Mapping]] = ..., contended_points: _Optional[_Iterable[_Union[ProbePoint, _Mapping]]] = ..., contended_load: _Optional[str] = ...) -> None: ...
 
 class ProbePoint(_message.Message):
-    __slots__ = ("phase", "batch_size", "context_tokens", "prefill_tokens", "repeats", "median_ms", "p25_ms", "p75_ms", "unusable_repeats", "repeat_step_ms", "repeat_pass_tokens", "repeat_pass_rows")
+    __slots__ = ("phase", "batch_size", "context_tokens", "prefill_tokens", "repeats", "median_ms", "p25_ms", "p75_ms", "unusable_repeats", "repeat_step_ms", "repeat_pass_tokens", "repeat_pass_rows", "step_ms", "passes")
     PHASE_FIELD_NUMBER: _ClassVar[int]
     BATCH_SIZE_FIELD_NUMBER: _ClassVar[int]
     CONTEXT_TOKENS_FIELD_NUMBER: _ClassVar[int]
@@ -175,6 +175,8 @@ class ProbePoint(_message.Message):
     REPEAT_STEP_MS_FIELD_NUMBER: _ClassVar[int]
     REPEAT_PASS_TOKENS_FIELD_NUMBER: _ClassVar[int]
     REPEAT_PASS_ROWS_FIELD_NUMBER: _ClassVar[int]
+    STEP_MS_FIELD_NUMBER: _ClassVar[int]
+    PASSES_FIELD_NUMBER: _ClassVar[int]
     phase: str
     batch_size: int
     context_tokens: int
@@ -187,7 +189,110 @@ class ProbePoint(_message.Message):
     repeat_step_ms: _containers.RepeatedScalarFieldContainer[float]
     repeat_pass_tokens: _containers.RepeatedScalarFieldContainer[int]
     repeat_pass_rows: _containers.RepeatedScalarFieldContainer[int]
-    def __init__(self, phase: _Optional[str] = ..., batch_size: _Optional[int] = ..., context_tokens: _Optional[int] = ..., prefill_tokens: _Optional[int] = ..., repeats: _Optional[int] = ..., median_ms: _Optional[float] = ..., p25_ms: _Optional[float] = ..., p75_ms: _Optional[float] = ..., unusable_repeats: _Optional[int] = ..., repeat_step_ms: _Optional[_Iterable[float]] = ..., repeat_pass_tokens: _Optional[_Iterable[int]] = ..., repeat_pass_rows: _Optional[_Iterable[int]] = ...) -> None: ...
+    step_ms: _containers.RepeatedScalarFieldContainer[float]
+    passes: _containers.RepeatedCompositeFieldContainer[ProbePass]
+    def __init__(self, phase: _Optional[str] = ..., batch_size: _Optional[int] = ..., context_tokens: _Optional[int] = ..., prefill_tokens: _Optional[int] = ..., repeats: _Optional[int] = ..., median_ms: _Optional[float] = ..., p25_ms: _Optional[float] = ..., p75_ms: _Optional[float] = ..., unusable_repeats: _Optional[int] = ..., repeat_step_ms: _Optional[_Iterable[float]] = ..., repeat_pass_tokens: _Optional[_Iterable[int]] = ..., repeat_pass_rows: _Optional[_Iterable[int]] = ..., step_ms: _Optional[_Iterable[float]] = ..., passes: _Optional[_Iterable[_Union[ProbePass, _Mapping]]] = ...) -> None: ...
+
+class ProbePass(_message.Message):
+    __slots__ = ("usable", "rows", "tokens", "ms")
+    USABLE_FIELD_NUMBER: _ClassVar[int]
+    ROWS_FIELD_NUMBER: _ClassVar[int]
+    TOKENS_FIELD_NUMBER: _ClassVar[int]
+    MS_FIELD_NUMBER: _ClassVar[int]
+    usable: bool
+    rows: int
+    tokens: int
+    ms: float
+    def __init__(self, usable: _Optional[bool] = ..., rows: _Optional[int] = ..., tokens: _Optional[int] = ..., ms: _Optional[float] = ...) -> None: ...
+
+class ReferenceProbeArtifact(_message.Message):
+    __slots__ = ("schema", "role", "engine_id", "when", "probe_id", "method", "window_offset_s", "probe_wall_s", "points", "requests", "contended_method", "contended_points", "contended_verdicts", "contended_requests", "contended_loads")
+    class ContendedLoadsEntry(_message.Message):
+        __slots__ = ("key", "value")
+        KEY_FIELD_NUMBER: _ClassVar[int]
+        VALUE_FIELD_NUMBER: _ClassVar[int]
+        key: str
+        value: ProbeCalls
+        def __init__(self, key: _Optional[str] = ..., value: _Optional[_Union[ProbeCalls, _Mapping]] = ...) -> None: ...
+    SCHEMA_FIELD_NUMBER: _ClassVar[int]
+    ROLE_FIELD_NUMBER: _ClassVar[int]
+    ENGINE_ID_FIELD_NUMBER: _ClassVar[int]
+    WHEN_FIELD_NUMBER: _ClassVar[int]
+    PROBE_ID_FIELD_NUMBER: _ClassVar[int]
+    METHOD_FIELD_NUMBER: _ClassVar[int]
+    WINDOW_OFFSET_S_FIELD_NUMBER: _ClassVar[int]
+    PROBE_WALL_S_FIELD_NUMBER: _ClassVar[int]
+    POINTS_FIELD_NUMBER: _ClassVar[int]
+    REQUESTS_FIELD_NUMBER: _ClassVar[int]
+    CONTENDED_METHOD_FIELD_NUMBER: _ClassVar[int]
+    CONTENDED_POINTS_FIELD_NUMBER: _ClassVar[int]
+    CONTENDED_VERDICTS_FIELD_NUMBER: _ClassVar[int]
+    CONTENDED_REQUESTS_FIELD_NUMBER: _ClassVar[int]
+    CONTENDED_LOADS_FIELD_NUMBER: _ClassVar[int]
+    schema: str
+    role: str
+    engine_id: str
+    when: str
+    probe_id: str
+    method: str
+    window_offset_s: float
+    probe_wall_s: float
+    points: _containers.RepeatedCompositeFieldContainer[ProbePoint]
+    requests: _containers.RepeatedCompositeFieldContainer[ProbeCall]
+    contended_method: str
+    contended_points: _containers.RepeatedCompositeFieldContainer[ProbePoint]
+    contended_verdicts: _containers.RepeatedCompositeFieldContainer[ProbeVerdict]
+    contended_requests: _containers.RepeatedCompositeFieldContainer[ProbeCall]
+    contended_loads: _containers.MessageMap[str, ProbeCalls]
+    def __init__(self, schema: _Optional[str] = ..., role: _Optional[str] = ..., engine_id: _Optional[str] = ..., when: _Optional[str] = ..., probe_id: _Optional[str] = ..., method: _Optional[str] = ..., window_offset_s: _Optional[float] = ..., probe_wall_s: _Optional[float] = ..., points: _Optional[_Iterable[_Union[ProbePoint, _Mapping]]] = ..., requests: _Optional[_Iterable[_Union[ProbeCall, _Mapping]]] = ..., contended_method: _Optional[str] = ..., contended_points: _Optional[_Iterable[_Union[ProbePoint, _Mapping]]] = ..., contended_verdicts: _Optional[_Iterable[_Union[ProbeVerdict, _Mapping]]] = ..., contended_requests: _Optional[_Iterable[_Union[ProbeCall, _Mapping]]] = ..., contended_loads: _Optional[_Mapping[str, ProbeCalls]] = ...) -> None: ...
+
+class ProbeCall(_message.Message):
+    __slots__ = ("point", "repeat", "round", "call_monotonic", "requests")
+    POINT_FIELD_NUMBER: _ClassVar[int]
+    REPEAT_FIELD_NUMBER: _ClassVar[int]
+    ROUND_FIELD_NUMBER: _ClassVar[int]
+    CALL_MONOTONIC_FIELD_NUMBER: _ClassVar[int]
+    REQUESTS_FIELD_NUMBER: _ClassVar[int]
+    point: str
+    repeat: int
+    round: str
+    call_monotonic: _containers.RepeatedScalarFieldContainer[float]
+    requests: _containers.RepeatedCompositeFieldContainer[ProbeRequestTiming]
+    def __init__(self, point: _Optional[str] = ..., repeat: _Optional[int] = ..., round: _Optional[str] = ..., call_monotonic: _Optional[_Iterable[float]] = ..., requests: _Optional[_Iterable[_Union[ProbeRequestTiming, _Mapping]]] = ...) -> None: ...
+
+class ProbeRequestTiming(_message.Message):
+    __slots__ = ("scheduled_ts", "first_token_ts", "last_token_ts", "output_tokens")
+    SCHEDULED_TS_FIELD_NUMBER: _ClassVar[int]
+    FIRST_TOKEN_TS_FIELD_NUMBER: _ClassVar[int]
+    LAST_TOKEN_TS_FIELD_NUMBER: _ClassVar[int]
+    OUTPUT_TOKENS_FIELD_NUMBER: _ClassVar[int]
+    scheduled_ts: float
+    first_token_ts: float
+    last_token_ts: float
+    output_tokens: int
+    def __init__(self, scheduled_ts: _Optional[float] = ..., first_token_ts: _Optional[float] = ..., last_token_ts: _Optional[float] = ..., output_tokens: _Optional[int] = ...) -> None: ...
+
+class ProbeVerdict(_message.Message):
+    __slots__ = ("point", "repeat", "round", "used", "reason", "interval")
+    POINT_FIELD_NUMBER: _ClassVar[int]
+    REPEAT_FIELD_NUMBER: _ClassVar[int]
+    ROUND_FIELD_NUMBER: _ClassVar[int]
+    USED_FIELD_NUMBER: _ClassVar[int]
+    REASON_FIELD_NUMBER: _ClassVar[int]
+    INTERVAL_FIELD_NUMBER: _ClassVar[int]
+    point: str
+    repeat: int
+    round: str
+    used: bool
+    reason: str
+    interval: _containers.RepeatedScalarFieldContainer[float]
+    def __init__(self, point: _Optional[str] = ..., repeat: _Optional[int] = ..., round: _Optional[str] = ..., used: _Optional[bool] = ..., reason: _Optional[str] = ..., interval: _Optional[_Iterable[float]] = ...) -> None: ...
+
+class ProbeCalls(_message.Message):
+    __slots__ = ("calls",)
+    CALLS_FIELD_NUMBER: _ClassVar[int]
+    calls: _containers.RepeatedCompositeFieldContainer[ProbeCall]
+    def __init__(self, calls: _Optional[_Iterable[_Union[ProbeCall, _Mapping]]] = ...) -> None: ...
 
 class CaptureCompleteness(_message.Message):
     __slots__ = ("complete", "lost")

@@ -167,6 +167,49 @@ def probe_problems(probe, engines) -> list[str]:
     return out
 
 
+
+#: the probe artifact's schema names: /2 is the v1 message ReferenceProbeArtifact; /1 (written before it) is read as
+#: plain JSON, its shape unchecked (read by no tool)
+PROBE_ARTIFACT_SCHEMA = "unirl-replay.reference-probe/2"
+PROBE_ARTIFACT_LEGACY = "unirl-replay.reference-probe/1"
+MAX_PROBE_ARTIFACT_BYTES = 64 << 20  # a probe's artifact is ~50-500 KB; beyond this it is not read to be checked
+
+
+def probe_artifact_problem(path, probe) -> str | None:
+    """Why the artifact file at ``path`` (a regular file) is not the probe's ReferenceProbeArtifact, or None.
+
+    A ``/1`` artifact (before the message) is accepted as JSON with its schema named; anything else must parse as
+    ``ReferenceProbeArtifact`` in the JSON profile (unknown keys refused) and name the entry's engine and side."""
+    import json
+
+    from unirl_replay.contract import json_profile
+    from unirl_replay.contract.errors import TraceFormatError
+    from unirl_replay.v1.manifest_pb2 import ReferenceProbeArtifact
+
+    try:
+        size = path.stat().st_size
+        if size > MAX_PROBE_ARTIFACT_BYTES:
+            return f"{size} bytes, more than a probe's artifact holds ({MAX_PROBE_ARTIFACT_BYTES >> 20} MiB): not read"
+        text = path.read_bytes()
+    except OSError as e:
+        return f"cannot be read ({e.strerror or e})"
+    try:
+        head = json.loads(text)
+    except (ValueError, RecursionError):
+        head = None
+    if isinstance(head, dict) and head.get("schema") == PROBE_ARTIFACT_LEGACY:
+        return None
+    try:
+        art = json_profile.parse_json(text, ReferenceProbeArtifact)
+    except TraceFormatError as e:
+        return f"not a ReferenceProbeArtifact ({str(e.args[0] if e.args else e).split(': ', 1)[-1][:300]})"
+    if art.schema != PROBE_ARTIFACT_SCHEMA:
+        return f"schema {art.schema[:80]!r}, not {PROBE_ARTIFACT_SCHEMA!r}"
+    if (art.engine_id, art.when) != (probe.engine_id, probe.when):
+        return (f"the artifact is engine {art.engine_id[:80]!r} {art.when[:20]!r}, the entry engine "
+                f"{probe.engine_id[:80]!r} {probe.when[:20]!r}")
+    return None
+
 class ManifestRules(TraceState):
     def manifest(self) -> None:
         m, f = self.m, MANIFEST_FILE
@@ -213,11 +256,13 @@ class ManifestRules(TraceState):
                     regular = stat.S_ISREG(art.lstat().st_mode)
                 except OSError:  # absent, or a path through a file
                     regular = False
+                where = f"reference probe {i} ({probe.when or 'no when'}): artifact_path {probe.artifact_path!r}"
                 if not regular:
                     self.v("manifest.probe_artifact", f, 0, probe.engine_id or m.trace_id,
-                           f"reference probe {i} ({probe.when or 'no when'}): artifact_path {probe.artifact_path!r} "
-                           "is no regular file in the trace directory (its points are the manifest's; the raw "
+                           f"{where} is no regular file in the trace directory (its points are the manifest's; the raw "
                            "requests they came from are missing)", WARNING)
+                elif (why := probe_artifact_problem(art, probe)) is not None:
+                    self.v("manifest.probe_artifact", f, 0, probe.engine_id or m.trace_id, f"{where}: {why}", WARNING)
             for problem in conditions_problems(probe.conditions):
                 self.v("manifest.conditions", f, 0, probe.engine_id or m.trace_id,
                        f"reference probe {i} ({probe.when or 'no when'}) conditions: {problem}")

@@ -103,8 +103,11 @@ RULES: dict[str, str] = {
     "manifest.capture_overhead": "capture_overhead with an overhead_ratio not finite or below -1 (instrumented / plain "
                                  "- 1 of two wall times), or a negative instrumented / plain wall time",
     "manifest.probe_artifact": "a reference probe whose artifact_path (a path inside the trace directory) names no "
-                               "regular file there: its points are the manifest's, the raw requests they were taken "
-                               "from are not in the trace (copied without its probes/ directory?) (warning)",
+                               "regular file there (its points are the manifest's, the raw requests they were taken "
+                               "from are not in the trace: copied without its probes/ directory?), or a file that "
+                               "is not the entry's ReferenceProbeArtifact (does not parse as one, another schema, "
+                               "another engine or side; a reference-probe/1 artifact, written before the message, "
+                               "is accepted as JSON) (warning)",
     "manifest.probe": "a reference probe (TraceManifest.probes) of an unknown engine, `when` not before / after, a "
                       "relative artifact_path leaving the trace directory, holding a control character or naming one of the "
                       "trace's own files (manifest, workload / outcomes streams, *.partial), or a point with phase not decode / prefill, "
