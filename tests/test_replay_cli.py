@@ -279,3 +279,33 @@ def test_an_aggregate_only_replay_says_it_has_no_makespan_never_nan(tmp_path, ca
     said = capsys.readouterr().out
     assert "nan" not in said and "no makespan (no per-request predicted times" in said, said
     assert "makespan_ns" not in json.loads((out / "replay_result.json").read_text())
+
+
+def test_the_printed_line_carries_the_timing_model_s_honesty_label(tmp_path, capsys):
+    """s16 newcomer: `replay` printed `16 requests, makespan 732.065 ms (ai-dynamo 1.6.1)` for a FIXED, an
+    UNCALIBRATED and a CALIBRATED model alike; its one line now names the model and its status as every report
+    title does, and the dropped constraints."""
+    pytest.importorskip("dynamo.replay")
+    from pathlib import Path
+
+    trace = write_trace(tmp_path / "trace", MSGS)
+    arrays = dict(prefill_isl=np.array([1.0, 100.0]), prefill_ttft_ms=np.array([1.0, 5.0]),
+                  decode_active_kv_tokens=np.array([1.0, 1000.0]), decode_context_length=np.array([1.0, 500.0]),
+                  decode_itl=np.ones((2, 2)))
+    np.savez(tmp_path / "plain.npz", **arrays)  # no provenance: not a measured profile
+    np.savez(tmp_path / "measured.npz", **arrays,
+             provenance=np.array(json.dumps({"measured": True, "calibration_workloads": ["cal-a"]})))
+    for spec, want in (("fixed:100,10", "(ai-dynamo 1.6.1 | fixed prefill 100 ms / decode 10 ms (FIXED))"),
+                       ("polynomial", "(ai-dynamo 1.6.1 | polynomial default (UNCALIBRATED))"),
+                       (f"profile:{tmp_path / 'plain.npz'}", "(ai-dynamo 1.6.1 | profile plain.npz (UNCALIBRATED))"),
+                       (f"profile:{tmp_path / 'measured.npz'}", "(ai-dynamo 1.6.1 | profile measured.npz (CALIBRATED))")):
+        out = tmp_path / spec.replace(":", "_").replace(",", "_").replace("/", "_")
+        assert main(["replay", str(trace), "--timing-model", spec, "--out", str(out)]) == 0
+        printed = capsys.readouterr().out.strip()
+        assert printed.endswith(" ms " + want), printed
+    agentic = Path(__file__).resolve().parents[1] / "traces" / "agentic-a"
+    assert main(["replay", str(agentic), "--timing-model", "polynomial", "--out", str(tmp_path / "a"),
+                 "--allow-unmodelled", "engine_client.inflight_limit"]) == 0
+    printed = capsys.readouterr().out.strip()
+    assert printed.endswith("(ai-dynamo 1.6.1 | polynomial default (UNCALIBRATED) | UNMODELLED: "
+                            "engine_client.inflight_limit)"), printed

@@ -69,6 +69,19 @@ def command(trace_dir: str, timing_model: str, out_dir: str, trace_format: str,
                 del kept, columns
     span = (f"makespan {res.makespan_ns / 1e6:.3f} ms" if res.HasField("makespan_ns")
             else "no makespan (no per-request predicted times: aggregate-only rows)")  # was "makespan nan ms"
-    click.echo(f"{path}: {len(res.requests)} requests, {span} ({res.simulator.name} {res.simulator.version})")
+    click.echo(f"{path}: {len(res.requests)} requests, {span} ({summary_label(res)})")
     for c in res.unmodelled_constraints:
         click.echo(f"UNMODELLED [{c.rule}]: {c.reason}", err=True)
+
+
+def summary_label(res) -> str:
+    """The simulator, the timing model with its calibration status and the dropped constraints, as every report
+    title has them (``report.labels``): the one line `replay` prints never shows a FIXED or UNCALIBRATED
+    prediction (or an UNVALIDATED what-if) without saying so, e.g. ``ai-dynamo 1.6.1 | polynomial default
+    (UNCALIBRATED) | UNMODELLED: engine_client.inflight_limit``."""
+    from unirl_replay.report.labels import timing_label
+
+    parts = [f"{res.simulator.name} {res.simulator.version}".strip(), timing_label(res.timing_model)]
+    if res.unmodelled_constraints:
+        parts.append("UNMODELLED: " + ", ".join(dict.fromkeys(c.rule for c in res.unmodelled_constraints)))
+    return " | ".join(parts)
