@@ -100,3 +100,46 @@ def test_locked_handoffs_count_only_the_engine_idle_wait_of_a_held_back_request(
     assert n == 2 and sorted(gaps) == [6 * ms, 8 * ms]
     assert handoff_words(gaps).startswith("between requests held back by the client the engines sat idle 14.0 ms "
                                           "in the window (2 handoffs, median 7.0 ms")
+
+
+def test_a_bound_of_another_timing_model_or_simulator_is_refused(bounds, tmp_path):
+    """s16 newcomer: a polynomial (UNCALIBRATED) replay bracketed with a CALIBRATED profile's lanes bound read
+    "2 of 2 records inside the bracket" under the polynomial label alone; both bounds must be of one model."""
+    from unirl_replay.replay.runner import replay_trace, write_result
+    from unirl_replay.report.outputs import compare_to_dir
+
+    profile = REPO / "profiles" / "vllm-cpu-tiny-qwen2-20261130b.npz"
+    other = tmp_path / "profile-lanes"
+    write_result(other, replay_trace(AGENTIC, f"profile:{profile}", work_dir=other / "up",
+                                     unmodelled=("engine_client.inflight_limit.as_lanes",)))
+    with pytest.raises(ComparisonError, match=r"used profile vllm-cpu-tiny-qwen2-20261130b.npz \(CALIBRATED\), "
+                                              r"the replay result polynomial default \(UNCALIBRATED\)"):
+        compare_to_dir(AGENTIC, bounds["engine_client.inflight_limit"], tmp_path / "r", plots_too=False,
+                       bounds=[str(other)])
+    fixed = tmp_path / "fixed-lanes"
+    write_result(fixed, replay_trace(AGENTIC, "fixed:10,1", work_dir=fixed / "up",
+                                     unmodelled=("engine_client.inflight_limit.as_lanes",)))
+    with pytest.raises(ComparisonError, match=r"\(FIXED\)"):
+        compare_to_dir(AGENTIC, bounds["engine_client.inflight_limit"], tmp_path / "r", plots_too=False,
+                       bounds=[str(fixed)])
+    # another simulator revision: the result's simulator as another line would write it
+    from unirl_replay.contract.trace_io import read_message_json, write_message_json
+    from unirl_replay.v1 import replay_pb2 as rpb
+
+    moved = tmp_path / "other-sim"
+    moved.mkdir()
+    res = read_message_json(bounds["engine_client.inflight_limit.as_lanes"] / "replay_result.json", rpb.ReplayResult)
+    res.simulator.name, res.simulator.version = "aisimulate", "0.13.0.dev202610270000000085"
+    write_message_json(moved / "replay_result.json", res)
+    with pytest.raises(ComparisonError, match="ran on aisimulate 0.13.0.dev202610270000000085, the replay result on "
+                                              "ai-dynamo 1.6.1"):
+        compare_to_dir(AGENTIC, bounds["engine_client.inflight_limit"], tmp_path / "r", plots_too=False,
+                       bounds=[str(moved)])
+    # the same model read from another path is the same model
+    copy = tmp_path / "lanes-copy"
+    copy.mkdir()
+    res = read_message_json(bounds["engine_client.inflight_limit.as_lanes"] / "replay_result.json", rpb.ReplayResult)
+    write_message_json(copy / "replay_result.json", res)
+    rep = compare_to_dir(AGENTIC, bounds["engine_client.inflight_limit"], tmp_path / "ok", plots_too=False,
+                         bounds=[str(copy)])
+    assert rep.brackets

@@ -309,6 +309,34 @@ def _note_cross_engine(idx: WorkloadIndex, matching: Matching, report: vpb.Valid
             "every engine (given the captured assignment of work to engines)")
 
 
+def _same_model_as_the_replay(src: str, bound: rpb.ReplayResult, replay: rpb.ReplayResult) -> None:
+    """A bracket is two replays of one model that differ only in the constraint they drop: a bound from another
+    simulator or timing model would put, e.g., a CALIBRATED profile's upper bound under the label of an
+    UNCALIBRATED polynomial replay (or the reverse), and "inside the bracket" would mean nothing.
+
+    Raises:
+        ComparisonError: the bound's simulator (name, version) or timing model (kind, status, parameters, profile
+            digest; not the path the profile was read from) differs from the replay result's.
+    """
+    def sim(r: rpb.ReplayResult) -> str:
+        return f"{r.simulator.name} {r.simulator.version}".strip() or "an unnamed simulator"
+
+    if (bound.simulator.name, bound.simulator.version) != (replay.simulator.name, replay.simulator.version):
+        raise ComparisonError(f"bound {src!r} ran on {sim(bound)}, the replay result on {sim(replay)}: both bounds "
+                              "of a bracket come from one simulator and one timing model; replay the other bound "
+                              "with the replay result's --simulator")
+    a, b = rpb.TimingModel(), rpb.TimingModel()
+    a.CopyFrom(replay.timing_model)
+    b.CopyFrom(bound.timing_model)
+    a.ClearField("profile_path")
+    b.ClearField("profile_path")
+    if a != b:
+        raise ComparisonError(f"bound {src!r} used {timing_label(bound.timing_model)}, the replay result "
+                              f"{timing_label(replay.timing_model)}: both bounds of a bracket come from one timing "
+                              "model (the report's label names one); replay the other bound with the replay "
+                              "result's --timing-model")
+
+
 def _bracket(idx: WorkloadIndex, outcomes: list[opb.OutcomeRecord], manifest: mpb.TraceManifest,
              replay: rpb.ReplayResult, matching: Matching, bounds: Sequence[tuple[str, rpb.ReplayResult]],
              report: vpb.ValidationReport) -> None:
@@ -333,6 +361,7 @@ def _bracket(idx: WorkloadIndex, outcomes: list[opb.OutcomeRecord], manifest: mp
         check_inputs(manifest, b)
         if not b.unmodelled_constraints:
             raise ComparisonError(f"bound {src!r} modelled every constraint: it is a prediction, not a bound")
+        _same_model_as_the_replay(src, b, replay)
         name = bound_name(b)
         if name in seen and name != "UNMODELLED replay":  # the same bound twice brackets nothing
             raise ComparisonError(f"bound {src!r} is the same bound as {seen[name]} ({name}): pass the other one "
