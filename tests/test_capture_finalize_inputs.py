@@ -160,3 +160,33 @@ def test_a_probe_or_mark_record_of_the_wrong_type_is_a_typed_error(tmp_path, cap
     _edit_line(path, index, edit)
     rc, err = _fin(capsys, raw, tmp_path / "t", "--rollouts", "0:0")
     assert rc != 0 and "[capture.shard_record]" in err and f"{path.name}:{index + 1}" in err and where in err, err
+
+
+def test_the_wrong_directory_or_an_empty_window_says_what_to_pass(tmp_path, capsys):
+    """s16 newcomer: RAW_DIR = the run's UNIRL_REPLAY_TRACE_DIR (shards one level down, as README step 3 sets it)
+    asked "was UNIRL_REPLAY_TRACE_DIR set for the run?"; a finalized trace read its outcomes.jsonl as a shard
+    ("kind None is not a record kind"); a --rollouts / --policy-version window with nothing in it said only "no
+    engine call was recorded in the window". Each now names what to pass."""
+    cap = tmp_path / "cap"
+    _grpo_raw(cap / "raw")
+    rc, err = _fin(capsys, cap, tmp_path / "t")
+    assert rc != 0 and "capture.no_shards" in err and f"but {cap / 'raw'} holds some: pass that directory" in err, err
+    rc, err = _fin(capsys, cap / "raw", tmp_path / "t", "--rollouts", "5:6")
+    assert rc != 0 and "capture.no_requests" in err, err
+    assert "engine calls are of rollout ids 0, 1 (e.g. --rollouts 0:1)" in err, err
+    rc, err = _fin(capsys, cap / "raw", tmp_path / "t", "--policy-version", "9")
+    assert rc != 0 and "engine calls are at policy versions" in err, err
+    assert not (tmp_path / "t").exists()
+    rc, err = _fin(capsys, cap / "raw", tmp_path / "t")
+    assert rc == 0, err
+    rc, err = _fin(capsys, tmp_path / "t", tmp_path / "t2")
+    assert rc != 0 and "capture.raw_dir" in err and "it is a finalized trace, not a capture's shard directory" in err
+    assert "kind None" not in err and not (tmp_path / "t2").exists()
+
+
+def test_the_max_new_tokens_help_says_the_shards_record_the_engine_s_own():
+    """Its help said "not in the shards" while finalize reads each request's SamplingParams.max_tokens from them."""
+    from unirl_replay.cli.capture import finalize_command
+
+    (opt,) = [p for p in finalize_command.params if p.name == "max_new_tokens"]
+    assert "not in the shards" not in opt.help and "SamplingParams.max_tokens" in opt.help

