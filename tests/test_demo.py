@@ -129,3 +129,10 @@ def test_the_readme_and_docs_demo_show_what_the_bundled_demo_prints(tmp_path):
     assert rows and all(r in readme for r in rows), [r for r in rows if r not in readme]
     assert (out / "grpo-a" / "calibrated" / "table.txt").read_text() == \
         (repo / "docs" / "demo" / "grpo-a-calibrated-table.txt").read_text()
+    # the agentic-ray-a tables the README links: the whole table, its honesty label first (they were the metric
+    # rows alone, so the default polynomial's table never said UNCALIBRATED, nor either one UNMODELLED)
+    for model in ("calibrated", "default"):
+        shown = (repo / "docs" / "capture" / f"agentic-ray-a-{model}-table.txt").read_text()
+        assert shown == (out / "agentic-ray-a" / model / "table.txt").read_text(), model
+        assert shown.startswith("Validation report: ") and "UNMODELLED: engine_client.inflight_limit" in \
+            shown.splitlines()[0]
