@@ -162,7 +162,9 @@ def test_conformance_cases_as_grid_shards_equal_the_sequential_runner(tmp_path):
     ("results/holdout/grid.yaml", [f"{m}/r{r}/{t}" for m in ("grpo", "agentic") for r in (1, 2, 3)
                                    for t in ("calibrated", "default")]),
     ("grids/conformance-matrix.yaml", [f"conformance/ai-dynamo-{v}" for v in (
-        "1.3.0.post1", "1.3.1", "1.4.0", "1.4.1", "1.4.2", "1.5.0", "1.5.1", "1.6.0", "1.6.1")]),
+        "1.3.0.post1", "1.3.1", "1.4.0", "1.4.1", "1.4.2", "1.5.0", "1.5.1", "1.6.0", "1.6.1")]
+     + [f"conformance/aisimulate-0.13.0.dev2026{v}" for v in (
+         "10170000000074", "10200000000077", "10230000000081", "10240000000082", "10270000000085")]),
 ])
 def test_the_demo_holdout_and_conformance_matrix_are_grid_specs(spec, jobs):
     expanded = expand(load_spec(REPO / spec))
@@ -172,6 +174,23 @@ def test_the_demo_holdout_and_conformance_matrix_are_grid_specs(spec, jobs):
         assert j.trace.name == "grpo/r2" and [p.rsplit("/", 1)[-1] for p in j.trace.repeats] == ["grpo-r1", "grpo-r3"]
         assert not j.trace.plots and expanded[0].trace.plots and not j.keep_upstream
         assert all(x.trace.allow_unmodelled == ("engine_client.inflight_limit",) for x in expanded[6:])
+
+
+def test_the_conformance_matrix_grid_runs_the_revisions_make_conformance_matrix_runs():
+    """s16 newcomer: the spec said it was `make conformance-matrix` as a grid but held only its 9 ai-dynamo
+    revisions, not the 5 AISimulate builds (and "26 cases" of a corpus of 32)."""
+    import re
+
+    make = (REPO / "Makefile").read_text()
+
+    def words(var):
+        return re.search(rf"^{var} := ((?:.*\\\n)*.*)$", make, re.M).group(1).replace("\\\n", " ").split()
+
+    want = [f"ai-dynamo=={v}" for v in words("CONFORMANCE_REVISIONS")] + \
+        [f"aisimulate=={v}" for v in words("AISIMULATE_BUILDS")]
+    assert load_spec(REPO / "grids" / "conformance-matrix.yaml").conformance.revisions == want
+    cases = sum(1 for p in (REPO / "conformance" / "cases").iterdir() if (p / "case.json").is_file())
+    assert f"{cases} cases" in (REPO / "grids" / "conformance-matrix.yaml").read_text()
 
 
 def test_simulator_axis_dynamo_and_aisimulate_predict_the_same_requests(tmp_path):
