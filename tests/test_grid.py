@@ -116,7 +116,11 @@ def test_failed_job_is_reported_the_others_finish_and_a_rerun_replaces_the_outpu
     assert err["rule"] == "engine_client.inflight_limit" and "traceback" not in err  # a typed error, no traceback
     md = (out / "GRID.md").read_text()
     assert "2 failed jobs" in md and "engine_client.inflight_limit" in md
-    assert "FAILED agentic-a/dynamo/fixed: UnsupportedWorkloadError" in capsys.readouterr().err
+    # the message is the replay command's ("pass --allow-unmodelled ..."); the grid says what that is in a spec
+    assert err["hint"].startswith("in a grid spec that opt-in is the trace's `allow_unmodelled: [RULE]`")
+    assert md.count("(hint: in a grid spec that opt-in is the trace's `allow_unmodelled: [RULE]`") == 2
+    printed = capsys.readouterr().err
+    assert "FAILED agentic-a/dynamo/fixed: UnsupportedWorkloadError" in printed and "[hint: in a grid spec" in printed
     assert set(outputs.owned(out)) == {"grid.json", "GRID.md", "grpo-a", "agentic-a"}, "the output marker lists it"
     # a user's file put inside the earlier output (any level) is never removed with it: the re-run is refused
     (out / "agentic-a" / "dynamo" / "notes.txt").write_text("mine")

@@ -59,11 +59,18 @@ def headline(report) -> tuple[dict[str, float | None], dict[str, float | None]]:
     return mape, bias
 
 
+#: What a rejection's "pass --allow-unmodelled RULE" is in a spec (the message is the replay command's).
+SPEC_OPT_IN_HINT = ("in a grid spec that opt-in is the trace's `allow_unmodelled: [RULE]` (the rule the message "
+                    "names; labelled UNMODELLED), not a command-line flag")
+
+
 def _error(e: BaseException) -> dict[str, Any]:
     err: dict[str, Any] = {"type": type(e).__name__, "message": str(e)}
     rule = getattr(e, "rule", "")
     if rule:
         err["rule"] = rule
+    if isinstance(e, UnirlReplayError) and "--allow-unmodelled" in str(e):
+        err["hint"] = SPEC_OPT_IN_HINT
     if not isinstance(e, UnirlReplayError):  # a bug, not a user error: keep where it happened
         err["traceback"] = "".join(traceback.format_exception(e))[-2000:]
     return err

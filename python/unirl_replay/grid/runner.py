@@ -116,8 +116,8 @@ def _run(spec, jobs, work: Path, backend: str, workers, address, progress: bool,
             if res.get("status") != OK:
                 n_failed += 1
                 err = res.get("error", {})
-                bar.write(f"FAILED {res['job_id']}: {err.get('type')}: {str(err.get('message', ''))[:300]}",
-                          file=sys.stderr)
+                bar.write(f"FAILED {res['job_id']}: {err.get('type')}: {str(err.get('message', ''))[:300]}"
+                          + (f" [hint: {err['hint']}]" if err.get("hint") else ""), file=sys.stderr)
             bar.set_postfix(failed=n_failed, refresh=False)
             bar.update(1)
     finally:
@@ -238,7 +238,8 @@ def grid_markdown(run: GridRun, conformance_md: str | None = None) -> str:
         lines += ["", f"## {len(fails)} failed jobs", ""]
         for r in fails:
             e = r.get("error", {})
-            lines.append(f"- {_code(r['job_id'])}: {e.get('type')}: {_error_line(e.get('message'), 400)}")
+            lines.append(f"- {_code(r['job_id'])}: {e.get('type')}: {_error_line(e.get('message'), 400)}"
+                         + (f" (hint: {e['hint']})" if e.get("hint") else ""))
     if conformance_md:
         lines += ["", "## Conformance matrix", "", conformance_md]
     return "\n".join(lines) + "\n"
