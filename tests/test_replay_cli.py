@@ -309,3 +309,11 @@ def test_the_printed_line_carries_the_timing_model_s_honesty_label(tmp_path, cap
     printed = capsys.readouterr().out.strip()
     assert printed.endswith("(ai-dynamo 1.6.1 | polynomial default (UNCALIBRATED) | UNMODELLED: "
                             "engine_client.inflight_limit)"), printed
+    # a CALIBRATED profile of another host's CPU than the capture's: UNVALIDATED, said as compare says it
+    repo = Path(__file__).resolve().parents[1]
+    xeon = repo / "results" / "holdout-closed-xeon" / "traces" / "grpo-r1"
+    amd = repo / "profiles" / "vllm-cpu-tiny-qwen2-20261203-bound-epyc-f25m1.npz"
+    assert main(["replay", str(xeon), "--timing-model", f"profile:{amd}", "--out", str(tmp_path / "x")]) == 0
+    printed = capsys.readouterr().out.strip()
+    assert printed.endswith(f"(ai-dynamo 1.6.1 | profile {amd.name} (UNVALIDATED on this host: measured on other "
+                            "hardware))"), printed
