@@ -18,12 +18,13 @@ def _names(trace, kind):
 
 def test_processes_and_label():
     t = _trace()
-    assert set(_names(t, "process_name")) == {"real e0", "simulated e0"}
+    # the simulated side's process (what Perfetto's timeline shows) carries the honesty label, not only metadata
+    assert set(_names(t, "process_name")) == {"real e0", "simulated e0 [LABEL]"}
     assert t["metadata"]["label"] == "LABEL" and t["displayTimeUnit"] == "ms"
 
 
 def _slices(t, side, cat):
-    pid = _names(t, "process_name")[f"{side} e0"]
+    pid = _names(t, "process_name")["real e0" if side == "real" else "simulated e0 [LABEL]"]
     return {e["name"]: e for e in t["traceEvents"] if e["ph"] == "X" and e["pid"] == pid and e["cat"] == cat}
 
 
@@ -97,3 +98,21 @@ def test_no_track_holds_overlapping_slices_on_the_bundled_agentic_trace(tmp_path
     _no_overlap_on_any_track(trace)
     names = {e["args"]["name"] for e in trace["traceEvents"] if e.get("name") == "thread_name"}
     assert "rollout batches 0" in names
+
+
+def test_a_fixed_model_s_simulated_timeline_says_fixed_where_perfetto_shows_it(tmp_path, capsys):
+    """s16 newcomer: the label was only in the top-level `metadata`, which Perfetto's timeline never shows (and
+    older UIs drop): `simulated engine-0` of a FIXED replay read like a calibrated one."""
+    import pytest
+    from pathlib import Path
+
+    from unirl_replay.cli.main import main
+
+    pytest.importorskip("dynamo.replay")
+    trace = Path(__file__).resolve().parents[1] / "traces" / "grpo-a"
+    assert main(["replay", str(trace), "--timing-model", "fixed:10,1", "--out", str(tmp_path / "r")]) == 0
+    assert main(["compare", str(trace), str(tmp_path / "r"), "--out", str(tmp_path / "c")]) == 0
+    doc = json.loads((tmp_path / "c" / "timeline.perfetto.json").read_text())
+    label = json.loads((tmp_path / "c" / "validation_report.json").read_text())["label"]
+    assert "fixed prefill 10 ms / decode 1 ms (FIXED)" in label
+    assert set(_names(doc, "process_name")) == {"real engine-0", f"simulated engine-0 [{label}]"}

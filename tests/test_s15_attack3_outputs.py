@@ -194,7 +194,8 @@ def test_the_bundled_agentic_traces_timeline_has_no_slice_before_0(tmp_path, cap
     names = {e["pid"]: e["args"]["name"] for e in doc["traceEvents"] if e["name"] == "process_name"}
     for e in doc["traceEvents"]:
         if e["ph"] == "X" and e["cat"] == "request":
-            firsts[names[e["pid"]].split(" ", 1)[1]].append((names[e["pid"]].split(" ", 1)[0], e["ts"]))
+            side, eng = names[e["pid"]].split(" [", 1)[0].split(" ", 1)  # "simulated <engine> [<label>]"
+            firsts[eng].append((side, e["ts"]))
     for eng, xs in firsts.items():
         by_side = {side: min(ts for sd, ts in xs if sd == side) for side, _ in xs}
         assert by_side["real"] == pytest.approx(by_side["simulated"]) and by_side["real"] > 0, (eng, by_side)

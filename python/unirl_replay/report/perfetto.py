@@ -2,8 +2,8 @@
 
 Opens in https://ui.perfetto.dev and chrome://tracing. Layout:
 
-- one process per (side, engine): ``real <engine>`` and ``simulated <engine>``, sorted so the two
-  sides of one engine sit next to each other;
+- one process per (side, engine): ``real <engine>`` and ``simulated <engine> [<honesty label>]``, sorted
+  so the two sides of one engine sit next to each other;
 - inside each, threads (tracks): ``requests k`` (requests as complete ``X`` slices, packed into
   non-overlapping lanes; a nested ``queue`` slice from submit/arrival to scheduled),
   ``trajectory slots k`` (slot holds), ``tool waits k`` (predecessor completion -> successor
@@ -17,7 +17,7 @@ Opens in https://ui.perfetto.dev and chrome://tracing. Layout:
   trajectory's first submit), both sides of the engine start that much earlier, so no ``ts`` is
   negative and the first submits still line up. Missing boundaries produce no slice (never a guessed one).
 
-The top-level ``metadata`` object carries the honesty label.
+The top-level ``metadata`` object carries the honesty label too.
 """
 
 from __future__ import annotations
@@ -105,7 +105,11 @@ def chrome_trace(workload: Sequence[wpb.WorkloadRecord], outcomes: Iterable[opb.
             def us(t: int) -> float:
                 return (t - origin) / NS_PER_US
 
-            events.append({"ph": "M", "name": "process_name", "pid": pid, "args": {"name": f"{side} {eng}"}})
+            # the simulated side's name carries the honesty label: Perfetto's timeline shows process names, while
+            # the top-level metadata is at most on its info page (older UIs skip it), so a FIXED or UNCALIBRATED
+            # timeline would otherwise look like any other
+            name = f"{side} {eng} [{label}]" if side == "simulated" and label else f"{side} {eng}"
+            events.append({"ph": "M", "name": "process_name", "pid": pid, "args": {"name": name}})
             events.append({"ph": "M", "name": "process_sort_index", "pid": pid, "args": {"sort_index": pid}})
             tids: dict[str, int] = {}
 
