@@ -40,6 +40,8 @@ def test_demo_writes_labelled_reports_for_every_trace_and_model(traces, tmp_path
     assert "| grpo | unlabelled | default | 3 |" in report
     err = capsys.readouterr().err
     assert "[1/6] validate" in err and "[6/6] compare agentic" in err
+    # each replay step's line names the model's honesty label, not only the step's tag ("default")
+    assert err.count("requests predicted, polynomial default (UNCALIBRATED) (") == 2, err
 
 
 def test_demo_stops_on_an_invalid_trace_with_the_rule(traces, tmp_path, capsys):

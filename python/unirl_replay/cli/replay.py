@@ -79,13 +79,9 @@ def summary_label(res) -> str:
     title has them (``report.labels``): the one line `replay` prints never shows a FIXED or UNCALIBRATED
     prediction (or an UNVALIDATED what-if) without saying so, e.g. ``ai-dynamo 1.6.1 | polynomial default
     (UNCALIBRATED) | UNMODELLED: engine_client.inflight_limit``."""
-    from unirl_replay.report.labels import timing_label
-    from unirl_replay.v1 import replay_pb2 as rpb
+    from unirl_replay.report.labels import replay_timing_label
 
-    tm = res.timing_model
-    # a profile this replay found measured on other hardware than the capture's (replay.runner): said as compare says it
-    other_hw = tm.kind == rpb.TIMING_MODEL_KIND_PROFILE and tm.calibration == rpb.CALIBRATION_STATUS_UNVALIDATED
-    parts = [f"{res.simulator.name} {res.simulator.version}".strip(), timing_label(tm, other_hardware=other_hw)]
+    parts = [f"{res.simulator.name} {res.simulator.version}".strip(), replay_timing_label(res.timing_model)]
     if res.unmodelled_constraints:
         parts.append("UNMODELLED: " + ", ".join(dict.fromkeys(c.rule for c in res.unmodelled_constraints)))
     return " | ".join(parts)

@@ -124,6 +124,7 @@ def _run(out_dir: Path, traces: list[Path], profile: Path | None, log: Callable[
          profile_note: str) -> list[SummaryRow]:
     from unirl_replay.contract import validate
     from unirl_replay.contract.gate import refusal
+    from unirl_replay.report.labels import replay_timing_label
     from unirl_replay.report.outputs import compare_to_dir
     from unirl_replay.replay.runner import replay_trace, write_result
     from unirl_replay.v1 import common_pb2
@@ -160,7 +161,10 @@ def _run(out_dir: Path, traces: list[Path], profile: Path | None, log: Callable[
                 log(f"      {e.rule}: upstream cannot express it; replaying without it, labelled UNMODELLED")
                 result = replay_trace(trace_dir, spec, work_dir=dest / "upstream", unmodelled=DEMO_UNMODELLED)
             write_result(dest, result)
-            log(f"      {len(result.requests)} requests predicted ({time.perf_counter() - t0:.1f} s)")
+            # the model's honesty label as the report has it (a --profile of other hardware is UNVALIDATED here,
+            # whatever the step's tag says)
+            log(f"      {len(result.requests)} requests predicted, {replay_timing_label(result.timing_model)} "
+                f"({time.perf_counter() - t0:.1f} s)")
             t0 = progress(f"compare {name} ({tag}) with the measured outcomes")
             report = compare_to_dir(trace_dir, dest / "replay_result.json", dest)
             mape, bias = _headline(report)

@@ -82,6 +82,15 @@ def timing_label(tm: rpb.TimingModel, other_hardware: bool = False) -> str:
     return f"{what} ({status})"
 
 
+def replay_timing_label(tm: rpb.TimingModel) -> str:
+    """:func:`timing_label` of a timing model as a replay wrote it, for the lines ``replay`` and ``demo`` print
+    before any comparison: a profile the replay labelled UNVALIDATED (measured on other hardware than the
+    capture's, ``replay.runner``) reads ``(UNVALIDATED on this host: measured on other hardware)`` as
+    ``compare`` says it; every other status as it is."""
+    other_hw = tm.kind == rpb.TIMING_MODEL_KIND_PROFILE and tm.calibration == rpb.CALIBRATION_STATUS_UNVALIDATED
+    return timing_label(tm, other_hardware=other_hw)
+
+
 def honesty_label(manifest: mpb.TraceManifest, replay: rpb.ReplayResult, other_hardware: bool = False) -> str:
     """One-line label for every title: role + workload name | simulator | timing model (status)
     [| aggregate-only] [| IN-SAMPLE] [| UNMODELLED: <rules>].
