@@ -138,3 +138,34 @@ def test_the_readme_and_docs_demo_show_what_the_bundled_demo_prints(tmp_path):
         assert shown == (out / "agentic-ray-a" / model / "table.txt").read_text(), model
         assert shown.startswith("Validation report: ") and "UNMODELLED: engine_client.inflight_limit" in \
             shown.splitlines()[0]
+
+
+def test_a_profile_without_measured_provenance_is_never_called_calibrated(tmp_path, capsys):
+    """s16 newcomer: `demo --profile P.npz` with no measured provenance (UNCALIBRATED in every report label) was
+    announced as "calibrated profile", its steps read "with calibrated timing model" and REPORT.md's timing-model
+    column said "calibrated"; a calibrated profile of another host's CPU read "calibrated" there too (its label:
+    UNVALIDATED). Both now say what the replay labelled them."""
+    import numpy as np
+    from pathlib import Path
+
+    repo = Path(__file__).resolve().parents[1]
+    d = np.load(repo / "profiles" / "vllm-cpu-tiny-qwen2-20261130b.npz")
+    plain = tmp_path / "plain.npz"
+    np.savez(plain, **{k: d[k] for k in d.files if k != "provenance"})
+    out = tmp_path / "o"
+    assert main(["demo", "--trace", str(repo / "traces" / "grpo-a"), "--profile", str(plain), "--out", str(out)]) == 0
+    err = capsys.readouterr().err
+    assert "UNCALIBRATED profile (no measured provenance)" in err and "calibrated profile" not in err, err
+    assert "with calibrated timing model" not in err and "requests predicted, profile plain.npz (UNCALIBRATED)" in err
+    summary = json.loads((out / "summary.json").read_text())
+    assert [r["timing_model"] for r in summary] == ["profile (UNCALIBRATED)", "default"]
+    assert "| grpo-a | unlabelled | profile (UNCALIBRATED) | 16 |" in (out / "REPORT.md").read_text()
+    assert (out / "grpo-a" / "profile" / "table.txt").is_file()
+    # a CALIBRATED profile measured on another CPU than the trace's capture: UNVALIDATED in the row, not "calibrated"
+    xeon = repo / "results" / "holdout-closed-xeon" / "traces" / "grpo-r1"
+    amd = repo / "profiles" / "vllm-cpu-tiny-qwen2-20261203-bound-epyc-f25m1.npz"
+    out2 = tmp_path / "o2"
+    assert main(["demo", "--trace", str(xeon), "--profile", str(amd), "--out", str(out2)]) == 0
+    summary = json.loads((out2 / "summary.json").read_text())
+    assert [r["timing_model"] for r in summary] == ["profile (UNVALIDATED)", "default"]
+    assert "UNVALIDATED on this host" in summary[0]["label"]

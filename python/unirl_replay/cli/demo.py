@@ -32,8 +32,11 @@ def command(out_dir: Path, traces: tuple[Path, ...], profile: Path | None, no_pr
         click.echo(f"warning: no {demo.DEFAULT_PROFILE} (nor a single profile) in {demo.DEFAULT_PROFILES_DIR}: only "
                    "the uncalibrated default model runs; pass --profile FILE", err=True)
     log = lambda m: click.echo(m, err=True)  # noqa: E731
+    # "calibrated" only where the profile's provenance says it was measured (demo.profile_tag)
+    what = "" if not prof else (("calibrated profile " if demo.profile_tag(prof) == "calibrated" else
+                                 "UNCALIBRATED profile (no measured provenance) ") + str(prof) + " and ")
     log(f"unirl-replay demo: {len(trace_dirs)} trace{'' if len(trace_dirs) == 1 else 's'}, timing models: "
-        + ("calibrated profile " + str(prof) + " and " if prof else "") + "the uncalibrated default (polynomial)")
+        + what + "the uncalibrated default (polynomial)")
     note = "Run with --no-profile: only the uncalibrated default model ran." if no_profile else ""
     demo.run_demo(out_dir, trace_dirs, prof, log, note)
     click.echo((out_dir / "REPORT.md").read_text())

@@ -129,7 +129,7 @@ def _run(out_dir: Path, traces: list[Path], profile: Path | None, log: Callable[
     from unirl_replay.replay.runner import replay_trace, write_result
     from unirl_replay.v1 import common_pb2
 
-    models = ([(f"profile:{profile}", "calibrated")] if profile else []) + [("polynomial", "default")]
+    models = ([(f"profile:{profile}", profile_tag(profile))] if profile else []) + [("polynomial", "default")]
     steps = len(traces) * (1 + 2 * len(models))
     step = 0
     rows: list[SummaryRow] = []
@@ -169,7 +169,8 @@ def _run(out_dir: Path, traces: list[Path], profile: Path | None, log: Callable[
             report = compare_to_dir(trace_dir, dest / "replay_result.json", dest)
             mape, bias = _headline(report)
             role = common_pb2.WorkloadRole.Name(report.role).removeprefix("WORKLOAD_ROLE_").lower()
-            rows.append(SummaryRow(trace=name, role=role, timing_model=tag, label=report.label, requests=len(result.requests),
+            rows.append(SummaryRow(trace=name, role=role, timing_model=_row_model(tag, result.timing_model),
+                                   label=report.label, requests=len(result.requests),
                                    mape_pct=mape, bias_pct=bias, report_dir=str(dest.relative_to(out_dir))))
             e2e, ready = mape["request.e2e"], bias["rollout_batch.batch_readiness"]
             log(f"      request E2E MAPE {_pct(e2e)}, batch readiness error {_pct(ready, signed=True)} "
@@ -177,6 +178,29 @@ def _run(out_dir: Path, traces: list[Path], profile: Path | None, log: Callable[
     (out_dir / "summary.json").write_text(json.dumps([asdict(r) for r in rows], indent=2) + "\n")
     (out_dir / "REPORT.md").write_text(summary_markdown(rows, profile, profile_note))
     return rows
+
+
+def profile_tag(profile: Path) -> str:
+    """The demo's name of a --profile (its directory under each trace, its steps' and table's word): "calibrated"
+    only when its provenance says it was measured (CALIBRATED / CALIBRATED+PROBE), else "profile" (a profile
+    without that provenance is UNCALIBRATED, and was shown as "calibrated")."""
+    from unirl_replay.replay.timing_models import parse_timing_model
+    from unirl_replay.v1 import replay_pb2
+
+    tm, _ = parse_timing_model(f"profile:{profile}")
+    measured = (replay_pb2.CALIBRATION_STATUS_CALIBRATED, replay_pb2.CALIBRATION_STATUS_CALIBRATED_PROBE)
+    return "calibrated" if tm.calibration in measured else "profile"
+
+
+def _row_model(tag: str, tm) -> str:
+    """The table's "timing model" cell: the tag, with the status the replay gave where the tag alone would claim more
+    (a calibrated profile of other hardware than the trace's capture is UNVALIDATED there)."""
+    from unirl_replay.v1 import replay_pb2
+
+    if tm.kind != replay_pb2.TIMING_MODEL_KIND_PROFILE or tm.calibration in (
+            replay_pb2.CALIBRATION_STATUS_CALIBRATED, replay_pb2.CALIBRATION_STATUS_CALIBRATED_PROBE):
+        return tag
+    return f"profile ({replay_pb2.CalibrationStatus.Name(tm.calibration).removeprefix('CALIBRATION_STATUS_')})"
 
 
 def _pct(v: float | None, signed: bool = False) -> str:
