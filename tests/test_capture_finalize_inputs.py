@@ -190,3 +190,47 @@ def test_the_max_new_tokens_help_says_the_shards_record_the_engine_s_own():
 
     (opt,) = [p for p in finalize_command.params if p.name == "max_new_tokens"]
     assert "not in the shards" not in opt.help and "SamplingParams.max_tokens" in opt.help
+
+
+def test_a_finalize_that_fails_leaves_the_out_directory_as_it_found_it(tmp_path, capsys, monkeypatch):
+    """s16 newcomer: --out a directory holding a user's outcomes.jsonl was refused by the trace writer only after
+    finalize had written the probes' artifacts there (probes/<engine>-<when>.json left behind); a user's own
+    probes/<engine>-<when>.json was replaced silently. Both are refused before anything is written, and a failure
+    while writing removes what finalize created."""
+    from test_capture_conditions import _raw_with_probes
+
+    from unirl_replay.capture import finalize as F
+
+    raw = tmp_path / "raw"
+    _raw_with_probes(raw)
+    busy = tmp_path / "busy"
+    busy.mkdir()
+    (busy / "outcomes.jsonl").write_text("mine\n")
+    rc, err = _fin(capsys, raw, busy, "--rollouts", "0:0")
+    assert rc != 0 and "capture.out_exists" in err and "already holds outcomes.jsonl" in err, err
+    assert sorted(p.name for p in busy.iterdir()) == ["outcomes.jsonl"]
+    ok = tmp_path / "ok"
+    assert _fin(capsys, raw, ok, "--rollouts", "0:0")[0] == 0
+    probe = sorted((ok / "probes").iterdir())[0].name
+    mine = tmp_path / "mine"
+    (mine / "probes").mkdir(parents=True)
+    (mine / "probes" / probe).write_text("mine\n")
+    rc, err = _fin(capsys, raw, mine, "--rollouts", "0:0")
+    assert rc != 0 and f"already holds probes/{probe}" in err, err
+    assert (mine / "probes" / probe).read_text() == "mine\n" and sorted(p.name for p in mine.iterdir()) == ["probes"]
+
+    class Boom(F.TraceWriter):
+        def finalize(self, manifest):
+            raise OSError("disk full")
+
+    monkeypatch.setattr(F, "TraceWriter", Boom)
+    new = tmp_path / "new" / "trace"
+    with pytest.raises(OSError, match="disk full"):
+        F.finalize(raw, new, rollouts="0:0")
+    assert not (tmp_path / "new").exists()
+    there = tmp_path / "there"  # a directory that was there, with a file of its own
+    there.mkdir()
+    (there / "notes.txt").write_text("mine\n")
+    with pytest.raises(OSError, match="disk full"):
+        F.finalize(raw, there, rollouts="0:0")
+    assert sorted(p.name for p in there.iterdir()) == ["notes.txt"]

@@ -54,6 +54,7 @@ import datetime
 import hashlib
 import json
 import math
+import shutil
 from collections import defaultdict
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -73,7 +74,8 @@ from unirl_replay.capture.trace_builder import (
     _request_outcome,
 )
 from unirl_replay.contract.errors import TraceFormatError
-from unirl_replay.contract.trace_io import TraceWriter
+from unirl_replay.contract.trace_io import (OUTCOME_FILES, PARTIAL_SUFFIX, WORKLOAD_FILES, WRITER_LOCK,
+                                           TraceWriter)
 from unirl_replay.v1 import common_pb2 as c
 from unirl_replay.v1 import manifest_pb2 as m
 from unirl_replay.v1 import outcomes_pb2 as o
@@ -221,6 +223,8 @@ def finalize(raw_dir: Path | str, out_dir: Path | str, *, rollouts: Optional[str
     if (out_dir / "manifest.json").exists():
         raise TraceFormatError(f"{out_dir} already holds a trace; choose another --out", file=str(out_dir),
                                rule="capture.out_exists")
+    _refuse_taken(out_dir, (*WORKLOAD_FILES.values(), *OUTCOME_FILES.values(), WRITER_LOCK,
+                            *(n + PARTIAL_SUFFIX for n in (*WORKLOAD_FILES.values(), *OUTCOME_FILES.values()))))
     raw_abs, out_abs = raw_dir.resolve(), out_dir.resolve()
     if out_abs == raw_abs or raw_abs in out_abs.parents:
         # every *.jsonl of the raw directory is a shard: a trace written there is read back as shards by the
@@ -489,14 +493,28 @@ def finalize(raw_dir: Path | str, out_dir: Path | str, *, rollouts: Optional[str
     man.completeness.complete = not report_missing
     for kind, (count, cause) in sorted(report_missing.items()):
         man.completeness.lost.append(m.LostRecords(kind=kind, count=count, cause=cause))
-    out_dir.mkdir(parents=True, exist_ok=True)
-    write_probe_artifacts(out_dir, probe_artifacts)
-    with TraceWriter(out_dir, encoding="jsonl") as wr:
-        for rec in workload:
-            wr.write_workload(rec)
-        for rec in outs:
-            wr.write_outcome(rec)
-        man = wr.finalize(man)
+    _refuse_taken(out_dir, probe_artifacts)  # probes/<engine>-<when>.json of someone else's: never replaced
+    made = [d for d in (out_dir, *out_dir.parents) if not d.exists()]  # what a failure removes again
+    probes_made = [d for d in {(out_dir / rel).parent for rel in probe_artifacts} if not d.exists()]
+    try:
+        out_dir.mkdir(parents=True, exist_ok=True)
+        write_probe_artifacts(out_dir, probe_artifacts)
+        with TraceWriter(out_dir, encoding="jsonl") as wr:
+            for rec in workload:
+                wr.write_workload(rec)
+            for rec in outs:
+                wr.write_outcome(rec)
+            man = wr.finalize(man)
+    except BaseException:  # a failed finalize leaves what it found (was: its probes/ in the user's directory)
+        if made:  # every directory from the topmost one it made down is finalize's own
+            shutil.rmtree(made[-1], ignore_errors=True)
+        else:  # a directory that was there: only the files finalize wrote (none of these was there: refused above)
+            partials = [n + PARTIAL_SUFFIX for n in (*WORKLOAD_FILES.values(), *OUTCOME_FILES.values())]
+            for rel in (*probe_artifacts, *partials, WRITER_LOCK):
+                (out_dir / rel).unlink(missing_ok=True)
+            for d in probes_made:
+                shutil.rmtree(d, ignore_errors=True)
+        raise
     n_samples = sum(max(r.request.num_samples, 1) for r in workload if r.WhichOneof("record") == "request")
     return FinalizeReport(man, n_requests, report_missing, _role_counts(shards), n_samples, [cold] if cold else [])
 
@@ -531,6 +549,16 @@ def cold_first_batch(workload: Sequence[w.WorkloadRecord], outs: Sequence[o.Outc
             f"batches' median {median / 1e9:.2f} s: likely the engines' warm-up after start (one-off first-call "
             "stalls, not the steady state a simulator models); run one rollout first and leave it out of the "
             "window (capture finalize --rollouts)")
+
+
+def _refuse_taken(out_dir: Path, names) -> None:
+    """Refuse (rule ``capture.out_exists``) before anything is written when ``out_dir`` already holds one of
+    ``names`` (trace record files, a writer's partials, probe artifacts): finalize never replaces a file."""
+    taken = [str(n) for n in names if (out_dir / n).exists() or (out_dir / n).is_symlink()]
+    if taken:
+        raise TraceFormatError(f"{out_dir} already holds {', '.join(taken[:5])}"
+                               f"{' ...' if len(taken) > 5 else ''}: finalize never replaces a file; choose another "
+                               "--out (a new directory)", file=str(out_dir), rule="capture.out_exists")
 
 
 def _zero_message(missing: Dict[str, List[Any]], held: str = "") -> str:
