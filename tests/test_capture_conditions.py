@@ -608,3 +608,14 @@ def test_an_engine_id_too_long_for_a_file_name_keeps_a_bounded_probe_artifact_na
     (entry,), artifacts = window_probes(recs, 1.0, 2.0, m.Hardware(cpu_model="x", cpu_count=2), [eid])
     name = entry.artifact_path.split("/", 1)[1]
     assert len(name.encode()) < 120 and set(artifacts) == {entry.artifact_path}
+
+
+def test_a_probe_inside_the_window_is_said_not_dropped_silently(tmp_path):
+    """Without --rollouts the window holds both rollouts, and the probe run between them lies inside it: it is
+    neither the window's before nor its after probe, which finalize now says (it dropped it without a word)."""
+    raw = tmp_path / "raw"
+    _raw_with_probes(raw)
+    rep = finalize(raw, tmp_path / "all", workload_name="grpo-unit")
+    assert any("reference probe(s) ran inside the window (e.g. pb" in x for x in rep.warnings), rep.warnings
+    rep = finalize(raw, tmp_path / "w0", rollouts="0:0", workload_name="grpo-unit")
+    assert not any("inside the window" in x for x in rep.warnings), rep.warnings

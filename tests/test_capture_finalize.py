@@ -193,6 +193,32 @@ def test_grpo_batch_whose_driver_generate_raised_has_no_ready_time_and_is_report
     assert "raised RayActorError" in lost["rollout_batch"].cause and not rep.complete
 
 
+def test_a_grpo_batch_that_lost_an_engine_call_keeps_its_whole_groups_and_no_ready_time(tmp_path):
+    """rollout 0's call on engine 22 has no engine record (its shard lost that line): the batch's ready time (the
+    driver's rollout.generate return) waited for requests the trace lacks, so it is not measured, the next batch is
+    not closed loop after it, and completeness says so (it was kept with half its groups and the whole batch's
+    ready time: a readiness error of the simulator that was the capture's)."""
+    raw = tmp_path / "raw"
+    _grpo_raw(raw)
+    _driver_generates(raw)
+    shard = raw / f"engine-{HOST}-22.jsonl"
+    lines = shard.read_text().splitlines()
+    drop = next(i for i, line in enumerate(lines) if '"engine_generate"' in line and '"pipe_request_id": 1' in line)
+    shard.write_text("\n".join(lines[:drop] + lines[drop + 1:]) + "\n")
+    rep = finalize(raw, tmp_path / "trace")
+    _valid(tmp_path / "trace")
+    man, wl, oc = _load(tmp_path / "trace")
+    ready = {b.rollout_batch_id: (b.ready_ns if b.HasField("ready_ns") else None) for b in oc["rollout_batch"]}
+    assert ready == {"rollout-0": None, "rollout-1": 1_600_000_000}
+    b0 = next(b for b in wl["rollout_batch"] if b.rollout_batch_id == "rollout-0")
+    assert sorted(b0.group_ids) == ["r0:prompt:0:sample:0", "r0:prompt:1:sample:0"] and b0.engine_ids == [_eng(21)]
+    assert len(wl["request"]) == 6 and all(r.rollout_batch_id for r in wl["request"])  # engine 22's rollout 0 is gone
+    assert not _after(wl) and "rollout-1: none, the previous batch rollout-0 is not whole" in man.labels["batch_boundary"]
+    lost = {x.kind: x for x in man.completeness.lost}
+    assert not rep.complete and lost["engine_request"].count == 1 and lost["rollout_batch"].count == 1
+    assert "rollout-0 is not whole: 1 of its engine calls (4 samples)" in lost["rollout_batch"].cause
+
+
 def _after(wl) -> dict:
     return {b.rollout_batch_id: (b.after_batch.previous_rollout_batch_id, b.after_batch.driver_gap_ns)
             for b in wl["rollout_batch"] if b.HasField("after_batch")}
@@ -434,7 +460,7 @@ def test_killed_engine_gives_an_incomplete_trace_of_the_complete_records(tmp_pat
     _agentic_raw(tmp_path / "raw", kill_engine_22=True)
     rep = finalize(tmp_path / "raw", tmp_path / "trace")
     _valid(tmp_path / "trace")
-    man, wl, _ = _load(tmp_path / "trace")
+    man, wl, oc = _load(tmp_path / "trace")
     assert not man.completeness.complete
     lost = {x.kind: x for x in man.completeness.lost}
     assert lost["engine_request"].count == 2 and _eng(22) in lost["engine_request"].cause
@@ -446,6 +472,10 @@ def test_killed_engine_gives_an_incomplete_trace_of_the_complete_records(tmp_pat
     assert {g.group_id for g in wl["group"]} == {"r0:prompt:0:sample:0"}
     assert len(wl["request"]) == 4 and rep.requests == 4
     assert any("missing engine_request: 2" in line for line in rep.lines())
+    # the collect returned when both groups were done: with one of them lost its ready time is not the trace's
+    (b,), (bo,) = wl["rollout_batch"], oc["rollout_batch"]
+    assert list(b.group_ids) == ["r0:prompt:0:sample:0"] and b.required_groups == 1 and not bo.HasField("ready_ns")
+    assert lost["rollout_batch"].count == 1 and "1 of its 2 collected groups lost trajectories" in lost["rollout_batch"].cause
 
 
 def test_zero_requests_is_refused_and_says_why(tmp_path):
@@ -618,8 +648,69 @@ def test_a_cold_first_batch_is_flagged_with_how_to_leave_it_out(tmp_path):
     _engine_shard(raw, 21, gens)
     rep = finalize(raw, tmp_path / "trace")
     man, _, _ = _load(tmp_path / "trace")
-    (w,) = rep.warnings
+    (w, driverless) = rep.warnings  # (this capture has no driver shard: said too)
     assert "first batch rollout-0 took 8.00 s" in w and "--rollouts" in w and man.labels["warning.cold_first_batch"] == w
+    assert driverless.startswith("no shard of the driver process")
     assert any(line.startswith("warning: ") for line in rep.lines())
     rep = finalize(raw, tmp_path / "steady", rollouts="1:2")
-    assert rep.warnings == []
+    assert rep.warnings == [driverless]
+
+
+def test_finalize_warns_of_what_the_trace_lacks_without_a_lost_record(tmp_path):
+    """Nothing was lost, yet the trace lacks something a user would want: each is a warning that says what to do
+    (finalize printed "nothing missing" and stopped there)."""
+    raw = tmp_path / "raw"
+    _grpo_raw(raw)
+    rep = finalize(raw, tmp_path / "t0")
+    assert rep.complete and any(x.startswith("no shard of the driver process") for x in rep.warnings)
+    _driver_generates(raw)
+    rep = finalize(raw, tmp_path / "t1")
+    assert rep.complete and rep.warnings == []
+    # vLLM reported no timestamps (disable_log_stats left on)
+    for shard in raw.glob("engine-*.jsonl"):
+        shard.write_text("\n".join(_strip_metrics(line) for line in shard.read_text().splitlines()) + "\n")
+    rep = finalize(raw, tmp_path / "t2")
+    assert any("requests have no vLLM timestamps" in x and "disable_log_stats" in x for x in rep.warnings), rep.warnings
+    # window marks of rollouts 0..1 while the window is rollout 1 alone: their conditions are not in the manifest
+    with open(raw / f"driver-{HOST}-10.jsonl", "a") as fh:
+        fh.write(json.dumps({"kind": "window_start", "rollout_ids": [0, 1], "at": _t(0.8)}) + "\n")
+    rep = finalize(raw, tmp_path / "t3", rollouts="1:1")
+    assert any("window_start mark(s) (rollout ids [0, 1]) do not start this window (--rollouts 1:1)" in x
+               for x in rep.warnings), rep.warnings
+    rep = finalize(raw, tmp_path / "t4")
+    assert not any("window_start" in x for x in rep.warnings), rep.warnings
+
+
+def _strip_metrics(line: str) -> str:
+    if '"engine_generate"' not in line:
+        return line
+    rec = json.loads(line)
+    for r in rec["requests"]:
+        r["metrics"] = None  # what the recorder writes when RequestOutput.metrics is None
+        r["per_sample_metrics"] = None
+    return json.dumps(rec)
+
+
+def test_recorded_trajectory_slots_the_run_never_reached_are_warned_of():
+    """A DevicePool made without worker_max_concurrency runs one trajectory per Worker actor at a time, while the
+    trace records the RolloutManager's capacity as the engine's slots (the replay then runs two where one ran)."""
+    from unirl_replay.capture.finalize import slots_never_reached
+
+    def traj(eid, a, b, root="r1:p0"):
+        return {"engine_id": eid, "group": root, "slot_hold": {"start": {"monotonic": a}, "end": {"monotonic": b}}}
+
+    submits = [{"groups": ["r1:p0"], "at": {"monotonic": 0.9}}]
+    serial = {"t1": traj("e0", 1.0, 2.0), "t2": traj("e0", 2.0, 3.0), "t3": traj("e0", 3.1, 4.0)}
+    why = slots_never_reached(serial, {t: "rollout-1" for t in serial}, 2, submits)
+    assert why and "engine e0: at most 1 of its 2 recorded trajectory slots" in why and "ran 3 trajectories" in why
+    assert "worker_max_concurrency" in why
+    overlap = {"t1": traj("e0", 1.0, 2.5), "t2": traj("e0", 2.0, 3.0)}
+    assert slots_never_reached(overlap, {t: "rollout-1" for t in overlap}, 2, submits) is None
+    assert slots_never_reached(serial, {t: "rollout-1" for t in serial}, 1, submits) is None
+    one = {"t1": traj("e0", 1.0, 2.0)}  # a batch of one trajectory proves nothing
+    assert slots_never_reached(one, {"t1": "rollout-1"}, 2, submits) is None
+    # submitted one by one, each after the previous ended: nothing waited, nothing said
+    late = [{"groups": ["r1:p0"], "at": {"monotonic": 0.9}}, {"groups": ["r1:p1"], "at": {"monotonic": 2.5}}]
+    apart = {"t1": traj("e0", 1.0, 2.0), "t2": traj("e0", 2.6, 3.0, root="r1:p1")}
+    assert slots_never_reached(apart, {t: "rollout-1" for t in apart}, 2, late) is None
+    assert slots_never_reached(serial, {t: "rollout-1" for t in serial}, 2) is None  # no submit record: unknown

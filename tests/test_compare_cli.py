@@ -61,3 +61,33 @@ def test_compare_command_aggregate_only(tmp_path, capsys):
     assert not report.metrics and list(report.artifacts) == ["table.txt"]
     (n,) = [n for n in report.not_compared if n.metric == "duration_ms"]
     assert n.reason == "measured: request 'r5' lacks a measured submit or completion"
+
+
+def test_an_incomplete_capture_is_said_up_front_and_in_the_notes(tmp_path, capsys):
+    """A trace finalize marked INCOMPLETE (completeness.complete false: an engine died, a shard is missing) holds
+    only the window's whole records; compare says so first, never a clean-looking report of part of a window."""
+    from unirl_replay.v1 import manifest_pb2 as mpb
+
+    d = tmp_path / "trace"
+    with TraceWriter(d) as w:
+        for rec in fx.workload():
+            w.write_workload(rec)
+        for rec in fx.outcomes():
+            w.write_outcome(rec)
+        man = fx.manifest()
+        man.completeness.complete = False
+        man.completeness.lost.append(mpb.LostRecords(kind="engine_request", count=2, cause="engine e1: killed"))
+        w.finalize(man)
+    rdir = tmp_path / "replay"
+    rdir.mkdir()
+    write_message_json(rdir / "replay_result.json", fx.replay())
+    assert main(["compare", str(d), str(rdir / "replay_result.json"), "--out", str(tmp_path / "cmp"), "--no-plots"]) == 0
+    table = (tmp_path / "cmp" / "table.txt").read_text().splitlines()
+    warn = next(i for i, line in enumerate(table) if line.startswith("WARNING: INCOMPLETE capture"))
+    assert warn < 6 and "lost: engine_request 2" in table[warn]
+    report = read_message_json(tmp_path / "cmp" / "validation_report.json", vpb.ValidationReport)
+    assert any(n.startswith("INCOMPLETE capture") for n in report.notes)
+    # a complete capture says nothing of it
+    assert main(["compare", str(_trace(tmp_path / "whole")), str(rdir / "replay_result.json"), "--out",
+                 str(tmp_path / "cmp2"), "--no-plots"]) == 0
+    assert "INCOMPLETE" not in (tmp_path / "cmp2" / "table.txt").read_text()

@@ -58,7 +58,7 @@ def test_probe_level_beyond_its_spread_warns():
     p.points.add(phase="prefill", batch_size=8, prefill_tokens=2048, repeats=5, median_ms=14.0, p25_ms=13.5,
                  p75_ms=14.5)
     model = StepModel("fixed", 0, fixed=(10.0, 2.0))
-    levels = [round(lv, 2) for _, _, lv in probe_levels(m, model)]
+    levels = [round(lv, 2) for _, _, lv, _ in probe_levels(m, model)]
     assert levels == [1.5, 1.04, 1.4]
     ws = condition_warnings(m, _replay(), PROV, model)
     assert any("decode B=32 ctx 128) ran at 1.50x" in w for w in ws)
@@ -114,3 +114,21 @@ def test_a_profile_levelled_to_the_contended_points_says_so():
     hit = [w for w in condition_warnings(m, _replay(), prov, model) if "decode B=32 ctx 128" in w]
     assert hit and "CONTENDED points" in hit[0] and "measured with every engine running it" in hit[0]
     assert "(scalar levelling)" not in hit[0]
+
+
+def test_two_engines_probe_warnings_name_their_engine():
+    """Two engines' probes of the same point read alike ('reference probe before the window (decode B=1 ctx 128)
+    ran at 4.90x' and '... 3.48x'); each now names its engine. One engine's probe stays as it was."""
+    m = _manifest()
+    m.conditions.loadavg_1m_start = 0.8
+    for eid, ms in (("vllm:h:1", 4.9), ("vllm:h:2", 3.48)):
+        m.probes.add(engine_id=eid, when="before").points.add(phase="decode", batch_size=1, context_tokens=128,
+                                                              repeats=5, median_ms=ms, p25_ms=ms * 0.98,
+                                                              p75_ms=ms * 1.02)
+    model = StepModel("fixed", 0, fixed=(10.0, 1.0))
+    ws = condition_warnings(m, _replay(), PROV, model)
+    assert any("reference probe of engine 'vllm:h:1' before the window (decode B=1 ctx 128) ran at 4.90x" in w for w in ws)
+    assert any("reference probe of engine 'vllm:h:2' before the window (decode B=1 ctx 128) ran at 3.48x" in w for w in ws)
+    del m.probes[1]
+    ws = condition_warnings(m, _replay(), PROV, model)
+    assert any(w.startswith("reference probe before the window (decode B=1 ctx 128) ran at 4.90x") for w in ws)

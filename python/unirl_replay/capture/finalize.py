@@ -304,6 +304,7 @@ def finalize(raw_dir: Path | str, out_dir: Path | str, *, rollouts: Optional[str
 
     # --- join engine calls with the engine's requests --------------------------------------------
     joined: List[Tuple[Dict[str, Any], Dict[str, Any]]] = []
+    unjoined: List[Dict[str, Any]] = []  # the window's engine calls with no engine record (their batch is not whole)
     bad_traj: Set[str] = set()
     used_gens: Set[Tuple[str, Any]] = set()
     for d in calls:
@@ -317,6 +318,7 @@ def finalize(raw_dir: Path | str, out_dir: Path | str, *, rollouts: Optional[str
                                                                "is missing: the vLLM plugin was not active there")
                                                           + ")"))
             lose("engine_request", 1, cause)
+            unjoined.append(d)
             if d.get("trajectory_id"):
                 bad_traj.add(d["trajectory_id"])
             continue
@@ -428,7 +430,7 @@ def finalize(raw_dir: Path | str, out_dir: Path | str, *, rollouts: Optional[str
                             enter, clk, workload, outs, lab, lose, bad_traj, worker_of_engine, end_mono)
     else:
         end_mono = _grpo(joined, call_reqs, requests, outcomes, completion, enter, clk, workload, outs, lab,
-                         engines_used, dispatches=dispatches, lose=lose, end_mono=end_mono)
+                         engines_used, dispatches=dispatches, lose=lose, end_mono=end_mono, unjoined=unjoined)
     if ends:
         end_mono = max(end_mono, max(ends))
     n_requests = sum(1 for r in workload if r.WhichOneof("record") == "request")
@@ -516,7 +518,42 @@ def finalize(raw_dir: Path | str, out_dir: Path | str, *, rollouts: Optional[str
                 shutil.rmtree(d, ignore_errors=True)
         raise
     n_samples = sum(max(r.request.num_samples, 1) for r in workload if r.WhichOneof("record") == "request")
-    return FinalizeReport(man, n_requests, report_missing, _role_counts(shards), n_samples, [cold] if cold else [])
+    warns = [x for x in (cold, lab.get("warning.slot_concurrency")) if x]
+    warns += _window_warnings(recs, shards, notes, start_mono, end_mono, first.get("kind") == "window_start", agentic,
+                              rollouts)
+    return FinalizeReport(man, n_requests, report_missing, _role_counts(shards), n_samples, warns)
+
+
+def _window_warnings(recs, shards: List[Shard], notes: Dict[str, int], start_mono: float, end_mono: float,
+                     marked: bool, agentic: bool, rollouts: Optional[str]) -> List[str]:
+    """What the trace lacks that no record was lost for (``FinalizeReport.warnings``): each says what to do."""
+    from unirl_replay.capture.window_conditions import _probes
+
+    out = []
+    if not any(s.role == "driver" for s in shards):
+        out.append("no shard of the driver process (unirl_replay.capture.install() not called in the driver, or its "
+                   "shard removed): the driver's records are absent (" + (
+                       "RolloutManager submit / collect" if agentic else
+                       "rollout.generate: each batch's ready time is its last engine call's return, manifest label "
+                       "rollout_batch") + "; window marks and reference probes, if the recipe made them)")
+    if notes.get("metrics_unavailable"):
+        out.append(f"{notes['metrics_unavailable']} requests have no vLLM timestamps (RequestOutput.metrics is None: "
+                   "the engine ran with disable_log_stats=True; set engine_kwargs={'disable_log_stats': False}): their "
+                   "outcomes are unavailable, and compare leaves them out of every metric that needs them")
+    inside = [p for p in _probes(recs) if p["t0"] >= start_mono and p["t1"] <= end_mono]
+    if inside:
+        out.append(f"{len(inside)} reference probe(s) ran inside the window (e.g. {inside[0]['probe_id']}, "
+                   f"{inside[0]['t0'] - start_mono:.1f} s after its start): a probe is the window's before / after "
+                   "probe only outside it, so their points are not in the trace and the engines' probe time is part of "
+                   "the window (a driver gap); mark the window (driver_capture.mark) and pass --rollouts to leave the "
+                   "probes outside")
+    mark_ids = sorted({tuple(r.get("rollout_ids") or ()) for r in recs.get("window_start", [])})
+    if recs.get("window_start") and not marked:
+        named = ", ".join(str(list(x)) if x else "[]" for x in mark_ids[:4])
+        out.append(f"the recipe's window_start mark(s) (rollout ids {named}) do not start this window "
+                   f"(--rollouts {rollouts or 'not given: every rollout'}): the run conditions they carry are not in "
+                   "the manifest; pass the rollouts the marks name to keep them")
+    return out
 
 
 def cold_first_batch(workload: Sequence[w.WorkloadRecord], outs: Sequence[o.OutcomeRecord], *,
@@ -619,7 +656,15 @@ def dispatch_of(call: Dict[str, Any], dispatches: Sequence[Dict[str, Any]]) -> O
 
 
 def _grpo(joined, call_reqs, requests, outcomes, completion, enter, clk: _Clock, workload, outs, lab,
-          engines_used, *, dispatches: Sequence[Dict[str, Any]] = (), lose=None, end_mono: float = 0.0) -> float:
+          engines_used, *, dispatches: Sequence[Dict[str, Any]] = (), lose=None, end_mono: float = 0.0,
+          unjoined: Sequence[Dict[str, Any]] = ()) -> float:
+    """The GRPO window's requests, groups and rollout batches (one per ``rollout.generate`` barrier).
+
+    A batch one of whose engine calls has no engine record (``unjoined``: an engine killed, a shard missing) is
+    not whole: its measured ready time (the barrier's return) waited for requests the trace does not hold. Its
+    joined requests are whole GRPO groups and stay, in its RolloutBatch (which lists only them), but its
+    BatchOutcome carries no ready time (its readiness is not compared) and the loss is in ``completeness``; the
+    next batch is never recorded closed loop after it."""
     lab["engine_client"] = GRPO_CLIENT_NOTE
     for eid in engines_used:
         workload.append(w.WorkloadRecord(engine_client=w.EngineClient(engine_id=eid)))
@@ -629,7 +674,7 @@ def _grpo(joined, call_reqs, requests, outcomes, completion, enter, clk: _Clock,
     for g in dispatches:
         if len(g.get("rollout_ids") or []) == 1:
             per_rollout[g["rollout_ids"][0]].append(g["dispatch_id"])
-    for d, e in joined:
+    def batch_of(d: Dict[str, Any]) -> str:
         rids = d.get("rollout_ids") or []
         bid = f"rollout-{rids[0]}" if len(rids) == 1 else f"call-{d['call_id']}"
         g = dispatch_of(d, dispatches)
@@ -638,7 +683,13 @@ def _grpo(joined, call_reqs, requests, outcomes, completion, enter, clk: _Clock,
             if len(mine) > 1:  # several rollout.generate barriers with one rollout id (e.g. evaluation batches)
                 bid = f"rollout-{rids[0]}.{mine.index(g['dispatch_id'])}"
             dispatch_of_batch[bid] = g
-        by_batch[bid].append((d, e))
+        return bid
+
+    for d, e in joined:
+        by_batch[batch_of(d)].append((d, e))
+    cut: Dict[str, List[Dict[str, Any]]] = defaultdict(list)  # batch id -> its engine calls with no engine record
+    for d in unjoined:
+        cut[batch_of(d)].append(d)
     from_driver = sum(1 for b in by_batch if b in dispatch_of_batch)
     lab["rollout_batch"] = (
         "one rollout id (UniRL's r<id>: sample id prefix) = one rollout.generate barrier; group completion = its "
@@ -650,8 +701,23 @@ def _grpo(joined, call_reqs, requests, outcomes, completion, enter, clk: _Clock,
            f"of {len(by_batch)} batches: no driver-side rollout.generate record)" if from_driver < len(by_batch) else ""))
     batch_recs: Dict[str, w.WorkloadRecord] = {}
     timings: List[BatchTiming] = []
+    for bid, calls in cut.items():
+        n = sum(len(d.get("sample_ids") or []) for d in calls)
+        kept = sum(len(call_reqs[d["call_id"]]) for d, _ in by_batch.get(bid, []))
+        lose("rollout_batch", 1, f"{bid} is not whole: {len(calls)} of its engine calls ({n} samples) have no engine "
+             "record, so its ready time waited for requests the trace lacks" +
+             (f"; kept with its {kept} joined requests (whole groups) and no measured ready time" if kept
+              else "; left out"))
+        if bid not in by_batch:  # nothing of it joined: only its place in the order of batches is kept
+            g = dispatch_of_batch.get(bid)
+            first = min(d["enter"]["monotonic"] for d in calls)
+            timings.append(BatchTiming(bid, float(g["enter"]["monotonic"]) if g else first,
+                                       float(g["enter"]["monotonic"]) if g else None,
+                                       float(g["exit"]["monotonic"]) if g else None, _process_of(g) if g else None,
+                                       clk.ns(first), None))
     for bid, items in sorted(by_batch.items(), key=lambda kv: min(d["enter"]["monotonic"] for d, _ in kv[1])):
         groups: Dict[str, List[str]] = {}
+        whole = bid not in cut
         for d, _ in items:
             for rid in call_reqs[d["call_id"]]:
                 r = requests[rid]
@@ -670,18 +736,20 @@ def _grpo(joined, call_reqs, requests, outcomes, completion, enter, clk: _Clock,
             if all(x is not None for x in ends):
                 g.completed_ns = max(ends)  # type: ignore[type-var]
             outs.append(o.OutcomeRecord(group=g))
+        first_submit = min((enter[rid] for d, _ in items for rid in call_reqs[d["call_id"]]),
+                           default=clk.ns(min(d["enter"]["monotonic"] for d, _ in items)))
         batch_recs[bid] = w.WorkloadRecord(rollout_batch=w.RolloutBatch(
             rollout_batch_id=bid, group_ids=list(groups), readiness_rule=w.BATCH_READINESS_RULE_ALL_GROUPS,
             engine_ids=sorted({d["engine_id"] for d, _ in items})))
         workload.append(batch_recs[bid])
-        bo = _grpo_batch_outcome(bid, items, dispatch_of_batch.get(bid), clk, lose)
+        # not whole (above): no ready time, so it is not compared and no batch follows it closed loop
+        bo = _grpo_batch_outcome(bid, items, dispatch_of_batch.get(bid), clk, lose) if whole else \
+            o.BatchOutcome(rollout_batch_id=bid)
         outs.append(o.OutcomeRecord(rollout_batch=bo))
-        timings.append(_batch_timing(bid, items, dispatch_of_batch.get(bid), bo,
-                                     min((enter[rid] for d, _ in items for rid in call_reqs[d["call_id"]]),
-                                         default=clk.ns(min(d["enter"]["monotonic"] for d, _ in items)))))
+        timings.append(_batch_timing(bid, items, dispatch_of_batch.get(bid), bo, first_submit))
         if bid in dispatch_of_batch:
             end_mono = max(end_mono, dispatch_of_batch[bid]["exit"]["monotonic"])
-    bounds, why_not = batch_boundaries(timings)
+    bounds, why_not = _without_cut(timings, set(cut))
     for bid, bb in bounds.items():
         batch_recs[bid].rollout_batch.after_batch.CopyFrom(bb)
     if len(timings) > 1:
@@ -742,7 +810,7 @@ def _process_of(rec: Dict[str, Any]) -> Optional[str]:
 
 
 def _agentic_batch_timing(bid: str, col: Dict[str, Any], kept: Sequence[Dict[str, Any]],
-                          submits: Sequence[Dict[str, Any]], first_submit_ns: int, ready_ns: int) -> BatchTiming:
+                          submits: Sequence[Dict[str, Any]], first_submit_ns: int, ready_ns: Optional[int]) -> BatchTiming:
     """An agentic batch (one ``collect``): the driver call that made it runs from the first ``submit`` of its
     rollouts (rollout ids of its collected groups; the submit in the collect's driver process) to the
     collect's return. Without such a submit the batch has no driver enter (no boundary, said why)."""
@@ -794,6 +862,19 @@ def batch_boundaries(timings: Sequence[BatchTiming], call: str = "rollout.genera
         else:
             bounds[cur.batch_id] = w.BatchBoundary(previous_rollout_batch_id=prev.batch_id,
                                                    driver_gap_ns=cur.first_submit_ns - prev.ready_ns)
+    return bounds, why_not
+
+
+def _without_cut(timings: Sequence[BatchTiming], cut: Set[str], **words: str
+                 ) -> Tuple[Dict[str, w.BatchBoundary], Dict[str, str]]:
+    """:func:`batch_boundaries` of the window's batches (``words``: its wording), with those left out (``cut``: not
+    whole): the batch after a cut one has no boundary (the cut batch has no measured ready time; said why)."""
+    bounds, why_not = batch_boundaries(timings, **words)
+    order = sorted(timings, key=lambda t: t.start_s)
+    for prev, cur in zip(order, order[1:]):
+        if prev.batch_id in cut:
+            bounds.pop(cur.batch_id, None)
+            why_not[cur.batch_id] = f"the previous batch {prev.batch_id} is not whole (no measured ready time)"
     return bounds, why_not
 
 
@@ -862,7 +943,10 @@ def _agentic(trajs, collects, submits, recs, joined, call_reqs, requests, outcom
                 lose("group", 1, f"group {g['roots']} left out: it lost trajectories")
                 continue
             kept_groups.append(g)
-            for t in tids:
+        # a collect that lost a group is not whole: its return (the ready time) waited for that group; it keeps its
+        # whole groups and no measured ready time (below)
+        for g in kept_groups:
+            for t in g["trajectory_ids"]:
                 traj_batch[t] = bid
         batches.append((bid, col, kept_groups))
     never = [t for t in trajs if t not in traj_batch and t not in bad_traj]
@@ -892,6 +976,7 @@ def _agentic(trajs, collects, submits, recs, joined, call_reqs, requests, outcom
     group_members: Dict[Tuple[str, str], List[str]] = defaultdict(list)
     n_measured = n_not = 0
     released: Dict[str, int] = {}
+    written: Set[str] = set()
     for tid in order:
         t = trajs[tid]
         bid = traj_batch[tid]
@@ -920,6 +1005,7 @@ def _agentic(trajs, collects, submits, recs, joined, call_reqs, requests, outcom
                 r.arrival.after_dependencies.SetInParent()
             workload.append(w.WorkloadRecord(request=r))
             outs.append(o.OutcomeRecord(request=outcomes[r.request_id]))
+            written.add(r.request_id)
         eid = t.get("engine_id") or (rq[0].engine_id if rq else "")
         workload.append(w.WorkloadRecord(trajectory=w.Trajectory(
             trajectory_id=tid, group_id=gid, rollout_batch_id=bid, engine_id=eid,
@@ -934,7 +1020,9 @@ def _agentic(trajs, collects, submits, recs, joined, call_reqs, requests, outcom
     group_size = next((int(col["group_size"]) for col in collects if col.get("group_size")), 0)
     batch_recs: Dict[str, w.WorkloadRecord] = {}
     timings: List[BatchTiming] = []
+    cut: Set[str] = set()
     for bid, col, kept in batches:
+        whole = len(kept) == len(col["groups"])
         gids = []
         for g in kept:
             gid = "|".join(g["roots"])
@@ -948,8 +1036,16 @@ def _agentic(trajs, collects, submits, recs, joined, call_reqs, requests, outcom
                                                            member_ids=members)))
             outs.append(o.OutcomeRecord(group=o.GroupOutcome(group_id=gid,
                                                              completed_ns=max(released[t] for t in members))))
+        if not whole:  # no measured ready time (not compared), and no batch follows it closed loop
+            lose("rollout_batch", 1, f"{bid} (collect {col['collect_id']}) is not whole: "
+                 + ("every group lost trajectories; left out" if not gids else
+                    f"{len(col['groups']) - len(kept)} of its {len(col['groups'])} collected groups lost trajectories, "
+                    f"so its ready time (the collect's return) waited for work the trace lacks; kept with its "
+                    f"{len(gids)} whole groups and no measured ready time"))
+            cut.add(bid)
         if not gids:
-            lose("rollout_batch", 1, f"collect {col['collect_id']}: every group lost trajectories")
+            timings.append(_agentic_batch_timing(bid, col, col["groups"], submits, clk.ns(col["enter"]["monotonic"]),
+                                                 None))
             continue
         engines = sorted({e for g in kept for t in g["trajectory_ids"] if (e := trajs[t].get("engine_id"))})
         batch_recs[bid] = w.WorkloadRecord(rollout_batch=w.RolloutBatch(
@@ -957,17 +1053,19 @@ def _agentic(trajs, collects, submits, recs, joined, call_reqs, requests, outcom
             required_groups=min(int(col["n"]), len(gids)), engine_ids=engines))
         workload.append(batch_recs[bid])
         ready_ns = clk.ns(col["exit"]["monotonic"])
-        outs.append(o.OutcomeRecord(rollout_batch=o.BatchOutcome(rollout_batch_id=bid, ready_ns=ready_ns)))
+        outs.append(o.OutcomeRecord(rollout_batch=o.BatchOutcome(rollout_batch_id=bid, ready_ns=ready_ns)
+                                    if bid not in cut else o.BatchOutcome(rollout_batch_id=bid)))
         end_mono = max(end_mono, col["exit"]["monotonic"])
         first_submit = min((enter[r] for g in kept for t in g["trajectory_ids"] for r in per_traj.get(t, [])
                             if r in enter), default=ready_ns)
-        timings.append(_agentic_batch_timing(bid, col, kept, submits, first_submit, ready_ns))
-    bounds, why_not = batch_boundaries(timings, call="submit", returned="collect returned")
+        timings.append(_agentic_batch_timing(bid, col, kept, submits, first_submit,
+                                             ready_ns if bid not in cut else None))
+    bounds, why_not = _without_cut(timings, cut, call="submit", returned="collect returned")
     for bid, bb in bounds.items():
         batch_recs[bid].rollout_batch.after_batch.CopyFrom(bb)
     if len(timings) > 1:
         lab["batch_boundary"] = batch_boundary_note(bounds, why_not, AGENTIC_BOUNDARY_NOTE)
-    dropped = [r for r in requests.values() if not r.rollout_batch_id]
+    dropped = [r for r in requests.values() if r.request_id not in written]
     if dropped:
         lose("request_left_out", len(dropped), "complete requests of trajectories or groups left out of the trace "
              "because their group lost trajectories (see trajectory, group)")
@@ -975,7 +1073,55 @@ def _agentic(trajs, collects, submits, recs, joined, call_reqs, requests, outcom
                               f"return path + env.step + harness), {n_not} not measured")
     lab["slot_hold"] = ("TrajectoryOutcome slot = AgenticRolloutEngine.generate enter/exit on the actor's slot thread "
                         "(UniRL RolloutPool launcher, per_worker_inflight slots)")
+    low = slots_never_reached(trajs, traj_batch, slots, submits)
+    if low:
+        lab["warning.slot_concurrency"] = low
     return end_mono
+
+
+def slots_never_reached(trajs: Dict[str, Dict[str, Any]], traj_batch: Dict[str, str], slots: int,
+                        submits: Sequence[Dict[str, Any]] = ()) -> Optional[str]:
+    """Why the recorded trajectory slots per engine (``slots``, the collect's per-launcher capacity) look larger than
+    what the run could hold, or None: on an engine, at most M < slots trajectories ever held a slot at once, and a
+    trajectory of a batch started only after another one's release although it had been submitted before it (it
+    waited for a slot the capacity says was free). UniRL's Worker actor runs ``worker_max_concurrency`` calls at once
+    (DevicePool): a pool made without ``required_worker_concurrency(slots)`` runs one trajectory at a time whatever
+    the capacities say. ``submits``: the driver's ``RolloutManager.submit`` records (their ``groups``: roots)."""
+    if slots <= 1:
+        return None
+    submitted: Dict[str, float] = {}
+    for sub in submits:
+        for root in sub.get("groups") or []:
+            at = float(sub["at"]["monotonic"])
+            submitted[str(root)] = min(submitted.get(str(root), at), at)
+    per: Dict[Tuple[str, str], List[Tuple[float, float, Optional[float]]]] = defaultdict(list)
+    for tid, bid in traj_batch.items():
+        t = trajs[tid]
+        hold = t.get("slot_hold") or {}
+        root = t.get("group") if isinstance(t.get("group"), str) else None
+        try:
+            per[(str(t.get("engine_id") or ""), bid)].append((float(hold["start"]["monotonic"]),
+                                                               float(hold["end"]["monotonic"]), submitted.get(root)))
+        except (KeyError, TypeError, ValueError):
+            continue
+    worst = None
+    for (eid, bid), spans in sorted(per.items()):
+        events = sorted([(a, 1) for a, _, _ in spans] + [(b, -1) for _, b, _ in spans], key=lambda e: (e[0], e[1]))
+        held = most = 0
+        for _, step in events:
+            held += step
+            most = max(most, held)
+        waited = any(sb is not None and sb < end_a <= start_b for start_b, _, sb in spans for _, end_a, _ in spans)
+        if most < slots and waited and (worst is None or most < worst[2]):
+            worst = (eid, bid, most, len(spans))
+    if worst is None:
+        return None
+    eid, bid, most, n = worst
+    return (f"engine {eid}: at most {most} of its {slots} recorded trajectory slots were ever held at once, while "
+            f"batch {bid} ran {n} trajectories there, some started only after another's release though submitted "
+            "before it (they waited for a slot the capacity says was free); the replay gives each engine the recorded slots. UniRL's Worker actor runs worker_max_concurrency "
+            "calls at once: make the DevicePool with worker_max_concurrency=required_worker_concurrency(capacity) as "
+            "AgenticTrainer does")
 
 
 def _hardware(shards: List[Shard], engines: List[Dict[str, Any]]) -> m.Hardware:

@@ -236,6 +236,13 @@ def compare(manifest: mpb.TraceManifest, workload: Iterable[wpb.WorkloadRecord],
         report.timing_model.calibration = rpb.CALIBRATION_STATUS_UNVALIDATED
         report.notes.append(f"timing model UNVALIDATED for this capture: the profile is {was} on other hardware "
                             f"({other_hw})")
+    comp = manifest.completeness
+    if manifest.HasField("completeness") and not comp.complete:  # finalize kept only the whole records of the window
+        lost = "; ".join(f"{x.kind} {x.count}" for x in comp.lost[:8]) + (" ..." if len(comp.lost) > 8 else "")
+        report.notes.append(f"INCOMPLETE capture (manifest completeness): the trace holds the window's whole records "
+                            f"only; lost: {lost or 'not listed'}. A rollout batch that lost work has no measured ready "
+                            "time and is not compared; see `capture finalize`'s report or the manifest's "
+                            "completeness.lost for the causes")
     per_request = replay.granularity != rpb.RESULT_GRANULARITY_AGGREGATE_ONLY
     if per_request and matching is None:
         matching = match_indexed(idx, outcomes, replay)

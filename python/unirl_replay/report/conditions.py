@@ -74,8 +74,9 @@ def _calibration_load(prov: dict) -> float | None:
     return max(vals) if vals else None
 
 
-def probe_levels(manifest: mpb.TraceManifest, model: StepModel | None) -> list[tuple[mpb.ProbePoint, str, float]]:
-    """``(point, when, level)`` per probe point: probe median over the model's value at that point."""
+def probe_levels(manifest: mpb.TraceManifest, model: StepModel | None
+                 ) -> list[tuple[mpb.ProbePoint, str, float, str]]:
+    """``(point, when, level, engine_id)`` per probe point: probe median over the model's value at that point."""
     if model is None:
         return []
     out = []
@@ -88,7 +89,7 @@ def probe_levels(manifest: mpb.TraceManifest, model: StepModel | None) -> list[t
             else:
                 continue
             if ref > 0 and pt.median_ms > 0:
-                out.append((pt, probe.when, pt.median_ms / ref))
+                out.append((pt, probe.when, pt.median_ms / ref, probe.engine_id))
     return out
 
 
@@ -265,26 +266,28 @@ def condition_warnings(manifest: mpb.TraceManifest, replay: rpb.ReplayResult, pr
                            "run at another speed (the probe measures by how much)")
     levelled = prov.get("probe_levelled") if isinstance(prov.get("probe_levelled"), dict) else {}
     own_probe = bool(manifest.trace_id) and levelled.get("trace_id") == manifest.trace_id
-    for pt, when, level in probe_levels(manifest, model):
+    several = len({p.engine_id for p in manifest.probes}) > 1
+    for pt, when, level, eid in probe_levels(manifest, model):
         spread = (pt.p75_ms - pt.p25_ms) / pt.median_ms if pt.median_ms else 0.0
+        who = f" of engine {eid[:80]!r}" if several else ""  # which engine's probe: two engines' lines read alike
         if abs(level - 1) > max(spread, PROBE_TOLERANCE):
             what = (f"decode B={pt.batch_size} ctx {pt.context_tokens}" if pt.phase == "decode"
                     else f"batched prefill, {pt.batch_size} rows, {pt.prefill_tokens} tokens in one pass"
                     if pt.batch_size > 1 else f"prefill {pt.prefill_tokens} tokens")
             if own_probe:  # the level is applied already: what is left is this point's misfit to the levelling
                 if levelled.get("probe_condition") == "contended":
-                    out.append(f"reference probe {when} the window ({what}, measured with every engine running it) "
+                    out.append(f"reference probe{who} {when} the window ({what}, measured with every engine running it) "
                                f"ran at {level:.2f}x the probe-levelled profile's time (probe spread "
                                f"{100 * spread:.0f} %): the profile was levelled to this trace's own probe's "
                                "CONTENDED points (each engine measured while the others decoded), so its "
                                "isolated points differ from the level it applies")
                     continue
-                out.append(f"reference probe {when} the window ({what}) ran at {level:.2f}x the probe-levelled "
+                out.append(f"reference probe{who} {when} the window ({what}) ran at {level:.2f}x the probe-levelled "
                            f"profile's time (probe spread {100 * spread:.0f} %): the profile was levelled to this "
                            f"trace's own probe ({levelled.get('levelling', 'scalar')} levelling), and this point "
                            "stays off the level it applies (the probe's points do not share one level per phase)")
             else:
-                out.append(f"reference probe {when} the window ({what}) ran at {level:.2f}x the profile's time "
+                out.append(f"reference probe{who} {when} the window ({what}) ran at {level:.2f}x the profile's time "
                            f"(probe spread {100 * spread:.0f} %): the capture's engine level differs from the "
                            "calibration's")
     recorded = (c.ByteSize() > 0 or len(manifest.probes) > 0 or "loadavg.window" in manifest.labels)

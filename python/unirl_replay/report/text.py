@@ -62,9 +62,12 @@ def format_report(report: vpb.ValidationReport, max_reasons: int = 12) -> str:
               f"workload: {report.workload_requests} engine requests, {report.workload_samples} samples (sequences; "
               f"n > 1 fans one request out)  |  requests left out (measured outcome unavailable): "
               f"{report.requests_unavailable}", ""]
+    incomplete = [n for n in report.notes if n.startswith("INCOMPLETE capture")]
+    for n in incomplete:  # also among the notes; said up front: what follows is of the whole records only
+        lines.append(f"WARNING: {n}")
     for w in report.condition_warnings:
         lines.append(f"WARNING (conditions): {w}")
-    if report.condition_warnings:
+    if report.condition_warnings or incomplete:
         lines.append("")
     spread = {(s.level, s.metric): s for s in report.repeat_spread}
     per_record = [m for m in report.metrics if m.level != vpb.COMPARISON_LEVEL_AGGREGATE]
