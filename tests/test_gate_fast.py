@@ -78,7 +78,7 @@ KNOWN_RULES = {
     "artifact.record_count", "artifact.size", "artifact.symlink", "artifact.unreadable", "batch.membership",
     "batch.required_groups", "binpb.decode", "binpb.frame", "binpb.truncated", "binpb.unknown_fields",
     "bound.count", "bound.engine_capacity", "bound.max_output_tokens", "bound.model_len", "bound.tokens",
-    "bound.window", "compat.newer_revision", "dependency.cross_trajectory", "dependency.cycle",
+    "bound.window", "cache_warmup.cold_manifest", "compat.newer_revision", "dependency.cross_trajectory", "dependency.cycle",
     "dependency.delay_absence", "dependency.duplicate", "dependency.no_trajectory", "dependency.unresolved",
     "enum.unknown", "enum.unspecified", "fanout.count", "group.members", "group.request_mismatch",
     "group.singleton", "group.size", "id.duplicate", "id.empty", "id.invalid", "json.camel_case_key", "json.depth",

@@ -61,3 +61,45 @@ def test_errors_name_file_line_and_rule(text, rule):
         json_profile.parse_json(text, w.WorkloadRecord, file="workload.jsonl", line=7)
     assert ei.value.rule == rule and ei.value.line == 7 and ei.value.file == "workload.jsonl"
     assert "workload.jsonl:7" in str(ei.value)
+
+
+# proto3 JSON accepts an integer field's value as a number with a fraction or an exponent
+# (``1e3``, ``1000.0``) or as such a numeric string; the value is the literal's, exactly.
+@pytest.mark.parametrize("text,field,value", [
+    (b'{"request": {"policy_version": 1234567890123456789.0}}', "policy_version", 1234567890123456789),
+    (b'{"request": {"policy_version": "1234567890123456789e0"}}', "policy_version", 1234567890123456789),
+    (b'{"request": {"policy_version": -9.223372036854775808e18}}', "policy_version", -2**63),
+    (b'{"request": {"input_tokens": 4e1}}', "input_tokens", 40),
+    (b'{"request": {"arrival": {"observed_offset_ns": 1e3}}}', "arrival.observed_offset_ns", 1000),
+])
+def test_integer_from_fraction_or_exponent_literal_is_exact(text, field, value):
+    r = json_profile.parse_json(text, w.WorkloadRecord).request
+    for part in field.split("."):
+        r = getattr(r, part)
+    assert r == value
+
+
+def test_block_hash_from_exponent_literal_is_exact():
+    text = b'{"request": {"prefix": {"block_hashes": [1.8446744073709551615e19, 9.007199254740993e15]}}}'
+    got = json_profile.parse_json(text, w.WorkloadRecord).request.prefix.block_hashes
+    assert list(got) == [2**64 - 1, 2**53 + 1]  # not the floats 2**64 (out of range) and 2**53
+
+
+@pytest.mark.parametrize("text", [
+    b'{"request": {"input_tokens": 40.000000000000001}}',  # rounds to the float 40.0
+    b'{"request": {"input_tokens": "4294967295.0000001"}}',
+    b'{"request": {"dependencies": [{"external_delay_ns": 2.5e0}]}}',
+    b'{"request": {"prefix": {"block_hashes": [1.5]}}}',
+])
+def test_integer_field_with_a_non_integer_literal_is_refused(text):
+    with pytest.raises(TraceFormatError) as ei:
+        json_profile.parse_json(text, w.WorkloadRecord, file="workload.jsonl", line=3)
+    assert ei.value.rule == "json.profile" and ei.value.line == 3
+    assert "is not an integer" in str(ei.value)
+
+
+@pytest.mark.parametrize("value", ["1e3", "1000.0", "1000", "-0.0"])
+def test_int64_json_number_in_any_spelling_is_off_profile(value):
+    data = json_profile.loads(b'{"request": {"arrival": {"observed_offset_ns": %s}}}' % value.encode())
+    assert json_profile.off_profile_forms(data, w.WorkloadRecord.DESCRIPTOR) == [
+        ("int64_number", "request.arrival.observed_offset_ns")]

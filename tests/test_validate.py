@@ -90,6 +90,13 @@ def _first_token_after_completion(t):
     t.outcome("req-1").first_token_ns = t.outcome("req-1").completion_ns + 1
 
 
+def _warmup(t):
+    """A CacheWarmup (one block of e0's block size) in a trace whose manifest stays COLD."""
+    b = t.manifest.engines[0].block_size_tokens
+    t.workload.append(w.WorkloadRecord(cache_warmup=w.CacheWarmup(
+        warmup_id="wu0", engine_id="e0", input_tokens=b, prefix=c.PrefixBlocks(block_size_tokens=b, block_hashes=[7]))))
+
+
 def _prefix_count(t):
     r = t.request("req-0")
     r.input_tokens = 1024  # 64 hashes needed at block 16
@@ -165,6 +172,7 @@ CASES = [
     ("prefix.count", "req-0", grpo_trace, lambda t: setattr(t.request("req-0"), "input_tokens", 20)),
     ("prefix.block_size", "req-0", grpo_trace, _prefix_count),
     ("prefix.missing", "req-0", grpo_trace, lambda t: t.request("req-0").ClearField("prefix")),
+    ("cache_warmup.cold_manifest", "wu0", grpo_trace, _warmup),
     ("arrival.kind_missing", "req-0", grpo_trace, _no_arrival_anywhere),
     ("arrival.mixed_missing", "req-1", grpo_trace, _mixed_arrival),
     ("arrival.dependencies", "traj-0/t1", agentic_trace,
@@ -800,3 +808,12 @@ def test_a_probe_artifact_must_be_the_entry_s_reference_probe_artifact(tmp_path,
     else:
         assert len(found) == 1 and expect in found[0].message, [v.message for v in found]
         assert found[0].severity == Violation.SEVERITY_WARNING and res.status == VALID
+
+
+def test_warmup_in_a_warm_declared_trace_is_valid(tmp_path):
+    """cache_warmup.cold_manifest's other side: the same warm-up under CACHE_STATE_KIND_WARM_DECLARED."""
+    t = grpo_trace()
+    _warmup(t)
+    t.manifest.cache_state = c.CACHE_STATE_KIND_WARM_DECLARED
+    res = check(t, tmp_path, "jsonl")
+    assert res.status == VALID, [(v.rule, v.message) for v in res.violations]

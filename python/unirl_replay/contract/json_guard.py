@@ -32,7 +32,7 @@ from unirl_replay.contract.errors import TraceFormatError
 #: Longest number literal accepted (uint64 max has 20 digits; a double's repr has at most ~24).
 MAX_NUMBER_CHARS = 64
 
-__all__ = ["MAX_NUMBER_CHARS", "loads", "GuardError"]
+__all__ = ["MAX_NUMBER_CHARS", "loads", "GuardError", "ExactFloat"]
 
 
 class GuardError(ValueError):
@@ -84,12 +84,34 @@ def _float(s: str) -> float:
     return v
 
 
+class ExactFloat(float):
+    """A JSON number literal with a fraction or an exponent (``1e3``, ``40.0``), decoded as the
+    float it rounds to but keeping its text (``literal``): an integer field given such a number
+    is read from the text, exactly (``json_profile.parse_dict``), never from the rounded float
+    (``1234567890123456789.0`` is not the float 1234567890123456768)."""
+
+    literal: str
+
+    def __new__(cls, literal: str) -> "ExactFloat":
+        v = super().__new__(cls, _float(literal))
+        v.literal = literal
+        return v
+
+    def __reduce__(self):
+        return (ExactFloat, (self.literal,))
+
+
 _DECODER = json.JSONDecoder(object_pairs_hook=_pairs, parse_constant=_constant, parse_int=_int,
                             parse_float=_float)
+_EXACT_DECODER = json.JSONDecoder(object_pairs_hook=_pairs, parse_constant=_constant, parse_int=_int,
+                                  parse_float=ExactFloat)
 
 
-def loads(text: str | bytes, *, file: str = "", line: int = 0) -> Any:
+def loads(text: str | bytes, *, file: str = "", line: int = 0, exact: bool = False) -> Any:
     """Decode one JSON document (or JSONL line) with the guards above.
+
+    ``exact``: numbers with a fraction or an exponent come back as :class:`ExactFloat` (a float
+    that keeps its literal), for the contract's message parser (``json_profile``).
 
     Raises:
         TraceFormatError: rule ``json.parse``, ``json.duplicate_key``, ``json.nan``,
@@ -100,7 +122,7 @@ def loads(text: str | bytes, *, file: str = "", line: int = 0) -> Any:
             text = bytes(text).decode("utf-8")
         if text.startswith("\ufeff"):
             raise GuardError("json.parse", "UTF-8 byte order mark before the JSON value")
-        return _DECODER.decode(text)
+        return (_EXACT_DECODER if exact else _DECODER).decode(text)
     except GuardError as e:
         raise TraceFormatError(str(e), file=file, line=line, rule=e.rule) from None
     except RecursionError:

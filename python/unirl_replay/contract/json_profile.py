@@ -21,6 +21,7 @@ Errors raise :class:`unirl_replay.contract.errors.TraceFormatError` with rule ``
 from __future__ import annotations
 
 import copy
+import decimal
 import json
 import re
 from typing import Any, Callable, TypeVar
@@ -72,6 +73,11 @@ def parse_dict(data: Any, cls: type[M], *, file: str = "", line: int = 0,
                                file=file, line=line, rule="json.profile")
     msg = cls()
     try:
+        data = _exact_integers(data, cls.DESCRIPTOR, "")
+    except _NotAnInteger as e:
+        raise TraceFormatError(f"not a valid {cls.DESCRIPTOR.full_name}: {e}", file=file, line=line,
+                               rule="json.profile") from None
+    try:
         json_format.ParseDict(data, msg)
     except json_format.ParseError as e:
         if on_unknown is not None:
@@ -101,7 +107,7 @@ def loads(text: str | bytes, *, file: str = "", line: int = 0) -> Any:
     """Decode JSON text through the hostile-input guard. Raises TraceFormatError (``json.parse``
     when it is not JSON, or a rule of :mod:`unirl_replay.contract.json_guard`:
     ``json.duplicate_key``, ``json.nan``, ``json.huge_number``, ``json.depth``)."""
-    return json_guard.loads(text, file=file, line=line)
+    return json_guard.loads(text, file=file, line=line, exact=True)
 
 
 def parse_json(text: str | bytes, cls: type[M], *, file: str = "", line: int = 0,
@@ -113,6 +119,95 @@ def parse_json(text: str | bytes, cls: type[M], *, file: str = "", line: int = 0
 
 # One JSONL line is parsed exactly like a whole JSON document.
 parse_json_line = parse_json
+
+
+# ---------------------------------------------------------------------------------------------
+# integers from number literals with a fraction or an exponent, exactly
+
+class _NotAnInteger(ValueError):
+    """An integer field holds a number (or numeric string) whose value is not an integer."""
+
+
+#: a decimal exponent beyond this is out of every integer type's range: left to the parser's range check
+_MAX_EXPONENT = 25
+
+
+def _exact_int(v: Any, path: str) -> Any:
+    """The exact integer an integer field's JSON value spells, when the proto3 JSON parser would
+    read it through a float (``1e3``, ``40.0``, ``"1234567890123456789e0"``); ``v`` itself otherwise.
+
+    The parser (``json_format``) takes such a value as the float it rounds to: above 2**53 that is
+    another integer (``1234567890123456789.0`` -> 1234567890123456768), and a literal that is no
+    integer but rounds to one (``40.000000000000001``) is taken as that integer. Here the value
+    comes from the literal's text instead.
+
+    Raises:
+        _NotAnInteger: the literal's value has a fractional part.
+    """
+    if isinstance(v, json_guard.ExactFloat):
+        text = v.literal
+    elif isinstance(v, str) and " " not in v:  # a space: the parser's own error
+        try:
+            int(v)
+            return v  # the parser reads it exactly
+        except ValueError:
+            text = v
+    else:
+        return v
+    try:
+        d = decimal.Decimal(text)
+    except decimal.InvalidOperation:
+        return v  # not a number: the parser words the error
+    if not d.is_finite() or d.adjusted() > _MAX_EXPONENT:
+        return v  # NaN / Infinity (the parser's error) or out of every range (the parser's range check)
+    if d != d.to_integral_value():
+        raise _NotAnInteger(f"{path}: {text[:40]} is not an integer")
+    return int(d)
+
+
+def _exact_value(f: FieldDescriptor, v: Any, path: str) -> Any:
+    if f.type == _F.TYPE_MESSAGE:
+        if f.message_type.GetOptions().map_entry:
+            vf = f.message_type.fields_by_name["value"]
+            if not isinstance(v, dict) or (vf.type != _F.TYPE_MESSAGE and vf.type not in _INTS):
+                return v
+            out = {mk: _exact_value(vf, mv, f"{path}[{mk!r}]") if vf.type == _F.TYPE_MESSAGE
+                   else _exact_int(mv, f"{path}[{mk!r}]") for mk, mv in v.items()}
+            return v if all(out[k] is v[k] for k in v) else out
+        if isinstance(v, list):
+            items = [_exact_integers(x, f.message_type, f"{path}[{i}].") for i, x in enumerate(v)]
+            return v if all(a is b for a, b in zip(items, v)) else items
+        return _exact_integers(v, f.message_type, path + ".")
+    if f.type not in _INTS:
+        return v
+    if isinstance(v, list):
+        items = [_exact_int(x, f"{path}[{i}]") for i, x in enumerate(v)]
+        return v if all(a is b for a, b in zip(items, v)) else items
+    return _exact_int(v, path)
+
+
+def _exact_integers(data: Any, desc: Descriptor, prefix: str) -> Any:
+    """``data`` with every integer field's fraction / exponent literal replaced by its exact integer
+    (:func:`_exact_int`); ``data`` itself when there is none (copy on write: the caller's value,
+    which validate inspects for off-profile forms, is never changed)."""
+    if not isinstance(data, dict):
+        return data
+    out = None
+    by_json = None
+    for key, v in data.items():
+        f = desc.fields_by_name.get(key)
+        if f is None:
+            if by_json is None:
+                by_json = {x.json_name: x for x in desc.fields}
+            f = by_json.get(key)
+            if f is None:
+                continue  # unknown: the parser's (json.profile) or the compat log's business
+        nv = _exact_value(f, v, prefix + f.name)
+        if nv is not v:
+            if out is None:
+                out = dict(data)
+            out[key] = nv
+    return data if out is None else out
 
 
 # ---------------------------------------------------------------------------------------------
@@ -135,6 +230,7 @@ OFF_PROFILE_FORMS: dict[str, str] = {
 _F = FieldDescriptor
 _INT32 = {_F.TYPE_INT32, _F.TYPE_SINT32, _F.TYPE_SFIXED32, _F.TYPE_UINT32, _F.TYPE_FIXED32}
 _INT64 = {_F.TYPE_INT64, _F.TYPE_SINT64, _F.TYPE_SFIXED64, _F.TYPE_UINT64, _F.TYPE_FIXED64}
+_INTS = _INT32 | _INT64
 _CANONICAL_INT = re.compile(r"-?(0|[1-9][0-9]*)")
 
 
@@ -153,7 +249,7 @@ def _scalar(f: FieldDescriptor, v: Any, path: str, out: list[tuple[str, str]]) -
     elif f.type in _INT32 and isinstance(v, str):
         out.append(("int32_string", path))
     elif f.type in _INT64:
-        if isinstance(v, int) and not isinstance(v, bool):
+        if isinstance(v, (int, float)) and not isinstance(v, bool):  # 1000, 1e3, 1000.0: all JSON numbers
             out.append(("int64_number", path))
         elif isinstance(v, str) and (not _CANONICAL_INT.fullmatch(v) or v == "-0"):
             out.append(("int64_form", path))

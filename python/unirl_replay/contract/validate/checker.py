@@ -16,12 +16,16 @@ from unirl_replay.contract.validate.outcomes import OutcomeRules
 from unirl_replay.contract.validate.registry import ERROR, RULES, SUSPECT_SMALL, WARNING
 from unirl_replay.contract.validate.requests import RequestRules
 from unirl_replay.contract.validate.single_pass import SinglePassRules
+from unirl_replay.v1.common_pb2 import CACHE_STATE_KIND_WARM_DECLARED, CacheStateKind
 from unirl_replay.v1.manifest_pb2 import ARTIFACT_KIND_OUTCOMES
 from unirl_replay.v1.report_pb2 import TraceCheck, Violation
 
 
 #: Always run the second workload pass (the reference behaviour; the equality test sets it).
 TWO_PASSES = False
+
+
+_CACHE_STATES = set(CacheStateKind.values())
 
 
 class _Checker(ManifestRules, RequestRules, DependencyRules, LineageRules, OutcomeRules, BoundRules, SinglePassRules):
@@ -66,6 +70,12 @@ class _Checker(ManifestRules, RequestRules, DependencyRules, LineageRules, Outco
         elif kind == "engine_client":
             self._engine(f, line, rid, msg.engine_id)
         elif kind == "cache_warmup":
+            if self.m.cache_state != CACHE_STATE_KIND_WARM_DECLARED:
+                state = self.m.cache_state
+                name = CacheStateKind.Name(state) if state in _CACHE_STATES else str(state)
+                self.v("cache_warmup.cold_manifest", f, line, rid, f"CacheWarmup record in a trace whose manifest "
+                       f"cache_state is {name}, not CACHE_STATE_KIND_WARM_DECLARED: a prefix declared resident "
+                       "contradicts the cache state the replay starts from")
             self._engine(f, line, rid, msg.engine_id)
             self._prefix(line, rid, msg.input_tokens, msg.HasField("prefix"), msg.prefix, msg.engine_id)
             self._tokens(line, rid, msg.engine_id, msg.input_tokens, (), None)

@@ -245,6 +245,9 @@ EXAMPLES: dict[str, Example] = {
     "prefix.count": _g(("set", W, 1, "request.input_tokens", 20)),
     "prefix.block_size": _g(("set", W, 1, "request.prefix.block_size_tokens", 14)),
     "prefix.missing": _g(("del", W, 1, "request.prefix")),
+    "cache_warmup.cold_manifest": _g(("append", W, {"cache_warmup": {
+        "warmup_id": "wu0", "engine_id": "e0", "input_tokens": 16,
+        "prefix": {"block_size_tokens": 16, "block_hashes": ["7"]}}})),
     "arrival.kind_missing": _g(("del", W, 1, "request.arrival")),
     "arrival.mixed_missing": _g(("dup", W, 1), ("set", W, 4, "request.request_id", "req-1"),
                                 ("del", W, 4, "request.arrival")),

@@ -135,6 +135,9 @@ RULES: dict[str, str] = {
     "prefix.count": "len(block_hashes) == ceil(input_tokens / block_size_tokens)",
     "prefix.block_size": "prefix block size equals the engine's block_size_tokens",
     "prefix.missing": "request with input tokens but no prefix hashes (warning)",
+    "cache_warmup.cold_manifest": "a CacheWarmup record in a trace whose manifest cache_state is not "
+                                  "CACHE_STATE_KIND_WARM_DECLARED (warm-ups are declared-resident prefixes; COLD is "
+                                  "an empty cache)",
     "arrival.kind_missing": "request without an arrival",
     "arrival.mixed_missing": "request without an arrival among requests with observed arrivals (never defaulted)",
     "arrival.dependencies": "arrival.after_dependencies set exactly when dependencies is non-empty",
@@ -196,7 +199,7 @@ _GROUP_PREFIXES: dict[str, tuple[str, ...]] = {
     "lineage": ('reference.trajectory', 'reference.group', 'reference.batch', 'reference.slot_pool', 'reference.request', 'turn.order', 'trajectory.', 'group.', 'batch.', 'slot_pool.'),
     "outcomes": ('time.order', 'outcome.'),
     "bounds": ('bound.',),
-    "requests": ('reference.engine', 'fanout.', 'prefix.', 'arrival.', 'units.', 'turn.index'),
+    "requests": ('reference.engine', 'fanout.', 'prefix.', 'arrival.', 'units.', 'turn.index', 'cache_warmup.'),
 }
 
 
