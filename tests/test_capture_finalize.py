@@ -714,3 +714,23 @@ def test_recorded_trajectory_slots_the_run_never_reached_are_warned_of():
     apart = {"t1": traj("e0", 1.0, 2.0), "t2": traj("e0", 2.6, 3.0, root="r1:p1")}
     assert slots_never_reached(apart, {t: "rollout-1" for t in apart}, 2, late) is None
     assert slots_never_reached(serial, {t: "rollout-1" for t in serial}, 2) is None  # no submit record: unknown
+
+
+def test_a_grpo_batch_whose_worker_shard_is_missing_keeps_no_ready_time(tmp_path):
+    """The shard of the Ray worker hosting engine 22 is missing: its engine calls are not in the shards at all (no
+    call, so nothing 'unjoined'), but the driver's rollout.generate names the 4 groups it scattered; the 2 that have
+    no engine call leave the batch not whole (it was kept with 2 of 4 groups and the whole barrier's ready time)."""
+    raw = tmp_path / "raw"
+    _grpo_raw(raw)
+    _driver_generates(raw)
+    (raw / f"worker-{HOST}-12.jsonl").unlink()
+    rep = finalize(raw, tmp_path / "trace")
+    _valid(tmp_path / "trace")
+    man, wl, oc = _load(tmp_path / "trace")
+    assert {b.rollout_batch_id: b.HasField("ready_ns") for b in oc["rollout_batch"]} == {"rollout-0": False,
+                                                                                       "rollout-1": False}
+    assert len(wl["request"]) == 4 and not _after(wl)
+    lost = {x.kind: x for x in man.completeness.lost}
+    assert not rep.complete and lost["rollout_batch"].count == 2
+    assert "rollout-0 is not whole: 2 of the 4 groups its rollout.generate scattered" in lost["rollout_batch"].cause
+    assert "counted over the whole capture" in lost["driver_record"].cause

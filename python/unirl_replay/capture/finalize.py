@@ -330,7 +330,8 @@ def finalize(raw_dir: Path | str, out_dir: Path | str, *, rollouts: Optional[str
             continue
         lose("driver_record", len(e["requests"]),
              f"engine {key[0]}: vLLM requests with no UniRL-side record: the UniRL hooks were not active in the "
-             "process hosting this engine (unirl_replay.capture.install() / the Ray worker setup hook)")
+             "process hosting this engine (unirl_replay.capture.install() / the Ray worker setup hook); counted over "
+             "the whole capture (without that record a request's rollout, so its window, is unknown)")
 
     if not configs:
         raise TraceFormatError("no engine_config record in any shard: the vLLM plugin (entry point "
@@ -690,6 +691,17 @@ def _grpo(joined, call_reqs, requests, outcomes, completion, enter, clk: _Clock,
     cut: Dict[str, List[Dict[str, Any]]] = defaultdict(list)  # batch id -> its engine calls with no engine record
     for d in unjoined:
         cut[batch_of(d)].append(d)
+    # the driver's rollout.generate names the batch's groups (its frontier's roots): one with no engine call at all
+    # in the shards (the worker shard that hosted it is missing, its hooks were not active) also leaves it not whole
+    short: Dict[str, List[str]] = {}
+    for bid, items in by_batch.items():
+        g = dispatch_of_batch.get(bid)
+        if g is None or bid in cut:
+            continue
+        got = {requests[rid].group_id for d, _ in items for rid in call_reqs[d["call_id"]]}
+        absent = sorted(str(x) for x in (g.get("groups") or []) if str(x) not in got)
+        if absent:
+            short[bid] = absent
     from_driver = sum(1 for b in by_batch if b in dispatch_of_batch)
     lab["rollout_batch"] = (
         "one rollout id (UniRL's r<id>: sample id prefix) = one rollout.generate barrier; group completion = its "
@@ -715,9 +727,15 @@ def _grpo(joined, call_reqs, requests, outcomes, completion, enter, clk: _Clock,
                                        float(g["enter"]["monotonic"]) if g else None,
                                        float(g["exit"]["monotonic"]) if g else None, _process_of(g) if g else None,
                                        clk.ns(first), None))
+    for bid, absent in short.items():
+        total = len(dispatch_of_batch[bid].get("groups") or [])
+        lose("rollout_batch", 1, f"{bid} is not whole: {len(absent)} of the {total} groups its rollout.generate "
+             f"scattered (e.g. {absent[0]!r}) have no engine call in the shards (the shard of the Ray worker that "
+             "hosted them is missing, or its hooks were not active), so its ready time waited for requests the trace "
+             "lacks; kept with its whole groups and no measured ready time")
     for bid, items in sorted(by_batch.items(), key=lambda kv: min(d["enter"]["monotonic"] for d, _ in kv[1])):
         groups: Dict[str, List[str]] = {}
-        whole = bid not in cut
+        whole = bid not in cut and bid not in short
         for d, _ in items:
             for rid in call_reqs[d["call_id"]]:
                 r = requests[rid]
@@ -749,7 +767,7 @@ def _grpo(joined, call_reqs, requests, outcomes, completion, enter, clk: _Clock,
         timings.append(_batch_timing(bid, items, dispatch_of_batch.get(bid), bo, first_submit))
         if bid in dispatch_of_batch:
             end_mono = max(end_mono, dispatch_of_batch[bid]["exit"]["monotonic"])
-    bounds, why_not = _without_cut(timings, set(cut))
+    bounds, why_not = _without_cut(timings, set(cut) | set(short))
     for bid, bb in bounds.items():
         batch_recs[bid].rollout_batch.after_batch.CopyFrom(bb)
     if len(timings) > 1:
