@@ -168,6 +168,8 @@ CASES = [
     ("reference.slot_pool", "traj-0", agentic_trace, lambda t: setattr(t.trajectory("traj-0"), "slot_pool_id", "p9")),
     ("reference.request", "traj-0", agentic_trace, lambda t: t.trajectory("traj-0").request_ids.append("ghost")),
     ("fanout.count", "req-0", grpo_trace, lambda t: t.request("req-0").output_tokens.append(3)),
+    ("request.input_tokens", "req-0", grpo_trace, lambda t: (setattr(t.request("req-0"), "input_tokens", 0),
+                                                             t.request("req-0").ClearField("prefix"))),
     ("fanout.count", "req-1", grpo_trace, lambda t: setattr(t.request("req-1"), "num_samples", 3)),
     ("prefix.count", "req-0", grpo_trace, lambda t: setattr(t.request("req-0"), "input_tokens", 20)),
     ("prefix.block_size", "req-0", grpo_trace, _prefix_count),

@@ -242,6 +242,7 @@ EXAMPLES: dict[str, Example] = {
     "reference.slot_pool": _a(("set", W, 5, "trajectory.slot_pool_id", "pool9")),
     "reference.request": _a(("set", W, 5, "trajectory.request_ids[2]", "traj-0/t9")),
     "fanout.count": _g(("set", W, 1, "request.num_samples", 3)),
+    "request.input_tokens": _g(("del", W, 1, "request.input_tokens"), ("del", W, 1, "request.prefix")),
     "prefix.count": _g(("set", W, 1, "request.input_tokens", 20)),
     "prefix.block_size": _g(("set", W, 1, "request.prefix.block_size_tokens", 14)),
     "prefix.missing": _g(("del", W, 1, "request.prefix")),

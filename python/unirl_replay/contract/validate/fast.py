@@ -210,7 +210,7 @@ def _requests(ch: _Checker, cols):
     # bounds: bound.tokens, bound.model_len, bound.max_output_tokens
     # every request has num_samples >= 1 output lengths (checked above): one each -> that one
     tops = np.fromiter(map(operator.itemgetter(0) if ns_a.max() == 1 else _top, outs), np.int64, n)
-    if n and (inp_a.max() > MAX_TOKENS or tops.max() > MAX_TOKENS):
+    if n and (inp_a.max() > MAX_TOKENS or tops.max() > MAX_TOKENS or inp_a.min() < 1):  # request.input_tokens too
         return None
     within = _within_model_len(ch.engines, eid, inp_a, tops)
     if within is None:
@@ -323,7 +323,7 @@ def _requests_arrays(ch: _Checker, cols, a):
         starts = np.zeros(n, np.int64)
         np.cumsum(a.out_counts[:-1], out=starts[1:])
         tops = np.maximum.reduceat(a.out_flat, starts)
-    if n and (int(inp_a.max()) > MAX_TOKENS or int(tops.max()) > MAX_TOKENS):
+    if n and (int(inp_a.max()) > MAX_TOKENS or int(tops.max()) > MAX_TOKENS or int(inp_a.min()) < 1):
         return None
     within = _within_model_len(ch.engines, eid, inp_a, tops)
     if within is None:

@@ -132,6 +132,8 @@ RULES: dict[str, str] = {
     "reference.slot_pool": "slot_pool_id names no SlotPool record",
     "reference.request": "a Trajectory / Group lists a request id that no Request has",
     "fanout.count": "len(sample_ids) == num_samples == len(output_tokens) == len(finish_reasons), num_samples >= 1",
+    "request.input_tokens": "a request with 0 input tokens (Request.input_tokens is len(prompt_token_ids): vLLM takes no "
+                            "empty prompt; convert refused such a trace under this rule while validate called it valid)",
     "prefix.count": "len(block_hashes) == ceil(input_tokens / block_size_tokens)",
     "prefix.block_size": "prefix block size equals the engine's block_size_tokens",
     "prefix.missing": "request with input tokens but no prefix hashes (warning)",
@@ -199,7 +201,8 @@ _GROUP_PREFIXES: dict[str, tuple[str, ...]] = {
     "lineage": ('reference.trajectory', 'reference.group', 'reference.batch', 'reference.slot_pool', 'reference.request', 'turn.order', 'trajectory.', 'group.', 'batch.', 'slot_pool.'),
     "outcomes": ('time.order', 'outcome.'),
     "bounds": ('bound.',),
-    "requests": ('reference.engine', 'fanout.', 'prefix.', 'arrival.', 'units.', 'turn.index', 'cache_warmup.'),
+    "requests": ('reference.engine', 'fanout.', 'prefix.', 'arrival.', 'units.', 'turn.index', 'cache_warmup.',
+                 'request.input_tokens'),
 }
 
 

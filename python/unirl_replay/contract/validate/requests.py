@@ -26,6 +26,9 @@ class RequestRules(TraceState):
         if bool(r.trajectory_id) != has_turn:
             self.v("turn.index", f, line, rid, "turn_index must be set exactly when trajectory_id is set "
                    f"(trajectory_id={r.trajectory_id!r}, turn_index {'set' if has_turn else 'absent'})")
+        if r.input_tokens < 1:
+            self.v("request.input_tokens", f, line, rid, "input_tokens is 0: a request has at least one prompt token "
+                   "(len(prompt_token_ids); vLLM takes no empty prompt)")
         n = r.num_samples
         lens = (len(r.sample_ids), len(r.output_tokens), len(r.finish_reasons))
         if n < 1 or any(x != n for x in lens):
