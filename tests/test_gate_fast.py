@@ -80,7 +80,7 @@ KNOWN_RULES = {
     "bound.count", "bound.engine_capacity", "bound.max_output_tokens", "bound.model_len", "bound.tokens",
     "bound.window", "cache_warmup.cold_manifest", "compat.newer_revision", "dependency.cross_trajectory", "dependency.cycle",
     "dependency.delay_absence", "dependency.duplicate", "dependency.no_trajectory", "dependency.unresolved",
-    "enum.unknown", "enum.unspecified", "fanout.count", "request.input_tokens", "group.members", "group.request_mismatch",
+    "enum.unknown", "enum.unspecified", "fanout.count", "request.input_tokens", "trajectory.engine", "group.members", "group.request_mismatch",
     "group.singleton", "group.size", "id.duplicate", "id.empty", "id.invalid", "json.camel_case_key", "json.depth",
     "json.duplicate_key", "json.enum_number", "json.file_too_large", "json.huge_number", "json.int32_string",
     "json.int64_form", "json.int64_number", "json.nan", "json.null", "json.parse", "json.profile",

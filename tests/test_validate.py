@@ -198,6 +198,10 @@ CASES = [
     ("turn.order", "traj-0", agentic_trace, _swap_turns),
     ("turn.dependency_order", "traj-0/t0", agentic_trace, _cycle),
     ("trajectory.requests", "traj-0", agentic_trace, lambda t: t.trajectory("traj-0").request_ids.pop()),
+    # a request on another engine than its trajectory names (both engines known): convert refused, validate passed
+    ("trajectory.engine", "traj-0/t1", agentic_trace,
+     lambda t: (t.manifest.engines.add().CopyFrom(t.manifest.engines[0]), setattr(t.manifest.engines[1], "engine_id", "e1"),
+                setattr(t.request("traj-0/t1"), "engine_id", "e1"))),
     ("group.members", "g0", agentic_trace, lambda t: t.group("g0").member_ids.append("traj-0")),
     ("group.members", "g0", grpo_trace, lambda t: t.group("g0").member_ids.append("ghost")),
     # a request listed by two SAMPLES groups (attack-s7: VALID while its samples counted toward both sizes)

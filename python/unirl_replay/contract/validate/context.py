@@ -160,6 +160,7 @@ class TraceState:
         self.req_samples: dict[str, tuple[str, ...]] = {}  # request id -> sample ids (n > 1 only)
         self.member_group: dict[str, str] = {}  # request id listed by a SAMPLES group -> that group
         self.traj_batch: dict[str, str] = {}    # Trajectory record id -> its rollout_batch_id
+        self.traj_engine: dict[str, str] = {}   # Trajectory record id -> its engine_id (when set)
         self.group_unit: dict[str, int] = {}    # Group record id -> unit
         self.batch_rule: dict[str, tuple[int, int, int]] = {}  # batch -> (readiness rule, required, groups)
         self.batch_after: dict[str, tuple[str, int]] = {}  # batch with after_batch -> (previous batch, line)

@@ -240,6 +240,7 @@ EXAMPLES: dict[str, Example] = {
     "reference.group": _g(("set", W, 1, "request.group_id", "g9")),
     "reference.batch": _g(("set", W, 1, "request.rollout_batch_id", "b9")),
     "reference.slot_pool": _a(("set", W, 5, "trajectory.slot_pool_id", "pool9")),
+    "trajectory.engine": _a(("set", W, 5, "trajectory.engine_id", "e9")),
     "reference.request": _a(("set", W, 5, "trajectory.request_ids[2]", "traj-0/t9")),
     "fanout.count": _g(("set", W, 1, "request.num_samples", 3)),
     "request.input_tokens": _g(("del", W, 1, "request.input_tokens"), ("del", W, 1, "request.prefix")),

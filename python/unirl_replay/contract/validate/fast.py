@@ -446,6 +446,15 @@ def _trajectories(ch: _Checker, cols, to: np.ndarray, tu: np.ndarray) -> bool:
         pos = np.arange(len(flat)) - np.repeat(ends - lens, lens)
         if not (np.array_equal(to[idx], np.repeat(ords, lens)) and np.array_equal(tu[idx], pos)):
             return False
+        # trajectory.engine: each listed request on the engine its trajectory names (when it names one); with the
+        # proof's conditions (every request naming a trajectory is listed by it) that is every request of it
+        named = [e for e in eid if e]
+        if named:
+            r_eng = cols.engine_ids
+            t_eng = np.repeat(np.array(eid, dtype=object), lens)
+            got = np.array([r_eng[i] for i in idx.tolist()], dtype=object)
+            if ((t_eng != "") & (got != t_eng)).any():
+                return False
     ch.sp_claims.extend(zip(ords.tolist(), lens.tolist()))
     return True
 

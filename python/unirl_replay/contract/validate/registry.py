@@ -181,6 +181,9 @@ RULES: dict[str, str] = {
                               "previous batch's measured ready_ns: the batch did not wait for it",
     "group.request_mismatch": "a request whose group_id / rollout_batch_id disagrees with the group or "
                               "trajectory that lists it",
+    "trajectory.engine": "a request of a trajectory on another engine than the one its Trajectory record names "
+                         "(Trajectory.engine_id: the engine all its requests go to; convert refused it as "
+                         "trajectory.cross_engine while validate called the trace valid)",
     # bounds
     "bound.model_len": "input_tokens + output_tokens of a sample above the engine's max_model_len",
     "bound.max_output_tokens": "output_tokens of a sample above the request's max_output_tokens",

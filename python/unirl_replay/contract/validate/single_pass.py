@@ -38,6 +38,8 @@ class SinglePassRules(TraceState):
         self.sp_group_req_batches: dict[str, set[str]] = {}
         # (a trajectory's pairs: one tuple while its requests name one pair, a set once they name more)
         self.sp_traj_lineage: dict[str, tuple[str, str] | set[tuple[str, str]]] = {}
+        # per trajectory, the engines its requests name (one str while they name one, a set once they name more)
+        self.sp_traj_engines: dict[str, str | set[str]] = {}
 
     def _sp_request(self, r: w.Request) -> None:
         arrival = r.arrival
@@ -60,6 +62,15 @@ class SinglePassRules(TraceState):
                     tl[tid] = {seen, pair}
             else:
                 seen.add(pair)
+            te = self.sp_traj_engines
+            have = te.get(tid)
+            if have is None:
+                te[tid] = r.engine_id
+            elif have.__class__ is str:
+                if have != r.engine_id:
+                    te[tid] = {have, r.engine_id}
+            else:
+                have.add(r.engine_id)
         if r.group_id:
             self.sp_group_refs.add(r.group_id)
         if r.rollout_batch_id:
@@ -179,6 +190,10 @@ class SinglePassRules(TraceState):
         for g, batches in self.sp_group_req_batches.items():
             gb = self.group_batch.get(g)
             if gb is not None and batches != {gb}:
+                return False
+        for t, engs in self.sp_traj_engines.items():  # trajectory.engine: its requests on the engine it names
+            want_e = self.traj_engine.get(t)
+            if want_e is not None and ((engs != want_e) if engs.__class__ is str else (engs != {want_e})):
                 return False
         for t, pairs in self.sp_traj_lineage.items():
             if t in self.traj_group:
