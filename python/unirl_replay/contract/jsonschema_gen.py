@@ -11,6 +11,7 @@ file                                         message                 where it ap
 ``replay_result.schema.json``                ReplayResult            replay_result.json
 ``validation_report.schema.json``            ValidationReport        validation report JSON
 ``trace_check.schema.json``                  TraceCheck              ``validate --json`` output
+``reference_probe_artifact.schema.json``     ReferenceProbeArtifact  ``probes/<engine>-<when>.json``
 ===========================================  ======================  ==============================
 
 The schemas describe the JSON profile (docs/json-profile.md) strictly: snake_case keys only,
@@ -52,6 +53,7 @@ TOP_LEVEL: dict[str, Descriptor] = {
     "replay_result.schema.json": replay_pb2.ReplayResult.DESCRIPTOR,
     "validation_report.schema.json": report_pb2.ValidationReport.DESCRIPTOR,
     "trace_check.schema.json": report_pb2.TraceCheck.DESCRIPTOR,
+    "reference_probe_artifact.schema.json": manifest_pb2.ReferenceProbeArtifact.DESCRIPTOR,
 }
 
 _F = FieldDescriptor
@@ -87,6 +89,7 @@ REQUIRED: dict[str, tuple[str, ...]] = {
     "unirl_replay.v1.ReplayResult": ("schema_version",),
     "unirl_replay.v1.ValidationReport": ("schema_version",),
     "unirl_replay.v1.TraceCheck": ("status",),
+    "unirl_replay.v1.ReferenceProbeArtifact": ("schema", "engine_id", "when"),
 }
 
 #: Per-field constraints beyond the type (field full name -> schema replacing the type's).
@@ -94,6 +97,7 @@ FIELD_SCHEMA: dict[str, dict[str, Any]] = {
     "unirl_replay.v1.TraceManifest.schema_version": {"const": SCHEMA_VERSION},
     "unirl_replay.v1.ReplayResult.schema_version": {"const": SCHEMA_VERSION},
     "unirl_replay.v1.ValidationReport.schema_version": {"const": SCHEMA_VERSION},
+    "unirl_replay.v1.ReferenceProbeArtifact.schema": {"const": "unirl-replay.reference-probe/2"},
     "unirl_replay.v1.ArtifactDigest.sha256": _SHA256,
     "unirl_replay.v1.ModelIdentity.weights_sha256": _SHA256,
 }
