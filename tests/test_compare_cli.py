@@ -11,13 +11,16 @@ from unirl_replay.v1 import replay_pb2 as rpb
 from unirl_replay.v1 import report_pb2 as vpb
 
 
-def _trace(d, scale=1.0, trace_id="toy-1"):
+def _trace(d, scale=1.0, trace_id="toy-1", edit_manifest=None):
     with TraceWriter(d) as w:
         for rec in fx.workload():
             w.write_workload(rec)
         for rec in fx.outcomes(scale=scale):
             w.write_outcome(rec)
-        w.finalize(fx.manifest(trace_id=trace_id))
+        man = fx.manifest(trace_id=trace_id)
+        if edit_manifest is not None:
+            edit_manifest(man)
+        w.finalize(man)
     return d
 
 
@@ -68,16 +71,11 @@ def test_an_incomplete_capture_is_said_up_front_and_in_the_notes(tmp_path, capsy
     only the window's whole records; compare says so first, never a clean-looking report of part of a window."""
     from unirl_replay.v1 import manifest_pb2 as mpb
 
-    d = tmp_path / "trace"
-    with TraceWriter(d) as w:
-        for rec in fx.workload():
-            w.write_workload(rec)
-        for rec in fx.outcomes():
-            w.write_outcome(rec)
-        man = fx.manifest()
+    def incomplete(man):
         man.completeness.complete = False
         man.completeness.lost.append(mpb.LostRecords(kind="engine_request", count=2, cause="engine e1: killed"))
-        w.finalize(man)
+
+    d = _trace(tmp_path / "trace", edit_manifest=incomplete)
     rdir = tmp_path / "replay"
     rdir.mkdir()
     write_message_json(rdir / "replay_result.json", fx.replay())

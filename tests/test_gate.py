@@ -114,9 +114,9 @@ def test_batch_boundary_outcome_rule_refuses_compare_only(encoding, tmp_path):
 
 def test_gate_returns_the_trace_and_lets_warnings_pass(tmp_path):
     t = grpo_trace()
-    t.request("req-0").ClearField("prefix")  # prefix.missing is a warning
-    t.request("req-0").input_tokens = 0
+    t.request("req-0").ClearField("prefix")  # prefix.missing is a warning (input tokens, no hashes)
     d = t.write(tmp_path / "w")
+    assert [v.rule for v in check_trace(d).violations] == ["prefix.missing"]
     assert gate(d, "replay").manifest.trace_id == "test-trace"
     for stage in STAGES:
         gate(d, stage)

@@ -191,7 +191,7 @@ static void Copy(const fs::path& src, const fs::path& out, const std::string& en
 static void WriteInterop(const fs::path& out, const std::string& enc) {
   TraceManifest m;
   m.set_schema_version("unirl_replay.v1");
-  m.set_contract_revision(3);
+  m.set_contract_revision(4);
   m.set_trace_id("interop");
   m.mutable_producer()->set_name("unirl-replay-interop");
   m.mutable_producer()->set_version("1");

@@ -161,7 +161,7 @@ func u32(v uint32) *uint32 { return &v }
 // The interop trace (bindings/README.md): one n=2 GRPO request, its group and batch, their outcomes.
 func writeInterop(out, enc string) {
 	m := &v1.TraceManifest{
-		SchemaVersion: "unirl_replay.v1", ContractRevision: 3, TraceId: "interop",
+		SchemaVersion: "unirl_replay.v1", ContractRevision: 4, TraceId: "interop",
 		Producer: &v1.Producer{Name: "unirl-replay-interop", Version: "1"},
 		Provenance: &v1.Provenance{UnirlVersion: "0.2.0", InferenceBackend: "vllm", InferenceBackendVersion: "0.28.0",
 			SimulatorName: "ai-dynamo", SimulatorVersion: "1.6.1"},

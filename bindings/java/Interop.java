@@ -101,7 +101,7 @@ public final class Interop {
   // The interop trace (bindings/README.md): one n=2 GRPO request, its group and batch, their outcomes.
   static void writeInterop(Path out, String enc) throws Exception {
     TraceManifest m = TraceManifest.newBuilder()
-        .setSchemaVersion("unirl_replay.v1").setContractRevision(3).setTraceId("interop")
+        .setSchemaVersion("unirl_replay.v1").setContractRevision(4).setTraceId("interop")
         .setProducer(Producer.newBuilder().setName("unirl-replay-interop").setVersion("1"))
         .setProvenance(Provenance.newBuilder().setUnirlVersion("0.2.0").setInferenceBackend("vllm")
             .setInferenceBackendVersion("0.28.0").setSimulatorName("ai-dynamo").setSimulatorVersion("1.6.1"))

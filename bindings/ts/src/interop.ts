@@ -113,7 +113,7 @@ function copyTrace(src: string, out: string, enc: string): void {
 // The interop trace (bindings/README.md): one n=2 GRPO request, its group and batch, their outcomes.
 function writeInterop(out: string, enc: string): void {
   const m = create(TraceManifestSchema, {
-    schemaVersion: "unirl_replay.v1", contractRevision: 3, traceId: "interop",
+    schemaVersion: "unirl_replay.v1", contractRevision: 4, traceId: "interop",
     producer: { name: "unirl-replay-interop", version: "1" },
     provenance: { unirlVersion: "0.2.0", inferenceBackend: "vllm", inferenceBackendVersion: "0.28.0",
       simulatorName: "ai-dynamo", simulatorVersion: "1.6.1" },

@@ -21,6 +21,7 @@ Errors raise :class:`unirl_replay.contract.errors.TraceFormatError` with rule ``
 from __future__ import annotations
 
 import copy
+import functools
 import decimal
 import json
 import re
@@ -193,15 +194,10 @@ def _exact_integers(data: Any, desc: Descriptor, prefix: str) -> Any:
     if not isinstance(data, dict):
         return data
     out = None
-    by_json = None
     for key, v in data.items():
-        f = desc.fields_by_name.get(key)
+        f = _field_of(desc, key)
         if f is None:
-            if by_json is None:
-                by_json = {x.json_name: x for x in desc.fields}
-            f = by_json.get(key)
-            if f is None:
-                continue  # unknown: the parser's (json.profile) or the compat log's business
+            continue  # unknown: the parser's (json.profile) or the compat log's business
         nv = _exact_value(f, v, prefix + f.name)
         if nv is not v:
             if out is None:
@@ -255,16 +251,23 @@ def _scalar(f: FieldDescriptor, v: Any, path: str, out: list[tuple[str, str]]) -
             out.append(("int64_form", path))
 
 
+def _field_of(desc: Descriptor, key: str) -> FieldDescriptor | None:
+    """The field a JSON key names: its proto name, else its lowerCamelCase JSON name; None: no field of ``desc``."""
+    f = desc.fields_by_name.get(key)
+    return f if f is not None else _json_names(desc).get(key)
+
+
+@functools.lru_cache(maxsize=None)
+def _json_names(desc: Descriptor) -> dict[str, FieldDescriptor]:
+    return {x.json_name: x for x in desc.fields}
+
+
 def _walk(data: dict, desc: Descriptor, prefix: str, out: list[tuple[str, str]]) -> None:
-    by_json = None
     for key, v in data.items():
-        f = desc.fields_by_name.get(key)
+        f = _field_of(desc, key)
         if f is None:
-            if by_json is None:
-                by_json = {x.json_name: x for x in desc.fields}
-            f = by_json.get(key)
-            if f is None:
-                continue  # unknown keys are the parser's (json.profile) or the compat log's business
+            continue  # unknown keys are the parser's (json.profile) or the compat log's business
+        if f.name != key:
             out.append(("camel_case_key", prefix + key))
         path = prefix + f.name
         if f.type == _F.TYPE_MESSAGE and f.message_type.GetOptions().map_entry:
