@@ -48,8 +48,7 @@ def _old_sp_request(self, r):
         self.sp_group_req_batches.setdefault(gid, set()).add(bid)
     if tid:
         self.sp_traj_refs.add(tid)
-        self.sp_traj_lineage.setdefault(tid, set()).add((gid, bid))
-        self.sp_traj_engines.setdefault(tid, set()).add(r.engine_id)  # (trajectory.engine, added later: both sides)
+        self.sp_traj_lineage.setdefault(tid, set()).add((gid, bid, r.engine_id))  # (the engine: trajectory.engine)
     if r.group_id:
         self.sp_group_refs.add(r.group_id)
     if r.rollout_batch_id:

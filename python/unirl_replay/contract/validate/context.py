@@ -159,8 +159,8 @@ class TraceState:
         self.req_group: dict[str, str] = {}     # request id -> its group_id (when set)
         self.req_samples: dict[str, tuple[str, ...]] = {}  # request id -> sample ids (n > 1 only)
         self.member_group: dict[str, str] = {}  # request id listed by a SAMPLES group -> that group
-        self.traj_batch: dict[str, str] = {}    # Trajectory record id -> its rollout_batch_id
-        self.traj_engine: dict[str, str] = {}   # Trajectory record id -> its engine_id (when set)
+        # Trajectory record id -> (its rollout_batch_id, its engine_id): one shared tuple per distinct pair (few)
+        self.traj_batch: dict[str, tuple[str, str]] = {}
         self.group_unit: dict[str, int] = {}    # Group record id -> unit
         self.batch_rule: dict[str, tuple[int, int, int]] = {}  # batch -> (readiness rule, required, groups)
         self.batch_after: dict[str, tuple[str, int]] = {}  # batch with after_batch -> (previous batch, line)

@@ -366,10 +366,13 @@ def _sp_requests(ch: _Checker, cols, rid, tid) -> None:
     ordered: checked by :func:`_requests`), its bookkeeping only."""
     gf = cols.facts
     gh, grb, tl = ch.sp_group_hash, ch.sp_group_req_batches, ch.sp_traj_lineage
+    eid = cols.engine_ids
     if not gf.any_nonempty("group_ids") and not gf.any_nonempty("batch_ids"):  # no groups, no batches named
         tids = set(tid)
         tids.discard("")
-        tl.update((t, {("", "")}) for t in tids)
+        for t, e in set(zip(tid, eid)):
+            if t:
+                tl.setdefault(t, set()).add(("", "", e))
         ch.sp_traj_refs.update(tids)
         return
     gid, bid = gf.values("group_ids"), gf.values("batch_ids")
@@ -380,12 +383,9 @@ def _sp_requests(ch: _Checker, cols, rid, tid) -> None:
                 grb.setdefault(g, set()).add(b)
     tids = set(tid)
     tids.discard("")
-    if any(gid) or any(bid):
-        for t, g, b in set(zip(tid, gid, bid)):
-            if t:
-                tl.setdefault(t, set()).add((g, b))
-    else:
-        tl.update((t, {("", "")}) for t in tids)
+    for t, g, b, e in set(zip(tid, gid, bid, eid)):
+        if t:
+            tl.setdefault(t, set()).add((g, b, e))
     ch.sp_traj_refs.update(tids)
     ch.sp_group_refs.update(set(gid) - {""})
     ch.sp_batch_refs.update(set(bid) - {""})
@@ -428,7 +428,8 @@ def _trajectories(ch: _Checker, cols, to: np.ndarray, tu: np.ndarray) -> bool:
         return False
     ch.ids["trajectory"] = set(ids)
     ch.traj_group.update(zip(ids, gid))
-    ch.traj_batch.update(zip(ids, bid))
+    names = ch.names
+    ch.traj_batch.update((t, names.setdefault(be, be)) for t, be in zip(ids, zip(bid, eid)))
     for t in ids:
         ch._ord(t)
     ch.sp_group_refs.update(g for g in gid if g)
@@ -446,15 +447,6 @@ def _trajectories(ch: _Checker, cols, to: np.ndarray, tu: np.ndarray) -> bool:
         pos = np.arange(len(flat)) - np.repeat(ends - lens, lens)
         if not (np.array_equal(to[idx], np.repeat(ords, lens)) and np.array_equal(tu[idx], pos)):
             return False
-        # trajectory.engine: each listed request on the engine its trajectory names (when it names one); with the
-        # proof's conditions (every request naming a trajectory is listed by it) that is every request of it
-        named = [e for e in eid if e]
-        if named:
-            r_eng = cols.engine_ids
-            t_eng = np.repeat(np.array(eid, dtype=object), lens)
-            got = np.array([r_eng[i] for i in idx.tolist()], dtype=object)
-            if ((t_eng != "") & (got != t_eng)).any():
-                return False
     ch.sp_claims.extend(zip(ords.tolist(), lens.tolist()))
     return True
 

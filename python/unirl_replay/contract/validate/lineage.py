@@ -16,9 +16,8 @@ class LineageRules(TraceState):
             if fresh:
                 g, b, names = msg.group_id, msg.rollout_batch_id, self.names
                 self.traj_group[rid] = names.setdefault(g, g)
-                self.traj_batch[rid] = names.setdefault(b, b)
-                if msg.engine_id:
-                    self.traj_engine[rid] = names.setdefault(msg.engine_id, msg.engine_id)
+                be = (b, msg.engine_id)
+                self.traj_batch[rid] = names.setdefault(be, be)  # type: ignore[arg-type]
                 self._ord(rid)
             self._engine(f, line, rid, msg.engine_id)
         elif kind == "group":
@@ -105,12 +104,11 @@ class LineageRules(TraceState):
             self.v("group.request_mismatch", f, line, rid, f"rollout_batch_id {r.rollout_batch_id!r}, but its group "
                    f"{r.group_id!r} is in rollout batch {gb!r}")
         if r.trajectory_id and r.trajectory_id in self.traj_group:
-            tg, tb = self.traj_group[r.trajectory_id], self.traj_batch.get(r.trajectory_id, "")
+            tg, (tb, te) = self.traj_group[r.trajectory_id], self.traj_batch.get(r.trajectory_id, ("", ""))
             if tg != r.group_id or tb != r.rollout_batch_id:
                 self.v("group.request_mismatch", f, line, rid, f"group {r.group_id!r} / batch {r.rollout_batch_id!r}, "
                        f"but its trajectory {r.trajectory_id!r} is in group {tg!r} / batch {tb!r}")
-            te = self.traj_engine.get(r.trajectory_id)
-            if te is not None and te != r.engine_id:
+            if te and te != r.engine_id:
                 self.v("trajectory.engine", f, line, rid, f"engine_id {r.engine_id!r}, but its trajectory "
                        f"{r.trajectory_id!r} names engine {te!r} (Trajectory.engine_id: the engine all its requests go to)")
 

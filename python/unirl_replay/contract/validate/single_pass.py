@@ -36,10 +36,9 @@ class SinglePassRules(TraceState):
         # batch) pairs its requests name. Memory: one entry per group / trajectory, not per request.
         self.sp_group_hash: Counter[str] = Counter()
         self.sp_group_req_batches: dict[str, set[str]] = {}
-        # (a trajectory's pairs: one tuple while its requests name one pair, a set once they name more)
-        self.sp_traj_lineage: dict[str, tuple[str, str] | set[tuple[str, str]]] = {}
-        # per trajectory, the engines its requests name (one str while they name one, a set once they name more)
-        self.sp_traj_engines: dict[str, str | set[str]] = {}
+        # (a trajectory's (group, batch, engine) triples: one tuple while its requests name one, a set once they
+        # name more)
+        self.sp_traj_lineage: dict[str, tuple[str, str, str] | set[tuple[str, str, str]]] = {}
 
     def _sp_request(self, r: w.Request) -> None:
         arrival = r.arrival
@@ -53,8 +52,8 @@ class SinglePassRules(TraceState):
             self.sp_group_req_batches.setdefault(gid, set()).add(bid)
         if tid:  # (the trajectories named: the keys of sp_traj_lineage, see pass2_silent)
             tl = self.sp_traj_lineage
-            pair = (gid, bid)
-            seen = tl.get(tid)  # None, the one pair so far, or a set of several
+            pair = (gid, bid, r.engine_id)
+            seen = tl.get(tid)  # None, the one triple so far, or a set of several
             if seen is None:
                 tl[tid] = pair
             elif seen.__class__ is tuple:
@@ -62,15 +61,6 @@ class SinglePassRules(TraceState):
                     tl[tid] = {seen, pair}
             else:
                 seen.add(pair)
-            te = self.sp_traj_engines
-            have = te.get(tid)
-            if have is None:
-                te[tid] = r.engine_id
-            elif have.__class__ is str:
-                if have != r.engine_id:
-                    te[tid] = {have, r.engine_id}
-            else:
-                have.add(r.engine_id)
         if r.group_id:
             self.sp_group_refs.add(r.group_id)
         if r.rollout_batch_id:
@@ -191,14 +181,14 @@ class SinglePassRules(TraceState):
             gb = self.group_batch.get(g)
             if gb is not None and batches != {gb}:
                 return False
-        for t, engs in self.sp_traj_engines.items():  # trajectory.engine: its requests on the engine it names
-            want_e = self.traj_engine.get(t)
-            if want_e is not None and ((engs != want_e) if engs.__class__ is str else (engs != {want_e})):
-                return False
-        for t, pairs in self.sp_traj_lineage.items():
+        for t, seen in self.sp_traj_lineage.items():
             if t in self.traj_group:
-                want = (self.traj_group[t], self.traj_batch.get(t, ""))
-                if (pairs != want) if pairs.__class__ is tuple else (pairs != {want}):
+                tb, te = self.traj_batch.get(t, ("", ""))
+                want = (self.traj_group[t], tb)
+                triples = {seen} if seen.__class__ is tuple else seen
+                if {x[:2] for x in triples} != {want}:  # group.request_mismatch
+                    return False
+                if te and {x[2] for x in triples} != {te}:  # trajectory.engine: its requests on the engine it names
                     return False
         return True
 
