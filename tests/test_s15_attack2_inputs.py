@@ -267,3 +267,48 @@ def test_calibrate_refuses_a_workload_name_no_trace_could_hold_before_measuring(
                "--workload-name", name])
     err = capsys.readouterr().err
     assert rc == 2 and why in err and "--workload-name" in err and "reference environment" not in err, err
+
+
+@pytest.mark.parametrize("reply", [b"", b"HTTP/1.1 400 Bad Request\r\n\r\n"])
+def test_a_ray_address_whose_listener_is_no_gcs_is_refused_at_once(tmp_path, reply):
+    """Something listens there but is no Ray GCS (a silent TCP server, an HTTP/1 server): ray.init waited for ever
+    (session 15 left it alone); the address check now asks for the HTTP/2 SETTINGS frame a gRPC server sends."""
+    import threading
+
+    from grid_helpers import small_spec
+
+    srv = socket.socket()
+    srv.bind(("", 0))  # every interface: Ray resolves 127.0.0.1 to this node's address before connecting
+    srv.listen(4)
+    stop = threading.Event()
+
+    def serve():
+        srv.settimeout(0.2)
+        conns = []
+        while not stop.is_set():
+            try:
+                c, _ = srv.accept()
+            except OSError:
+                continue
+            conns.append(c)
+            if reply:
+                c.sendall(reply)
+        for c in conns:
+            c.close()
+
+    t = threading.Thread(target=serve, daemon=True)
+    t.start()
+    try:
+        spec = small_spec(tmp_path / "small.json")
+        out = tmp_path / "grid"
+        proc = _cli("grid", str(spec), "--out", str(out), "--address", f"127.0.0.1:{srv.getsockname()[1]}",
+                    "--no-progress")
+    except subprocess.TimeoutExpired:
+        pytest.fail("grid --address of a listener that is no GCS still waiting after 90 s")
+    finally:
+        stop.set()
+        t.join(5)
+        srv.close()
+    assert proc.returncode == 2, proc.stderr
+    assert "answered no HTTP/2 SETTINGS frame" in proc.stderr and "grid.ray_address" in proc.stderr, proc.stderr
+    assert "Traceback" not in proc.stderr and not out.exists()

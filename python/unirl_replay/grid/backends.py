@@ -117,14 +117,45 @@ def ray_address_problem(address: str, ray_module=None, timeout_s: float = RAY_CO
     hp = _host_port(target)
     if isinstance(hp, str):
         return hp
+    shown = target if target == address else f"{target} (what {address!r} resolves to)"
     try:
-        with socket.create_connection(hp, timeout=timeout_s):
-            return None
+        with socket.create_connection(hp, timeout=timeout_s) as conn:
+            if address.startswith("ray://"):
+                return None  # a Ray Client server: its own protocol on top, left to ray.init
+            first = _http2_reply(conn, timeout_s)
     except OSError as e:  # ConnectionRefusedError, timeout, no route, unknown host (gaierror)
         why = e.strerror or str(e) or type(e).__name__
-        shown = target if target == address else f"{target} (what {address!r} resolves to)"
         return (f"nothing accepts a connection at {shown} within {timeout_s:.0f} s ({type(e).__name__}: {why}): "
                 "is the cluster's head node up (`ray start --head` there) and the port its GCS port?")
+    if first is None or len(first) < 9 or first[3] != 0x4:
+        return (f"something listens at {shown}, but it answered no HTTP/2 SETTINGS frame within {timeout_s:.0f} s "
+                f"({'no answer' if not first else f'{len(first)} bytes, not a gRPC server'}): a Ray cluster's address "
+                "is its head node's GCS port (`ray start --head` prints it; default 6379), not a dashboard or "
+                "another service")
+    return None
+
+
+#: the HTTP/2 client connection preface and an empty SETTINGS frame (RFC 9113 3.4, 6.5): a gRPC server (Ray's GCS)
+#: answers with its own SETTINGS frame (type 0x4) at once
+_H2_PREFACE = b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n" + b"\x00\x00\x00\x04\x00\x00\x00\x00\x00"
+
+
+def _http2_reply(conn, timeout_s: float) -> bytes | None:
+    """The first 9 bytes (one frame header) a server sends back after the HTTP/2 preface, or what came before it
+    closed or went silent for ``timeout_s`` (None: nothing). ray.init on an address whose listener is not a GCS waits
+    for ever; this asks the one question a gRPC server answers in a round trip."""
+    conn.settimeout(timeout_s)
+    try:
+        conn.sendall(_H2_PREFACE)
+        got = b""
+        while len(got) < 9:
+            chunk = conn.recv(9 - len(got))
+            if not chunk:
+                break
+            got += chunk
+    except OSError:  # timed out / reset: what came so far
+        pass
+    return got or None
 
 
 def ray(jobs, out_root: str, info: dict, workers: int | None = None,
