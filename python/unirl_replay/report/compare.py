@@ -322,8 +322,9 @@ def _same_model_as_the_replay(src: str, bound: rpb.ReplayResult, replay: rpb.Rep
     UNCALIBRATED polynomial replay (or the reverse), and "inside the bracket" would mean nothing.
 
     Raises:
-        ComparisonError: the bound's simulator (name, version, trace format, components) or timing model (kind, status, parameters, profile
-            digest; not the path the profile was read from) differs from the replay result's.
+        ComparisonError: the bound's simulator (name, version, trace format, components) or timing model (kind,
+            status, parameters, profile digest; not the path the profile was read from) differs from the replay
+            result's.
     """
     def sim(r: rpb.ReplayResult) -> str:
         return f"{r.simulator.name} {r.simulator.version}".strip() or "an unnamed simulator"
