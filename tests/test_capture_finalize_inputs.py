@@ -234,3 +234,113 @@ def test_a_finalize_that_fails_leaves_the_out_directory_as_it_found_it(tmp_path,
     with pytest.raises(OSError, match="disk full"):
         F.finalize(raw, there, rollouts="0:0")
     assert sorted(p.name for p in there.iterdir()) == ["notes.txt"]
+
+
+# s16 attack: shard values the hooks never write that passed the shard schema and were a traceback inside the join
+# (a time of 1e14 s overflowed int64 ns: ValueError "Value out of range" out of protobuf; a trajectory without its
+# group: KeyError)
+TIME_EDITS = [
+    ("worker-h1-11.jsonl", 0, _set("clock_pair", "wall", 1e15), "clock_pair.wall"),
+    ("worker-h1-11.jsonl", 0, _set("clock_pair", "monotonic", -1e14), "clock_pair.monotonic"),
+    ("worker-h1-11.jsonl", 1, _set("exit", "monotonic", 1e14), "exit.monotonic"),
+    ("engine-h1-21.jsonl", 2, _set("requests", 0, "metrics", "first_token_ts", -1e14), "metrics.first_token_ts"),
+]
+
+
+@pytest.mark.parametrize("shard,line,edit,where", TIME_EDITS, ids=[e[3] for e in TIME_EDITS])
+def test_a_time_past_int64_nanoseconds_is_a_typed_error(tmp_path, capsys, shard, line, edit, where):
+    raw = tmp_path / "raw"
+    _grpo_raw(raw)
+    _edit_line(raw / shard, line, edit)
+    rc, err = _fin(capsys, raw, tmp_path / "t")
+    assert rc != 0 and "[capture.shard_record]" in err and f"{shard}:{line + 1}" in err and where in err, err
+    assert not (tmp_path / "t").exists()
+
+
+def _agentic_lines(raw, kind):
+    return [(p, i) for p in sorted(raw.glob("*.jsonl")) for i, x in enumerate(p.read_text().splitlines())
+            if f'"kind": "{kind}"' in x]
+
+
+def test_agentic_shard_edits_that_were_tracebacks(tmp_path, capsys):
+    """A trajectory record without its group (KeyError), an env step of 1e14 s (ValueError out of range)."""
+    from test_capture_finalize import _agentic_raw
+
+    for kind, edit, where in (("trajectory", lambda r: r.pop("group"), "'group' is a required property"),
+                              ("env_step", _set("duration_s", 1e14), "duration_s")):
+        raw = tmp_path / kind
+        _agentic_raw(raw)
+        path, index = _agentic_lines(raw, kind)[0]
+        _edit_line(path, index, edit)
+        rc, err = _fin(capsys, raw, tmp_path / f"t-{kind}")
+        assert rc != 0 and "[capture.shard_record]" in err and f"{path.name}:{index + 1}" in err and where in err, err
+
+
+def test_process_records_without_a_clock_pair_are_refused_or_read_from_another_shard(tmp_path, capsys):
+    """The window start's process record without its clock_pair was a KeyError; another shard's pair (one host
+    boot) places it; none at all is refused (capture.clock_pair), never a start at the Unix epoch."""
+    raw = tmp_path / "raw"
+    _grpo_raw(raw)
+    _edit_line(raw / "worker-h1-11.jsonl", 0, lambda r: r.pop("clock_pair"))
+    rc, err = _fin(capsys, raw, tmp_path / "t")
+    assert rc == 0, err
+    for p in sorted(raw.glob("*.jsonl")):
+        _edit_line(p, 0, lambda r: r.pop("clock_pair", None))
+    rc, err = _fin(capsys, raw, tmp_path / "t2")
+    assert rc != 0 and "[capture.clock_pair]" in err, err
+    assert not (tmp_path / "t2").exists()
+
+
+def test_worker_shards_without_a_process_record_get_distinct_worker_ids(tmp_path, capsys):
+    """Two worker shards whose process record is gone were both worker 'worker:None:None': two slot pools of one id,
+    an invalid trace written. Each is named by its shard."""
+    from test_capture_finalize import _agentic_raw
+
+    raw = tmp_path / "raw"
+    _agentic_raw(raw)
+    for p in sorted(raw.glob("worker-*.jsonl")):
+        p.write_text("\n".join(p.read_text().splitlines()[1:]) + "\n")
+    rc, err = _fin(capsys, raw, tmp_path / "t")
+    assert rc == 0 and "valid trace" in err, err
+
+
+def test_a_trajectory_in_two_collects_is_refused(tmp_path, capsys):
+    """Two collects returning one trajectory (a driver shard copied, a collect record twice) joined it to the later
+    batch alone: the earlier batch lost that group silently and kept its measured ready time (a VALID, complete trace),
+    or duplicate groups were written and validate refused the trace."""
+    import json
+
+    from test_capture_finalize import _agentic_raw
+
+    raw = tmp_path / "raw"
+    _agentic_raw(raw)
+    drv = raw / "driver-h1-10.jsonl"
+    lines = drv.read_text().splitlines()
+    k = next(i for i, x in enumerate(lines) if '"kind": "collect"' in x)
+    col = json.loads(lines[k])
+    second = dict(col, collect_id="k2", enter={"wall": 1.7e9 + 4.1, "monotonic": 4.1},
+                  exit={"wall": 1.7e9 + 4.2, "monotonic": 4.2}, groups=[col["groups"][0]])
+    lines[k:k + 1] = [json.dumps(col), json.dumps(second)]  # group 0 in both collects
+    drv.write_text("\n".join(lines) + "\n")
+    rc, err = _fin(capsys, raw, tmp_path / "t")
+    assert rc != 0 and "[capture.duplicate]" in err and "is collected twice" in err, err
+    assert not (tmp_path / "t").exists()
+    _agentic_raw(raw)  # the same collect line twice
+    lines = drv.read_text().splitlines()
+    k = next(i for i, x in enumerate(lines) if '"kind": "collect"' in x)
+    drv.write_text("\n".join([*lines[:k + 1], lines[k], *lines[k + 1:]]) + "\n")
+    rc, err = _fin(capsys, raw, tmp_path / "t")
+    assert rc != 0 and "[capture.duplicate]" in err, err
+
+
+def test_a_lost_submit_never_starts_the_window_after_a_trajectory_took_its_slot(tmp_path, capsys):
+    """Without the batch's submit record the window started at the first engine call, after the trajectories took
+    their slots: a negative slot_acquired_ns written, then refused by validate (units.negative)."""
+    from test_capture_finalize import _agentic_raw
+
+    raw = tmp_path / "raw"
+    _agentic_raw(raw)
+    drv = raw / "driver-h1-10.jsonl"
+    drv.write_text("\n".join(x for x in drv.read_text().splitlines() if '"kind": "submit"' not in x) + "\n")
+    rc, err = _fin(capsys, raw, tmp_path / "t")
+    assert rc == 0 and "valid trace" in err, err

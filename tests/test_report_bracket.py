@@ -7,6 +7,7 @@ the report shows both, labelled UNMODELLED, and where the measured value falls -
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 import pytest
@@ -143,3 +144,29 @@ def test_a_bound_of_another_timing_model_or_simulator_is_refused(bounds, tmp_pat
     rep = compare_to_dir(AGENTIC, bounds["engine_client.inflight_limit"], tmp_path / "ok", plots_too=False,
                          bounds=[str(copy)])
     assert rep.brackets
+
+
+@pytest.mark.parametrize("edit,words", [
+    (lambda s: s.components.__setitem__("ai-dynamo-runtime", "9.9.9"), "ai-dynamo-runtime 9.9.9"),
+    (lambda s: setattr(s, "trace_format", "mooncake"), "trace format 'mooncake'"),
+])
+def test_a_bound_of_another_simulator_runtime_or_trace_format_is_refused(tmp_path, edit, words):
+    """s16 attack: a bound whose simulator had the replay result's name and version but another ai-dynamo-runtime (the
+    engine that simulates) or another upstream trace format was bracketed with it, as one model's two bounds. The
+    committed holdout results (no replay run here)."""
+    from unirl_replay.contract.trace_io import read_message_json, write_message_json
+    from unirl_replay.report.outputs import compare_to_dir
+    from unirl_replay.v1 import replay_pb2 as rpb
+
+    base = REPO / "results" / "holdout-agentic-f25m1"
+    run = base / "agentic" / "r1" / "calibrated"
+    bound = read_message_json(run / "bound-lanes" / "replay_result.json", rpb.ReplayResult)
+    edit(bound.simulator)
+    moved = tmp_path / "bound"
+    moved.mkdir()
+    write_message_json(moved / "replay_result.json", bound)
+    with pytest.raises(ComparisonError, match=re.escape(words)):
+        compare_to_dir(base / "traces" / "agentic-r1", run / "replay_result.json", tmp_path / "r", plots_too=False,
+                       bounds=[str(moved)])
+    compare_to_dir(base / "traces" / "agentic-r1", run / "replay_result.json", tmp_path / "ok", plots_too=False,
+                   bounds=[str(run / "bound-lanes")])  # the committed bound itself still brackets

@@ -786,6 +786,10 @@ def test_validate_json_writes_map_keys_sorted_whatever_the_runtime_order(tmp_pat
     ({"schema": "unirl-replay.reference-probe/2", "engine_id": "e9", "when": "before"}, "the artifact is engine 'e9'"),
     ({"schema": "unirl-replay.reference-probe/2", "engine_id": "e0", "when": "after"}, "the artifact is engine 'e0' 'after'"),
     ("{not json", "not a ReferenceProbeArtifact"),
+    # s16 attack: a /1 artifact was read with plain json.loads (last key wins, NaN and 1e400 taken): accepted
+    ('{"schema": "unirl-replay.reference-probe/2", "schema": "unirl-replay.reference-probe/1"}', "appears twice"),
+    ('{"schema": "unirl-replay.reference-probe/1", "x": NaN}', "not a ReferenceProbeArtifact"),
+    ('{"schema": "unirl-replay.reference-probe/1", "x": 1e400}', "overflows to infinity"),
 ])
 def test_a_probe_artifact_must_be_the_entry_s_reference_probe_artifact(tmp_path, content, expect):
     """The artifact a probe entry names is checked as the v1 message it is (a warning: no tool predicts from it)."""
@@ -814,6 +818,27 @@ def test_a_probe_artifact_must_be_the_entry_s_reference_probe_artifact(tmp_path,
     else:
         assert len(found) == 1 and expect in found[0].message, [v.message for v in found]
         assert found[0].severity == Violation.SEVERITY_WARNING and res.status == VALID
+
+
+def test_a_probe_artifact_reached_through_a_linked_directory_is_warned_of(tmp_path):
+    """s16 attack: probes/ a symbolic link to a directory outside the trace: validate read the artifact there as the
+    trace's own (no warning) while a linked file was warned of, and recode refused the trace (recode.probe_artifact)."""
+    import os
+
+    from unirl_replay.capture.window_conditions import write_artifacts
+    from unirl_replay.v1 import manifest_pb2
+
+    t = grpo_trace()
+    _probe(t)
+    d = t.write(tmp_path / "t", "jsonl")
+    elsewhere = tmp_path / "elsewhere"
+    write_artifacts(elsewhere, {"probes/e0-before.json": manifest_pb2.ReferenceProbeArtifact(
+        schema="unirl-replay.reference-probe/2", role="calibration", engine_id="e0", when="before", probe_id="p")})
+    os.symlink(elsewhere / "probes", d / "probes")
+    res = check_trace(d)
+    found = hits(res, "manifest.probe_artifact")
+    assert len(found) == 1 and "reached through the symbolic link 'probes'" in found[0].message, found
+    assert found[0].severity == Violation.SEVERITY_WARNING and res.status == VALID
 
 
 def test_warmup_in_a_warm_declared_trace_is_valid(tmp_path):

@@ -346,6 +346,9 @@ def finalize(raw_dir: Path | str, out_dir: Path | str, *, rollouts: Optional[str
         starts.append((s["at"]["monotonic"], s))
     if starts:  # the driver's rollout.generate enters before the engine calls it scatters
         starts.extend((g["enter"]["monotonic"], g) for g in dispatches)
+        # a trajectory holds its slot before its first engine call: without its batch's submit (a driver record lost)
+        # the window started after it, a negative slot_acquired_ns written (an invalid trace)
+        starts.extend((t["slot_hold"]["start"]["monotonic"], t) for t in trajs.values())
     if not starts:
         raise TraceFormatError(_zero_message(missing, _what_the_shards_hold(calls_all, window, policy_version)),
                                file=str(raw_dir), rule="capture.no_requests")
@@ -355,7 +358,15 @@ def finalize(raw_dir: Path | str, out_dir: Path | str, *, rollouts: Optional[str
     if marks:
         starts = [(r["at"]["monotonic"], r) for r in marks]
     start_mono, first = min(starts, key=lambda x: x[0])
-    pair = first["_shard"].process["clock_pair"] if first["_shard"].process else {"wall": 0.0, "monotonic": 0.0}
+    # the wall time of the window start: the first record's process's clock pair, else any shard's (one host boot,
+    # checked above: every pair maps the same CLOCK_MONOTONIC); a process record without one was a KeyError traceback
+    pairs = [(s.process or {}).get("clock_pair") for s in (first["_shard"], *shards)]
+    pair = next((p for p in pairs if p and p.get("wall") is not None), None)
+    if pair is None:
+        raise TraceFormatError("no shard's process record has its clock_pair (wall and monotonic time, written by "
+                               "every capture hook when its shard opens): the window's start time cannot be placed "
+                               "on the wall clock; restore the shards the run wrote", file=str(raw_dir),
+                               rule="capture.clock_pair")
     start_wall = pair["wall"] + (start_mono - pair["monotonic"])
     clk = _Clock(start_mono)
 
@@ -634,7 +645,12 @@ def _role_counts(shards: List[Shard]) -> Dict[str, int]:
 def _worker_id(sh: Shard) -> str:
     p = sh.process or {}
     rank = p.get("unirl_rank")
-    base = f"{p.get('role', sh.role)}:{p.get('host')}:{p.get('pid')}"
+    if p.get("host") is None or p.get("pid") is None:  # no process record (its line unreadable, or removed): the
+        # shard's own name (role-host-pid.jsonl), never "worker:None:None" shared by every such shard (two slot pools
+        # of one id: an invalid trace written)
+        base = f"{sh.role}:{sh.path.stem}"
+    else:
+        base = f"{p.get('role', sh.role)}:{p.get('host')}:{p.get('pid')}"
     return f"{base}:rank{rank}" if rank not in (None, "") else base
 
 
@@ -942,6 +958,23 @@ def _agentic(trajs, collects, submits, recs, joined, call_reqs, requests, outcom
     # batches: one collect each
     traj_batch: Dict[str, str] = {}
     batches: List[Tuple[str, Dict[str, Any], List[Dict[str, Any]]]] = []
+    # RolloutManager.collect returns each finished trajectory once: one in two collects (a driver shard copied, two
+    # runs' shards in one directory, a hand-edited collect) was joined to the later batch alone, the earlier one losing
+    # that group silently with its ready time kept (or a trace of duplicate groups written, then found invalid)
+    collected_by: Dict[str, Dict[str, Any]] = {}
+    for col in collects:
+        for g in col["groups"]:
+            for t in g["trajectory_ids"]:
+                if t is None:
+                    continue
+                prev = collected_by.setdefault(t, col)
+                if prev is not col or sum(1 for g2 in col["groups"] for t2 in g2["trajectory_ids"] if t2 == t) > 1:
+                    raise TraceFormatError(
+                        f"trajectory {t} is collected twice: by collect {prev.get('collect_id')!r} "
+                        f"({prev['_shard'].name}) and collect {col.get('collect_id')!r} ({col['_shard'].name}); "
+                        "RolloutManager.collect returns each finished trajectory once (a driver shard copied, or "
+                        "two runs' shards in one directory?)", file=str(col["_shard"].path), record_id=t,
+                        rule="capture.duplicate")
     for k, col in enumerate(collects):
         rids = sorted({r for g in col["groups"] for r in g.get("rollout_ids", [])})
         bid = f"rollout-{rids[0]}" if len(rids) == 1 and sum(

@@ -18,7 +18,11 @@ from typing import Any, Optional
 __all__ = ["record_problem", "SCHEMAS"]
 
 _NULL = {"type": "null"}
-_NUM = {"type": "number", "minimum": -1e15, "maximum": 1e15}  # seconds or ms: no real clock is near it
+#: seconds (or ms): finalize turns a time, a difference of two and a duration into int64 ns (int(s * 1e9)); a bound
+#: of 4e9 s (year 2096 as a wall clock, 126 years of uptime) keeps even a difference of two in int64 ns (1e15 s was
+#: a ValueError traceback "Value out of range" out of protobuf)
+_MAX_S = 4e9
+_NUM = {"type": "number", "minimum": -_MAX_S, "maximum": _MAX_S}
 _COUNT = {"type": "integer", "minimum": 0, "maximum": (1 << 32) - 1}
 _INT = {"type": "integer", "minimum": -(1 << 63), "maximum": (1 << 63) - 1}
 #: a count the hooks copy from UniRL's own objects as it holds it (RolloutManager._group_size, the pool's _capacities):
@@ -41,7 +45,8 @@ def _arr(items: dict) -> dict:
     return {"type": "array", "items": items}
 
 
-_TIME = _obj({"monotonic": _NUM, "wall": _NUM}, ("monotonic",))
+#: a process's clock pair: time.monotonic() and time.time() are >= 0 (a negative one put the window start past int64 ns)
+_TIME = _obj({"monotonic": _NUM | {"minimum": 0}, "wall": _NUM | {"minimum": 0}}, ("monotonic",))
 #: a time the join reads (a call's enter / exit, a mark): CLOCK_MONOTONIC is > 0, and 0.0 reads as "unset"
 _AT = _obj({"monotonic": _NUM | {"exclusiveMinimum": 0}, "wall": _NUM}, ("monotonic",))
 #: vLLM's RequestStateStats as the hook writes it (``type`` and any other key kept; the timestamps typed)
@@ -106,7 +111,7 @@ SCHEMAS: dict[str, dict] = {
     "trajectory": _obj({"trajectory_id": _STR, "engine_id": _opt(_STR), "rollout_ids": _ROLLOUTS,
                         "group": {"anyOf": [_STR, _arr(_STR)]}, "turns": _opt(_COUNT),
                         "slot_hold": _obj({"start": _AT, "end": _AT}, ("start", "end"))},
-                       ("trajectory_id", "slot_hold")),
+                       ("trajectory_id", "group", "slot_hold")),  # the hook always writes its group (the join reads it)
     "env_step": _obj({"trajectory_id": _opt(_STR), "turn": _INT, "start": _AT, "end": _AT,
                       "duration_s": _NUM, "tool_calls": _opt(_COUNT)}, ("duration_s",)),
     "submit": _obj({"submit_id": _opt(_ID), "tasks": _opt(_COUNT), "groups": _opt(_arr(_STR)),

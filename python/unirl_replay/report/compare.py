@@ -322,8 +322,9 @@ def _same_model_as_the_replay(src: str, bound: rpb.ReplayResult, replay: rpb.Rep
     UNCALIBRATED polynomial replay (or the reverse), and "inside the bracket" would mean nothing.
 
     Raises:
-        ComparisonError: the bound's simulator (name, version) or timing model (kind, status, parameters, profile
-            digest; not the path the profile was read from) differs from the replay result's.
+        ComparisonError: the bound's simulator (name, version, trace format, components) or timing model (kind,
+            status, parameters, profile digest; not the path the profile was read from) differs from the replay
+            result's.
     """
     def sim(r: rpb.ReplayResult) -> str:
         return f"{r.simulator.name} {r.simulator.version}".strip() or "an unnamed simulator"
@@ -332,6 +333,18 @@ def _same_model_as_the_replay(src: str, bound: rpb.ReplayResult, replay: rpb.Rep
         raise ComparisonError(f"bound {src!r} ran on {sim(bound)}, the replay result on {sim(replay)}: both bounds "
                               "of a bracket come from one simulator and one timing model; replay the other bound "
                               "with the replay result's --simulator")
+    # one name and version is not yet one simulator: the upstream format it was fed (agentic_mooncake / mooncake: other
+    # semantics of sessions and delays) and its components (ai-dynamo-runtime, the Rust engine that simulates) also
+    # make the bound's numbers another model's (a bound of another runtime was accepted into the bracket)
+    if bound.simulator != replay.simulator:
+        def ident(r: rpb.ReplayResult) -> str:
+            comps = ", ".join(f"{k} {v}" for k, v in sorted(r.simulator.components.items()))
+            return f"trace format {r.simulator.trace_format or 'unnamed'!r}" + (f", {comps}" if comps else "")
+
+        raise ComparisonError(f"bound {src!r} ran on {sim(bound)} with {ident(bound)}, the replay result with "
+                              f"{ident(replay)}: both bounds of a bracket come from one simulator (its upstream trace "
+                              "format and component versions too) and one timing model; replay the other bound with "
+                              "the replay result's simulator install")
     a, b = rpb.TimingModel(), rpb.TimingModel()
     a.CopyFrom(replay.timing_model)
     b.CopyFrom(bound.timing_model)

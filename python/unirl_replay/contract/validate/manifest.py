@@ -175,14 +175,27 @@ PROBE_ARTIFACT_LEGACY = "unirl-replay.reference-probe/1"
 MAX_PROBE_ARTIFACT_BYTES = 64 << 20  # a probe's artifact is ~50-500 KB; beyond this it is not read to be checked
 
 
+def _reached(root, parts) -> tuple[bool, str | None]:
+    """Whether ``root / parts`` is a regular file, and the first component on the way that is a symbolic link (a
+    relative path from ``root``), or None: each component is looked at itself (lstat), never through a link."""
+    p = root
+    for k, part in enumerate(parts):
+        p = p / part
+        try:
+            st = p.lstat()
+        except OSError:  # absent, or a path through a file
+            return False, None
+        if stat.S_ISLNK(st.st_mode):
+            return False, "/".join(parts[:k + 1])
+    return stat.S_ISREG(st.st_mode) if parts else False, None
+
+
 def probe_artifact_problem(path, probe) -> str | None:
     """Why the artifact file at ``path`` (a regular file) is not the probe's ReferenceProbeArtifact, or None.
 
     A ``/1`` artifact (before the message) is accepted as JSON with its schema named; anything else must parse as
     ``ReferenceProbeArtifact`` in the JSON profile (unknown keys refused) and name the entry's engine and side."""
-    import json
-
-    from unirl_replay.contract import json_profile
+    from unirl_replay.contract import json_guard, json_profile
     from unirl_replay.contract.errors import TraceFormatError
     from unirl_replay.v1.manifest_pb2 import ReferenceProbeArtifact
 
@@ -193,10 +206,10 @@ def probe_artifact_problem(path, probe) -> str | None:
         text = path.read_bytes()
     except OSError as e:
         return f"cannot be read ({e.strerror or e})"
-    try:
-        head = json.loads(text)
-    except (ValueError, RecursionError):
-        head = None
+    try:  # JSON as every reader here takes it (json_guard): a /1 artifact with a key twice, a NaN or a 1e400 is no JSON
+        head = json_guard.loads(text)
+    except TraceFormatError as e:
+        return f"not a ReferenceProbeArtifact ({str(e.args[0] if e.args else e).split(': ', 1)[-1][:300]})"
     if isinstance(head, dict) and head.get("schema") == PROBE_ARTIFACT_LEGACY:
         return None
     try:
@@ -252,12 +265,13 @@ class ManifestRules(TraceState):
                        f"reference probe {i} ({probe.when or 'no when'}): {problem}")
             if probe.artifact_path and not any(p.startswith("artifact_path") for p in problems):
                 art = self.t.dir / probe.artifact_path
-                try:
-                    regular = stat.S_ISREG(art.lstat().st_mode)
-                except OSError:  # absent, or a path through a file
-                    regular = False
+                regular, link = _reached(self.t.dir, PurePosixPath(probe.artifact_path).parts)
                 where = f"reference probe {i} ({probe.when or 'no when'}): artifact_path {probe.artifact_path!r}"
-                if not regular:
+                if link is not None:  # a probes/ directory linked elsewhere was read as the trace's own (recode refuses it)
+                    self.v("manifest.probe_artifact", f, 0, probe.engine_id or m.trace_id,
+                           f"{where} is reached through the symbolic link {link!r}: a file outside the trace "
+                           "directory, not the trace's own (recode does not copy it)", WARNING)
+                elif not regular:
                     self.v("manifest.probe_artifact", f, 0, probe.engine_id or m.trace_id,
                            f"{where} is no regular file in the trace directory (its points are the manifest's; the raw "
                            "requests they came from are missing)", WARNING)

@@ -103,7 +103,7 @@ RULES: dict[str, str] = {
     "manifest.capture_overhead": "capture_overhead with an overhead_ratio not finite or below -1 (instrumented / plain "
                                  "- 1 of two wall times), or a negative instrumented / plain wall time",
     "manifest.probe_artifact": "a reference probe whose artifact_path (a path inside the trace directory) names no "
-                               "regular file there (its points are the manifest's, the raw requests they were taken "
+                               "regular file there, or one reached through a symbolic link (its points are the manifest's, the raw requests they were taken "
                                "from are not in the trace: copied without its probes/ directory?), or a file that "
                                "is not the entry's ReferenceProbeArtifact (does not parse as one, another schema, "
                                "another engine or side; a reference-probe/1 artifact, written before the message, "
