@@ -344,3 +344,26 @@ def test_a_lost_submit_never_starts_the_window_after_a_trajectory_took_its_slot(
     drv.write_text("\n".join(x for x in drv.read_text().splitlines() if '"kind": "submit"' not in x) + "\n")
     rc, err = _fin(capsys, raw, tmp_path / "t")
     assert rc == 0 and "valid trace" in err, err
+
+
+def test_two_different_engine_records_of_one_pipe_request_are_refused(tmp_path, capsys):
+    """Two engine_generate records for one (engine, pipe request) with other vLLM requests: the later one won,
+    silently; now refused (capture.duplicate). The same record twice (a line repeated) is still harmless."""
+    import json
+
+    from test_capture_finalize import HOST, _grpo_raw
+
+    raw = tmp_path / "raw"
+    _grpo_raw(raw)
+    eng = raw / f"engine-{HOST}-21.jsonl"
+    lines = eng.read_text().splitlines()
+    k = next(i for i, x in enumerate(lines) if '"engine_generate"' in x)
+    twin = json.loads(lines[k])
+    eng.write_text("\n".join([*lines[:k + 1], lines[k], *lines[k + 1:]]) + "\n")  # the same line twice
+    rc, err = _fin(capsys, raw, tmp_path / "same")
+    assert rc == 0 and "valid trace" in err, err
+    twin["requests"][0]["vllm_request_id"] = "999"
+    eng.write_text("\n".join([*lines[:k + 1], json.dumps(twin), *lines[k + 1:]]) + "\n")
+    rc, err = _fin(capsys, raw, tmp_path / "other")
+    assert rc != 0 and "[capture.duplicate]" in err and "two different engine records" in err, err
+    assert not (tmp_path / "other").exists()

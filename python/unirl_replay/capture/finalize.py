@@ -190,6 +190,10 @@ def read_shards(raw_dir: Path) -> List[Shard]:
     return shards
 
 
+def _without_shard(rec: Dict[str, Any]) -> Dict[str, Any]:
+    return {k: v for k, v in rec.items() if k != "_shard"}
+
+
 def _parse_rollouts(spec: Optional[str]) -> Optional[List[Tuple[int, int]]]:
     """``A:B[,C:D]`` as its inclusive (A, B) ranges: never the set of every id (``0:99999999999`` was a
     MemoryError, or the machine's memory, before anything was read)."""
@@ -283,7 +287,14 @@ def finalize(raw_dir: Path | str, out_dir: Path | str, *, rollouts: Optional[str
     engine_procs = {s.process.get("engine_id"): s for s in shards if s.process and s.process.get("engine_id")}
     gens: Dict[Tuple[str, Any], Dict[str, Any]] = {}
     for r in recs.get("engine_generate", []):
-        gens[(r["engine_id"], r["pipe_request_id"])] = r
+        key = (r["engine_id"], r["pipe_request_id"])
+        first = gens.setdefault(key, r)
+        if first is not r and _without_shard(first) != _without_shard(r):  # a copy of the same record is harmless
+            raise TraceFormatError(
+                f"engine {key[0]} pipe request {key[1]!r} has two different engine records ({first['_shard'].name}, "
+                f"{r['_shard'].name}): one UniRL pipe request is one generate call in its engine; which one ran is "
+                "unknown (was: the later one silently)", file=r["_shard"].name, record_id=str(key[1]),
+                rule="capture.duplicate")
     calls_all = sorted(recs.get("engine_call", []), key=lambda d: d["enter"]["monotonic"])
 
     def in_window(rids: Sequence[int]) -> bool:
