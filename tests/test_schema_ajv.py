@@ -98,7 +98,7 @@ SCHEMA_OF = {"ReplayResult": "replay_result.schema.json", "ValidationReport": "v
              "ReferenceProbeArtifact": "reference_probe_artifact.schema.json"}
 
 
-def test_the_tools_outputs_are_valid_for_ajv_and_jsonschema(ajv, outputs, tmp_path):
+def test_the_tools_outputs_are_valid_for_ajv_and_jsonschema(ajv, outputs, tmp_path):  # noqa: F811 (the fixture)
     """What validate --json, replay, compare, recode and capture finalize (probe artifacts) write today, and the
     committed holdout outputs, against the published schemas (the bindings test reads the same documents)."""
     docs = [(t, outputs / p) for t, p in OUTPUT_DOCS] + list(HOLDOUT_DOCS)
