@@ -7,7 +7,9 @@ the benchmark workload (~80 blocks each, almost all unique) it needs at least 8 
 block. If the upstream reads any 64-bit hash id the same way, a streaming converter could write
 the trace's own salted chained hashes (one row at a time, no whole-trace state for hashes).
 
-This replays each bundled trace twice in the real upstream, one process, same timing model: once
+This replays each bundled trace and each conformance case not named ``reject_*`` (one refused by the
+converter, e.g. ``wait_missing_rejected``, is printed as not run) twice in the real upstream, one
+process, same timing model: once
 with the file ``convert`` writes and once with every ``hash_ids`` value replaced by
 ``splitmix64(id)`` (a bijection of uint64: equal ids stay equal, distinct ones stay distinct,
 the values spread over the whole 64-bit range, most above 2^63). It prints, per trace, whether
@@ -89,7 +91,7 @@ class RawHashIds(Recorded):
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--traces", default=None, help="comma-separated trace dirs (default: the bundled traces and every "
-                    "conformance case that is not a rejection)")
+                    "conformance case not named reject_*)")
     ap.add_argument("--timing-model", default="fixed:2,1")
     ap.add_argument("--prefix-caching", choices=("as-captured", "on"), default="as-captured",
                     help="on: replay every engine with prefix caching on (the bundled traces' engines had it off)")

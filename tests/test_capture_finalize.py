@@ -215,7 +215,10 @@ def test_a_grpo_batch_that_lost_an_engine_call_keeps_its_whole_groups_and_no_rea
     assert len(wl["request"]) == 6 and all(r.rollout_batch_id for r in wl["request"])  # engine 22's rollout 0 is gone
     assert not _after(wl) and "rollout-1: none, the previous batch rollout-0 is not whole" in man.labels["batch_boundary"]
     lost = {x.kind: x for x in man.completeness.lost}
-    assert not rep.complete and lost["engine_request"].count == 1 and lost["rollout_batch"].count == 1
+    # 2 trace requests lost (the call's 2 prompts x n=2: one vLLM request per prompt, as the trace counts them)
+    assert not rep.complete and lost["engine_request"].count == 2 and lost["rollout_batch"].count == 1
+    assert "2 of the batches are not whole" not in man.labels["rollout_batch"]
+    assert "1 of the batches are not whole" in man.labels["rollout_batch"]
     assert "rollout-0 is not whole: 1 of its engine calls (4 samples)" in lost["rollout_batch"].cause
 
 
@@ -663,6 +666,8 @@ def test_finalize_warns_of_what_the_trace_lacks_without_a_lost_record(tmp_path):
     _grpo_raw(raw)
     rep = finalize(raw, tmp_path / "t0")
     assert rep.complete and any(x.startswith("no shard of the driver process") for x in rep.warnings)
+    # in the manifest too, where compare finds it (warning.* labels)
+    assert _load(tmp_path / "t0")[0].labels["warning.no_driver_shard"].startswith("no shard of the driver process")
     _driver_generates(raw)
     rep = finalize(raw, tmp_path / "t1")
     assert rep.complete and rep.warnings == []
@@ -734,3 +739,16 @@ def test_a_grpo_batch_whose_worker_shard_is_missing_keeps_no_ready_time(tmp_path
     assert not rep.complete and lost["rollout_batch"].count == 2
     assert "rollout-0 is not whole: 2 of the 4 groups its rollout.generate scattered" in lost["rollout_batch"].cause
     assert "counted over the whole capture" in lost["driver_record"].cause
+
+
+def test_an_agentic_capture_without_its_driver_shard_says_so(tmp_path):
+    """Without the driver's shard there is no collect record: every trajectory was reported 'never collected (still in
+    flight or buffered at the window end)', which sent the user after the window; the cause is the missing shard."""
+    raw = tmp_path / "raw"
+    _agentic_raw(raw)
+    (raw / f"driver-{HOST}-10.jsonl").unlink()
+    with pytest.raises(TraceFormatError) as e:
+        finalize(raw, tmp_path / "t")
+    assert e.value.rule == "capture.no_requests"
+    assert "the shards hold no collect record at all (the driver's shard is missing" in str(e.value)
+    assert "still in flight" not in str(e.value)

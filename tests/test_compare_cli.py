@@ -89,3 +89,19 @@ def test_an_incomplete_capture_is_said_up_front_and_in_the_notes(tmp_path, capsy
     assert main(["compare", str(_trace(tmp_path / "whole")), str(rdir / "replay_result.json"), "--out",
                  str(tmp_path / "cmp2"), "--no-plots"]) == 0
     assert "INCOMPLETE" not in (tmp_path / "cmp2" / "table.txt").read_text()
+
+
+def test_finalize_s_warnings_in_the_manifest_are_said_first(tmp_path):
+    """A capture warning finalize wrote into the manifest (warning.* labels: no driver shard, a probe inside the
+    window, ...) is repeated by compare up front: it was printed once by finalize and never again."""
+    def warned(man):
+        man.labels["warning.probe_inside_window"] = "1 reference probe(s) ran inside the window (e.g. p1, 0.7 s ...)"
+
+    d = _trace(tmp_path / "trace", edit_manifest=warned)
+    rdir = tmp_path / "replay"
+    rdir.mkdir()
+    write_message_json(rdir / "replay_result.json", fx.replay())
+    assert main(["compare", str(d), str(rdir / "replay_result.json"), "--out", str(tmp_path / "cmp"), "--no-plots"]) == 0
+    table = (tmp_path / "cmp" / "table.txt").read_text().splitlines()
+    hit = [i for i, line in enumerate(table) if line.startswith("WARNING: capture warning (probe_inside_window)")]
+    assert hit and hit[0] < 6, table[:8]

@@ -45,4 +45,4 @@ def test_a_recorded_batch_boundary_is_said_closed_loop_or_open_loop():
     # an open-loop boundary is not one bound of a bracket: the report does not ask for the client-limit bounds
     assert not any("ONE BOUND" in n for n in rep.notes)
     assert any(n.startswith("UNMODELLED: the replay dropped batch_boundary.unexpressible") for n in rep.notes)
-    assert rep.label.endswith("| UNMODELLED: batch_boundary.unexpressible")
+    assert rep.label.endswith("| UNMODELLED: batch_boundary.unexpressible (opt-in batch_boundary.open_loop)")

@@ -328,7 +328,8 @@ def finalize(raw_dir: Path | str, out_dir: Path | str, *, rollouts: Optional[str
                                                                and not eng.clean_exit else
                                                                "is missing: the vLLM plugin was not active there")
                                                           + ")"))
-            lose("engine_request", 1, cause)
+            # a trace request is one vLLM request: a GRPO call of k prompts x n samples lost k (its sample ids' roots)
+            lose("engine_request", len({str(s).split("/", 1)[0] for s in d.get("sample_ids") or []}) or 1, cause)
             unjoined.append(d)
             if d.get("trajectory_id"):
                 bad_traj.add(d["trajectory_id"])
@@ -498,6 +499,9 @@ def finalize(raw_dir: Path | str, out_dir: Path | str, *, rollouts: Optional[str
     lab.update(labels or {})
     for r in recs.get("capture_warning", []):
         lab[f"warning.{r['_shard'].name}"] = str(r.get("what"))
+    window_warns = _window_warnings(recs, shards, notes, start_mono, end_mono, first.get("kind") == "window_start",
+                                    agentic, rollouts)
+    lab.update(window_warns)  # in the manifest too (compare repeats every warning.* label), not only printed
 
     named = [r for r in recs.get("model_identity", []) if r.get("name")]  # a recipe naming its model
     if named and not model_name:
@@ -541,41 +545,43 @@ def finalize(raw_dir: Path | str, out_dir: Path | str, *, rollouts: Optional[str
                 shutil.rmtree(d, ignore_errors=True)
         raise
     n_samples = sum(max(r.request.num_samples, 1) for r in workload if r.WhichOneof("record") == "request")
-    warns = [x for x in (cold, lab.get("warning.slot_concurrency")) if x]
-    warns += _window_warnings(recs, shards, notes, start_mono, end_mono, first.get("kind") == "window_start", agentic,
-                              rollouts)
+    warns = [x for x in (cold, lab.get("warning.slot_concurrency"), *window_warns.values()) if x]
     return FinalizeReport(man, n_requests, report_missing, _role_counts(shards), n_samples, warns)
 
 
 def _window_warnings(recs, shards: List[Shard], notes: Dict[str, int], start_mono: float, end_mono: float,
-                     marked: bool, agentic: bool, rollouts: Optional[str]) -> List[str]:
-    """What the trace lacks that no record was lost for (``FinalizeReport.warnings``): each says what to do."""
+                     marked: bool, agentic: bool, rollouts: Optional[str]) -> Dict[str, str]:
+    """What the trace lacks that no record was lost for: manifest label (``warning.<what>``) -> the warning
+    (also ``FinalizeReport.warnings``), each saying what to do."""
     from unirl_replay.capture.window_conditions import _probes
 
-    out = []
+    out: Dict[str, str] = {}
     if not any(s.role == "driver" for s in shards):
-        out.append("no shard of the driver process (unirl_replay.capture.install() not called in the driver, or its "
-                   "shard removed): the driver's records are absent (" + (
-                       "RolloutManager submit / collect" if agentic else
-                       "rollout.generate: each batch's ready time is its last engine call's return, manifest label "
-                       "rollout_batch") + "; window marks and reference probes, if the recipe made them)")
+        out["warning.no_driver_shard"] = (
+            "no shard of the driver process (unirl_replay.capture.install() not called in the driver, or its shard "
+            "removed): the driver's records are absent (" + (
+                "RolloutManager submit / collect" if agentic else
+                "rollout.generate: each batch's ready time is its last engine call's return, manifest label "
+                "rollout_batch") + "; window marks and reference probes, if the recipe made them)")
     if notes.get("metrics_unavailable"):
-        out.append(f"{notes['metrics_unavailable']} requests have no vLLM timestamps (RequestOutput.metrics is None: "
-                   "the engine ran with disable_log_stats=True; set engine_kwargs={'disable_log_stats': False}): their "
-                   "outcomes are unavailable, and compare leaves them out of every metric that needs them")
+        out["warning.no_vllm_timestamps"] = (
+            f"{notes['metrics_unavailable']} requests have no vLLM timestamps (RequestOutput.metrics is None: the "
+            "engine ran with disable_log_stats=True; set engine_kwargs={'disable_log_stats': False}): their outcomes "
+            "are unavailable, and compare leaves them out of every metric that needs them")
     inside = [p for p in _probes(recs) if p["t0"] >= start_mono and p["t1"] <= end_mono]
     if inside:
-        out.append(f"{len(inside)} reference probe(s) ran inside the window (e.g. {inside[0]['probe_id']}, "
-                   f"{inside[0]['t0'] - start_mono:.1f} s after its start): a probe is the window's before / after "
-                   "probe only outside it, so their points are not in the trace and the engines' probe time is part of "
-                   "the window (a driver gap); mark the window (driver_capture.mark) and pass --rollouts to leave the "
-                   "probes outside")
+        out["warning.probe_inside_window"] = (
+            f"{len(inside)} reference probe(s) ran inside the window (e.g. {inside[0]['probe_id']}, "
+            f"{inside[0]['t0'] - start_mono:.1f} s after its start): a probe is the window's before / after probe only "
+            "outside it, so their points are not in the trace and the engines' probe time is part of the window (a "
+            "driver gap); mark the window (driver_capture.mark) and pass --rollouts to leave the probes outside")
     mark_ids = sorted({tuple(r.get("rollout_ids") or ()) for r in recs.get("window_start", [])})
     if recs.get("window_start") and not marked:
         named = ", ".join(str(list(x)) if x else "[]" for x in mark_ids[:4])
-        out.append(f"the recipe's window_start mark(s) (rollout ids {named}) do not start this window "
-                   f"(--rollouts {rollouts or 'not given: every rollout'}): the run conditions they carry are not in "
-                   "the manifest; pass the rollouts the marks name to keep them")
+        out["warning.window_marks"] = (
+            f"the recipe's window_start mark(s) (rollout ids {named}) do not start this window (--rollouts "
+            f"{rollouts or 'not given: every rollout'}): the run conditions they carry are not in the manifest; pass "
+            "the rollouts the marks name to keep them")
     return out
 
 
@@ -737,7 +743,9 @@ def _grpo(joined, call_reqs, requests, outcomes, completion, enter, clk: _Clock,
            "Handle.generate hook)" if from_driver else "")
         + ("; " if from_driver and from_driver < len(by_batch) else "")
         + (f"the last engine call of the rollout to return, in the process hosting it ({len(by_batch) - from_driver} "
-           f"of {len(by_batch)} batches: no driver-side rollout.generate record)" if from_driver < len(by_batch) else ""))
+           f"of {len(by_batch)} batches: no driver-side rollout.generate record)" if from_driver < len(by_batch) else "")
+        + (f"; {len(set(cut) | set(short))} of the batches are not whole (an engine call or a group lost: completeness): "
+           "no measured ready time" if cut or short else ""))
     batch_recs: Dict[str, w.WorkloadRecord] = {}
     timings: List[BatchTiming] = []
     for bid, calls in cut.items():
@@ -1015,7 +1023,10 @@ def _agentic(trajs, collects, submits, recs, joined, call_reqs, requests, outcom
     in_some_collect = {t for col in collects for g in col["groups"] for t in g["trajectory_ids"]}
     never = [t for t in never if t not in in_some_collect]
     if never:
-        lose("trajectory", len(never), "trajectories never collected (still in flight or buffered at the window end)")
+        lose("trajectory", len(never), "trajectories never collected (still in flight or buffered at the window end)"
+             if collects else "trajectories of no RolloutManager.collect: the shards hold no collect record at all "
+             "(the driver's shard is missing, or unirl_replay.capture.install() was not called in the driver); an "
+             "agentic trace's rollout batches and groups come from the driver's collect")
     collected_rollouts = {r for col in collects for g in col["groups"] for r in g.get("rollout_ids", [])}
     cut = {r for s in submits for r in s.get("rollout_ids", [])} - collected_rollouts
     if cut:

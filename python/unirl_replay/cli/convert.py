@@ -15,7 +15,7 @@ from unirl_replay.cli import OutPath
               help="Output JSONL (one file per engine as OUT_STEM.<engine><suffix> when several).")
 @click.option("--engine", "engine_id", default=None, help="Convert only this engine (an engine_id of the trace's manifest).")
 @click.option("--allow-unmodelled", "unmodelled", multiple=True, metavar="RULE",
-              help="Explicitly drop a constraint upstream cannot express (allow-listed rules only, e.g. "
+              help="Explicitly drop a constraint upstream cannot express (repeatable; allow-listed rules only, e.g. "
                    "engine_client.inflight_limit, batch_boundary.open_loop); the converted input then lacks it.")
 def command(trace_dir: str, trace_format: str, out_file: str, engine_id: str | None,
             unmodelled: tuple[str, ...]) -> None:

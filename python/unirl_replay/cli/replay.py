@@ -18,7 +18,8 @@ from unirl_replay.cli import OutPath
 @click.option("--format", "trace_format", default="agentic_mooncake", show_default=True,
               type=click.Choice(["agentic_mooncake", "mooncake"]))
 @click.option("--allow-unmodelled", "unmodelled", multiple=True, metavar="RULE",
-              help="Replay WITHOUT a constraint upstream cannot express instead of rejecting the trace "
+              help="Repeatable (one per rule: a 2-engine agentic capture may need two). "
+                   "Replay WITHOUT a constraint upstream cannot express instead of rejecting the trace "
                    "(engine_client.inflight_limit: the optimistic bound; or "
                    "engine_client.inflight_limit.as_lanes: lanes = the limit, the pessimistic bound; or "
                    "batch_boundary.open_loop: a rollout-batch boundary upstream cannot hold, replayed at the "
@@ -79,9 +80,9 @@ def summary_label(res) -> str:
     title has them (``report.labels``): the one line `replay` prints never shows a FIXED or UNCALIBRATED
     prediction (or an UNVALIDATED what-if) without saying so, e.g. ``ai-dynamo 1.6.1 | polynomial default
     (UNCALIBRATED) | UNMODELLED: engine_client.inflight_limit``."""
-    from unirl_replay.report.labels import replay_timing_label
+    from unirl_replay.report.labels import replay_timing_label, unmodelled_words
 
     parts = [f"{res.simulator.name} {res.simulator.version}".strip(), replay_timing_label(res.timing_model)]
     if res.unmodelled_constraints:
-        parts.append("UNMODELLED: " + ", ".join(dict.fromkeys(c.rule for c in res.unmodelled_constraints)))
+        parts.append(unmodelled_words(res.unmodelled_constraints))
     return " | ".join(parts)

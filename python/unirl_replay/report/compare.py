@@ -239,10 +239,12 @@ def compare(manifest: mpb.TraceManifest, workload: Iterable[wpb.WorkloadRecord],
     comp = manifest.completeness
     if manifest.HasField("completeness") and not comp.complete:  # finalize kept only the whole records of the window
         lost = "; ".join(f"{x.kind} {x.count}" for x in comp.lost[:8]) + (" ..." if len(comp.lost) > 8 else "")
-        report.notes.append(f"INCOMPLETE capture (manifest completeness): the trace holds the window's whole records "
-                            f"only; lost: {lost or 'not listed'}. A rollout batch that lost work has no measured ready "
-                            "time and is not compared; see `capture finalize`'s report or the manifest's "
-                            "completeness.lost for the causes")
+        report.notes.append(f"INCOMPLETE capture (manifest completeness): the trace holds the window's whole groups "
+                            f"and trajectories only; lost: {lost or 'not listed'}. A rollout batch that lost work is "
+                            "kept with its whole groups but no measured ready time, and is not compared; see `capture "
+                            "finalize`'s report or the manifest's completeness.lost for the causes")
+    for key in sorted(k for k in manifest.labels if k.startswith("warning.")):  # what finalize warned of, not lost
+        report.notes.append(f"capture warning ({key.removeprefix('warning.')[:80]}): {manifest.labels[key][:600]}")
     per_request = replay.granularity != rpb.RESULT_GRANULARITY_AGGREGATE_ONLY
     if per_request and matching is None:
         matching = match_indexed(idx, outcomes, replay)

@@ -106,8 +106,20 @@ def honesty_label(manifest: mpb.TraceManifest, replay: rpb.ReplayResult, other_h
     if manifest.workload_name and manifest.workload_name in replay.timing_model.calibration_workloads:
         parts.append("IN-SAMPLE")
     if replay.unmodelled_constraints:
-        parts.append("UNMODELLED: " + ", ".join(dict.fromkeys(c.rule for c in replay.unmodelled_constraints)))
+        parts.append(unmodelled_words(replay.unmodelled_constraints))
     return " | ".join(parts)
+
+
+#: rejection rules whose explicit opt-in has another name (the rule is what the result records as dropped,
+#: UnmodelledConstraint.rule; the opt-in is what the user passed to --allow-unmodelled)
+OPT_IN_OF = {"batch_boundary.unexpressible": "batch_boundary.open_loop"}
+
+
+def unmodelled_words(constraints) -> str:
+    """``UNMODELLED: rule, ...`` for a result's dropped constraints, each rule with the opt-in that dropped it where
+    the two differ (``batch_boundary.unexpressible (opt-in batch_boundary.open_loop)``)."""
+    rules = dict.fromkeys(c.rule for c in constraints)
+    return "UNMODELLED: " + ", ".join(f"{r} (opt-in {OPT_IN_OF[r]})" if r in OPT_IN_OF else r for r in rules)
 
 
 def check_identity(manifest: mpb.TraceManifest, replay: rpb.ReplayResult) -> None:

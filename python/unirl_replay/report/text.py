@@ -62,7 +62,7 @@ def format_report(report: vpb.ValidationReport, max_reasons: int = 12) -> str:
               f"workload: {report.workload_requests} engine requests, {report.workload_samples} samples (sequences; "
               f"n > 1 fans one request out)  |  requests left out (measured outcome unavailable): "
               f"{report.requests_unavailable}", ""]
-    incomplete = [n for n in report.notes if n.startswith("INCOMPLETE capture")]
+    incomplete = [n for n in report.notes if n.startswith(("INCOMPLETE capture", "capture warning ("))]
     for n in incomplete:  # also among the notes; said up front: what follows is of the whole records only
         lines.append(f"WARNING: {n}")
     for w in report.condition_warnings:
@@ -134,6 +134,9 @@ def explanation_lines(report: vpb.ValidationReport, max_traj_rows: int = 6) -> l
             checks = ", ".join(f"{c.name}: {'ok' if c.passed else 'FAILED'}" for c in es.checks)
             lines.append(f"  {es.engine_id}: {len(es.steps)} steps in {segs} segments, {es.samples} samples, "
                          f"{len(es.intervals)} measured intervals ({checks})")
+            for c in es.checks:  # what a FAILED check means is in its detail (it was in the JSON alone)
+                if not c.passed and c.detail:
+                    lines.append(f"    {c.name}: {c.detail[:300]}")
     pc = report.profile_check
     if pc.timing_model or pc.unavailable_reason:
         lines += ["", f"profile check: {pc.timing_model} on the REAL step schedule (real / model per phase):"]

@@ -209,7 +209,8 @@ def probe_artifact_problem(path, probe) -> str | None:
     try:  # JSON as every reader here takes it (json_guard): a /1 artifact with a key twice, a NaN or a 1e400 is no JSON
         head = json_guard.loads(text)
     except TraceFormatError as e:
-        return f"not a ReferenceProbeArtifact ({str(e.args[0] if e.args else e).split(': ', 1)[-1][:300]})"
+        why = " ".join(str(e.args[0] if e.args else e).split(": ", 1)[-1].split())  # one line (protobuf's has two)
+        return f"not a ReferenceProbeArtifact ({why[:300]})"
     if isinstance(head, dict) and head.get("schema") == PROBE_ARTIFACT_LEGACY:
         return None
     try:
