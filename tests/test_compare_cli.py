@@ -66,6 +66,14 @@ def test_compare_command_aggregate_only(tmp_path, capsys):
     assert n.reason == "measured: request 'r5' lacks a measured submit or completion"
 
 
+def _table_of(trace, out) -> list[str]:
+    """`compare --no-plots` of ``trace`` with the fixture's replay result into ``out``: table.txt's lines."""
+    res = out.parent / f"{out.name}-replay_result.json"
+    write_message_json(res, fx.replay())
+    assert main(["compare", str(trace), str(res), "--out", str(out), "--no-plots"]) == 0
+    return (out / "table.txt").read_text().splitlines()
+
+
 def test_an_incomplete_capture_is_said_up_front_and_in_the_notes(tmp_path, capsys):
     """A trace finalize marked INCOMPLETE (completeness.complete false: an engine died, a shard is missing) holds
     only the window's whole records; compare says so first, never a clean-looking report of part of a window."""
@@ -75,20 +83,13 @@ def test_an_incomplete_capture_is_said_up_front_and_in_the_notes(tmp_path, capsy
         man.completeness.complete = False
         man.completeness.lost.append(mpb.LostRecords(kind="engine_request", count=2, cause="engine e1: killed"))
 
-    d = _trace(tmp_path / "trace", edit_manifest=incomplete)
-    rdir = tmp_path / "replay"
-    rdir.mkdir()
-    write_message_json(rdir / "replay_result.json", fx.replay())
-    assert main(["compare", str(d), str(rdir / "replay_result.json"), "--out", str(tmp_path / "cmp"), "--no-plots"]) == 0
-    table = (tmp_path / "cmp" / "table.txt").read_text().splitlines()
+    table = _table_of(_trace(tmp_path / "trace", edit_manifest=incomplete), tmp_path / "cmp")
     warn = next(i for i, line in enumerate(table) if line.startswith("WARNING: INCOMPLETE capture"))
     assert warn < 6 and "lost: engine_request 2" in table[warn]
     report = read_message_json(tmp_path / "cmp" / "validation_report.json", vpb.ValidationReport)
     assert any(n.startswith("INCOMPLETE capture") for n in report.notes)
     # a complete capture says nothing of it
-    assert main(["compare", str(_trace(tmp_path / "whole")), str(rdir / "replay_result.json"), "--out",
-                 str(tmp_path / "cmp2"), "--no-plots"]) == 0
-    assert "INCOMPLETE" not in (tmp_path / "cmp2" / "table.txt").read_text()
+    assert not any("INCOMPLETE" in line for line in _table_of(_trace(tmp_path / "whole"), tmp_path / "cmp2"))
 
 
 def test_finalize_s_warnings_in_the_manifest_are_said_first(tmp_path):
@@ -97,11 +98,6 @@ def test_finalize_s_warnings_in_the_manifest_are_said_first(tmp_path):
     def warned(man):
         man.labels["warning.probe_inside_window"] = "1 reference probe(s) ran inside the window (e.g. p1, 0.7 s ...)"
 
-    d = _trace(tmp_path / "trace", edit_manifest=warned)
-    rdir = tmp_path / "replay"
-    rdir.mkdir()
-    write_message_json(rdir / "replay_result.json", fx.replay())
-    assert main(["compare", str(d), str(rdir / "replay_result.json"), "--out", str(tmp_path / "cmp"), "--no-plots"]) == 0
-    table = (tmp_path / "cmp" / "table.txt").read_text().splitlines()
+    table = _table_of(_trace(tmp_path / "trace", edit_manifest=warned), tmp_path / "cmp")
     hit = [i for i, line in enumerate(table) if line.startswith("WARNING: capture warning (probe_inside_window)")]
     assert hit and hit[0] < 6, table[:8]
