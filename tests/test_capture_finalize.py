@@ -752,3 +752,6 @@ def test_an_agentic_capture_without_its_driver_shard_says_so(tmp_path):
     assert e.value.rule == "capture.no_requests"
     assert "the shards hold no collect record at all (the driver's shard is missing" in str(e.value)
     assert "still in flight" not in str(e.value)
+    with pytest.raises(TraceFormatError) as e:  # the window holds the calls: no hint to change it
+        finalize(raw, tmp_path / "t", rollouts="0:0")
+    assert "no collect record at all" in str(e.value) and "e.g. --rollouts" not in str(e.value)

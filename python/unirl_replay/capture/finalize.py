@@ -362,7 +362,8 @@ def finalize(raw_dir: Path | str, out_dir: Path | str, *, rollouts: Optional[str
         # the window started after it, a negative slot_acquired_ns written (an invalid trace)
         starts.extend((t["slot_hold"]["start"]["monotonic"], t) for t in trajs.values())
     if not starts:
-        raise TraceFormatError(_zero_message(missing, _what_the_shards_hold(calls_all, window, policy_version)),
+        raise TraceFormatError(_zero_message(missing, "" if calls else _what_the_shards_hold(calls_all, window,
+                                                                                            policy_version)),
                                file=str(raw_dir), rule="capture.no_requests")
     # a recipe may mark where its window starts (driver_capture.mark("window_start")): the clock's zero
     marks = [r for r in recs.get("window_start", []) if (not r.get("rollout_ids") or in_window(r["rollout_ids"]))
@@ -462,7 +463,8 @@ def finalize(raw_dir: Path | str, out_dir: Path | str, *, rollouts: Optional[str
     if cold:
         lab["warning.cold_first_batch"] = cold
     if n_requests == 0:
-        raise TraceFormatError(_zero_message(missing, _what_the_shards_hold(calls_all, window, policy_version)),
+        raise TraceFormatError(_zero_message(missing, "" if calls else _what_the_shards_hold(calls_all, window,
+                                                                                            policy_version)),
                                file=str(raw_dir), rule="capture.no_requests")
 
     fwd.sort()
