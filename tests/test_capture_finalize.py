@@ -755,3 +755,25 @@ def test_an_agentic_capture_without_its_driver_shard_says_so(tmp_path):
     with pytest.raises(TraceFormatError) as e:  # the window holds the calls: no hint to change it
         finalize(raw, tmp_path / "t", rollouts="0:0")
     assert "no collect record at all" in str(e.value) and "e.g. --rollouts" not in str(e.value)
+
+
+def test_a_grpo_batch_that_lost_every_engine_call_is_left_out_and_ends_the_closed_loop(tmp_path):
+    """Both engines lost rollout 0's records: nothing of the batch is in the trace; it still has its place in the
+    order of batches, so rollout 1 is not recorded closed loop after rollout -1 (or after nothing)."""
+    raw = tmp_path / "raw"
+    _grpo_raw(raw)
+    _driver_generates(raw)
+    for pid in (21, 22):
+        shard = raw / f"engine-{HOST}-{pid}.jsonl"
+        lines = shard.read_text().splitlines()
+        shard.write_text("\n".join(x for x in lines if not ('"engine_generate"' in x and '"pipe_request_id": 1' in x))
+                         + "\n")
+    rep = finalize(raw, tmp_path / "trace")
+    _valid(tmp_path / "trace")
+    man, wl, oc = _load(tmp_path / "trace")
+    assert [b.rollout_batch_id for b in wl["rollout_batch"]] == ["rollout-1"] and len(wl["request"]) == 4
+    assert {b.rollout_batch_id: b.HasField("ready_ns") for b in oc["rollout_batch"]} == {"rollout-1": True}
+    assert not _after(wl) and "rollout-1: none, the previous batch rollout-0 is not whole" in man.labels["batch_boundary"]
+    lost = {x.kind: x for x in man.completeness.lost}
+    assert not rep.complete and "rollout-0 is not whole: 2 of its engine calls" in lost["rollout_batch"].cause
+    assert "left out" in lost["rollout_batch"].cause

@@ -757,13 +757,10 @@ def _grpo(joined, call_reqs, requests, outcomes, completion, enter, clk: _Clock,
              "record, so its ready time waited for requests the trace lacks" +
              (f"; kept with its {kept} joined requests (whole groups) and no measured ready time" if kept
               else "; left out"))
-        if bid not in by_batch:  # nothing of it joined: only its place in the order of batches is kept
-            g = dispatch_of_batch.get(bid)
-            first = min(d["enter"]["monotonic"] for d in calls)
-            timings.append(BatchTiming(bid, float(g["enter"]["monotonic"]) if g else first,
-                                       float(g["enter"]["monotonic"]) if g else None,
-                                       float(g["exit"]["monotonic"]) if g else None, _process_of(g) if g else None,
-                                       clk.ns(first), None))
+        if bid not in by_batch:  # nothing of it joined: only its place in the order of batches is kept (no ready)
+            timings.append(_batch_timing(bid, [(d, None) for d in calls], dispatch_of_batch.get(bid),
+                                         o.BatchOutcome(rollout_batch_id=bid),
+                                         clk.ns(min(d["enter"]["monotonic"] for d in calls))))
     for bid, absent in short.items():
         total = len(dispatch_of_batch[bid].get("groups") or [])
         lose("rollout_batch", 1, f"{bid} is not whole: {len(absent)} of the {total} groups its rollout.generate "
