@@ -92,8 +92,9 @@ def _host_port(address: str) -> tuple[str, int] | str:
 
 def ray_address_problem(address: str, ray_module=None, timeout_s: float = RAY_CONNECT_TIMEOUT_S) -> str | None:
     """Why the Ray cluster ``address`` (``--address``) cannot be connected to, or None: not HOST:PORT, a port out
-    of range, or nothing accepting a TCP connection there within ``timeout_s`` (refused, unreachable, no such
-    host). ``auto`` is resolved as Ray resolves it (RAY_ADDRESS, the address file of the last ``ray start``),
+    of range, nothing accepting a TCP connection there within ``timeout_s`` (refused, unreachable, no such
+    host), or a listener that answers the HTTP/2 preface with no SETTINGS frame within ``timeout_s`` (no gRPC
+    server, so no Ray GCS: a dashboard, another service; a ``ray://`` Ray Client address is not asked). ``auto`` is resolved as Ray resolves it (RAY_ADDRESS, the address file of the last ``ray start``),
     and HOST:PORT to what Ray connects to (localhost -> this node's address); ``local`` (a new instance) is
     Ray's to start. Checked before ray.init, which waits for an address nothing answers at for ever."""
     import socket
