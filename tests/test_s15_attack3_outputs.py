@@ -309,7 +309,7 @@ def test_grid_md_keeps_its_columns_and_code_spans_for_odd_trace_names(tmp_path):
                {"kind": "replay", "job_id": "x`y`/dynamo/fixed", "status": "ok", "requests": 1, "label": label,
                 "replay_sha256": "1" * 64, "mape_pct": {}},
                {"kind": "replay", "job_id": "bad/dynamo/fixed", "status": "failed",
-                "error": {"type": "TraceRejectedError", "message": "t [replay.validate]: the trace is invalid (1 errors); "
+                "error": {"type": "TraceRejectedError", "message": "t [replay.validate]: the trace is invalid (1 error); "
                           "`unirl-replay validate` reports:\n  workload.jsonl:3 r0 id.invalid: id holds ..."}}]
     md = grid_markdown(GridRun(tmp_path, "sequential", results))
     rows = [ln for ln in md.splitlines() if ln.startswith("| ")]

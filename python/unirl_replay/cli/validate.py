@@ -62,5 +62,6 @@ def command(trace_dir: str, as_json: bool, max_per_rule: int, strict: bool) -> N
         errors = len(res.violations) - warnings
         status = TraceCheck.Status.Name(res.status).removeprefix("STATUS_").lower()
         counts = ", ".join(f"{k} {n}" for k, n in sorted(res.record_counts.items()))
-        click.echo(f"{trace_dir}: {status} ({errors} errors, {warnings} warnings; records: {counts or 'not read'})")
+        click.echo(f"{trace_dir}: {status} ({errors} error{'' if errors == 1 else 's'}, {warnings} "
+                   f"warning{'' if warnings == 1 else 's'}; records: {counts or 'not read'})")
     sys.exit(EXIT.get(res.status, 1))

@@ -61,7 +61,7 @@ def refusal(trace_dir: str | os.PathLike, stage: str, res: TraceCheck) -> TraceR
     status = TraceCheck.Status.Name(res.status).removeprefix("STATUS_").lower()
     lines = [format_violation(v) for v in errors[:MAX_LISTED]]
     more = len(errors) - len(lines)
-    msg = (f"the trace is {status} ({len(errors)} errors); refused before {stage}. `unirl-replay validate` reports:\n  "
+    msg = (f"the trace is {status} ({len(errors)} error{'' if len(errors) == 1 else 's'}); refused before {stage}. `unirl-replay validate` reports:\n  "
            + "\n  ".join(lines) + (f"\n  ... and {more} more (run `unirl-replay validate {trace_dir}`)" if more else ""))
     cls = IncompleteTraceRejectedError if res.status == TraceCheck.STATUS_INCOMPLETE else TraceRejectedError
     return cls(msg, file=str(trace_dir), stage=stage, violations=errors,
