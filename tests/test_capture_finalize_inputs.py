@@ -367,3 +367,13 @@ def test_two_different_engine_records_of_one_pipe_request_are_refused(tmp_path, 
     rc, err = _fin(capsys, raw, tmp_path / "other")
     assert rc != 0 and "[capture.duplicate]" in err and "two different engine records" in err, err
     assert not (tmp_path / "other").exists()
+
+
+def test_a_finalize_refusal_reads_as_every_verb_s(tmp_path, capsys):
+    """`capture finalize` refused with click's 'Error:' and exit 1; every other verb's refusal is 'error:', exit 2."""
+    from unirl_replay.cli.main import main
+
+    (tmp_path / "raw").mkdir()
+    rc = main(["capture", "finalize", str(tmp_path / "raw"), "--out", str(tmp_path / "t")])
+    err = capsys.readouterr().err
+    assert rc == 2 and err.startswith("error: ") and "[capture.no_shards]" in err and "Error:" not in err, err

@@ -10,6 +10,16 @@ from __future__ import annotations
 import click
 
 
+class Refusal(click.ClickException):
+    """A stage's refusal (a ``UnirlReplayError``) raised from inside a command that must add to its message: shown
+    as every other verb's refusal is (``error: ...`` on stderr, exit 2), not as click's ``Error:`` with exit 1."""
+
+    exit_code = 2
+
+    def show(self, file=None) -> None:
+        click.echo(f"error: {self.format_message()}", err=True, file=file)
+
+
 class OutPath(click.Path):
     """``click.Path`` of something a command writes: an empty value is refused (click reads it as the current
     directory, so ``--out "$UNSET"`` wrote into it, or ended in a traceback), whitespace-only alike."""

@@ -22,7 +22,7 @@ from pathlib import Path
 import click
 
 from unirl_replay.capture.probe import MAX_PROBE_REPEATS, PROBE_REPEATS
-from unirl_replay.cli import OutPath
+from unirl_replay.cli import OutPath, Refusal
 from unirl_replay.contract.validate.registry import MAX_SAMPLES  # validate's bound.count
 from unirl_replay.reference import environments
 
@@ -137,7 +137,7 @@ def finalize_command(raw_dir: str, out_dir: str, rollouts: str | None, policy_ve
                        trace_id=trace_id, model_name=model_name, max_output_tokens=max_new_tokens, labels=extra,
                        policy_version=policy_version)
     except UnirlReplayError as e:
-        raise click.ClickException(str(e)) from None
+        raise Refusal(str(e)) from None
     for line in rep.lines():
         click.echo(f"finalize: {line}")
     click.echo(f"{out_dir}: trace written ({'complete' if rep.complete else 'INCOMPLETE: see manifest completeness'})")
@@ -282,7 +282,7 @@ def run_command(mode: str, out_dir: str, role: str, workload_name: str | None, s
         rep = finalize(raw, out, rollouts=rollouts, role=role, workload_name=name,
                        max_output_tokens=max_new_tokens or (64 if mode == "grpo" else 48))
     except UnirlReplayError as e:
-        raise click.ClickException(f"{e} (shards kept in {raw})") from None
+        raise Refusal(f"{e} (shards kept in {raw})") from None
     for line in rep.lines():
         click.echo(f"finalize: {line}", err=True)
     if not keep_raw:
