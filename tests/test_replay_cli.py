@@ -317,3 +317,22 @@ def test_the_printed_line_carries_the_timing_model_s_honesty_label(tmp_path, cap
     printed = capsys.readouterr().out.strip()
     assert printed.endswith(f"(ai-dynamo 1.6.1 | profile {amd.name} (UNVALIDATED on this host: measured on other "
                             "hardware))"), printed
+
+
+def test_replay_over_an_earlier_result_names_the_compare_report_left_beside_it(tmp_path, capsys):
+    """replay --out D, compare --out D/report, replay --out D again: the report is of the old result (it stayed,
+    unnamed); replay now says so (and removes nothing)."""
+    pytest.importorskip("dynamo.replay")
+    trace = write_trace(tmp_path / "trace", MSGS)
+    out = tmp_path / "out"
+    assert main(["replay", str(trace), "--timing-model", "fixed:100,10", "--out", str(out)]) == 0
+    assert "still holds compare's report" not in capsys.readouterr().err
+    from unirl_replay.contract import out_dir
+
+    (out / "report").mkdir()
+    (out / "report" / "table.txt").write_text("old")
+    out_dir.record(out / "report", ["table.txt"], "compare")
+    assert main(["replay", str(trace), "--timing-model", "fixed:50,5", "--out", str(out)]) == 0
+    err = capsys.readouterr().err
+    assert "still holds compare's report of an earlier replay result (report/)" in err, err
+    assert (out / "report" / "table.txt").read_text() == "old"

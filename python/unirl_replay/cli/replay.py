@@ -73,6 +73,11 @@ def command(trace_dir: str, timing_model: str, out_dir: str, trace_format: str,
     click.echo(f"{path}: {len(res.requests)} requests, {span} ({summary_label(res)})")
     for c in res.unmodelled_constraints:
         click.echo(f"UNMODELLED [{c.rule}]: {c.reason}", err=True)
+    stale = outputs.written_by(out_dir, "compare")
+    if stale:  # a report of the result this replay just replaced, left beside it (never removed: a user may want it)
+        click.echo(f"note: {out_dir} still holds compare's report of an earlier replay result "
+                   f"({', '.join(stale[:6])}{' ...' if len(stale) > 6 else ''}): it is not of this result; run "
+                   "compare again (it replaces its own --out whole)", err=True)
 
 
 def summary_label(res) -> str:

@@ -133,6 +133,19 @@ def record(d: str | os.PathLike, names: Iterable[str], command: str) -> None:
     _write_marker(d, entries)
 
 
+def written_by(d: str | os.PathLike, command: str) -> list[str]:
+    """What ``command`` wrote in ``d`` and its immediate subdirectories by this tool's markers, as paths relative to
+    ``d`` (a subdirectory is named whole, ``report/``), sorted; [] when nothing. E.g. ``replay`` names the
+    ``compare`` report of an earlier result left beside the one it just wrote."""
+    d = Path(d)
+    here = sorted(n for n, c in _entries(d).items() if c == command and os.path.lexists(d / n))
+    try:
+        subs = sorted(p for p in d.iterdir() if p.is_dir() and not p.is_symlink())
+    except OSError:
+        subs = []
+    return here + [f"{p.name}/" for p in subs if p.name not in here and command in _entries(p).values()]
+
+
 def _write_marker(d: Path, entries: dict[str, str]) -> None:
     p = d / MARKER
     data = json.dumps({"written_by": _TOOL, "entries": dict(sorted(entries.items()))}, indent=2) + "\n"
