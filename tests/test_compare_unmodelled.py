@@ -46,3 +46,14 @@ def test_a_recorded_batch_boundary_is_said_closed_loop_or_open_loop():
     assert not any("ONE BOUND" in n for n in rep.notes)
     assert any(n.startswith("UNMODELLED: the replay dropped batch_boundary.unexpressible") for n in rep.notes)
     assert rep.label.endswith("| UNMODELLED: batch_boundary.unexpressible (opt-in batch_boundary.open_loop)")
+
+
+def test_the_two_bounds_read_apart_in_their_titles():
+    """The client limit dropped (optimistic) and replayed as lanes (pessimistic) both recorded rule
+    engine_client.inflight_limit: the two bounds' titles read alike; the lanes one now says which it is."""
+    wl, outs, rp = fx.workload(), fx.outcomes(), fx.replay()
+    rp.unmodelled_constraints.add(rule="engine_client.inflight_limit", record_ids=["e0"], reason=(
+        "engine 'e0': the client allows 1 in-flight model requests but up to 4 can be in flight; replayed with lanes "
+        "= the client limit (1) instead (explicit opt-in engine_client.inflight_limit.as_lanes)"))
+    rep = C.compare(fx.manifest(), wl, outs, rp)
+    assert rep.label == BASE + " | UNMODELLED: engine_client.inflight_limit.as_lanes (pessimistic bound)"
