@@ -53,6 +53,11 @@ def test_both_bounds_bracket_the_measured_readiness(bounds, tmp_path):
     assert ("inside" in b.reading) == inside
     txt = format_report(rep)
     assert "UNMODELLED bracket" in txt and "no single prediction" in txt
+    # below the batch level the pessimistic bound of batch readiness can be the shorter one: said where it is
+    for other in rep.brackets:
+        means = {("pes" if "pessimistic" in x.name else "opt"): x.mean_ms for x in other.bounds}
+        said = "the pessimistic bound (of batch readiness) is the shorter one" in other.reading
+        assert said == (other.metric != "batch_readiness" and means["pes"] < means["opt"]), (other.metric, means)
 
 
 def test_an_unmodelled_replay_alone_says_it_is_one_bound(bounds, tmp_path):

@@ -71,6 +71,12 @@ def brackets(results: Sequence[tuple[str, rpb.ReplayResult, Mapping[tuple[int, s
             b.reading = (f"the measured mean {b.measured_mean_ms:.1f} ms lies {where} ({lo_m:.1f} .. {hi_m:.1f} ms"
                          + (f", {100 * frac:.0f} % of the way from the lower to the upper bound" if where == "inside"
                             else "") + ")")
+            named = {x.name: x.mean_ms for x in b.bounds}
+            opt, pes = (next((v for k, v in named.items() if w in k), None) for w in ("optimistic", "pessimistic"))
+            if key[1] != "batch_readiness" and opt is not None and pes is not None and pes < opt:
+                b.reading += (": here the pessimistic bound (of batch readiness) is the shorter one, as it can be below "
+                              "the batch level (with one lane a request or trajectory, timed from when it gets the lane, "
+                              "shares passes with fewer others)")
             out.append(b)
     return out
 
