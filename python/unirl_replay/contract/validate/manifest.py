@@ -195,7 +195,7 @@ def probe_artifact_problem(path, probe) -> str | None:
 
     A ``/1`` artifact (before the message) is accepted as JSON with its schema named; anything else must parse as
     ``ReferenceProbeArtifact`` in the JSON profile (unknown keys refused) and name the entry's engine and side."""
-    from unirl_replay.contract import json_guard, json_profile
+    from unirl_replay.contract import json_profile
     from unirl_replay.contract.errors import TraceFormatError
     from unirl_replay.v1.manifest_pb2 import ReferenceProbeArtifact
 
@@ -206,17 +206,14 @@ def probe_artifact_problem(path, probe) -> str | None:
         text = path.read_bytes()
     except OSError as e:
         return f"cannot be read ({e.strerror or e})"
-    try:  # JSON as every reader here takes it (json_guard): a /1 artifact with a key twice, a NaN or a 1e400 is no JSON
-        head = json_guard.loads(text)
+    try:  # decoded once, as every reader here takes JSON (the guard: a key twice, a NaN or a 1e400 is no JSON)
+        head = json_profile.loads(text)
+        if isinstance(head, dict) and head.get("schema") == PROBE_ARTIFACT_LEGACY:
+            return None
+        art = json_profile.parse_dict(head, ReferenceProbeArtifact)
     except TraceFormatError as e:
         why = " ".join(str(e.args[0] if e.args else e).split(": ", 1)[-1].split())  # one line (protobuf's has two)
         return f"not a ReferenceProbeArtifact ({why[:300]})"
-    if isinstance(head, dict) and head.get("schema") == PROBE_ARTIFACT_LEGACY:
-        return None
-    try:
-        art = json_profile.parse_json(text, ReferenceProbeArtifact)
-    except TraceFormatError as e:
-        return f"not a ReferenceProbeArtifact ({str(e.args[0] if e.args else e).split(': ', 1)[-1][:300]})"
     if art.schema != PROBE_ARTIFACT_SCHEMA:
         return f"schema {art.schema[:80]!r}, not {PROBE_ARTIFACT_SCHEMA!r}"
     if (art.engine_id, art.when) != (probe.engine_id, probe.when):
