@@ -555,7 +555,7 @@ def _window_warnings(recs, shards: List[Shard], notes: Dict[str, int], start_mon
                      marked: bool, agentic: bool, rollouts: Optional[str]) -> Dict[str, str]:
     """What the trace lacks that no record was lost for: manifest label (``warning.<what>``) -> the warning
     (also ``FinalizeReport.warnings``), each saying what to do."""
-    from unirl_replay.capture.window_conditions import _probes
+    from unirl_replay.capture.window_conditions import probe_runs
 
     out: Dict[str, str] = {}
     if not any(s.role == "driver" for s in shards):
@@ -570,7 +570,7 @@ def _window_warnings(recs, shards: List[Shard], notes: Dict[str, int], start_mon
             f"{notes['metrics_unavailable']} requests have no vLLM timestamps (RequestOutput.metrics is None: the "
             "engine ran with disable_log_stats=True; set engine_kwargs={'disable_log_stats': False}): their outcomes "
             "are unavailable, and compare leaves them out of every metric that needs them")
-    inside = [p for p in _probes(recs) if p["t0"] >= start_mono and p["t1"] <= end_mono]
+    inside = [p for p in probe_runs(recs) if p["t0"] >= start_mono and p["t1"] <= end_mono]
     if inside:
         out["warning.probe_inside_window"] = (
             f"{len(inside)} reference probe(s) ran inside the window (e.g. {inside[0]['probe_id']}, "

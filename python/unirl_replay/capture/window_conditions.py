@@ -78,7 +78,8 @@ def window_conditions(start_mark: Optional[Dict[str, Any]], end_mark: Optional[D
     return _message(conditions_fields(a, b, hardware=hw), engines)
 
 
-def _probes(recs: Dict[str, List[Dict[str, Any]]]) -> List[Dict[str, Any]]:
+def probe_runs(recs: Dict[str, List[Dict[str, Any]]]) -> List[Dict[str, Any]]:
+    """Every probe run with both marks (probe_start, probe_end): id, marks and host monotonic t0 / t1 (s), by start."""
     starts = {r.get("probe_id"): r for r in recs.get("probe_start", []) if r.get("probe_id")}
     ends = {r.get("probe_id"): r for r in recs.get("probe_end", []) if r.get("probe_id")}
     out = []
@@ -93,7 +94,7 @@ def _probes(recs: Dict[str, List[Dict[str, Any]]]) -> List[Dict[str, Any]]:
 def window_probes(recs: Dict[str, List[Dict[str, Any]]], start_mono: float, end_mono: float, hardware: m.Hardware,
                   engines: Sequence[str]) -> Tuple[List[m.ReferenceProbe], Dict[str, m.ReferenceProbeArtifact]]:
     """The window's ReferenceProbe entries and their artifacts (path relative to the trace directory -> message)."""
-    probes = _probes(recs)
+    probes = probe_runs(recs)
     before = [p for p in probes if p["t1"] <= start_mono]
     after = [p for p in probes if p["t0"] >= end_mono]
     chosen = ([("before", before[-1])] if before else []) + ([("after", after[0])] if after else [])
