@@ -91,6 +91,7 @@ def _old_iter_arrow(f, cls, file, compat, inspect, on_error=None):
 def old_check(d, **kw):
     mp = pytest.MonkeyPatch()
     try:
+        mp.setattr(context, "COMPACT_FROM_RECORDS", 1 << 62)  # the dicts
         mp.setattr(context, "KeysOf", lambda d: set())
         mp.setattr(outcomes, "OutcomeIdsSeen", _OldSeen)
         mp.setattr(single_pass.SinglePassRules, "_sp_request", _old_sp_request)
@@ -100,12 +101,25 @@ def old_check(d, **kw):
         mp.undo()
 
 
+def compact_check(d, **kw):
+    """check_trace with the flat-array tables of a large workload (context.COMPACT_FROM_RECORDS)."""
+    mp = pytest.MonkeyPatch()
+    try:
+        mp.setattr(context, "COMPACT_FROM_RECORDS", 0)
+        return check_trace(d, **kw)
+    finally:
+        mp.undo()
+
+
 def same(parts, d, enc):
     new = check_trace(parts.write(d, enc))
-    assert new == old_check(d)
+    old = old_check(d)
+    assert new == old
+    assert compact_check(d) == old
     checker.TWO_PASSES = True  # the reference pass 2 reads the state too
     try:
         assert check_trace(d) == old_check(d)
+        assert compact_check(d) == old
     finally:
         checker.TWO_PASSES = False
     return new
@@ -141,13 +155,16 @@ def test_shuffled_traces_same_report(case, seed, builder, enc, dups, tmp_path_fa
     same(t, tmp_path_factory.mktemp("t"), enc)
 
 
-def test_outcome_pass_leaves_the_request_table_as_it_was(tmp_path):
+@pytest.mark.parametrize("compact", [False, True])
+def test_outcome_pass_leaves_the_request_table_as_it_was(compact, tmp_path, monkeypatch):
+    monkeypatch.setattr(context, "COMPACT_FROM_RECORDS", 0 if compact else 1 << 62)
     t = grpo_trace()
     t.add(request_outcome(t.requests()[0].request_id, 0))  # a duplicate outcome
     d = t.write(tmp_path / "t", "binpb")
     ch = _Checker(open_trace(d, warn=False, inspect=True), _Sink(200))
     ch.manifest()
     ch.pass1()
+    assert ch.compact == compact
     before = dict(ch.req)
     assert isinstance(ch.ids["request"], context.KeysOf) and set(ch.ids["request"]) == set(before)
     assert isinstance(ch.ids["trajectory"], context.KeysOf) and set(ch.ids["trajectory"]) == set(ch.traj_group)

@@ -15,6 +15,8 @@ from unirl_replay.contract.errors import TraceFormatError
 from unirl_replay.contract.message_guard import bad_ids, unknown_enums
 from unirl_replay.contract.trace_io import Trace
 from unirl_replay.contract.validate.registry import ERROR, RULES, SUSPECT_SCALE, WARNING
+from unirl_replay.contract.validate.strtable import (IntColumn, NamesView, OrdColumn, OrdView, PackedMap, SideColumn,
+                                                     StrTable)
 from unirl_replay.v1 import common_pb2 as c
 from unirl_replay.v1.manifest_pb2 import ARTIFACT_KIND_OUTCOMES, ARTIFACT_KIND_WORKLOAD, TraceManifest
 from unirl_replay.v1.report_pb2 import Violation
@@ -63,6 +65,10 @@ def _unpack(v: int) -> tuple[int, int | None, int]:
     return v >> 53, (t - 1 if t else None), v & ((1 << 20) - 1)
 
 
+#: a workload of at least this many records keeps validate's per-request and per-trajectory tables as flat
+#: arrays (``strtable``): flat memory at a million requests, at more CPU per lookup than a dict
+COMPACT_FROM_RECORDS = 250_000
+
 _REC_ID = {"request": "request_id", "trajectory": "trajectory_id", "group": "group_id",
            "rollout_batch": "rollout_batch_id", "slot_pool": "pool_id", "engine_client": "engine_id",
            "cache_warmup": "warmup_id"}
@@ -98,7 +104,7 @@ class OutcomeIdsSeen:
 
     __slots__ = ("req", "other")
 
-    def __init__(self, req: dict):
+    def __init__(self, req):
         self.req = req
         self.other: set[str] = set()
 
@@ -115,6 +121,9 @@ class OutcomeIdsSeen:
 
     def restore(self) -> None:
         req = self.req
+        if isinstance(req, PackedMap):
+            req.unmark_all()
+            return
         for k, v in req.items():
             if v < 0:
                 req[k] = ~v
@@ -133,12 +142,20 @@ class TraceState:
         self.window_ns = m.window.duration_ns if m.HasField("window") else 0
         self.engine_block = {e.engine_id: e.block_size_tokens for e in m.engines}
         self.engines = {e.engine_id: e for e in m.engines}
-        # pass-1 state: ids per kind, compact request info
-        self.req: dict[str, int] = {}          # request_id -> packed (trajectory ordinal, turn, samples)
-        self.traj_ord: dict[str, int] = {"": 0}  # trajectory id (as named by requests or records) -> ordinal
-        self.traj_names: list[str] = [""]
-        self.traj_req_count: Counter[int] = Counter()
-        self.traj_group: dict[str, str] = {}   # Trajectory record id -> its group_id
+        # pass-1 state: ids per kind, compact request info. A workload of COMPACT_FROM_RECORDS records or
+        # more keeps its tables with an entry per request or per trajectory as flat arrays read as the dicts
+        # they replace (strtable: about 56 bytes a request, not about 150; their lookups cost more CPU than
+        # a dict's, so a smaller trace keeps the dicts). Both give the same answers (tests/test_strtable.py).
+        wl = trace.artifact(ARTIFACT_KIND_WORKLOAD)
+        self.compact = compact = wl.record_count >= COMPACT_FROM_RECORDS
+        self.req: dict[str, int] | PackedMap = PackedMap() if compact else {}  # request_id -> packed facts
+        self.traj_table = StrTable([""])      # (compact) trajectory ids, as named by requests or records, numbered
+        self.traj_ord: dict[str, int] | OrdView = OrdView(self.traj_table) if compact else {"": 0}  # id -> ordinal
+        self.traj_names: list[str] | NamesView = NamesView(self.traj_table) if compact else [""]  # ordinal -> id
+        self.traj_req_count: Counter[int] | IntColumn = IntColumn() if compact else Counter()  # ordinal -> requests
+        self.traj_group: dict[str, str] | OrdColumn = OrdColumn(self.traj_table) if compact else {}  # Trajectory record id -> its group_id
+        if compact:
+            self._ord = self.traj_table.add  # type: ignore[method-assign]
         self.group_batch: dict[str, str] = {}  # Group record id -> its rollout_batch_id
         self.group_line: dict[str, int] = {}
         self.batches: set[str] = set()
@@ -156,11 +173,11 @@ class TraceState:
         self.suspicious_traj: set[int] = set()
         self.counts = Counter()
         # lineage agreement and outcome checks (one small entry per request / record)
-        self.req_group: dict[str, str] = {}     # request id -> its group_id (when set)
+        self.req_group: dict[str, str] | SideColumn = SideColumn(self.req) if compact else {}  # request id -> its group_id (when set)
         self.req_samples: dict[str, tuple[str, ...]] = {}  # request id -> sample ids (n > 1 only)
         self.member_group: dict[str, str] = {}  # request id listed by a SAMPLES group -> that group
         # Trajectory record id -> (its rollout_batch_id, its engine_id): one shared tuple per distinct pair (few)
-        self.traj_batch: dict[str, tuple[str, str]] = {}
+        self.traj_batch: dict[str, tuple[str, str]] | OrdColumn = OrdColumn(self.traj_table) if compact else {}
         self.group_unit: dict[str, int] = {}    # Group record id -> unit
         self.batch_rule: dict[str, tuple[int, int, int]] = {}  # batch -> (readiness rule, required, groups)
         self.batch_after: dict[str, tuple[str, int]] = {}  # batch with after_batch -> (previous batch, line)
@@ -171,8 +188,8 @@ class TraceState:
     def _ord(self, tid: str) -> int:
         o = self.traj_ord.get(tid)
         if o is None:
-            o = self.traj_ord[tid] = len(self.traj_names)
-            self.traj_names.append(tid)
+            o = self.traj_ord[tid] = len(self.traj_names)  # type: ignore[index]
+            self.traj_names.append(tid)  # type: ignore[union-attr]
         return o
 
     def _time(self, file: str, line: int, rid: str, name: str, value: int) -> None:

@@ -42,7 +42,7 @@ from unirl_replay.contract.message_guard import MAX_ID_CHARS, _id_plan, _plan
 from unirl_replay.contract.validate.checker import _Checker
 from unirl_replay.contract.validate.context import _Sink
 from unirl_replay.contract.validate.registry import MAX_DEPENDENCIES, MAX_SAMPLES, MAX_TOKENS, SUSPECT_SCALE
-from unirl_replay.contract.validate.single_pass import _MASK
+from unirl_replay.contract.validate.single_pass import _MASK, note_triple
 from unirl_replay.contract.workload_columns import ARRIVAL_AFTER_DEPENDENCIES, ARRIVAL_NONE, ARRIVAL_OBSERVED, MessageColumns
 from unirl_replay.v1 import workload_pb2 as w
 
@@ -219,13 +219,13 @@ def _requests(ch: _Checker, cols):
     if any(m is not None and t > m for m, t in zip(maxout, tops.tolist())):
         return None
     # the state pass 1 leaves (read by the other records' rules, the capacity check and pass 2's proof)
-    if ch.traj_names != [""]:
+    if len(ch.traj_ord) != 1:
         return None
     names = list(dict.fromkeys(tid))  # TraceState._ord of each in first-seen order: 1, 2, ...
     if "" in names:
         names.remove("")
-    ch.traj_names.extend(names)
-    ch.traj_ord.update(zip(names, range(1, len(names) + 1)))
+    if not _ordinals(ch, names):
+        return None
     tord = list(map(ch.traj_ord.__getitem__, tid))
     tu = np.fromiter((-1 if u is None else u for u in turn), np.int64, n)
     low = ((tu + 1) << 20) | np.minimum(ns_a, (1 << 20) - 1)  # context._pack without the ordinal (< 2^53)
@@ -332,11 +332,11 @@ def _requests_arrays(ch: _Checker, cols, a):
     if (a.max_output_set & (tops > a.max_output)).any():
         return None
     # the state pass 1 leaves (see _requests)
-    if ch.traj_names != [""]:
+    if len(ch.traj_ord) != 1:
         return None
     names = a.traj_names
-    ch.traj_names.extend(names)
-    ch.traj_ord.update(zip(names, range(1, len(names) + 1)))
+    if not _ordinals(ch, names):
+        return None
     tu = np.where(a.turn_set, a.turn, -1)
     low = ((tu + 1) << 20) | np.minimum(ns_a, (1 << 20) - 1)  # context._pack without the ordinal (< 2^53)
     ch.req = dict(zip(rid, map(operator.or_, map(operator.lshift, to.tolist(), repeat(53, n)), low.tolist())))
@@ -361,6 +361,14 @@ def _requests_arrays(ch: _Checker, cols, a):
     return to, tu, rid, tid
 
 
+def _ordinals(ch: _Checker, names) -> bool:
+    """Number the trajectory ids ``names`` 1, 2, ... (``TraceState._ord`` in that order); False when they are
+    not distinct non-empty ids (then the numbers would not be those the arrays were built with)."""
+    for name in names:
+        ch._ord(name)
+    return len(ch.traj_ord) == len(names) + 1
+
+
 def _sp_requests(ch: _Checker, cols, rid, tid) -> None:
     """``SinglePassRules._sp_request`` of every request (each has an arrival, each dependency is
     ordered: checked by :func:`_requests`), its bookkeeping only."""
@@ -370,9 +378,9 @@ def _sp_requests(ch: _Checker, cols, rid, tid) -> None:
     if not gf.any_nonempty("group_ids") and not gf.any_nonempty("batch_ids"):  # no groups, no batches named
         tids = set(tid)
         tids.discard("")
-        for t, e in set(zip(tid, eid)):
+        for t, e in dict.fromkeys(zip(tid, eid)):
             if t:
-                tl.setdefault(t, set()).add(("", "", e))
+                note_triple(tl, t, ("", "", e))
         ch.sp_traj_refs.update(tids)
         return
     gid, bid = gf.values("group_ids"), gf.values("batch_ids")
@@ -383,9 +391,9 @@ def _sp_requests(ch: _Checker, cols, rid, tid) -> None:
                 grb.setdefault(g, set()).add(b)
     tids = set(tid)
     tids.discard("")
-    for t, g, b, e in set(zip(tid, gid, bid, eid)):
+    for t, g, b, e in dict.fromkeys(zip(tid, gid, bid, eid)):
         if t:
-            tl.setdefault(t, set()).add((g, b, e))
+            note_triple(tl, t, (g, b, e))
     ch.sp_traj_refs.update(tids)
     ch.sp_group_refs.update(set(gid) - {""})
     ch.sp_batch_refs.update(set(bid) - {""})

@@ -18,6 +18,7 @@ from __future__ import annotations
 from collections import Counter
 
 from unirl_replay.contract.validate.context import TraceState, _unpack
+from unirl_replay.contract.validate.strtable import OrdColumn, PairList
 from unirl_replay.v1 import workload_pb2 as w
 
 
@@ -28,7 +29,7 @@ class SinglePassRules(TraceState):
         self.sp_group_refs: set[str] = set()
         self.sp_batch_refs: set[str] = set()
         self.sp_pool_refs: set[str] = set()
-        self.sp_claims: list[tuple[int, int]] = []  # (trajectory ordinal, len(request_ids))
+        self.sp_claims: list[tuple[int, int]] | PairList = PairList() if self.compact else []  # (ordinal, len(request_ids))
         self.sp_group_batches: Counter[str] = Counter()
         # lineage agreement (group.request_mismatch): per group id, a sum of hash((request id, group))
         # over the requests naming it, compared at the end with the same sum over the members its
@@ -37,8 +38,8 @@ class SinglePassRules(TraceState):
         self.sp_group_hash: Counter[str] = Counter()
         self.sp_group_req_batches: dict[str, set[str]] = {}
         # (a trajectory's (group, batch, engine) triples: one tuple while its requests name one, a set once they
-        # name more)
-        self.sp_traj_lineage: dict[str, tuple[str, str, str] | set[tuple[str, str, str]]] = {}
+        # name more; keyed by the trajectory's ordinal, the triples interned)
+        self.sp_traj_lineage: dict | OrdColumn = OrdColumn(self.traj_table) if self.compact else {}
 
     def _sp_request(self, r: w.Request) -> None:
         arrival = r.arrival
@@ -51,16 +52,7 @@ class SinglePassRules(TraceState):
             self.sp_group_hash[gid] = (self.sp_group_hash[gid] + hash((r.request_id, gid))) & _MASK
             self.sp_group_req_batches.setdefault(gid, set()).add(bid)
         if tid:  # (the trajectories named: the keys of sp_traj_lineage, see pass2_silent)
-            tl = self.sp_traj_lineage
-            pair = (gid, bid, r.engine_id)
-            seen = tl.get(tid)  # None, the one triple so far, or a set of several
-            if seen is None:
-                tl[tid] = pair
-            elif seen.__class__ is tuple:
-                if seen != pair:
-                    tl[tid] = {seen, pair}
-            else:
-                seen.add(pair)
+            note_triple(self.sp_traj_lineage, tid, (gid, bid, r.engine_id))
         if r.group_id:
             self.sp_group_refs.add(r.group_id)
         if r.rollout_batch_id:
@@ -153,7 +145,8 @@ class SinglePassRules(TraceState):
         """True when pass 2 would report nothing and leave ``suspicious_traj`` empty."""
         if self.sp_doubt:
             return False
-        if not (self.sp_traj_refs <= self.traj_group.keys() and self.sp_traj_lineage.keys() <= self.traj_group.keys()
+        tg = self.traj_group
+        if not (all(t in tg for t in self.sp_traj_refs) and all(t in tg for t in self.sp_traj_lineage)
                 and self.sp_group_refs <= self.group_batch.keys()
                 and self.sp_batch_refs <= self.batches and self.sp_pool_refs <= self.pools):
             return False
@@ -181,16 +174,30 @@ class SinglePassRules(TraceState):
             gb = self.group_batch.get(g)
             if gb is not None and batches != {gb}:
                 return False
+        tg, tbe = self.traj_group, self.traj_batch
         for t, seen in self.sp_traj_lineage.items():
-            if t in self.traj_group:
-                tb, te = self.traj_batch.get(t, ("", ""))
-                want = (self.traj_group[t], tb)
+            if t in tg:
+                tb, te = tbe.get(t, ("", ""))
+                want = (tg[t], tb)
                 triples = {seen} if seen.__class__ is tuple else seen
                 if {x[:2] for x in triples} != {want}:  # group.request_mismatch
                     return False
                 if te and {x[2] for x in triples} != {te}:  # trajectory.engine: its requests on the engine it names
                     return False
         return True
+
+
+def note_triple(tl: dict | OrdColumn, tid: str, triple: tuple[str, str, str]) -> None:
+    """Enter a request's (group, batch, engine) in its trajectory's entry of ``sp_traj_lineage``:
+    the one triple so far, or a set once they differ."""
+    seen = tl.get(tid)  # None, the one triple so far, or a set of several
+    if seen is None:
+        tl[tid] = triple
+    elif seen.__class__ is tuple:
+        if seen != triple:
+            tl[tid] = {seen, triple}
+    else:
+        seen.add(triple)
 
 
 _MASK = (1 << 64) - 1

@@ -1,0 +1,477 @@
+"""Compact tables for ``validate``'s state at a million requests (issue 17: flat memory).
+
+A dict keyed by request id costs about 150 bytes a request (the id's ``str`` object, a boxed int,
+the dict slot); validate keeps one entry per request and per trajectory until the last record.
+:class:`StrTable` holds distinct strings in flat arrays instead (their UTF-8 bytes, offsets,
+hashes, an open-addressing index): about 40 bytes a 13-character id. The mappings below are the
+dict-shaped views the rule groups read (``get``, ``in``, ``[k]``, ``[k] = v``, ``items``), so a
+rule does not know which it reads: the gate's fast pass (``fast.py``) still builds plain dicts.
+
+Exact, not probabilistic: two strings share an entry only when their UTF-8 bytes are equal (the
+hash only finds the candidates). Keys are never removed. Iteration is in first-added order, as a
+dict's. Lone surrogates (possible in a JSON ``\\ud800`` escape) are kept (``surrogatepass``).
+"""
+
+from __future__ import annotations
+
+from array import array
+from typing import Any, Iterator
+
+__all__ = ["StrTable", "OrdView", "NamesView", "PackedMap", "OrdColumn", "SideColumn", "IntColumn", "PairList"]
+
+_ENC = "utf-8"
+_ERR = "surrogatepass"
+_U64 = (1 << 64) - 1
+
+
+class StrTable:
+    """Distinct strings numbered 0, 1, 2, ... in first-added order, in flat arrays.
+
+    ``find(s)`` -> its number or -1; ``add(s)`` -> its number (new or existing); ``key(i)`` -> the
+    string numbered ``i``. Probing is CPython's dict scheme (perturbed by the high hash bits) at a
+    load of at most 2/3. Memory: the UTF-8 bytes, 8 bytes of offset, 8 of hash and 6-12 of index
+    per string.
+    """
+
+    __slots__ = ("_blob", "_off", "_hash", "_slots", "_mask", "_lk", "_le", "_ls", "_lkb")
+
+    def __init__(self, keys: Any = ()):
+        self._blob = bytearray()
+        self._off = array("q", [0])
+        self._hash = array("q")
+        self._mask = 7
+        self._slots = array("i", [-1]) * 8
+        # the last key looked up and its answer (entry, or -1 with its free slot and bytes): the rules ask
+        # about one request id several times in a row (unique? enter it, its group, its outcome...)
+        self._lk: str | None = None
+        self._le, self._ls, self._lkb = -1, -1, None
+        for k in keys:
+            self.add(k)
+
+    def __len__(self) -> int:
+        return len(self._hash)
+
+    def _probe(self, k: str) -> int:
+        """The entry number of ``k`` or -1, remembered with its free slot (``_ls``) for :meth:`add`."""
+        h = hash(k)
+        slots, hs, mask = self._slots, self._hash, self._mask
+        perturb = h & _U64
+        i = perturb & mask
+        kb = None
+        while True:
+            e = slots[i]
+            if e < 0:
+                self._lk, self._le, self._ls, self._lkb = k, -1, i, kb
+                return -1
+            if hs[e] == h:
+                if kb is None:
+                    kb = k.encode(_ENC, _ERR)
+                off = self._off
+                o = off[e]
+                if off[e + 1] - o == len(kb) and self._blob.startswith(kb, o):
+                    self._lk, self._le = k, e
+                    return e
+            perturb >>= 5
+            i = (i * 5 + perturb + 1) & mask
+
+    def find(self, k: str) -> int:
+        """The number of ``k``, or -1 when it was never added (-1 for a non-``str``)."""
+        if k.__class__ is not str:
+            return -1
+        if k == self._lk:
+            return self._le
+        return self._probe(k)
+
+    def add(self, k: str) -> int:
+        """The number of ``k``, adding it (the next number) when new. Raises TypeError for a non-str."""
+        if k.__class__ is not str:
+            raise TypeError(f"StrTable keys are str, not {type(k).__name__}")
+        e = self._le if k == self._lk else self._probe(k)
+        if e >= 0:
+            return e
+        kb = self._lkb
+        e = len(self._hash)
+        self._blob += kb if kb is not None else k.encode(_ENC, _ERR)
+        self._off.append(len(self._blob))
+        self._hash.append(hash(k))
+        self._slots[self._ls] = e
+        self._lk, self._le = k, e
+        if 3 * (e + 1) > 2 * (self._mask + 1):
+            self._grow()
+        return e
+
+    def _grow(self) -> None:
+        size = (self._mask + 1) * (4 if len(self._hash) < 50_000 else 2)
+        mask = size - 1
+        slots = array("i", [-1]) * size
+        for e, h in enumerate(self._hash):
+            perturb = h & _U64
+            i = perturb & mask
+            while slots[i] >= 0:
+                perturb >>= 5
+                i = (i * 5 + perturb + 1) & mask
+            slots[i] = e
+        self._slots, self._mask = slots, mask
+
+    def key(self, i: int) -> str:
+        """The string numbered ``i`` (IndexError outside 0 .. len - 1)."""
+        if not 0 <= i < len(self._hash):
+            raise IndexError(f"StrTable entry {i} of {len(self._hash)}")
+        off = self._off
+        return self._blob[off[i]:off[i + 1]].decode(_ENC, _ERR)
+
+    def __iter__(self) -> Iterator[str]:
+        return (self.key(i) for i in range(len(self._hash)))
+
+
+class OrdView:
+    """A :class:`StrTable` read as a dict ``str -> its number`` (``traj_ord``)."""
+
+    __slots__ = ("table",)
+
+    def __init__(self, table: StrTable):
+        self.table = table
+
+    def get(self, k: str, default: Any = None) -> Any:
+        e = self.table.find(k)
+        return default if e < 0 else e
+
+    def __getitem__(self, k: str) -> int:
+        e = self.table.find(k)
+        if e < 0:
+            raise KeyError(k)
+        return e
+
+    def __contains__(self, k: object) -> bool:
+        return k.__class__ is str and self.table.find(k) >= 0  # type: ignore[arg-type]
+
+    def __len__(self) -> int:
+        return len(self.table)
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self.table)
+
+    def __eq__(self, other: object) -> bool:  # the same ids, numbered alike
+        return list(self) == list(other) if isinstance(other, OrdView) else NotImplemented
+
+    __hash__ = None  # type: ignore[assignment]
+
+
+class NamesView:
+    """A :class:`StrTable` read as a list ``number -> str`` (``traj_names``)."""
+
+    __slots__ = ("table",)
+
+    def __init__(self, table: StrTable):
+        self.table = table
+
+    def __getitem__(self, i: int) -> str:
+        return self.table.key(i)
+
+    def __len__(self) -> int:
+        return len(self.table)
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self.table)
+
+    def __eq__(self, other: object) -> bool:  # the same ids in the same order (a list compares too)
+        return list(self) == list(other) if isinstance(other, (NamesView, list)) else NotImplemented
+
+    __hash__ = None  # type: ignore[assignment]
+
+
+class PackedMap:
+    """``str -> int`` for the packed request facts (``context._pack``: trajectory ordinal << 53 |
+    53 low bits), negative values included (``OutcomeIdsSeen`` marks a seen id by bit inversion):
+    the ordinal part (``v >> 53``) and the low part (``v & (2^53 - 1)``) in two int64 arrays, so
+    ``(hi << 53) | lo`` is ``v`` again for any ``v`` with ``|v >> 53| < 2^63``."""
+
+    __slots__ = ("keys_", "hi", "lo")
+    _LOW = (1 << 53) - 1
+
+    def __init__(self) -> None:
+        self.keys_ = StrTable()
+        self.hi = array("q")
+        self.lo = array("q")
+
+    def get(self, k: str, default: Any = None) -> Any:
+        e = self.keys_.find(k)
+        return default if e < 0 else (self.hi[e] << 53) | self.lo[e]
+
+    def __getitem__(self, k: str) -> int:
+        e = self.keys_.find(k)
+        if e < 0:
+            raise KeyError(k)
+        return (self.hi[e] << 53) | self.lo[e]
+
+    def __setitem__(self, k: str, v: int) -> None:
+        t = self.keys_
+        n = len(t)
+        e = t.add(k)
+        if e == n:
+            self.hi.append(v >> 53)
+            self.lo.append(v & self._LOW)
+        else:
+            self.hi[e] = v >> 53
+            self.lo[e] = v & self._LOW
+
+    def __contains__(self, k: object) -> bool:
+        return k.__class__ is str and self.keys_.find(k) >= 0  # type: ignore[arg-type]
+
+    def __len__(self) -> int:
+        return len(self.keys_)
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self.keys_)
+
+    def find(self, k: str) -> int:
+        """The entry number of ``k`` (-1: absent): what :class:`SideColumn` is keyed by."""
+        return self.keys_.find(k)
+
+    def items(self) -> Iterator[tuple[str, int]]:
+        hi, lo, t = self.hi, self.lo, self.keys_
+        return ((t.key(e), (hi[e] << 53) | lo[e]) for e in range(len(t)))
+
+    def values(self) -> Iterator[int]:
+        hi, lo = self.hi, self.lo
+        return ((hi[e] << 53) | lo[e] for e in range(len(hi)))
+
+    def keys(self) -> Iterator[str]:
+        return iter(self.keys_)
+
+    def unmark_all(self) -> None:
+        """Every negative value ``v`` back to ``~v`` (``OutcomeIdsSeen.restore``) in one array pass."""
+        hi, lo, low = self.hi, self.lo, self._LOW
+        for e in range(len(hi)):
+            if hi[e] < 0:  # v < 0 exactly when its ordinal part is (lo is never negative)
+                hi[e] = ~hi[e]
+                lo[e] ^= low
+
+    def __eq__(self, other: object) -> bool:
+        if isinstance(other, PackedMap):
+            return list(self.items()) == list(other.items())
+        if isinstance(other, dict):
+            return dict(self.items()) == other
+        return NotImplemented
+
+    __hash__ = None  # type: ignore[assignment]
+
+    def set_at(self, e: int, v: int) -> None:
+        self.hi[e] = v >> 53
+        self.lo[e] = v & self._LOW
+
+    def at(self, e: int) -> int:
+        return (self.hi[e] << 53) | self.lo[e]
+
+
+class _Interned:
+    """Values shared by many keys (group ids, (batch, engine) pairs): each distinct one once."""
+
+    __slots__ = ("num", "vals")
+
+    def __init__(self) -> None:
+        self.num: dict[Any, int] = {}
+        self.vals: list[Any] = []
+
+    def of(self, v: Any) -> int:
+        n = self.num.get(v)
+        if n is None:
+            n = self.num[v] = len(self.vals)
+            self.vals.append(v)
+        return n
+
+
+class OrdColumn:
+    """A dict ``str -> value`` whose keys are numbered by a shared :class:`StrTable` (setting a key
+    adds it there, as ``TraceState._ord`` would) and whose values are interned: 4 bytes a key.
+    Values that are not hashable, or mutable (a ``set``), go to ``extra`` by key number."""
+
+    __slots__ = ("table", "col", "pool", "extra", "n")
+
+    def __init__(self, table: StrTable):
+        self.table = table
+        self.col = array("i")
+        self.pool = _Interned()
+        self.extra: dict[int, Any] = {}
+        self.n = 0
+
+    def _slot(self, k: str) -> int:
+        e = self.table.find(k)
+        return -1 if e < 0 or e >= len(self.col) or self.col[e] == -1 else e
+
+    def __setitem__(self, k: str, v: Any) -> None:
+        e = self.table.add(k)
+        col = self.col
+        if e >= len(col):
+            col.extend(array("i", [-1]) * (e + 1 - len(col)))
+        if col[e] == -1:
+            self.n += 1
+        if isinstance(v, set):
+            col[e] = -2
+            self.extra[e] = v
+        else:
+            col[e] = self.pool.of(v)
+            self.extra.pop(e, None)
+
+    def _value(self, e: int) -> Any:
+        c = self.col[e]
+        return self.extra[e] if c == -2 else self.pool.vals[c]
+
+    def get(self, k: str, default: Any = None) -> Any:
+        if k.__class__ is not str:
+            return default
+        e = self._slot(k)
+        return default if e < 0 else self._value(e)
+
+    def __getitem__(self, k: str) -> Any:
+        e = self._slot(k) if k.__class__ is str else -1
+        if e < 0:
+            raise KeyError(k)
+        return self._value(e)
+
+    def __contains__(self, k: object) -> bool:
+        return k.__class__ is str and self._slot(k) >= 0  # type: ignore[arg-type]
+
+    def __len__(self) -> int:
+        return self.n
+
+    def ordinals(self) -> Iterator[int]:
+        """The key numbers set, in number order."""
+        col = self.col
+        return (e for e in range(len(col)) if col[e] != -1)
+
+    def has(self, e: int) -> bool:
+        return 0 <= e < len(self.col) and self.col[e] != -1
+
+    def at(self, e: int, default: Any = None) -> Any:
+        return self._value(e) if self.has(e) else default
+
+    def keys(self) -> Iterator[str]:
+        key = self.table.key
+        return (key(e) for e in self.ordinals())
+
+    __iter__ = keys
+
+    def items(self) -> Iterator[tuple[str, Any]]:
+        key = self.table.key
+        return ((key(e), self._value(e)) for e in self.ordinals())
+
+    def update(self, pairs: Any) -> None:
+        for k, v in pairs:
+            self[k] = v
+
+    def setdefault(self, k: str, default: Any = None) -> Any:
+        """``dict.setdefault``: a ``set`` default is stored as is (``extra``), so it can be added to."""
+        e = self._slot(k) if k.__class__ is str else -1
+        if e >= 0:
+            return self._value(e)
+        self[k] = default
+        return default
+
+
+class SideColumn:
+    """A dict ``request id -> value`` over the keys of a :class:`PackedMap` (a key must be entered
+    there first), values interned: 4 bytes a request (``req_group``). Iteration: the map's order."""
+
+    __slots__ = ("keys_", "col", "pool", "n")
+
+    def __init__(self, keys: PackedMap):
+        self.keys_ = keys
+        self.col = array("i")
+        self.pool = _Interned()
+        self.n = 0
+
+    def __setitem__(self, k: str, v: Any) -> None:
+        e = self.keys_.find(k)
+        if e < 0:
+            raise KeyError(f"{k!r} is not in the request table")
+        col = self.col
+        if e >= len(col):
+            col.extend(array("i", [-1]) * (e + 1 - len(col)))
+        if col[e] == -1:
+            self.n += 1
+        col[e] = self.pool.of(v)
+
+    def _slot(self, k: object) -> int:
+        if k.__class__ is not str:
+            return -1
+        e = self.keys_.find(k)  # type: ignore[arg-type]
+        return -1 if e < 0 or e >= len(self.col) or self.col[e] == -1 else e
+
+    def get(self, k: str, default: Any = None) -> Any:
+        e = self._slot(k)
+        return default if e < 0 else self.pool.vals[self.col[e]]
+
+    def __getitem__(self, k: str) -> Any:
+        e = self._slot(k)
+        if e < 0:
+            raise KeyError(k)
+        return self.pool.vals[self.col[e]]
+
+    def __contains__(self, k: object) -> bool:
+        return self._slot(k) >= 0
+
+    def __len__(self) -> int:
+        return self.n
+
+    def __bool__(self) -> bool:
+        return self.n > 0
+
+    def items(self) -> Iterator[tuple[str, Any]]:
+        col, vals, key = self.col, self.pool.vals, self.keys_.keys_.key
+        return ((key(e), vals[col[e]]) for e in range(len(col)) if col[e] != -1)
+
+    def keys(self) -> Iterator[str]:
+        return (k for k, _ in self.items())
+
+    __iter__ = keys
+
+    def values(self) -> Iterator[Any]:
+        return (v for _, v in self.items())
+
+
+class IntColumn:
+    """A ``Counter`` keyed by small non-negative ints (trajectory ordinals) in an int64 array:
+    ``c[o] += 1``, ``c.get(o, 0)``; a missing key reads 0."""
+
+    __slots__ = ("col",)
+
+    def __init__(self, counts: Any = ()):
+        self.col = array("q", counts)
+
+    def __getitem__(self, o: int) -> int:
+        return self.col[o] if 0 <= o < len(self.col) else 0
+
+    def get(self, o: int, default: int = 0) -> int:
+        return self.col[o] if 0 <= o < len(self.col) and self.col[o] else default
+
+    def __setitem__(self, o: int, v: int) -> None:
+        if o < 0:
+            raise KeyError(o)
+        col = self.col
+        if o >= len(col):
+            col.extend(array("q", [0]) * (o + 1 - len(col)))
+        col[o] = v
+
+
+class PairList:
+    """A list of ``(int, int)`` pairs in one int64 array (``sp_claims``)."""
+
+    __slots__ = ("flat",)
+
+    def __init__(self) -> None:
+        self.flat = array("q")
+
+    def append(self, pair: tuple[int, int]) -> None:
+        self.flat.extend(pair)
+
+    def extend(self, pairs: Any) -> None:
+        for p in pairs:
+            self.flat.extend(p)
+
+    def __iter__(self) -> Iterator[tuple[int, int]]:
+        f = self.flat
+        return ((f[i], f[i + 1]) for i in range(0, len(f), 2))
+
+    def __len__(self) -> int:
+        return len(self.flat) // 2

@@ -1,0 +1,148 @@
+"""validate's compact tables (contract/validate/strtable.py) against the dicts they replace: the same answers
+for every operation the rule groups use, on random keys (unicode, lone surrogates, empty, long, near-equal),
+across index growth, and on keys built to share hash slots."""
+
+from __future__ import annotations
+
+from collections import Counter
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from unirl_replay.contract.validate.strtable import (IntColumn, NamesView, OrdColumn, OrdView, PackedMap, PairList,
+                                                     SideColumn, StrTable)
+
+KEYS = st.one_of(st.text(max_size=12), st.sampled_from(["", "a", "a\x00", "\ud800", "\udfff", "é", "e\u0301",
+                                                        "r" * 300, "req-0", "req-00"]))
+VALUES = st.integers(min_value=-(1 << 70), max_value=1 << 70)
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.lists(st.tuples(KEYS, VALUES), max_size=300), st.lists(KEYS, max_size=50))
+def test_packed_map_is_a_dict(pairs, probes):
+    m, d = PackedMap(), {}
+    for k, v in pairs:
+        m[k] = v
+        d[k] = v
+        assert m[k] == v and len(m) == len(d)
+    assert list(m.items()) == list(d.items()) and list(m) == list(d) and list(m.values()) == list(d.values())
+    assert m == d and dict(m) == d
+    for k in probes + [k for k, _ in pairs]:
+        assert (k in m) == (k in d) and m.get(k) == d.get(k) and m.get(k, "x") == d.get(k, "x")
+        if k not in d:
+            with pytest.raises(KeyError):
+                m[k]
+    assert 3 not in m and m.get(None) is None  # a non-str is never a key
+
+
+@settings(max_examples=100, deadline=None)
+@given(st.lists(st.tuples(KEYS, st.integers(min_value=0, max_value=(1 << 60)))))
+def test_marks_are_undone(pairs):
+    m = PackedMap()
+    for k, v in pairs:
+        m[k] = v
+    before = list(m.items())
+    for i, (k, v) in enumerate(m.items()):
+        if i % 2:
+            m[k] = ~v
+    m.unmark_all()
+    assert list(m.items()) == before
+
+
+def test_table_numbers_in_first_added_order_and_grows():
+    t = StrTable([""])
+    keys = [f"traj-{i}" for i in range(70_000)] + ["é", "\ud800", "x" * 1000]
+    for k in keys:
+        t.add(k)
+    assert len(t) == len(keys) + 1 and t.find("") == 0
+    assert all(t.find(k) == i + 1 and t.key(i + 1) == k for i, k in enumerate(keys))
+    assert t.add("traj-5") == 6 and len(t) == len(keys) + 1  # an existing id keeps its number
+    assert t.find("traj-70000") == -1 and t.find("traj-") == -1
+    assert list(t) == [""] + keys
+    with pytest.raises(IndexError):
+        t.key(len(t))
+    with pytest.raises(TypeError):
+        t.add(b"bytes")  # type: ignore[arg-type]
+
+
+def test_keys_sharing_one_hash_are_told_apart_by_their_bytes(monkeypatch):
+    import unirl_replay.contract.validate.strtable as mod
+    monkeypatch.setattr(mod, "hash", lambda k: 42, raising=False)
+    t = StrTable()
+    keys = ["a", "b", "ab", "", "é", "\ud800"] + [str(i) for i in range(40)]
+    for k in keys:
+        t.add(k)
+    assert [t.find(k) for k in keys] == list(range(len(keys))) and t.find("zz") == -1
+
+
+def test_views_columns_and_counters():
+    t = StrTable([""])
+    ords, names = OrdView(t), NamesView(t)
+    grp, bat = OrdColumn(t), OrdColumn(t)
+    grp["t1"] = "g0"
+    bat["t1"] = ("b0", "e0")
+    grp["t2"] = "g0"
+    assert ords.get("t1") == 1 and ords["t2"] == 2 and ords.get("t3", -1) == -1 and "" in ords and len(ords) == 3
+    assert names[2] == "t2" and names == ["", "t1", "t2"]
+    assert grp["t1"] == "g0" and grp.get("t3") is None and "t2" in grp and "t2" not in bat and len(grp) == 2
+    assert list(grp.items()) == [("t1", "g0"), ("t2", "g0")] and list(bat.keys()) == ["t1"]
+    assert bat.get("t2", ("", "")) == ("", "") and bat.at(1) == ("b0", "e0") and not bat.has(2)
+    s = grp.setdefault("t4", set())
+    s.add(1)
+    assert grp["t4"] == {1} and grp.setdefault("t4", set()) is s
+    grp["t4"] = "g1"
+    assert grp["t4"] == "g1" and 4 not in grp.extra and len(grp) == 3
+    c = IntColumn()
+    c[5] += 1
+    c[5] += 1
+    assert c.get(5, 0) == 2 and c.get(-1, 0) == 0 and c.get(99, 0) == 0 and c[0] == 0
+    assert c.get(5) == Counter({5: 2}).get(5)
+    p = PairList()
+    p.append((1, 2))
+    p.extend([(3, 4), (5, 6)])
+    assert list(p) == [(1, 2), (3, 4), (5, 6)] and len(p) == 3
+
+
+@settings(max_examples=100, deadline=None)
+@given(st.lists(st.tuples(KEYS, st.booleans(), st.sampled_from(["g0", "g1", ""]))))
+def test_side_column_is_a_dict_over_the_request_table(rows):
+    req, d = PackedMap(), {}
+    side = SideColumn(req)
+    for k, grouped, g in rows:
+        req[k] = 1
+        if grouped:
+            side[k] = g
+            d[k] = g
+    order = {k: i for i, k in enumerate(req)}
+    assert list(side.items()) == sorted(d.items(), key=lambda kv: order[kv[0]])
+    assert len(side) == len(d) and bool(side) == bool(d)
+    for k, _, _ in rows:
+        assert side.get(k, "-") == d.get(k, "-") and (k in side) == (k in d)
+    with pytest.raises(KeyError):
+        side["not-a-request"] = "g0"
+
+
+def test_the_fuzzers_mutants_get_the_same_report_from_both_tables(tmp_path, monkeypatch):
+    """Every trace the mutation fuzzer writes (tests/fuzzlib.py), validated with the dicts and with the flat
+    arrays of a large workload (context.COMPACT_FROM_RECORDS): the same TraceCheck, violation for violation."""
+    import fuzzlib
+
+    from unirl_replay.contract.validate import check_trace, context
+
+    compared, differ = [], []
+
+    def both(d, **kw):
+        monkeypatch.setattr(context, "COMPACT_FROM_RECORDS", 1 << 62)
+        dicts = check_trace(d, **kw)
+        monkeypatch.setattr(context, "COMPACT_FROM_RECORDS", 0)
+        flat = check_trace(d, **kw)
+        monkeypatch.setattr(context, "COMPACT_FROM_RECORDS", 1 << 62)
+        compared.append(d)
+        if flat != dicts:
+            differ.append((str(d), dicts, flat))
+        return dicts
+
+    monkeypatch.setattr(fuzzlib, "check_trace", both)
+    fuzzlib.fuzz(60, seed=29, work=tmp_path, replay_every=1 << 30)
+    assert len(compared) >= 60 and not differ, differ[:1]
