@@ -9,7 +9,7 @@ import pytest
 from tracebuild import grpo_trace
 from unirl_replay.cli.main import main
 from unirl_replay.contract import out_dir
-from unirl_replay.contract.errors import TraceWriterBusyError
+from unirl_replay.contract.errors import TraceWriterBusyError, UnirlReplayError
 from unirl_replay.contract.trace_io import TraceWriter
 from unirl_replay.replay.convert.sidecar import read_block_size, sidecar_path
 
@@ -214,3 +214,44 @@ def test_a_users_file_below_a_marked_tree_makes_it_irreplaceable_and_is_named(tm
     (d / "grpo-a" / "default" / "sub").mkdir()
     assert out_dir.foreign_entry(d) == d / "grpo-a" / "default" / "sub"
     assert out_dir.replaceable(tmp_path / "absent") and out_dir.foreign_entry(tmp_path / "absent") is None
+
+
+def test_demo_and_grid_replace_only_their_own_earlier_output(tmp_path, capsys):
+    """A directory all of whose entries a marker lists was replaceable by any command: `grid --out <a demo output>`
+    and `demo --out <a compare report>` deleted a user's REPORT.md / table.txt. Now each replaces only what it
+    wrote itself, and the refusal names the entry and the command that wrote it."""
+    from unirl_replay.grid.runner import check_out_dir
+
+    rep = tmp_path / "report"  # a compare --out
+    out_dir.claim(rep, ["table.txt", "validation_report.json"], "compare")
+    for n in ("table.txt", "validation_report.json"):
+        (rep / n).write_text("ours")
+    out_dir.record(rep, ["table.txt", "validation_report.json"], "compare")
+    assert out_dir.replaceable(rep) and not out_dir.replaceable(rep, "grid") and not out_dir.replaceable(rep, "demo")
+    why = out_dir.refusal(rep, "grid")
+    assert "`unirl-replay compare` wrote" in why and str(rep / "table.txt") in why
+    with pytest.raises(UnirlReplayError, match="not an earlier grid output: .*compare"):
+        check_out_dir(rep)
+    assert main(["demo", "--out", str(rep), "--no-profile"]) == 2
+    err = capsys.readouterr().err
+    assert "not an earlier demo output" in err and "compare" in err and "timing models" not in err  # refused first
+    assert sorted(p.name for p in rep.iterdir()) == [out_dir.MARKER, "table.txt", "validation_report.json"]
+
+    demo_out = tmp_path / "demo"
+    (demo_out / "grpo-a").mkdir(parents=True)
+    (demo_out / "REPORT.md").write_text("ours")
+    out_dir.mark_tree(demo_out, "demo")
+    assert out_dir.refusal(demo_out, "demo") is None and out_dir.replaceable(demo_out, "demo")
+    assert "`unirl-replay demo` wrote" in out_dir.refusal(demo_out, "grid")
+    (demo_out / "grpo-a" / "sub").mkdir()  # another command's output inside, its own marker, the parent's not
+    out_dir.record(demo_out / "grpo-a" / "sub", [], "replay")
+    (demo_out / "grpo-a" / "sub" / "x.json").write_text("{}")
+    out_dir.record(demo_out / "grpo-a" / "sub", ["x.json"], "replay")
+    why = out_dir.refusal(demo_out, "demo")
+    assert "an output of `unirl-replay replay`" in why and "sub" in why
+    assert out_dir.refusal(tmp_path / "absent", "grid") is None
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    assert out_dir.refusal(empty, "grid") is None
+    (tmp_path / "file").write_text("x")
+    assert "not a directory" in out_dir.refusal(tmp_path / "file", "demo")

@@ -346,9 +346,15 @@ def finalize(raw_dir: Path | str, out_dir: Path | str, *, rollouts: Optional[str
              "the whole capture (without that record a request's rollout, so its window, is unknown)")
 
     if not configs:
+        unread = [f"{s.name} line{'s' if len(s.bad_lines) > 1 else ''} {', '.join(map(str, s.bad_lines[:5]))}"
+                  for s in shards if s.bad_lines]
+        unread += [f"{s.name} (its last line cut short)" for s in shards if s.truncated_last_line]
+        seen = (f" ({len(unread)} shard{'s' if len(unread) > 1 else ''} with lines that are not JSON records and were "
+                f"skipped: {'; '.join(unread[:3])}: is this a raw capture directory?)") if unread else ""
         raise TraceFormatError("no engine_config record in any shard: the vLLM plugin (entry point "
                                "unirl_replay_capture) did not run in an engine process; is unirl-replay installed "
-                               "in the environment the engines run in?", file=str(raw_dir), rule="capture.no_engine")
+                               f"in the environment the engines run in?{seen}", file=str(raw_dir),
+                               rule="capture.no_engine")
 
     # --- the window's clock ------------------------------------------------------------------------
     starts: List[Tuple[float, Dict[str, Any]]] = []

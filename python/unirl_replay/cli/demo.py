@@ -31,6 +31,7 @@ def command(out_dir: Path, traces: tuple[Path, ...], profile: Path | None, no_pr
     if prof is None and not no_profile:
         click.echo(f"warning: no {demo.DEFAULT_PROFILE} (nor a single profile) in {demo.DEFAULT_PROFILES_DIR}: only "
                    "the uncalibrated default model runs; pass --profile FILE", err=True)
+    demo.check_out_dir(out_dir)  # before anything is printed or run
     log = lambda m: click.echo(m, err=True)  # noqa: E731
     # "calibrated" only where the profile's provenance says it was measured (demo.profile_tag)
     what = "" if not prof else (("calibrated profile " if demo.profile_tag(prof) == "calibrated" else

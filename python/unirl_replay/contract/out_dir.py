@@ -17,7 +17,9 @@ what makes an entry "ours", never a file name a user could also have (``summary.
 - :func:`replaceable` says whether a whole directory may be replaced (``demo --out``, ``grid --out``):
   it does not exist, is empty, or every entry in it, and in every directory below it, is listed by
   that directory's marker (:func:`foreign_entry` names the first one that is not: a user's
-  ``notes.txt`` put inside an earlier demo output is never removed with it).
+  ``notes.txt`` put inside an earlier demo output is never removed with it), and, for a command,
+  what it holds is that command's own earlier output (:func:`refusal` says why not: ``grid --out``
+  given a ``compare`` report or a demo output refuses it).
 """
 
 from __future__ import annotations
@@ -36,7 +38,7 @@ MARKER = ".unirl-replay-output.json"
 _TOOL = "unirl-replay"
 
 __all__ = ["MARKER", "claim", "record", "prune", "removed_on_failure", "owned", "mark_tree", "foreign_entry",
-           "replaceable", "work_sibling", "swap_in", "trace_file_problem", "id_file_stem"]
+           "replaceable", "refusal", "work_sibling", "swap_in", "trace_file_problem", "id_file_stem"]
 
 #: Longest id kept whole in a file name derived from it (a 1024-character id is valid; file names end at 255 bytes).
 ID_STEM_CHARS = 64
@@ -276,9 +278,12 @@ def foreign_entry(d: str | os.PathLike) -> Path | None:
     return None
 
 
-def replaceable(d: str | os.PathLike) -> bool:
+def replaceable(d: str | os.PathLike, command: str | None = None) -> bool:
     """True when ``d`` may be replaced whole: absent, empty, or holding only entries our markers list,
-    at every level below it too (:func:`foreign_entry`)."""
+    at every level below it too (:func:`foreign_entry`); with ``command``, also only an earlier output of
+    that command (every entry of ``d`` itself listed as written by it: see :func:`refusal`)."""
+    if command is not None:
+        return refusal(d, command) is None
     d = Path(d)
     if not os.path.lexists(d):
         return True
@@ -287,6 +292,40 @@ def replaceable(d: str | os.PathLike) -> bool:
     if not any(True for _ in d.iterdir()):
         return True
     return foreign_entry(d) is None
+
+
+def refusal(d: str | os.PathLike, command: str) -> str | None:
+    """Why ``command`` (``demo``, ``grid``: they replace their ``--out`` whole) may not replace ``d``, in words that
+    name the entry and who wrote it; None when it may: ``d`` is absent or empty, or is an earlier output of
+    ``command`` itself (every entry of ``d`` listed by its marker as written by ``command``) holding nothing our
+    markers do not list at any level below (:func:`foreign_entry`). Another command's output (a ``compare``
+    report, a ``demo`` output given to ``grid``) is refused too: it is a user's result, not this command's to
+    replace."""
+    d = Path(d)
+    if not os.path.lexists(d):
+        return None
+    if not d.is_dir() or d.is_symlink():
+        return f"{d} exists and is not a directory"
+    try:
+        names = sorted(e.name for e in d.iterdir())
+    except OSError as e:
+        return f"{d} cannot be read ({e.strerror or e})"
+    if not names:
+        return None
+    top = _entries(d)
+    for n in names:
+        c = top.get(n)
+        if c is not None and c != command:
+            return (f"it holds {d / n}, which `unirl-replay {c}` wrote, not an earlier `unirl-replay {command}`: "
+                    f"`{command}` replaces only its own output")
+    e = foreign_entry(d)
+    if e is None:
+        return None
+    inner = sorted(set(_entries(e).values())) if e.is_dir() and not e.is_symlink() else []
+    if inner:
+        return (f"it holds {e}, an output of `unirl-replay {', '.join(inner)}` that is not part of an earlier "
+                f"`unirl-replay {command}` output (the {MARKER} of {e.parent} does not list it)")
+    return f"it holds {e}, which unirl-replay did not write (no {MARKER} lists it)"
 
 
 def work_sibling(out_dir: str | os.PathLike) -> Path:

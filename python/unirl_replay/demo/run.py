@@ -82,6 +82,17 @@ def _headline(report) -> tuple[dict, dict]:
     return mape, bias
 
 
+def check_out_dir(out_dir: Path) -> None:
+    """Refuse (UnirlReplayError) an ``--out`` the demo may not replace whole: anything but absent, empty or an
+    earlier demo output holding only what the demo wrote (``contract.out_dir.refusal`` says why)."""
+    from unirl_replay.contract import out_dir as outputs
+
+    why = outputs.refusal(out_dir, "demo")
+    if why is not None:
+        raise UnirlReplayError(f"{out_dir} exists and is not an earlier demo output: {why}; the demo replaces its "
+                               "output whole, so choose another --out or move that entry away")
+
+
 def run_demo(out_dir: Path, traces: list[Path], profile: Path | None,
              log: Callable[[str], None] = print, profile_note: str = "") -> list[SummaryRow]:
     """Run the whole job; returns the summary rows and writes ``out_dir/REPORT.md`` + ``summary.json``.
@@ -102,11 +113,7 @@ def run_demo(out_dir: Path, traces: list[Path], profile: Path | None,
     if dup:  # each trace's results go to <out>/<trace name>/: a second one would replace the first's
         raise UnirlReplayError(f"traces named {dup} given more than once (the demo writes each trace's results to "
                                "<out>/<trace directory name>/): pass each trace once, under distinct names")
-    if not outputs.replaceable(out_dir):
-        raise UnirlReplayError(f"{out_dir} exists and is not an earlier demo output: it holds "
-                               f"{outputs.foreign_entry(out_dir)}, which unirl-replay did not write (no "
-                               f"{outputs.MARKER} lists it); the demo replaces its output whole, so choose another "
-                               "--out or move that entry away")
+    check_out_dir(out_dir)
     out_dir.parent.mkdir(parents=True, exist_ok=True)
     work = Path(tempfile.mkdtemp(prefix=f".{out_dir.name}.", suffix=".partial", dir=out_dir.parent))
     try:

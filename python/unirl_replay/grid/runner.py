@@ -64,11 +64,10 @@ def check_out_dir(out_dir: Path) -> None:
 
     if out_dir.exists() and not out_dir.is_dir():
         raise UnirlReplayError(f"{out_dir} exists and is not a directory; choose another --out")
-    if not outputs.replaceable(out_dir):
-        raise UnirlReplayError(f"{out_dir} exists and is not an earlier grid output: it holds "
-                               f"{outputs.foreign_entry(out_dir)}, which unirl-replay did not write (no "
-                               f"{outputs.MARKER} lists it); choose another --out or move that entry away: "
-                               "nothing of yours is overwritten")
+    why = outputs.refusal(out_dir, "grid")
+    if why is not None:
+        raise UnirlReplayError(f"{out_dir} exists and is not an earlier grid output: {why}; choose another --out "
+                               "or move that entry away: nothing of yours is overwritten")
 
 
 def run_grid(spec: GridSpec, out_dir: str | Path, backend: str = "local", workers: int | None = None,

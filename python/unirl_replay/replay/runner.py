@@ -199,8 +199,11 @@ def replay_workload(index: WorkloadIndex, manifest: manifest_pb2.TraceManifest, 
                      f"{status} on other hardware ({other_hw}); it is no calibrated prediction of this run "
                      "(recalibrate on the capture's host: `unirl-replay calibrate --like TRACE`)")
     if tm_dict["type"] not in sim.timing_types:
-        raise TimingModelError(f"timing model {timing_model!r} ({tm_dict['type']}) is not available on "
-                               f"{type(sim).__name__}; it accepts {', '.join(sim.timing_types)}"
+        spelled = {"fixed": "fixed:P,D", "polynomial": "polynomial", "external": "profile:NPZ", "default": "aic:HW:MODEL"}
+        which = "aisimulate" if "AISimulate" in type(sim).__name__ else "dynamo (the default)"
+        raise TimingModelError(f"timing model {timing_model!r} is not available on --simulator {which}; it takes "
+                               "--timing-model "
+                               f"{' | '.join(spelled.get(t, t) for t in sim.timing_types)}"
                                + ("; the GPU database (aic:) runs on --simulator aisimulate"
                                   if tm_dict["type"] not in ("fixed", "polynomial", "external") else ""))
     ident = sim.identity()

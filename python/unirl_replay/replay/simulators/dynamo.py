@@ -31,8 +31,8 @@ def _import_replay():
         from dynamo.replay import run_trace_replay
     except ImportError as e:  # pragma: no cover - exercised only without the extra
         raise MissingEnvironmentError(
-            f"the upstream simulator ai-dynamo==1.6.1 is not importable ({e}); run `make env` "
-            "(installs the `replay` extra into .venv)") from e
+            f"the upstream simulator ai-dynamo==1.6.1 is not importable ({e}): in a checkout run `make env` "
+            "(installs the `replay` extra into .venv); an installed unirl-replay needs its `replay` extra") from e
     return run_trace_replay
 
 
@@ -45,7 +45,9 @@ def simulator_versions() -> tuple[str, dict[str, str]]:
     try:
         version = importlib.metadata.version(SIMULATOR_NAME)
     except importlib.metadata.PackageNotFoundError as e:
-        raise MissingEnvironmentError("ai-dynamo is not installed; run `make env`") from e
+        raise MissingEnvironmentError("ai-dynamo==1.6.1 is not installed: in a checkout run `make env`; an installed "
+                                      "unirl-replay needs its `replay` extra (pip install 'unirl-replay[replay]', "
+                                      "with uv's override of its aisimulate stub: see the README)") from e
     comps = {}
     for c in COMPONENTS:
         try:
