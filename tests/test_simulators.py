@@ -59,7 +59,7 @@ def test_each_line_refuses_a_timing_model_it_does_not_have(tmp_path):
     cfg = tmp_path / "model"
     cfg.mkdir()
     (cfg / "config.json").write_text("{}")
-    with pytest.raises(TimingModelError, match="not available on DynamoSimulator"):
+    with pytest.raises(TimingModelError, match=r"not available on --simulator dynamo .*takes --timing-model fixed:P,D \| polynomial \| profile:NPZ; the GPU database \(aic:\) runs on --simulator aisimulate"):
         replay_trace(TRACES["grpo-a"][0], f"aic:h200_sxm:{cfg}", simulator="dynamo")
 
 
