@@ -170,3 +170,25 @@ def test_a_repeat_that_is_a_copy_of_one_run_under_another_trace_id_is_refused(tm
     rep3 = _trace(tmp_path / "trace3", scale=1.2, trace_id="toy-5")
     assert main(["compare", str(trace), str(rdir), "--out", str(out), "--repeat", str(rep2), "--repeat", str(rep3),
                  "--no-plots"]) == 0
+
+
+def _huge_completion(rp):
+    rp.requests[0].completion_ns = (1 << 63) - 1
+
+
+def _huge_batch(rp):
+    rp.rollout_batches[0].ready_ns = (1 << 63) - 1
+
+
+def test_a_predicted_time_no_replay_writes_is_refused(tmp_path, capsys):
+    """A result with completion_ns = 2^63 - 1 was a ValueError traceback ("Value out of range") in the error
+    decomposition's sums: times past outputs.MAX_PREDICTED_NS (2^50 ns, ~13 days simulated) are refused."""
+    from unirl_replay.report.explain import summed
+    from unirl_replay.v1 import report_pb2 as vpb
+
+    trace = _trace(tmp_path / "trace")
+    for edit, rid in ((_huge_completion, "r1"), (_huge_batch, "B1")):
+        _assert_refused(tmp_path, trace, edit, "replay.time_range", rid, capsys)
+    big = [vpb.ErrorDecomposition(metric="m", measured_ns=(1 << 62), predicted_ns=(1 << 62) + 5, total_ns=5,
+                                  terms=[vpb.DecompositionTerm(name="client_path", delta_ns=5)]) for _ in range(3)]
+    assert summed(big, "m", "all") is None  # a sum an int64 field cannot hold: no sum, no traceback

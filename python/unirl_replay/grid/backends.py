@@ -133,6 +133,25 @@ def ray_address_problem(address: str, ray_module=None, timeout_s: float = RAY_CO
                 f"({'no answer' if not first else f'{len(first)} bytes, not a gRPC server'}): a Ray cluster's address "
                 "is its head node's GCS port (`ray start --head` prints it; default 6379), not a dashboard or "
                 "another service")
+    if ray_module is not None:
+        return _gcs_problem(target, shown)
+    return None
+
+
+def _gcs_problem(target: str, shown: str) -> str | None:
+    """Why the gRPC server at ``target`` is no Ray GCS, or None: Ray's own GCS client asks it for the cluster id
+    (it gives up after about 30 s; ray.init on a gRPC port that is not a GCS, a Ray Client port given without
+    ``ray://`` for one, retries for ever)."""
+    try:
+        from ray._raylet import GcsClient
+    except ImportError:  # another Ray layout: left to ray.init
+        return None
+    try:
+        GcsClient(address=target).cluster_id  # noqa: B018 - the call is the question
+    except Exception as e:  # noqa: BLE001 - RpcError (Deadline Exceeded, Unimplemented ...)
+        return (f"a gRPC server answers at {shown}, but not as a Ray GCS ({type(e).__name__}: {str(e)[:160]}): a Ray "
+                "cluster's address is its head node's GCS port (`ray start --head` prints it; default 6379); a Ray "
+                "Client port (default 10001) is given as ray://HOST:PORT")
     return None
 
 

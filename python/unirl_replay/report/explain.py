@@ -46,10 +46,13 @@ def summed(decs: Sequence[vpb.ErrorDecomposition], metric: str, record_id: str) 
     if len(ok) < 2:
         return None
     m, p = sum(d.measured_ns for d in ok), sum(d.predicted_ns for d in ok)
+    deltas = {name: sum(t.delta_ns for d in ok for t in d.terms if t.name == name) for name in TERMS}
+    if any(abs(v) >= 1 << 63 for v in (m, p, p - m, *deltas.values())):
+        return None  # a sum an int64 field cannot hold (times are bounded per record: outputs.MAX_PREDICTED_NS)
     out = vpb.ErrorDecomposition(level=ok[0].level, metric=metric, record_id=record_id, measured_ns=m,
                                  predicted_ns=p, total_ns=p - m)
     for name in TERMS:
-        delta = sum(t.delta_ns for d in ok for t in d.terms if t.name == name)
+        delta = deltas[name]
         out.terms.append(vpb.DecompositionTerm(name=name, delta_ns=delta, what=WHAT[name],
                                                pct_of_measured=100.0 * delta / m if m else 0.0))
     out.notes.append(f"sum over {len(ok)} records ({', '.join(d.record_id for d in ok)})")

@@ -54,6 +54,10 @@ def load_timing_model(replay, replay_path: Path, engines=()):
                 return None, prov, f"{problem}: the model is not evaluated"
     return model, prov, why
 _PREDICTED_TIMES = ("arrival_ns", "scheduled_ns", "first_token_ns", "completion_ns")
+#: the latest predicted time (ns from the replay's start) a result may hold: 2^50 ns, about 13 days of simulated
+#: time, far past any capture window; a larger value is no replay's (an edited or corrupt result), and sums of
+#: such times over a trace's batches would not fit the report's int64 fields
+MAX_PREDICTED_NS = 1 << 50
 
 
 #: the derived rows of a ReplayResult: (field, id key, workload record kind, its times in order)
@@ -81,6 +85,7 @@ def _check_rows(path: Path, replay, request_ids: set[str] | None, derived_ids: d
                                    "another workload?", file=path.name, record_id=esc(r.request_id),
                                    rule="replay.unmatched")
         times = [(f, getattr(r, f)) for f in _PREDICTED_TIMES if r.HasField(f)]
+        _time_range(path, "", times, esc(r.request_id))
         neg = [f"{f} = {v}" for f, v in times if v < 0]
         bad = [f"{a} {x} > {b} {y}" for (a, x), (b, y) in zip(times, times[1:]) if x > y]
         if neg or bad:
@@ -100,11 +105,21 @@ def _check_rows(path: Path, replay, request_ids: set[str] | None, derived_ids: d
                 raise TraceFormatError(f"{kind} {rid!r} is no {kind} of the trace compared: a replay of another "
                                        "workload?", file=path.name, record_id=esc(rid), rule="replay.unmatched")
             times = [(f, getattr(x, f)) for f in fields if x.HasField(f)]
+            _time_range(path, f"{kind} ", times, esc(rid))
             neg = [f"{f} = {v}" for f, v in times if v < 0]
             bad = [f"{a} {u} > {b} {w}" for (a, u), (b, w) in zip(times, times[1:]) if u > w]
             if neg or bad:
                 raise TraceFormatError(f"predicted {kind} times {'negative' if neg else 'out of order'}: "
                                        f"{', '.join(neg or bad)}", file=path.name, record_id=esc(rid), rule="time.order")
+
+
+def _time_range(path: Path, what: str, times: list, record_id: str) -> None:
+    """Refuse (TraceFormatError, rule replay.time_range) a predicted time beyond :data:`MAX_PREDICTED_NS`."""
+    big = [f"{f} = {v}" for f, v in times if v > MAX_PREDICTED_NS]
+    if big:
+        raise TraceFormatError(f"predicted {what}time {big[0]} ns is past {MAX_PREDICTED_NS} ns (about 13 days of "
+                               "simulated time): no replay wrote it (was the result edited?)", file=path.name,
+                               record_id=record_id, rule="replay.time_range")
 
 
 def _check_result(path: Path, replay, request_ids: set[str] | None = None,
@@ -146,6 +161,7 @@ def _check_result(path: Path, replay, request_ids: set[str] | None = None,
     for name in ("makespan_ns", "simulator_wall_ns"):
         if getattr(replay, name) < 0:
             raise TraceFormatError(f"{name} = {getattr(replay, name)} is negative", file=path.name, rule="time.order")
+    _time_range(path, "", [("makespan_ns", replay.makespan_ns)], "")
     _check_rows(path, replay, request_ids, derived_ids)
 
 
