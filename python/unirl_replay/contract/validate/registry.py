@@ -68,7 +68,8 @@ RULES: dict[str, str] = {
                             "the writer)",
     # off-profile JSON (json_profile.OFF_PROFILE_FORMS): accepted by the reader, never written by the profile
     "json.camel_case_key": "a lowerCamelCase key instead of the proto field name (warning; an error under --strict)",
-    "json.enum_number": "an enum written as a number instead of its name (warning; an error under --strict)",
+    "json.enum_number": "an enum written as a number, or as a numeric string (\"1\"), instead of its name (warning; an "
+                         "error under --strict)",
     "json.int32_string": "a 32-bit integer written as a string (warning; an error under --strict)",
     "json.int64_number": "a 64-bit integer written as a JSON number, not a decimal string (warning; an error under "
                          "--strict)",
