@@ -102,6 +102,9 @@ KNOWN_RULES = {
     "manifest.workload_name",
     # session 15: a manifest rule (a probe's artifact file), run by the pass through the checker's manifest()
     "manifest.probe_artifact",
+    # s17-val: pass 1 of a CacheWarmup record (record1), run by the pass; prefix.block_size now also covers
+    # hashes with block size 0 (the pass declines on a request holding such hashes)
+    "cache_warmup.prefix",
 }
 
 
@@ -301,3 +304,14 @@ def test_random_workloads(seed, edits, encoding, tmp_path_factory):
     clean = sound(d)
     if not edits and check_trace(d, outcomes=False).status == VALID:
         assert clean  # an unedited valid workload takes the fast path
+
+
+@pytest.mark.parametrize("encoding", ENCODINGS)
+def test_hashes_with_block_size_0_decline(encoding, tmp_path):
+    """A request with prefix hashes and block size 0 (prefix.block_size, an error) is never CLEAN; the same
+    trace with the request's prefix removed (prefix.missing, a warning) still is."""
+    t = grpo_trace()
+    t.request("req-0").prefix.block_size_tokens = 0
+    assert not sound(t.write(tmp_path / "hashes", encoding))
+    t.request("req-0").ClearField("prefix")
+    assert sound(t.write(tmp_path / "none", encoding))

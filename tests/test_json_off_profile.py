@@ -77,6 +77,23 @@ def test_off_profile_form_is_a_warning_and_an_error_under_strict(tmp_path, form)
     assert [v.rule for v in strict.violations if v.severity != WARNING] == [f"json.{form}"]
 
 
+@pytest.mark.parametrize("spelling", ['"1"', '" 1"', '"01"'])
+def test_enum_number_as_a_numeric_string_is_off_profile(tmp_path, spelling):
+    """D7: json_format reads "1" as the enum number 1 (the schema rejects it): json.enum_number, like 1."""
+    t = grpo_trace()
+    d = t.write(tmp_path / "t")
+    line = t.line_of("request", "req-0")
+    _edit_line(d, "workload.jsonl", line, lambda s: s.replace('"FINISH_REASON_STOP"', spelling, 1))
+    res = check_trace(d)
+    assert res.status == TraceCheck.STATUS_VALID
+    found = [v for v in res.violations if v.rule == "json.enum_number"]
+    assert len(found) == 1 and found[0].severity == WARNING and found[0].line == line
+    assert found[0].message.startswith("request.finish_reasons[0]")
+    strict = check_trace(d, strict=True)
+    assert strict.status == TraceCheck.STATUS_INVALID
+    assert [v.rule for v in strict.violations if v.severity != WARNING] == ["json.enum_number"]
+
+
 def test_manifest_forms_are_reported_too(tmp_path):
     d = grpo_trace().write(tmp_path / "t")
     text = (d / "manifest.json").read_text()

@@ -98,6 +98,30 @@ def test_integer_field_with_a_non_integer_literal_is_refused(text):
     assert "is not an integer" in str(ei.value)
 
 
+@pytest.mark.parametrize("value", ['1', '"1"', '" 1"', '"01"', '"+1"', '1.0', '1e0'])
+def test_enum_number_in_any_spelling_is_off_profile(value):
+    """The parser reads an enum's number from a JSON number or from any string int() takes (the schema
+    rejects both): each is json.enum_number, in a repeated and in a singular enum field."""
+    for text, path in ((b'{"request": {"finish_reasons": [%s]}}', "request.finish_reasons[0]"),
+                       (b'{"request": {"dependencies": [{"trigger": %s}]}}', "request.dependencies[0].trigger")):
+        data = json_profile.loads(text % value.encode())
+        assert json_profile.off_profile_forms(data, w.WorkloadRecord.DESCRIPTOR) == [("enum_number", path)]
+        msg = json_profile.parse_dict(data, w.WorkloadRecord)
+        assert (list(msg.request.finish_reasons) or [msg.request.dependencies[0].trigger]) == [1]
+    data = json_profile.loads(b'{"request": {"finish_reasons": ["FINISH_REASON_STOP"]}}')
+    assert json_profile.off_profile_forms(data, w.WorkloadRecord.DESCRIPTOR) == []
+
+
+@pytest.mark.parametrize("value,words", [("true", "is not an enum value"), ("false", "is not an enum value"),
+                                         ("1.5", "is not an integer"), ("1.0000000000000001", "is not an integer")])
+def test_enum_given_a_bool_or_a_fraction_is_refused(value, words):
+    """json_format would read them as int(value) (true -> 1, 1.5 -> 1): an error, as for an integer field."""
+    for text in (b'{"request": {"finish_reasons": [%s]}}', b'{"request": {"dependencies": [{"trigger": %s}]}}'):
+        with pytest.raises(TraceFormatError) as ei:
+            json_profile.parse_json(text % value.encode(), w.WorkloadRecord, file="workload.jsonl", line=2)
+        assert ei.value.rule == "json.profile" and words in str(ei.value)
+
+
 @pytest.mark.parametrize("value", ["1e3", "1000.0", "1000", "-0.0"])
 def test_int64_json_number_in_any_spelling_is_off_profile(value):
     data = json_profile.loads(b'{"request": {"arrival": {"observed_offset_ns": %s}}}' % value.encode())

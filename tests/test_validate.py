@@ -97,6 +97,17 @@ def _warmup(t):
         warmup_id="wu0", engine_id="e0", input_tokens=b, prefix=c.PrefixBlocks(block_size_tokens=b, block_hashes=[7]))))
 
 
+def _warm_declared(t, **warmup):
+    """A CacheWarmup (``warmup``'s fields) in a trace whose manifest is CACHE_STATE_KIND_WARM_DECLARED."""
+    t.manifest.cache_state = c.CACHE_STATE_KIND_WARM_DECLARED
+    t.workload.append(w.WorkloadRecord(cache_warmup=w.CacheWarmup(warmup_id="wu0", engine_id="e0", **warmup)))
+
+
+def _hashes_without_block_size(t):
+    """req-0 keeps its hashes, its block size is 0 (convert / replay: prefix.block_size_mismatch)."""
+    t.request("req-0").prefix.block_size_tokens = 0
+
+
 def _prefix_count(t):
     r = t.request("req-0")
     r.input_tokens = 1024  # 64 hashes needed at block 16
@@ -175,6 +186,13 @@ CASES = [
     ("prefix.block_size", "req-0", grpo_trace, _prefix_count),
     ("prefix.missing", "req-0", grpo_trace, lambda t: t.request("req-0").ClearField("prefix")),
     ("cache_warmup.cold_manifest", "wu0", grpo_trace, _warmup),
+    ("prefix.block_size", "req-0", grpo_trace, _hashes_without_block_size),
+    ("cache_warmup.prefix", "wu0", grpo_trace, lambda t: _warm_declared(t, input_tokens=128)),
+    ("cache_warmup.prefix", "wu0", grpo_trace, lambda t: _warm_declared(t, input_tokens=0)),
+    ("cache_warmup.prefix", "wu0", grpo_trace,
+     lambda t: _warm_declared(t, input_tokens=16, prefix=c.PrefixBlocks(block_size_tokens=0))),
+    ("prefix.block_size", "wu0", grpo_trace,
+     lambda t: _warm_declared(t, input_tokens=16, prefix=c.PrefixBlocks(block_size_tokens=0, block_hashes=[7]))),
     ("arrival.kind_missing", "req-0", grpo_trace, _no_arrival_anywhere),
     ("arrival.mixed_missing", "req-1", grpo_trace, _mixed_arrival),
     ("arrival.dependencies", "traj-0/t1", agentic_trace,
@@ -848,3 +866,33 @@ def test_warmup_in_a_warm_declared_trace_is_valid(tmp_path):
     t.manifest.cache_state = c.CACHE_STATE_KIND_WARM_DECLARED
     res = check(t, tmp_path, "jsonl")
     assert res.status == VALID, [(v.rule, v.message) for v in res.violations]
+
+
+def test_hashes_with_block_size_0_are_an_error_not_missing_hashes(tmp_path):
+    """D6: hashes present at block size 0: prefix.block_size says so (convert / replay refuse it as
+    prefix.block_size_mismatch); no false prefix.missing ("no prefix block hashes")."""
+    t = grpo_trace()
+    _hashes_without_block_size(t)
+    for enc in ("jsonl", "binpb"):
+        res = check(t, tmp_path, enc)
+        assert res.status == INVALID
+        assert [v.rule for v in res.violations] == ["prefix.block_size"], [(v.rule, v.message) for v in res.violations]
+        assert "block_size_tokens 0" in res.violations[0].message and "'e0' block size 16" in res.violations[0].message
+
+
+@pytest.mark.parametrize("warmup,words", [
+    ({"input_tokens": 128}, "no prefix block hashes"),
+    ({"input_tokens": 0}, "input_tokens is 0"),
+    ({"input_tokens": 0, "prefix": c.PrefixBlocks(block_size_tokens=16)}, "input_tokens is 0"),
+    ({"input_tokens": 16, "prefix": c.PrefixBlocks(block_size_tokens=0)}, "no prefix block hashes"),
+])
+def test_warmup_without_a_usable_prefix_is_an_error(tmp_path, warmup, words):
+    """D5: a warm-up declares a resident prefix; with no hashes or no tokens it declares nothing the replay can
+    load (convert / replay refuse it): an error, not the requests' prefix.missing warning."""
+    t = grpo_trace()
+    _warm_declared(t, **warmup)
+    res = check(t, tmp_path, "jsonl")
+    assert res.status == INVALID
+    assert [(v.rule, v.record_id) for v in res.violations] == [("cache_warmup.prefix", "wu0")], \
+        [(v.rule, v.message) for v in res.violations]
+    assert words in res.violations[0].message and res.violations[0].severity == Violation.SEVERITY_ERROR

@@ -12,7 +12,8 @@ Output (what every writer of this project produces):
 - maps are JSON objects.
 
 Input (:func:`parse_dict` and friends) is the proto3 JSON parser: it additionally accepts 64-bit
-integers as JSON numbers, enum numbers, and lowerCamelCase keys. Unknown keys are rejected.
+integers as JSON numbers, enum numbers (also as numeric strings, ``"1"``), and lowerCamelCase keys.
+Unknown keys are rejected, and so is an enum given a bool or a number with a fraction.
 
 Errors raise :class:`unirl_replay.contract.errors.TraceFormatError` with rule ``json.parse`` (not JSON) or
 ``json.profile`` (JSON, but not a valid message), naming the file and line when given.
@@ -24,6 +25,7 @@ import copy
 import functools
 import decimal
 import json
+import math
 import re
 from typing import Any, Callable, TypeVar
 
@@ -166,6 +168,23 @@ def _exact_int(v: Any, path: str) -> Any:
     return int(d)
 
 
+def _exact_enum(v: Any, path: str) -> Any:
+    """An enum field's JSON value as the parser should read it: ``json_format`` takes any value
+    ``int()`` takes as the number (``true`` as 1, ``1.5`` as 1); here a bool, or a number whose
+    value is not an integer, is an error, as for an integer field. Names, strings and integers
+    are the parser's (a numeric string, ``"1"``, is off-profile: :func:`off_profile_forms`).
+
+    Raises:
+        _NotAnInteger: ``v`` is a bool or a number with a fractional part."""
+    if isinstance(v, bool):
+        raise _NotAnInteger(f"{path}: {json.dumps(v)} is not an enum value (its name, or its number)")
+    if isinstance(v, json_guard.ExactFloat):
+        return _exact_int(v, path)
+    if isinstance(v, float) and math.isfinite(v) and not v.is_integer():
+        raise _NotAnInteger(f"{path}: {v!r} is not an integer")
+    return v
+
+
 def _exact_value(f: FieldDescriptor, v: Any, path: str) -> Any:
     if f.type == _F.TYPE_MESSAGE:
         if f.message_type.GetOptions().map_entry:
@@ -179,6 +198,11 @@ def _exact_value(f: FieldDescriptor, v: Any, path: str) -> Any:
             items = [_exact_integers(x, f.message_type, f"{path}[{i}].") for i, x in enumerate(v)]
             return v if all(a is b for a, b in zip(items, v)) else items
         return _exact_integers(v, f.message_type, path + ".")
+    if f.type == _F.TYPE_ENUM:
+        if isinstance(v, list):
+            items = [_exact_enum(x, f"{path}[{i}]") for i, x in enumerate(v)]
+            return v if all(a is b for a, b in zip(items, v)) else items
+        return _exact_enum(v, path)
     if f.type not in _INTS:
         return v
     if isinstance(v, list):
@@ -212,7 +236,7 @@ def _exact_integers(data: Any, desc: Descriptor, prefix: str) -> Any:
 #: form -> what it is (``validate`` reports each as rule ``json.<form>``: a warning, an error under --strict)
 OFF_PROFILE_FORMS: dict[str, str] = {
     "camel_case_key": "a lowerCamelCase key (`requestId`) instead of the proto field name (`request_id`)",
-    "enum_number": "an enum written as its number instead of its name",
+    "enum_number": "an enum written as its number (`1`, or a numeric string `\"1\"`) instead of its name",
     "int32_string": "a 32-bit integer written as a string (`\"5\"`) instead of a JSON number",
     "int64_number": "a 64-bit integer written as a JSON number instead of a decimal string (precision is lost "
                     "above 2^53 in most parsers)",
@@ -240,7 +264,8 @@ def _scalar(f: FieldDescriptor, v: Any, path: str, out: list[tuple[str, str]]) -
         out.append(("null", path))
     elif f.type == _F.TYPE_MESSAGE and isinstance(v, dict):
         _walk(v, f.message_type, path + ".", out)
-    elif f.type == _F.TYPE_ENUM and isinstance(v, int) and not isinstance(v, bool):
+    elif f.type == _F.TYPE_ENUM and not isinstance(v, bool) and (
+            isinstance(v, (int, float)) or (isinstance(v, str) and _numeric_enum_string(f, v))):
         out.append(("enum_number", path))
     elif f.type in _INT32 and isinstance(v, str):
         out.append(("int32_string", path))
@@ -249,6 +274,18 @@ def _scalar(f: FieldDescriptor, v: Any, path: str, out: list[tuple[str, str]]) -
             out.append(("int64_number", path))
         elif isinstance(v, str) and (not _CANONICAL_INT.fullmatch(v) or v == "-0"):
             out.append(("int64_form", path))
+
+
+def _numeric_enum_string(f: FieldDescriptor, v: str) -> bool:
+    """A string in an enum field that is no name of the enum but that the parser reads as a number
+    (``json_format`` falls back to ``int(v)``: ``"1"``, ``" 1"``, ``"01"``, ``"+1"``): an enum number."""
+    if v in f.enum_type.values_by_name:
+        return False
+    try:
+        int(v)
+    except ValueError:
+        return False  # no name, no number: the parser's error (json.profile)
+    return True
 
 
 def _field_of(desc: Descriptor, key: str) -> FieldDescriptor | None:

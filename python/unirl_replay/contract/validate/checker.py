@@ -77,8 +77,23 @@ class _Checker(ManifestRules, RequestRules, DependencyRules, LineageRules, Outco
                        f"cache_state is {name}, not CACHE_STATE_KIND_WARM_DECLARED: a prefix declared resident "
                        "contradicts the cache state the replay starts from")
             self._engine(f, line, rid, msg.engine_id)
-            self._prefix(line, rid, msg.input_tokens, msg.HasField("prefix"), msg.prefix, msg.engine_id)
+            self._warmup_prefix(line, rid, msg)
             self._tokens(line, rid, msg.engine_id, msg.input_tokens, (), None)
+
+    def _warmup_prefix(self, line: int, rid: str, msg) -> None:
+        """A warm-up is a prefix declared resident: it needs tokens and the hashes of its blocks
+        (rule ``cache_warmup.prefix``); those it has meet the requests' prefix rules."""
+        p = msg.prefix
+        hashed = msg.HasField("prefix") and bool(p.block_size_tokens or p.block_hashes)
+        if msg.input_tokens < 1:
+            self.v("cache_warmup.prefix", self.wfile, line, rid, "input_tokens is 0: a warm-up declares a resident "
+                   "prefix of at least one token")
+        elif not hashed:
+            self.v("cache_warmup.prefix", self.wfile, line, rid, f"{msg.input_tokens} input tokens but no prefix "
+                   "block hashes: a warm-up declares its resident prefix by its block hashes, without them it "
+                   "declares nothing the replay can load")
+        if hashed:
+            self._prefix(line, rid, msg.input_tokens, True, p, msg.engine_id)
 
     _sp_lineage = {"trajectory": SinglePassRules._sp_trajectory, "group": SinglePassRules._sp_group,
                    "rollout_batch": lambda self, msg, fresh: self._sp_batch(msg)}

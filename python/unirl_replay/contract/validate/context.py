@@ -208,6 +208,12 @@ class TraceState:
                 engine_id: str) -> None:
         f = self.wfile
         if not has_prefix or not prefix.block_size_tokens:
+            if has_prefix and prefix.block_hashes:  # hashes of an unknown block size: none can be matched
+                eb = self.engine_block.get(engine_id)
+                engine = f" (engine {engine_id!r} block size {eb})" if eb is not None else ""
+                self.v("prefix.block_size", f, line, rid, f"{len(prefix.block_hashes)} prefix block hashes with "
+                       f"block_size_tokens 0{engine}: the block size they were computed with is missing")
+                return
             if input_tokens > 0:
                 self.v("prefix.missing", f, line, rid, f"{input_tokens} input tokens but no prefix block hashes",
                        WARNING)

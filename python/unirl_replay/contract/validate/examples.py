@@ -250,6 +250,9 @@ EXAMPLES: dict[str, Example] = {
     "cache_warmup.cold_manifest": _g(("append", W, {"cache_warmup": {
         "warmup_id": "wu0", "engine_id": "e0", "input_tokens": 16,
         "prefix": {"block_size_tokens": 16, "block_hashes": ["7"]}}})),
+    "cache_warmup.prefix": _g(("append", W, {"cache_warmup": {"warmup_id": "wu0", "engine_id": "e0",
+                                                               "input_tokens": 16}}),
+                              ("set", M, 0, "cache_state", "CACHE_STATE_KIND_WARM_DECLARED")),
     "arrival.kind_missing": _g(("del", W, 1, "request.arrival")),
     "arrival.mixed_missing": _g(("dup", W, 1), ("set", W, 4, "request.request_id", "req-1"),
                                 ("del", W, 4, "request.arrival")),

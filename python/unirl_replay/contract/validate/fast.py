@@ -186,7 +186,8 @@ def _requests(ch: _Checker, cols):
         return None
     if max(map(len, deps)) > MAX_DEPENDENCIES:
         return None
-    # reference.engine, prefix.count, prefix.block_size (block size 0 / no prefix: prefix.missing, a warning)
+    # reference.engine, prefix.count, prefix.block_size (no prefix, or block size 0 without hashes: prefix.missing,
+    # a warning; hashes with block size 0: prefix.block_size)
     inp_a = np.fromiter(inp, np.int64, n)
     if not _engines_and_prefix_ok(ch.engine_block, cols.offsets, eid, inp_a, np.fromiter(bs, np.int64, n)):
         return None
@@ -463,16 +464,19 @@ def _engines_and_prefix_ok(blocks: dict, offsets, eid, inp_a: np.ndarray, bs_a: 
     """Rules ``reference.engine``, ``prefix.count`` and ``prefix.block_size`` over a trace's request columns:
     every engine id known (``blocks``: engine id -> its block size), and each request with a block size holds
     exactly ceil(input tokens / block size) prefix hashes (``offsets``: the hashes' column offsets) at its
-    engine's block size. False: some request may break one; the per-record rules decide and word it."""
+    engine's block size, and each request without one (block size 0) holds none. False: some request may break one; the per-record rules decide and word it."""
     engines = set(eid)
     if not engines <= blocks.keys():
         return False
     has = bs_a > 0
-    if has.any():
+    if has.any() or int(offsets[-1]):
         n = len(bs_a)
         counts = np.diff(offsets)
         if len(counts) != n:
             return False
+        if counts[~has].any():
+            return False  # hashes with block size 0: prefix.block_size, an error
+    if has.any():
         b = bs_a[has]
         if not np.array_equal(counts[has], -(-inp_a[has] // b)):
             return False

@@ -68,7 +68,8 @@ RULES: dict[str, str] = {
                             "the writer)",
     # off-profile JSON (json_profile.OFF_PROFILE_FORMS): accepted by the reader, never written by the profile
     "json.camel_case_key": "a lowerCamelCase key instead of the proto field name (warning; an error under --strict)",
-    "json.enum_number": "an enum written as a number instead of its name (warning; an error under --strict)",
+    "json.enum_number": "an enum written as a number, or as a numeric string (\"1\"), instead of its name (warning; an "
+                         "error under --strict)",
     "json.int32_string": "a 32-bit integer written as a string (warning; an error under --strict)",
     "json.int64_number": "a 64-bit integer written as a JSON number, not a decimal string (warning; an error under "
                          "--strict)",
@@ -135,11 +136,17 @@ RULES: dict[str, str] = {
     "request.input_tokens": "a request with 0 input tokens (Request.input_tokens is len(prompt_token_ids): vLLM takes no "
                             "empty prompt; convert refused such a trace under this rule while validate called it valid)",
     "prefix.count": "len(block_hashes) == ceil(input_tokens / block_size_tokens)",
-    "prefix.block_size": "prefix block size equals the engine's block_size_tokens",
+    "prefix.block_size": "prefix block size equals the engine's block_size_tokens (block hashes with "
+                         "block_size_tokens 0 included: convert / replay refused them as prefix.block_size_mismatch "
+                         "while validate called the trace valid)",
     "prefix.missing": "request with input tokens but no prefix hashes (warning)",
     "cache_warmup.cold_manifest": "a CacheWarmup record in a trace whose manifest cache_state is not "
                                   "CACHE_STATE_KIND_WARM_DECLARED (warm-ups are declared-resident prefixes; COLD is "
                                   "an empty cache)",
+    "cache_warmup.prefix": "a CacheWarmup record with 0 input tokens or without prefix block hashes (no prefix, "
+                           "or block size 0 and no hashes): a warm-up is a prefix declared resident by its block "
+                           "hashes, without them it declares nothing the replay can load (convert / replay refused "
+                           "it as prefix.block_size_mismatch while validate called the trace valid)",
     "arrival.kind_missing": "request without an arrival",
     "arrival.mixed_missing": "request without an arrival among requests with observed arrivals (never defaulted)",
     "arrival.dependencies": "arrival.after_dependencies set exactly when dependencies is non-empty",
