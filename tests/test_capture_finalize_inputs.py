@@ -377,3 +377,203 @@ def test_a_finalize_refusal_reads_as_every_verb_s(tmp_path, capsys):
     rc = main(["capture", "finalize", str(tmp_path / "raw"), "--out", str(tmp_path / "t")])
     err = capsys.readouterr().err
     assert rc == 2 and err.startswith("error: ") and "[capture.no_shards]" in err and "Error:" not in err, err
+
+
+# s17 attack (D1): a key the join reads without a default, missing, or null where the join turns it into a number or
+# iterates it, passed the shard schema and was a KeyError / TypeError traceback inside the join (an engine record
+# without its pipe_request_id or a request without its vllm_request_id, an env step without its turn, a collect
+# without its n or with "n": null, a submit's "rollout_ids": null, a collected group without its trajectory_ids).
+# The schema now says which keys each kind needs (shard_records.required_fields); each is dropped, and set to null
+# where null is refused, on the first record of its kind in a fixture that finalizes cleanly.
+def _required_cases():
+    from unirl_replay.capture.shard_records import SCHEMAS, required_fields
+
+    where = {"process": "grpo", "process_end": "grpo", "engine_config": "grpo", "engine_generate": "grpo",
+             "engine_call": "grpo", "rollout_generate": "grpo", "overhead_pairs": "grpo", "trajectory": "agentic",
+             "env_step": "agentic", "submit": "agentic", "collect": "agentic", "window_start": "probes",
+             "window_end": "probes", "probe_start": "probes", "probe_end": "probes", "probe_generate": "probes"}
+    cases = []
+    for kind in SCHEMAS:
+        for path, nullable in required_fields(kind):
+            if kind not in where:  # a kind with required keys and no fixture here: add one to `where`
+                raise AssertionError(f"no fixture for shard record kind {kind!r} ({path} is required)")
+            cases.append((where[kind], kind, path, "drop", False))
+            cases.append((where[kind], kind, path, "null", nullable))
+    # conditional: an engine call / env step of a trajectory needs its turn
+    for kind in ("engine_call", "env_step"):
+        cases += [("agentic", kind, "turn", "drop", False), ("agentic", kind, "turn", "null", False)]
+    # optional, but iterated when there (s.get("rollout_ids", [])): never null
+    cases += [("agentic", "submit", "rollout_ids", "null", False),
+              ("agentic", "collect", "groups.*.rollout_ids", "null", False)]
+    return cases
+
+
+REQUIRED_CASES = _required_cases()
+
+
+def _fixture(kind: str, raw):
+    from test_capture_conditions import _raw_with_probes
+    from test_capture_finalize import _agentic_raw, _driver_generates
+
+    if kind == "grpo":
+        _grpo_raw(raw)
+        _driver_generates(raw)
+        with open(raw / "driver-h1-10.jsonl", "a") as fh:  # the reference driver's measured overhead pairs
+            fh.write('{"kind": "overhead_pairs", "pairs": 1, "method": "paired", "overhead_ratio": 0.01, '
+                     '"instrumented_wall_ns": 1010, "plain_wall_ns": 1000}\n')
+        return []
+    if kind == "agentic":
+        _agentic_raw(raw)
+        return []
+    _raw_with_probes(raw)
+    return ["--rollouts", "0:0"]
+
+
+def _mutate_path(rec, path: str, how: str) -> None:
+    from test_capture_finalize import _t
+
+    *parents, last = path.split(".")
+    for k in parents:
+        if k == "*":
+            rec = rec[0]
+            continue
+        if k not in rec:  # the record does not carry this optional object: give it one the hooks write
+            rec[k] = {"clock_pair": _t(0.0)}[k]
+        rec = rec[k]
+    assert last in rec, (path, rec)
+    if how == "drop":
+        del rec[last]
+    else:
+        rec[last] = None
+
+
+@pytest.mark.parametrize("fixture,kind,path,how,accepted", REQUIRED_CASES,
+                         ids=[f"{c[1]}-{c[2]}-{c[3]}" for c in REQUIRED_CASES])
+def test_a_shard_record_without_a_key_the_join_reads_is_a_typed_error(tmp_path, capsys, fixture, kind, path, how,
+                                                                      accepted):
+    raw = tmp_path / "raw"
+    args = _fixture(fixture, raw)
+    lines = [(p, i) for p in sorted(raw.glob("*.jsonl")) for i, x in enumerate(p.read_text().splitlines())
+             if f'"kind": "{kind}"' in x and (kind not in ("engine_call", "env_step") or path != "turn"
+                                               or '"trajectory_id": "t' in x)]
+    assert lines, kind
+    shard, index = lines[0]
+    _edit_line(shard, index, lambda r: _mutate_path(r, path, how))
+    out = tmp_path / "t"
+    rc, err = _fin(capsys, raw, out, *args)
+    if accepted:  # null is what the hook writes when it does not know the value: joined, or reported as lost
+        assert rc == 0 and "valid trace" in err, err
+        return
+    assert rc == 2 and err.startswith("error: ") and "[capture.shard_record]" in err, err
+    assert f"{shard.name}:{index + 1}" in err and path.rsplit(".", 1)[-1] in err, err
+    assert not out.exists()
+
+
+def _ctl_id(raw):
+    """A sample id with a control character (the trace's request sample ids: id.invalid)."""
+    _edit_line(raw / "worker-h1-11.jsonl", 1, _set("sample_ids", 1, "r0:prompt:0:sample:0/\x1b[2J"))
+
+
+def test_a_finalized_trace_that_does_not_validate_is_removed_and_refused(tmp_path, capsys):
+    """s17 attack (D2): finalize wrote a trace validate refuses, printed "trace written (complete)" and "nothing
+    missing", then exited 1 with click's "Error: ... not valid" and left manifest, workload and outcomes in --out.
+    Now the violations are printed, the refusal reads as every verb's (error:, exit 2) and what finalize wrote is
+    removed (a new --out whole; in a directory that was there, only finalize's files); --no-validate keeps it."""
+    raw = tmp_path / "raw"
+    _grpo_raw(raw)
+    _ctl_id(raw)
+    out = tmp_path / "new" / "t"
+    rc, err = _fin(capsys, raw, out)
+    assert rc == 2 and "id.invalid" in err and "error: " in err and "Error:" not in err, err
+    assert "is not valid (STATUS_INVALID" in err and "trace written" not in err, err
+    assert not (tmp_path / "new").exists()
+    there = tmp_path / "there"
+    there.mkdir()
+    (there / "notes.txt").write_text("mine\n")
+    rc, err = _fin(capsys, raw, there)
+    assert rc == 2 and "id.invalid" in err, err
+    assert sorted(p.name for p in there.iterdir()) == ["notes.txt"]
+    rc, err = _fin(capsys, raw, tmp_path / "kept", "--no-validate")
+    assert rc == 0 and (tmp_path / "kept" / "manifest.json").exists(), err
+
+
+@pytest.mark.parametrize("fixture,shard,line,edit,rule,why", [
+    # the manifest's engine block size and every prefix's (manifest.engine, prefix.block_size)
+    ("grpo", "engine-h1-21.jsonl", 1, _set("config", "block_size", 0), "capture.shard_record", "config.block_size"),
+    ("grpo", "engine-h1-21.jsonl", 1, lambda r: r["config"].pop("block_size"), "capture.shard_record", "block_size"),
+    # RolloutBatch.required_groups (batch.required_groups)
+    ("agentic", "driver-h1-10.jsonl", 2, _set("n", 0), "capture.shard_record", "n: 0 is less than the minimum of 1"),
+    # one output token count and finish reason per sample (fanout.count)
+    ("grpo", "engine-h1-21.jsonl", 2, _set("requests", 0, "output_tokens", [3]), "capture.fanout", "n=2 samples"),
+    ("grpo", "engine-h1-21.jsonl", 2, _set("requests", 0, "finish_reasons", []), "capture.fanout", "0 finish reasons"),
+], ids=["block_size-0", "block_size-absent", "collect-n-0", "output_tokens-count", "finish_reasons-count"])
+def test_shard_values_that_made_an_invalid_trace_are_refused_before_writing(tmp_path, capsys, fixture, shard, line,
+                                                                            edit, rule, why):
+    raw = tmp_path / "raw"
+    _fixture(fixture, raw)
+    _edit_line(raw / shard, line, edit)
+    rc, err = _fin(capsys, raw, tmp_path / "t")
+    assert rc == 2 and f"[{rule}]" in err and why in err and "not valid" not in err, err
+    assert not (tmp_path / "t").exists()
+
+
+def test_requests_of_an_engine_without_its_engine_config_are_reported_lost(tmp_path, capsys):
+    """s17 attack (D2): an engine shard without its engine_config line wrote a trace whose requests name an engine
+    the manifest lacks (reference.engine), reported "nothing missing". Its requests are lost, with the reason."""
+    raw = tmp_path / "raw"
+    _grpo_raw(raw)
+    eng = raw / "engine-h1-21.jsonl"
+    eng.write_text("\n".join(x for x in eng.read_text().splitlines() if '"engine_config"' not in x) + "\n")
+    out = tmp_path / "t"
+    rc = main(["capture", "finalize", str(raw), "--out", str(out)])
+    cap = capsys.readouterr()
+    assert rc == 0 and "valid trace" in cap.err and "Traceback" not in cap.err, cap.err
+    assert "missing engine_request: 4" in cap.out and "vllm:h1:21: no engine_config record" in cap.out, cap.out
+    assert "nothing missing" not in cap.out and "INCOMPLETE" in cap.out
+    from test_capture_finalize import _load
+
+    man, wl, _ = _load(out)
+    assert {r.engine_id for r in wl["request"]} == {"vllm:h1:22"} and not man.completeness.complete
+
+
+def test_a_shard_that_is_not_a_regular_file_is_refused_without_being_opened(tmp_path, capsys):
+    """s17 attack (D3): a FIFO named *.jsonl in RAW_DIR made finalize block for ever (read_bytes on the FIFO); a
+    directory so named, or a link to nothing, was an OSError traceback. Each is refused, naming it; a link to a
+    regular shard is read as that shard."""
+    import os
+    import threading
+
+    raw = tmp_path / "raw"
+    _grpo_raw(raw)
+    fifo = raw / "stale-h1-99.jsonl"
+    os.mkfifo(fifo)
+    got = {}
+
+    def run():
+        got["rc"] = main(["capture", "finalize", str(raw), "--out", str(tmp_path / "t")])
+
+    th = threading.Thread(target=run, daemon=True)
+    th.start()
+    th.join(60)
+    if th.is_alive():  # unblock the reader before failing
+        os.close(os.open(fifo, os.O_WRONLY | os.O_NONBLOCK))
+        th.join(10)
+        pytest.fail("finalize blocked on a FIFO shard")
+    err = capsys.readouterr().err
+    assert got["rc"] == 2 and "[artifact.not_regular]" in err and str(fifo) in err and "Traceback" not in err, err
+    assert not (tmp_path / "t").exists()
+    fifo.unlink()
+    (raw / "dir.jsonl").mkdir()
+    rc, err = _fin(capsys, raw, tmp_path / "t")
+    assert rc == 2 and "[artifact.not_regular]" in err and "dir.jsonl" in err, err
+    (raw / "dir.jsonl").rmdir()
+    (raw / "gone.jsonl").symlink_to(tmp_path / "nowhere.jsonl")
+    rc, err = _fin(capsys, raw, tmp_path / "t")
+    assert rc == 2 and "[artifact.unreadable]" in err and "gone.jsonl" in err, err
+    (raw / "gone.jsonl").unlink()
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    (raw / "worker-h1-12.jsonl").rename(elsewhere / "worker-h1-12.jsonl")
+    (raw / "worker-h1-12.jsonl").symlink_to(elsewhere / "worker-h1-12.jsonl")
+    rc, err = _fin(capsys, raw, tmp_path / "t")
+    assert rc == 0 and "valid trace" in err, err

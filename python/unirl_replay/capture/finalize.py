@@ -54,11 +54,13 @@ import datetime
 import hashlib
 import json
 import math
+import os
 import shutil
+import stat
 from collections import defaultdict
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Dict, List, Optional, Sequence, Set, Tuple
+from typing import Any, Callable, Dict, List, Optional, Sequence, Set, Tuple
 
 from unirl_replay.capture.hashing import HASH_ALGORITHM, SALT_FILE, salt_id
 from unirl_replay.capture.shard_records import record_problem
@@ -74,8 +76,8 @@ from unirl_replay.capture.trace_builder import (
     _request_outcome,
 )
 from unirl_replay.contract.errors import TraceFormatError
-from unirl_replay.contract.trace_io import (OUTCOME_FILES, PARTIAL_SUFFIX, WORKLOAD_FILES, WRITER_LOCK,
-                                           TraceWriter)
+from unirl_replay.contract.trace_io import (MANIFEST_FILE, OUTCOME_FILES, PARTIAL_SUFFIX, WORKLOAD_FILES,
+                                           WRITER_LOCK, TraceWriter, open_regular)
 from unirl_replay.v1 import common_pb2 as c
 from unirl_replay.v1 import manifest_pb2 as m
 from unirl_replay.v1 import outcomes_pb2 as o
@@ -152,12 +154,35 @@ def _shard_json(line: bytes):
     return _SHARD_DECODER.decode(line.decode("utf-8"))
 
 
+def _read_regular(path: Path, what: str = "shard") -> bytes:
+    """The bytes of a shard (``what``) that must be a regular file (a link to one is read as the file it names): a FIFO, device
+    or directory named ``*.jsonl`` is refused without being opened (reading a FIFO blocked for ever), rule
+    ``artifact.not_regular`` as the trace readers' (``trace_io.open_regular``); an unreadable one ``artifact.unreadable``."""
+    try:
+        st = os.stat(path)  # follows a link: what would be read
+    except OSError as e:
+        raise TraceFormatError(f"{what} cannot be read: {e.strerror or e}"
+                               + (" (a link to nothing)" if path.is_symlink() else ""), file=str(path),
+                               rule="artifact.unreadable") from None
+    if not stat.S_ISREG(st.st_mode):
+        raise TraceFormatError(f"is named as a {what} but is not a regular file (a FIFO, device or directory is "
+                               f"never read as one): move it out of the shard directory", file=str(path),
+                               rule="artifact.not_regular")
+    with open_regular(path, str(path)) as f:  # checks again on the opened file (it could be replaced in between)
+        return f.read()
+
+
 def read_shards(raw_dir: Path) -> List[Shard]:
-    """Every ``*.jsonl`` shard in ``raw_dir``; complete lines only (a killed process may cut its last one)."""
+    """Every ``*.jsonl`` shard in ``raw_dir``; complete lines only (a killed process may cut its last one).
+
+    Raises:
+        TraceFormatError: a ``*.jsonl`` that is not a regular file (``artifact.not_regular``) or cannot be read
+            (``artifact.unreadable``); a record the hooks never write (``capture.shard_record``).
+    """
     shards = []
     for path in sorted(Path(raw_dir).glob("*.jsonl")):
         sh = Shard(path)
-        lines = path.read_bytes().split(b"\n")
+        lines = _read_regular(path, "shard (*.jsonl)").split(b"\n")
         ends_clean = lines[-1] == b""
         if ends_clean:
             lines = lines[:-1]
@@ -177,10 +202,10 @@ def read_shards(raw_dir: Path) -> List[Shard]:
                     sh.bad_lines.append(i)
                 continue
             why = record_problem(rec)
-            if why is not None:  # a record of the hooks' kinds with another type: corrupt, never joined on trust
+            if why is not None:  # a key missing, null or of another type: corrupt, never joined on trust
                 raise TraceFormatError(f"shard record of kind {rec.get('kind') if isinstance(rec, dict) else None!r} "
-                                       f"has a value the capture hooks never write: {why}", file=str(path), line=i,
-                                       rule="capture.shard_record")
+                                       "is not what the capture hooks write (a key missing, null or of another "
+                                       f"type): {why}", file=str(path), line=i, rule="capture.shard_record")
             if rec.get("kind") == "process" and sh.process is None:
                 sh.process = rec
             elif rec.get("kind") == "process_end":
@@ -209,8 +234,13 @@ def _parse_rollouts(spec: Optional[str]) -> Optional[List[Tuple[int, int]]]:
 def finalize(raw_dir: Path | str, out_dir: Path | str, *, rollouts: Optional[str] = None, role: str = "unlabelled",
              workload_name: Optional[str] = None, trace_id: Optional[str] = None, model_name: Optional[str] = None,
              max_output_tokens: Optional[int] = None, labels: Optional[Dict[str, str]] = None,
-             weights_digest: bool = True, policy_version: Optional[int] = None) -> FinalizeReport:
+             weights_digest: bool = True, policy_version: Optional[int] = None,
+             check: Optional[Callable[[Path], None]] = None) -> FinalizeReport:
     """Build and finalize the trace in ``out_dir`` from the shards in ``raw_dir``.
+
+    ``check``: called with ``out_dir`` once the trace is written (the CLI validates it there); when it raises,
+    everything finalize created in ``out_dir`` is removed, as after a failure while writing, and the exception
+    propagates (a trace that does not validate is never left behind).
 
     Raises:
         TraceFormatError: no shards, shards from different hosts/boots, no engine report, or 0
@@ -227,7 +257,7 @@ def finalize(raw_dir: Path | str, out_dir: Path | str, *, rollouts: Optional[str
     if (out_dir / "manifest.json").exists():
         raise TraceFormatError(f"{out_dir} already holds a trace; choose another --out", file=str(out_dir),
                                rule="capture.out_exists")
-    _refuse_taken(out_dir, (*WORKLOAD_FILES.values(), *OUTCOME_FILES.values(), WRITER_LOCK,
+    _refuse_taken(out_dir, (MANIFEST_FILE, *WORKLOAD_FILES.values(), *OUTCOME_FILES.values(), WRITER_LOCK,
                             *(n + PARTIAL_SUFFIX for n in (*WORKLOAD_FILES.values(), *OUTCOME_FILES.values()))))
     raw_abs, out_abs = raw_dir.resolve(), out_dir.resolve()
     if out_abs == raw_abs or raw_abs in out_abs.parents:
@@ -335,6 +365,16 @@ def finalize(raw_dir: Path | str, out_dir: Path | str, *, rollouts: Optional[str
                 bad_traj.add(d["trajectory_id"])
             continue
         used_gens.add(key)
+        if configs and d["engine_id"] not in configs:
+            # its engine's config (block size, KV blocks) is unknown: the manifest would lack that engine, a trace
+            # validate refuses (reference.engine); its requests are lost as those of a call without an engine record
+            lose("engine_request", len(e["requests"]),
+                 f"engine {d['engine_id']}: no engine_config record in its shard ({e['_shard'].name}: that line lost "
+                 "or removed), so the engine's configuration is unknown")
+            unjoined.append(d)
+            if d.get("trajectory_id"):
+                bad_traj.add(d["trajectory_id"])
+            continue
         joined.append((d, e))
     call_keys = {(d.get("engine_id"), d.get("pipe_request_id")) for d in calls_all}
     for key, e in gens.items():
@@ -417,6 +457,11 @@ def finalize(raw_dir: Path | str, out_dir: Path | str, *, rollouts: Optional[str
                 raise TraceFormatError(f"call {d['call_id']}: {len(ids)} sample ids for the engine's fan-out",
                                        file=sh.name, record_id=d["call_id"], rule="capture.fanout")
             rid = f"{eid}#{er['vllm_request_id']}"
+            if len(er["output_tokens"]) != er["n"] or len(er["finish_reasons"]) != er["n"]:  # vLLM: one per sample
+                raise TraceFormatError(f"vLLM request {rid} has n={er['n']} samples but {len(er['output_tokens'])} "
+                                       f"output token counts and {len(er['finish_reasons'])} finish reasons (the hook "
+                                       "writes one of each per sample)", file=str(e["_shard"].path), record_id=rid,
+                                       rule="capture.fanout")
             if rid in requests:
                 raise TraceFormatError(f"vLLM request {rid} joined twice", file=sh.name, record_id=rid,
                                        rule="capture.duplicate")
@@ -542,12 +587,15 @@ def finalize(raw_dir: Path | str, out_dir: Path | str, *, rollouts: Optional[str
             for rec in outs:
                 wr.write_outcome(rec)
             man = wr.finalize(man)
+        if check is not None:  # e.g. validation: a trace it refuses is removed like a half-written one
+            check(out_dir)
     except BaseException:  # a failed finalize leaves what it found (was: its probes/ in the user's directory)
         if made:  # every directory from the topmost one it made down is finalize's own
             shutil.rmtree(made[-1], ignore_errors=True)
         else:  # a directory that was there: only the files finalize wrote (none of these was there: refused above)
-            partials = [n + PARTIAL_SUFFIX for n in (*WORKLOAD_FILES.values(), *OUTCOME_FILES.values())]
-            for rel in (*probe_artifacts, *partials, WRITER_LOCK):
+            written = (*WORKLOAD_FILES.values(), *OUTCOME_FILES.values())
+            partials = [n + PARTIAL_SUFFIX for n in written]
+            for rel in (*probe_artifacts, *partials, WRITER_LOCK, *written, MANIFEST_FILE):
                 (out_dir / rel).unlink(missing_ok=True)
             for d in probes_made:
                 shutil.rmtree(d, ignore_errors=True)
@@ -1242,7 +1290,7 @@ def _manifest(procs, engines: List[Dict[str, Any]], worker_of_engine, versions: 
     salt_ident = ""
     if salt_path.exists():
         try:  # the hex text load_salt writes: anything else was a ValueError / UnicodeDecodeError traceback
-            salt = bytes.fromhex(salt_path.read_bytes().decode("ascii").strip())
+            salt = bytes.fromhex(_read_regular(salt_path, "salt file").decode("ascii").strip())
         except (UnicodeDecodeError, ValueError):
             raise TraceFormatError("the run's salt is not the hex text the capture writes (load_salt: 32 hex digits); "
                                    "the prefix hashes cannot be tied to it: restore the file the run wrote",

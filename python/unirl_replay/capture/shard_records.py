@@ -7,6 +7,14 @@ the shard, its line and the field (``capture.shard_record``), never met later as
 the join. Permissive on purpose: only the fields ``finalize`` reads are typed, a field the hooks may
 leave out or write as ``null`` may be absent or null, and keys or kinds this reader does not know are
 kept (a newer hook may add them).
+
+What the join reads without a default is required, and not null where it is used as a value:
+every key ``finalize`` subscripts (``rec["k"]``) is in its kind's ``required``, and a value it turns
+into a number (``int(rec["n"])``) or iterates (``for r in rec.get("rollout_ids", [])``) is never
+``null`` (a record without its ``pipe_request_id``, a collect's ``"n": null``, a submit's
+``"rollout_ids": null`` were KeyError / TypeError tracebacks). :data:`REQUIRED` lists them, per kind,
+as dotted paths (``requests.*.n``: every item of the array), with whether ``null`` is refused too;
+``tests/test_capture_finalize_inputs.py`` drops and nulls each one.
 """
 
 from __future__ import annotations
@@ -15,7 +23,7 @@ import functools
 import math
 from typing import Any, Optional
 
-__all__ = ["record_problem", "SCHEMAS"]
+__all__ = ["record_problem", "required_fields", "SCHEMAS"]
 
 _NULL = {"type": "null"}
 #: seconds (or ms): finalize turns a time, a difference of two and a duration into int64 ns (int(s * 1e9)); a bound
@@ -53,6 +61,8 @@ _AT = _obj({"monotonic": _NUM | {"exclusiveMinimum": 0}, "wall": _NUM}, ("monoto
 _METRICS = _opt({"type": "object", "properties": {
     k: _opt(_NUM) for k in ("arrival_time", "queued_ts", "scheduled_ts", "first_token_ts", "last_token_ts")}})
 _ROLLOUTS = _opt(_arr(_INT))
+#: rollout ids the join iterates with a default for an absent key only (``rec.get("rollout_ids", [])``): never null
+_ROLLOUT_LIST = _arr(_INT)
 
 #: one engine's process tree as procfs.process_tree writes it (CPU time bounded: end - start must fit int64)
 _TREE = {"type": "object", "properties": {
@@ -75,6 +85,7 @@ _MARK = _obj({"at": _AT, "rollout_ids": _ROLLOUTS, "probe_id": _opt(_ID), "condi
 
 SCHEMAS: dict[str, dict] = {
     "process": _obj({"role": _opt(_STR), "host": _opt(_STR), "pid": _opt(_INT), "boot_id": _opt(_STR),
+                     "salt_id": _opt(_STR),  # a set member (finalize: the salt id of the shards): a list was a TypeError
                      "engine_id": _opt(_STR), "clock_pair": _opt(_TIME), "unirl_rank": _opt(_ID),
                      "versions": _opt({"type": "object", "additionalProperties": _opt(_STR)}),
                      "hardware": _opt({"type": "object", "properties": {
@@ -82,9 +93,12 @@ SCHEMAS: dict[str, dict] = {
                          "description": _opt(_STR), "cpu_model": _opt(_STR), "accelerator": _opt(_STR),
                          "accelerator_count": _opt(_COUNT)}})}),  # finalize reads it too (a -1 was a ValueError)
     "process_end": _obj({"capture_cost_s": _opt(_NUM), "records": _opt(_COUNT), "clock_pair": _opt(_TIME)}),
+    # config.block_size: the manifest's EngineConfig.block_size_tokens and every request's prefix block size; 0 or
+    # none wrote a trace validate refuses (manifest.engine, prefix.block_size)
     "engine_config": _obj({"engine_id": _STR, "config": {"type": "object", "properties": {
-        k: _opt(_COUNT) for k in ("block_size", "num_gpu_blocks", "max_num_seqs", "max_num_batched_tokens",
-                                  "max_model_len", "tensor_parallel_size")}},
+        "block_size": _COUNT | {"minimum": 1}, **{
+            k: _opt(_COUNT) for k in ("num_gpu_blocks", "max_num_seqs", "max_num_batched_tokens", "max_model_len",
+                                      "tensor_parallel_size")}}, "required": ["block_size"]},
         "model": _opt({"type": "object", "properties": {
             k: _opt(_COUNT) for k in ("num_hidden_layers", "hidden_size", "num_attention_heads", "num_key_value_heads",
                                       "vocab_size", "intermediate_size")}})}, ("engine_id", "config")),
@@ -92,17 +106,18 @@ SCHEMAS: dict[str, dict] = {
         "engine_id": _STR, "pipe_request_id": _opt(_ID), "block_size": _opt(_COUNT),
         "pipe_recv_monotonic": _opt(_NUM), "call_monotonic": _opt(_arr(_NUM)),
         "requests": _arr(_obj({
-            "position": _INT, "vllm_request_id": _opt(_ID), "n": _COUNT | {"minimum": 1},
+            "position": _INT, "vllm_request_id": _ID, "n": _COUNT | {"minimum": 1},
             "prompt_tokens": _COUNT, "output_tokens": _arr(_COUNT), "finish_reasons": _arr(_opt(_STR)),
             "num_cached_tokens": _opt(_COUNT), "max_tokens": _opt(_COUNT), "metrics": _METRICS,
             "per_sample_metrics": _opt(_arr(_METRICS)), "prefix_hashes": _opt(_arr(_HASH))},
-            ("position", "n", "prompt_tokens", "output_tokens", "finish_reasons")))},
-        ("engine_id", "requests")),
+            ("position", "vllm_request_id", "n", "prompt_tokens", "output_tokens", "finish_reasons")))},
+        # the join key (engine id, pipe request id): the hook writes the pipe request id, null when it is unknown
+        ("engine_id", "pipe_request_id", "requests")),
     "engine_call": _obj({
         "call_id": _ID, "engine_id": _opt(_STR), "pipe_request_id": _opt(_ID), "sample_ids": _arr(_STR),
         "parent_ids": _opt(_arr(_ID)), "rollout_ids": _ROLLOUTS, "output_version": _opt(_INT),
         "trajectory_id": _opt(_STR), "turn": _opt(_COUNT), "enter": _AT, "exit": _AT, "error": _opt(_STR)},
-        ("call_id", "sample_ids", "enter", "exit")) | {
+        ("call_id", "engine_id", "pipe_request_id", "sample_ids", "enter", "exit")) | {
         # a call of a trajectory carries its turn (the join reads both)
         "if": {"properties": {"trajectory_id": {"type": "string", "minLength": 1}}, "required": ["trajectory_id"]},
         "then": {"properties": {"turn": _COUNT}, "required": ["turn"]}},
@@ -113,14 +128,19 @@ SCHEMAS: dict[str, dict] = {
                         "slot_hold": _obj({"start": _AT, "end": _AT}, ("start", "end"))},
                        ("trajectory_id", "group", "slot_hold")),  # the hook always writes its group (the join reads it)
     "env_step": _obj({"trajectory_id": _opt(_STR), "turn": _INT, "start": _AT, "end": _AT,
-                      "duration_s": _NUM, "tool_calls": _opt(_COUNT)}, ("duration_s",)),
+                      "duration_s": _NUM, "tool_calls": _opt(_COUNT)}, ("duration_s",)) | {
+        # a step of a trajectory is keyed by its turn (the join reads both)
+        "if": {"properties": {"trajectory_id": {"type": "string", "minLength": 1}}, "required": ["trajectory_id"]},
+        "then": {"required": ["turn"]}},
     "submit": _obj({"submit_id": _opt(_ID), "tasks": _opt(_COUNT), "groups": _opt(_arr(_STR)),
-                    "rollout_ids": _ROLLOUTS, "at": _AT, "group_size": _opt(_UNIRL_COUNT)}, ("at",)),
-    "collect": _obj({"collect_id": _opt(_ID), "n": _opt(_COUNT), "current_version": _opt(_INT), "enter": _AT,
+                    "rollout_ids": _ROLLOUT_LIST, "at": _AT, "group_size": _opt(_UNIRL_COUNT)}, ("at",)),
+    # n: the batch's RolloutBatch.required_groups (FIRST_N_GROUPS: 1..its groups; "n": 0 wrote a trace validate
+    # refuses, batch.required_groups); collect_id: the batch's id when its rollout ids do not name it
+    "collect": _obj({"collect_id": _ID, "n": _COUNT | {"minimum": 1}, "current_version": _opt(_INT), "enter": _AT,
                      "exit": _AT, "group_size": _opt(_UNIRL_COUNT), "capacities": _opt(_arr(_UNIRL_COUNT)),
-                     "groups": _arr(_obj({"rollout_ids": _arr(_INT), "roots": _arr(_STR),
-                                          "trajectory_ids": _arr(_opt(_STR))}, ("roots",)))},
-                    ("enter", "exit", "groups")),
+                     "groups": _arr(_obj({"rollout_ids": _ROLLOUT_LIST, "roots": _arr(_STR),
+                                          "trajectory_ids": _arr(_opt(_STR))}, ("roots", "trajectory_ids")))},
+                    ("collect_id", "n", "enter", "exit", "groups")),
     "rollout_generate": _obj({"dispatch_id": _ID, "groups": _opt(_arr(_STR)), "rollout_ids": _ROLLOUTS,
                               "samples": _opt(_COUNT), "enter": _AT, "exit": _AT, "error": _opt(_STR)},
                              ("dispatch_id", "enter", "exit")),
@@ -143,6 +163,32 @@ SCHEMAS: dict[str, dict] = {
                             "plain_wall_ns": _COUNT | {"maximum": (1 << 63) - 1}},
                            ("pairs", "method", "overhead_ratio", "instrumented_wall_ns", "plain_wall_ns")),
 }
+
+
+def _required(schema: dict, prefix: str) -> list[tuple[str, bool]]:
+    out: list[tuple[str, bool]] = []
+    if "anyOf" in schema:  # a value or null: what the value requires when it is there
+        for branch in schema["anyOf"]:
+            if branch is not _NULL:
+                out += _required(branch, prefix)
+        return out
+    if schema.get("type") == "array" and isinstance(schema.get("items"), dict):
+        return _required(schema["items"], f"{prefix}*.")
+    props = schema.get("properties", {})
+    for k in schema.get("required", ()):
+        sub = props.get(k, {})
+        out.append((prefix + k, any(b is _NULL for b in sub.get("anyOf", ()))))
+    for k, sub in props.items():
+        out += _required(sub, f"{prefix}{k}.")
+    return out
+
+
+def required_fields(kind: str) -> list[tuple[str, bool]]:
+    """The keys a record of ``kind`` must have, unconditionally, as dotted paths (``requests.*.n``: in every item of
+    ``requests``; ``enter.monotonic``: in ``enter``, which is itself required or typed) with whether they may be
+    ``null``; in schema order. Conditional ones (an ``engine_call`` / ``env_step`` of a trajectory needs its
+    ``turn``) are in the kind's ``if`` / ``then``."""
+    return _required(SCHEMAS[kind], "")
 
 
 @functools.cache

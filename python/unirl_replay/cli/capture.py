@@ -132,29 +132,46 @@ def finalize_command(raw_dir: str, out_dir: str, rollouts: str | None, policy_ve
     _check_names(workload_name, trace_id)  # refused before anything is written (was: an invalid trace written)
     from unirl_replay.contract.errors import UnirlReplayError
 
+    checked = []
+
+    def check(d) -> None:  # inside finalize: a trace validate refuses is removed again (finalize's own cleanup)
+        checked.append(_check_written(str(d)))
+
     try:
         rep = finalize(raw_dir, out_dir, rollouts=rollouts, role=role, workload_name=workload_name,
                        trace_id=trace_id, model_name=model_name, max_output_tokens=max_new_tokens, labels=extra,
-                       policy_version=policy_version)
+                       policy_version=policy_version, check=None if no_validate else check)
     except UnirlReplayError as e:
         raise Refusal(str(e)) from None
     for line in rep.lines():
         click.echo(f"finalize: {line}")
     click.echo(f"{out_dir}: trace written ({'complete' if rep.complete else 'INCOMPLETE: see manifest completeness'})")
-    if not no_validate:
-        _validate(out_dir)
+    if checked:
+        _print_valid(out_dir, checked[0])
 
 
-def _validate(out_dir: str) -> None:
-    from unirl_replay.contract.validate import WARNING, check_trace, format_violation
+def _check_written(out_dir: str):
+    """validate's result of the trace finalize has just written in ``out_dir``; one that is not valid is refused
+    (:class:`Refusal`, exit 2) after its violations are printed, and finalize then removes what it wrote."""
+    from unirl_replay.contract.validate import check_trace, format_violation
     from unirl_replay.v1.report_pb2 import TraceCheck
 
     res = check_trace(out_dir)
+    if res.status != TraceCheck.STATUS_VALID:
+        for v in res.violations:
+            click.echo(format_violation(v), err=True)
+        raise Refusal(f"{out_dir}: the trace built from the shards is not valid ({TraceCheck.Status.Name(res.status)}: "
+                      f"{len(res.violations)} violations above), so it was not kept: what finalize wrote in {out_dir} is "
+                      "removed; the violations name the records whose shard values made it so (--no-validate keeps "
+                      "such a trace as it is)")
+    return res
+
+
+def _print_valid(out_dir: str, res) -> None:
+    from unirl_replay.contract.validate import WARNING, format_violation
+
     for v in res.violations:
         click.echo(format_violation(v), err=True)
-    if res.status != TraceCheck.STATUS_VALID:
-        raise click.ClickException(f"{out_dir}: the captured trace is not valid "
-                                   f"({TraceCheck.Status.Name(res.status)})")
     warnings = sum(1 for v in res.violations if v.severity == WARNING)
     click.echo(f"{out_dir}: valid trace ({warnings} warnings; records: "
                f"{', '.join(f'{k} {n}' for k, n in sorted(res.record_counts.items()))})", err=True)
@@ -294,6 +311,19 @@ def run_command(mode: str, out_dir: str, role: str, workload_name: str | None, s
     if no_validate:
         return
     _validate(str(out))
+
+
+def _validate(out_dir: str) -> None:
+    from unirl_replay.contract.validate import check_trace, format_violation
+    from unirl_replay.v1.report_pb2 import TraceCheck
+
+    res = check_trace(out_dir)
+    if res.status != TraceCheck.STATUS_VALID:
+        for v in res.violations:
+            click.echo(format_violation(v), err=True)
+        raise click.ClickException(f"{out_dir}: the captured trace is not valid "
+                                   f"({TraceCheck.Status.Name(res.status)})")
+    _print_valid(out_dir, res)
 
 
 TINY_MODEL_CODE = ("import sys\n"
