@@ -356,7 +356,8 @@ def test_unirl_counts_copied_as_unirl_holds_them_may_be_integral_floats():
     from unirl_replay.capture.shard_records import record_problem
 
     at = {"monotonic": 1.0}
-    base = {"kind": "collect", "enter": at, "exit": at, "groups": [{"roots": ["r0"]}]}
+    base = {"kind": "collect", "collect_id": 0, "n": 1, "enter": at, "exit": at,
+            "groups": [{"roots": ["r0"], "trajectory_ids": ["t0"]}]}  # (the keys the join reads: required)
     assert record_problem({**base, "group_size": 8.0, "capacities": [2.0, 4]}) is None
     assert "group_size" in record_problem({**base, "group_size": 8.5})
 
