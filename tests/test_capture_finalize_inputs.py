@@ -577,3 +577,23 @@ def test_a_shard_that_is_not_a_regular_file_is_refused_without_being_opened(tmp_
     (raw / "worker-h1-12.jsonl").symlink_to(elsewhere / "worker-h1-12.jsonl")
     rc, err = _fin(capsys, raw, tmp_path / "t")
     assert rc == 0 and "valid trace" in err, err
+
+
+def test_the_weights_digest_never_opens_a_file_that_is_not_regular(tmp_path):
+    """A FIFO named *.safetensors in the model directory the engine config names blocked finalize for ever (the
+    weights digest opened it): no digest then (never a partial one), and the FIFO is never opened."""
+    import hashlib
+    import os
+    import threading
+
+    from unirl_replay.capture.finalize import _weights_sha256
+
+    (tmp_path / "a.safetensors").write_bytes(b"weights")
+    assert _weights_sha256(str(tmp_path)) == hashlib.sha256(b"weights").hexdigest()
+    os.mkfifo(tmp_path / "b.safetensors")
+    got = []
+    t = threading.Thread(target=lambda: got.append(_weights_sha256(str(tmp_path))), daemon=True)
+    t.start()
+    t.join(20)
+    assert got == [""], "blocked on the FIFO" if not got else got
+    assert _weights_sha256(str(tmp_path / "absent")) == ""

@@ -1263,15 +1263,21 @@ def _hardware(shards: List[Shard], engines: List[Dict[str, Any]]) -> m.Hardware:
 
 
 def _weights_sha256(model_dir: str) -> str:
+    """sha256 over the model's ``*.safetensors`` in name order (``ModelIdentity.weights_sha256``); "" (no digest,
+    never a partial one) when there are none, or one is not a regular file (a FIFO there blocked finalize for ever:
+    never opened) or cannot be read."""
     p = Path(model_dir)
-    files = sorted(p.glob("*.safetensors")) if p.is_dir() else []
-    if not files:
+    try:
+        files = sorted(p.glob("*.safetensors")) if p.is_dir() else []
+        if not files or not all(stat.S_ISREG(os.stat(f).st_mode) for f in files):
+            return ""
+        h = hashlib.sha256()
+        for f in files:
+            with open(f, "rb") as fh:
+                for chunk in iter(lambda: fh.read(1 << 20), b""):
+                    h.update(chunk)
+    except OSError:
         return ""
-    h = hashlib.sha256()
-    for f in files:
-        with open(f, "rb") as fh:
-            for chunk in iter(lambda: fh.read(1 << 20), b""):
-                h.update(chunk)
     return h.hexdigest()
 
 
