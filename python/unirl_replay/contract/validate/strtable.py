@@ -143,7 +143,7 @@ class OrdView:
         return e
 
     def __contains__(self, k: object) -> bool:
-        return k.__class__ is str and self.table.find(k) >= 0  # type: ignore[arg-type]
+        return self.table.find(k) >= 0  # type: ignore[arg-type]  # (-1 for a non-str)
 
     def __len__(self) -> int:
         return len(self.table)
@@ -216,7 +216,7 @@ class PackedMap:
             self.lo[e] = v & self._LOW
 
     def __contains__(self, k: object) -> bool:
-        return k.__class__ is str and self.keys_.find(k) >= 0  # type: ignore[arg-type]
+        return self.keys_.find(k) >= 0  # type: ignore[arg-type]  # (-1 for a non-str)
 
     def __len__(self) -> int:
         return len(self.keys_)
@@ -256,13 +256,6 @@ class PackedMap:
 
     __hash__ = None  # type: ignore[assignment]
 
-    def set_at(self, e: int, v: int) -> None:
-        self.hi[e] = v >> 53
-        self.lo[e] = v & self._LOW
-
-    def at(self, e: int) -> int:
-        return (self.hi[e] << 53) | self.lo[e]
-
 
 class _Interned:
     """Values shared by many keys (group ids, (batch, engine) pairs): each distinct one once."""
@@ -284,7 +277,7 @@ class _Interned:
 class OrdColumn:
     """A dict ``str -> value`` whose keys are numbered by a shared :class:`StrTable` (setting a key
     adds it there, as ``TraceState._ord`` would) and whose values are interned: 4 bytes a key.
-    Values that are not hashable, or mutable (a ``set``), go to ``extra`` by key number."""
+    A ``set`` value (mutable: ``sp_traj_lineage``'s several triples) goes to ``extra`` by key number."""
 
     __slots__ = ("table", "col", "pool", "extra", "n")
 
@@ -318,19 +311,17 @@ class OrdColumn:
         return self.extra[e] if c == -2 else self.pool.vals[c]
 
     def get(self, k: str, default: Any = None) -> Any:
-        if k.__class__ is not str:
-            return default
         e = self._slot(k)
         return default if e < 0 else self._value(e)
 
     def __getitem__(self, k: str) -> Any:
-        e = self._slot(k) if k.__class__ is str else -1
+        e = self._slot(k)
         if e < 0:
             raise KeyError(k)
         return self._value(e)
 
     def __contains__(self, k: object) -> bool:
-        return k.__class__ is str and self._slot(k) >= 0  # type: ignore[arg-type]
+        return self._slot(k) >= 0  # type: ignore[arg-type]
 
     def __len__(self) -> int:
         return self.n
@@ -362,7 +353,7 @@ class OrdColumn:
 
     def setdefault(self, k: str, default: Any = None) -> Any:
         """``dict.setdefault``: a ``set`` default is stored as is (``extra``), so it can be added to."""
-        e = self._slot(k) if k.__class__ is str else -1
+        e = self._slot(k)
         if e >= 0:
             return self._value(e)
         self[k] = default
