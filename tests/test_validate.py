@@ -235,6 +235,8 @@ CASES = [
                 setattr(t.batch("b0"), "required_groups", 3))),
     ("slot_pool.slots", "pool0", agentic_trace,
      lambda t: setattr(t.workload[0].slot_pool, "trajectory_slots", 0)),
+    ("engine_client.limit", "e0", agentic_trace,
+     lambda t: setattr(t.workload[1].engine_client, "inflight_request_limit", 0)),
     ("units.negative", "req-1", grpo_trace, lambda t: setattr(t.request("req-1").arrival, "observed_offset_ns", -1)),
     ("units.negative", "traj-0/t1", agentic_trace,
      lambda t: setattr(t.request("traj-0/t1").dependencies[0], "external_delay_ns", -5)),

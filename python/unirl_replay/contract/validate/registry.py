@@ -172,6 +172,10 @@ RULES: dict[str, str] = {
     "batch.boundary_cycle": "the after_batch links of rollout batches form a cycle (a batch that waits, through them, "
                             "for itself)",
     "slot_pool.slots": "a slot pool with 0 trajectory slots",
+    "engine_client.limit": "an EngineClient whose inflight_request_limit is present and 0 (no model request could "
+                           "ever be in flight; absent means unlimited; convert --allow-unmodelled "
+                           "engine_client.inflight_limit.as_lanes made it 0 lanes, a traceback in upstream, while "
+                           "validate called the trace valid)",
     "units.negative": "a time or delay below 0 (a dependency's external_delay_ns, a batch boundary's driver_gap_ns "
                       "included)",
     "units.suspect_scale": f"a time beyond {SUSPECT_SCALE}x the window duration: wrong unit?",
@@ -208,7 +212,7 @@ _GROUP_PREFIXES: dict[str, tuple[str, ...]] = {
                 'enum.unspecified', 'enum.unknown'),
     "manifest": ('manifest.',),
     "dependencies": ('dependency.', 'turn.dependency_order'),
-    "lineage": ('reference.trajectory', 'reference.group', 'reference.batch', 'reference.slot_pool', 'reference.request', 'turn.order', 'trajectory.', 'group.', 'batch.', 'slot_pool.'),
+    "lineage": ('reference.trajectory', 'reference.group', 'reference.batch', 'reference.slot_pool', 'reference.request', 'turn.order', 'trajectory.', 'group.', 'batch.', 'slot_pool.', 'engine_client.'),
     "outcomes": ('time.order', 'outcome.'),
     "bounds": ('bound.',),
     "requests": ('reference.engine', 'fanout.', 'prefix.', 'arrival.', 'units.', 'turn.index', 'cache_warmup.',
