@@ -115,6 +115,7 @@ class _Checker(ManifestRules, RequestRules, DependencyRules, LineageRules, Outco
             elif kind == "rollout_batch":
                 self._batch2(line, rec.rollout_batch, group_in_batches)
         self._batch_membership(group_in_batches)
+        self._intermediates()
         self.pass2_tail()
 
     def pass2_or_proof(self) -> None:

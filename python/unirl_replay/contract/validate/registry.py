@@ -191,7 +191,9 @@ RULES: dict[str, str] = {
     "outcome.batch_boundary": "a request of a rollout batch with after_batch submitted (submit_ns) before the "
                               "previous batch's measured ready_ns: the batch did not wait for it",
     "group.request_mismatch": "a request whose group_id / rollout_batch_id disagrees with the group or "
-                              "trajectory that lists it",
+                              "trajectory that lists it, or that names a SAMPLES group which neither lists it nor "
+                              "has a member waiting for it (an intermediate request of a multi-level lineage "
+                              "reaches its group through its leaves' dependencies)",
     "trajectory.engine": "a request of a trajectory on another engine than the one its Trajectory record names "
                          "(Trajectory.engine_id: the engine all its requests go to; convert refused it as "
                          "trajectory.cross_engine while validate called the trace valid)",
