@@ -107,6 +107,8 @@ KNOWN_RULES = {
     "cache_warmup.prefix",
     # s18-contract: pass 1 of an EngineClient record (record1), run by the pass
     "engine_client.limit",
+    # s18-contract: pass 1 of a Trajectory record (record1), run by the pass
+    "trajectory.start_order",
 }
 
 

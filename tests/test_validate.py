@@ -236,6 +236,7 @@ CASES = [
                 setattr(t.batch("b0"), "required_groups", 3))),
     ("slot_pool.slots", "pool0", agentic_trace,
      lambda t: setattr(t.workload[0].slot_pool, "trajectory_slots", 0)),
+    ("trajectory.start_order", "traj-1", agentic_trace, lambda t: t.trajectory("traj-1").ClearField("start_order")),
     ("engine_client.limit", "e0", agentic_trace,
      lambda t: setattr(t.workload[1].engine_client, "inflight_request_limit", 0)),
     ("units.negative", "req-1", grpo_trace, lambda t: setattr(t.request("req-1").arrival, "observed_offset_ns", -1)),

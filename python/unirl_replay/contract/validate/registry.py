@@ -172,6 +172,9 @@ RULES: dict[str, str] = {
     "batch.boundary_cycle": "the after_batch links of rollout batches form a cycle (a batch that waits, through them, "
                             "for itself)",
     "slot_pool.slots": "a slot pool with 0 trajectory slots",
+    "trajectory.start_order": "a trajectory holding a slot of a pool (slot_pool_id set) without start_order (slots "
+                              "are granted in start order; convert refused it as trajectory.start_order while "
+                              "validate called the trace valid)",
     "engine_client.limit": "an EngineClient whose inflight_request_limit is present and 0 (no model request could "
                            "ever be in flight; absent means unlimited; convert --allow-unmodelled "
                            "engine_client.inflight_limit.as_lanes made it 0 lanes, a traceback in upstream, while "
