@@ -166,6 +166,31 @@ def _both_delay(t):
     t.request("traj-0/t1").dependencies[0].delay_absence = c.DELAY_ABSENCE_NOT_MEASURED
 
 
+def _traj_outcome(t, tid) -> o.TrajectoryOutcome:
+    return next(r.trajectory for r in t.outcomes if r.WhichOneof("record") == "trajectory"
+                and r.trajectory.trajectory_id == tid)
+
+
+def _slot_released_early(t):
+    _traj_outcome(t, "traj-0").slot_released_ns = 1 * MS  # its turns complete at 20, 90 and 160 ms
+
+
+def _slot_acquired_late(t):
+    _traj_outcome(t, "traj-1").slot_acquired_ns = 200 * MS  # its first turn was submitted at 5 ms
+
+
+def _request_done_after_its_samples(t):
+    oc = t.outcome("req-0")  # completion 20 ms; every sample's last token at 6 ms
+    for i in range(4):
+        oc.samples.add(sample_id=f"req-0/s{i}", first_token_ns=oc.first_token_ns, completion_ns=oc.first_token_ns + MS)
+
+
+def _request_first_token_before_its_samples(t):
+    oc = t.outcome("req-0")  # first token 5 ms; every sample's first token at 6 ms
+    for i in range(4):
+        oc.samples.add(sample_id=f"req-0/s{i}", first_token_ns=oc.first_token_ns + MS, completion_ns=oc.completion_ns)
+
+
 CASES = [
     ("id.duplicate", "req-0", grpo_trace, _dup_request),
     ("id.empty", "", grpo_trace, lambda t: setattr(t.request("req-0"), "request_id", "")),
@@ -382,6 +407,10 @@ CASES = [
     ("units.negative", "b1", batches_trace, lambda t: _after(t, "b1", "b0", -1)),
     ("units.suspect_scale", "b1", batches_trace, lambda t: _after(t, "b1", "b0", 10**16)),
     ("id.invalid", "b1", batches_trace, lambda t: _after(t, "b1", "b0\x07")),
+    ("outcome.completion_order", "traj-0", agentic_trace, _slot_released_early),
+    ("outcome.completion_order", "traj-1", agentic_trace, _slot_acquired_late),
+    ("outcome.samples", "req-0", grpo_trace, _request_done_after_its_samples),
+    ("outcome.samples", "req-0", grpo_trace, _request_first_token_before_its_samples),
     ("outcome.batch_boundary", "b1/req-0", batches_trace,
      lambda t: setattr(t.outcome("b1/req-0"), "submit_ns", 30 * MS)),  # b0 ready at 31 ms
     ("outcome.batch_boundary", "b1/req-1", batches_trace,

@@ -188,9 +188,12 @@ RULES: dict[str, str] = {
     "outcome.unmatched": "an outcome record whose id matches no workload record of its kind",
     "outcome.missing_reason": "a request outcome missing submit / scheduled / first token / completion and no "
                               "unavailable_reason (queued_ns, the engine's own queue entry, is optional)",
-    "outcome.completion_order": "a group completed before one of its requests, or a batch ready before "
-                                "the groups its readiness rule waits for",
-    "outcome.samples": "per-sample timings for an unknown, repeated, missing or late sample",
+    "outcome.completion_order": "a group completed before one of its requests, a batch ready before "
+                                "the groups its readiness rule waits for, or a trajectory's slot acquired after its "
+                                "first request's submit or released before its last request's completion",
+    "outcome.samples": "per-sample timings for an unknown, repeated, missing or late sample, or a request whose "
+                       "first_token_ns / completion_ns is not the earliest first token / the last completion of its "
+                       "timed samples",
     "outcome.batch_boundary": "a request of a rollout batch with after_batch submitted (submit_ns) before the "
                               "previous batch's measured ready_ns: the batch did not wait for it",
     "group.request_mismatch": "a request whose group_id / rollout_batch_id disagrees with the group or "
