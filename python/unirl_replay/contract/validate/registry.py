@@ -103,6 +103,9 @@ RULES: dict[str, str] = {
                            "ISA flag not among isa_flags_checked (a profile's provenance.conditions meet the same rule)",
     "manifest.capture_overhead": "capture_overhead with an overhead_ratio not finite or below -1 (instrumented / plain "
                                  "- 1 of two wall times), or a negative instrumented / plain wall time",
+    "manifest.completeness": "completeness (CaptureCompleteness) saying complete while listing lost records, or "
+                             "incomplete while listing none, or a LostRecords entry without kind or with count 0 "
+                             "(complete is true when nothing was lost; what was lost is said in lost)",
     "manifest.probe_artifact": "a reference probe whose artifact_path (a path inside the trace directory) names no "
                                "regular file there, or one reached through a symbolic link (its points are the manifest's, the raw requests they were taken "
                                "from are not in the trace: copied without its probes/ directory?), or a file that "
