@@ -111,6 +111,8 @@ KNOWN_RULES = {
     "trajectory.start_order",
     # s18-contract: a manifest rule, run by the pass through the checker's manifest()
     "manifest.completeness",
+    # s18-contract: pass 1 of a Group record (record1), run by the pass
+    "group.resumed_from",
 }
 
 

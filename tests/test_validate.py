@@ -261,6 +261,8 @@ CASES = [
                 setattr(t.batch("b0"), "required_groups", 3))),
     ("slot_pool.slots", "pool0", agentic_trace,
      lambda t: setattr(t.workload[0].slot_pool, "trajectory_slots", 0)),
+    ("group.resumed_from", "g0", grpo_trace, lambda t: setattr(t.group("g0"), "resumed_from_rollout_batch_id", "")),
+    ("group.resumed_from", "g1", grpo_trace, lambda t: setattr(t.group("g1"), "resumed_from_rollout_batch_id", "b0")),
     ("manifest.completeness", "test-trace", grpo_trace,
      lambda t: (setattr(t.manifest.completeness, "complete", True),
                 t.manifest.completeness.lost.add(kind="engine_request", count=3, cause="engine e0 died"))),

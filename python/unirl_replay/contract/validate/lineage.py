@@ -32,6 +32,12 @@ class LineageRules(TraceState):
                     for mid in msg.member_ids:
                         self.member_group.setdefault(mid, rid)
             self._enum(f, line, rid, "unit", msg.unit)
+            if msg.HasField("resumed_from_rollout_batch_id"):
+                prev = msg.resumed_from_rollout_batch_id
+                if not prev or prev == msg.rollout_batch_id:
+                    self.v("group.resumed_from", f, line, rid, f"resumed_from_rollout_batch_id is {prev!r}, "
+                           + ("empty" if not prev else "the group's own rollout batch") + ": a group resumed in "
+                           "this batch names the earlier batch it resumed from (not resumed: leave it out)")
         elif kind == "rollout_batch":
             self.batches.add(rid)
             if fresh:

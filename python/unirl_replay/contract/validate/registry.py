@@ -166,6 +166,9 @@ RULES: dict[str, str] = {
     "group.members": "a group member is not a request / trajectory (by unit) or belongs to another group",
     "group.size": "group member count (samples or trajectories) differs from expected_size",
     "group.singleton": "group of size 1 while expected_size > 1: group id set per trajectory? (warning)",
+    "group.resumed_from": "a group whose resumed_from_rollout_batch_id is present but empty or names the group's "
+                          "own rollout batch (a resumed group names the EARLIER batch it resumed from; not resumed: "
+                          "leave the field out)",
     "batch.membership": "every group in exactly one batch, and in the batch it names",
     "batch.required_groups": "FIRST_N_GROUPS: 1 <= required_groups <= len(group_ids); ALL_GROUPS: 0 or len",
     "batch.boundary_empty": "after_batch present with an empty previous_rollout_batch_id (a boundary names the "
