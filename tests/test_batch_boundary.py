@@ -116,6 +116,20 @@ def test_the_open_loop_opt_in_replays_at_observed_submits_labelled():
     assert "OPEN LOOP" in res.unmodelled_constraints[0].reason
 
 
+def test_a_previous_batch_whose_readiness_waits_for_no_request_is_unexpressible():
+    # B0 holds requests, but none in a group (no group_ids): ALL_GROUPS has nothing to wait for, so B0 has no
+    # simulated ready event (derive leaves its ready_ns absent) and no join can stand for it. Was an IndexError
+    # traceback in convert and replay (the join's first predecessor taken from an empty list).
+    msgs = [req("q0", out=(2,), at_ms=0, batch="B0"), req("r0", out=(2,), at_ms=300, group="h0", batch="B1"),
+            group("h0", ["r0"], 1, batch="B1"), batch("B0", []), batch("B1", ["h0"], after="B0", gap_ms=7)]
+    with pytest.raises(UnsupportedWorkloadError) as e:
+        check_supported(index(*msgs), {"e0": engine()})
+    assert e.value.rule == "batch_boundary.unexpressible" and "no group member" in str(e.value)
+    res = replay_workload(index(*msgs), manifest(), FIXED, unmodelled=("batch_boundary.open_loop",))
+    assert times(res)["r0"][0] == 300 and [c.rule for c in res.unmodelled_constraints] == [
+        "batch_boundary.unexpressible"]
+
+
 def test_lanes_and_mooncake_cannot_hold_it():
     msgs = lanes_batches()
     with pytest.raises(UnsupportedWorkloadError, match="trajectory lanes"):

@@ -105,6 +105,14 @@ KNOWN_RULES = {
     # s17-val: pass 1 of a CacheWarmup record (record1), run by the pass; prefix.block_size now also covers
     # hashes with block size 0 (the pass declines on a request holding such hashes)
     "cache_warmup.prefix",
+    # s18-contract: pass 1 of an EngineClient record (record1), run by the pass
+    "engine_client.limit",
+    # s18-contract: pass 1 of a Trajectory record (record1), run by the pass
+    "trajectory.start_order",
+    # s18-contract: a manifest rule, run by the pass through the checker's manifest()
+    "manifest.completeness",
+    # s18-contract: pass 1 of a Group record (record1), run by the pass
+    "group.resumed_from",
 }
 
 

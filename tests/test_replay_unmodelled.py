@@ -160,3 +160,18 @@ def test_cli_convert_records_the_dropped_constraint_in_the_sidecar(tmp_path, cap
                                                    pool("p", 1), client("e0", 1)))
     assert main(["convert", str(exact), "--out", str(tmp_path / "x.jsonl")]) == 0
     assert "unmodelled" not in json.loads((tmp_path / "x.jsonl.unirl-replay.json").read_text())
+
+
+@pytest.mark.parametrize("allow", [(), (RULE,), (RULE + ".as_lanes",)])
+def test_a_client_limit_of_zero_is_a_format_error_under_every_opt_in(allow):
+    # inflight_request_limit 0 (present): no request could ever be in flight. validate refuses it
+    # (engine_client.limit); an ungated caller gets that rule too, never 0 lanes (upstream: "agentic_lanes must be at
+    # least 1", a traceback from `replay --allow-unmodelled engine_client.inflight_limit.as_lanes`)
+    from unirl_replay.contract.errors import TraceFormatError
+
+    ix = index(req("a0", traj="A", turn=0), req("a1", traj="A", turn=1, deps=[dep("a0", 5)]),
+               req("b0", traj="B", turn=0), traj("A", ["a0", "a1"], pool="p", order=0), traj("B", ["b0"], pool="p", order=1),
+               pool("p", 2), client("e0", 0))
+    with pytest.raises(TraceFormatError) as e:
+        check_supported(ix, {"e0": manifest().engines[0]}, unmodelled=allow)
+    assert e.value.rule == "engine_client.limit" and e.value.record_id == "e0"

@@ -5,7 +5,8 @@ import json
 import pytest
 from click.testing import CliRunner
 
-from tracebuild import MS, agentic_trace, batches_trace, dep, grpo_trace, make_request, request_outcome
+from tracebuild import (MS, TraceParts, agentic_trace, batches_trace, dep, grpo_trace, make_manifest, make_request,
+                        request_outcome)
 from unirl_replay.cli.validate import command
 from unirl_replay.contract.trace_io import read_message_json, write_message_json
 from unirl_replay.v1 import common_pb2 as c
@@ -165,6 +166,31 @@ def _both_delay(t):
     t.request("traj-0/t1").dependencies[0].delay_absence = c.DELAY_ABSENCE_NOT_MEASURED
 
 
+def _traj_outcome(t, tid) -> o.TrajectoryOutcome:
+    return next(r.trajectory for r in t.outcomes if r.WhichOneof("record") == "trajectory"
+                and r.trajectory.trajectory_id == tid)
+
+
+def _slot_released_early(t):
+    _traj_outcome(t, "traj-0").slot_released_ns = 1 * MS  # its turns complete at 20, 90 and 160 ms
+
+
+def _slot_acquired_late(t):
+    _traj_outcome(t, "traj-1").slot_acquired_ns = 200 * MS  # its first turn was submitted at 5 ms
+
+
+def _request_done_after_its_samples(t):
+    oc = t.outcome("req-0")  # completion 20 ms; every sample's last token at 6 ms
+    for i in range(4):
+        oc.samples.add(sample_id=f"req-0/s{i}", first_token_ns=oc.first_token_ns, completion_ns=oc.first_token_ns + MS)
+
+
+def _request_first_token_before_its_samples(t):
+    oc = t.outcome("req-0")  # first token 5 ms; every sample's first token at 6 ms
+    for i in range(4):
+        oc.samples.add(sample_id=f"req-0/s{i}", first_token_ns=oc.first_token_ns + MS, completion_ns=oc.completion_ns)
+
+
 CASES = [
     ("id.duplicate", "req-0", grpo_trace, _dup_request),
     ("id.empty", "", grpo_trace, lambda t: setattr(t.request("req-0"), "request_id", "")),
@@ -235,6 +261,17 @@ CASES = [
                 setattr(t.batch("b0"), "required_groups", 3))),
     ("slot_pool.slots", "pool0", agentic_trace,
      lambda t: setattr(t.workload[0].slot_pool, "trajectory_slots", 0)),
+    ("group.resumed_from", "g0", grpo_trace, lambda t: setattr(t.group("g0"), "resumed_from_rollout_batch_id", "")),
+    ("group.resumed_from", "g1", grpo_trace, lambda t: setattr(t.group("g1"), "resumed_from_rollout_batch_id", "b0")),
+    ("manifest.completeness", "test-trace", grpo_trace,
+     lambda t: (setattr(t.manifest.completeness, "complete", True),
+                t.manifest.completeness.lost.add(kind="engine_request", count=3, cause="engine e0 died"))),
+    ("manifest.completeness", "test-trace", grpo_trace, lambda t: t.manifest.completeness.SetInParent()),
+    ("manifest.completeness", "test-trace", grpo_trace,
+     lambda t: t.manifest.completeness.lost.add(kind="trajectory", count=0, cause="x")),
+    ("trajectory.start_order", "traj-1", agentic_trace, lambda t: t.trajectory("traj-1").ClearField("start_order")),
+    ("engine_client.limit", "e0", agentic_trace,
+     lambda t: setattr(t.workload[1].engine_client, "inflight_request_limit", 0)),
     ("units.negative", "req-1", grpo_trace, lambda t: setattr(t.request("req-1").arrival, "observed_offset_ns", -1)),
     ("units.negative", "traj-0/t1", agentic_trace,
      lambda t: setattr(t.request("traj-0/t1").dependencies[0], "external_delay_ns", -5)),
@@ -378,6 +415,10 @@ CASES = [
     ("units.negative", "b1", batches_trace, lambda t: _after(t, "b1", "b0", -1)),
     ("units.suspect_scale", "b1", batches_trace, lambda t: _after(t, "b1", "b0", 10**16)),
     ("id.invalid", "b1", batches_trace, lambda t: _after(t, "b1", "b0\x07")),
+    ("outcome.completion_order", "traj-0", agentic_trace, _slot_released_early),
+    ("outcome.completion_order", "traj-1", agentic_trace, _slot_acquired_late),
+    ("outcome.samples", "req-0", grpo_trace, _request_done_after_its_samples),
+    ("outcome.samples", "req-0", grpo_trace, _request_first_token_before_its_samples),
     ("outcome.batch_boundary", "b1/req-0", batches_trace,
      lambda t: setattr(t.outcome("b1/req-0"), "submit_ns", 30 * MS)),  # b0 ready at 31 ms
     ("outcome.batch_boundary", "b1/req-1", batches_trace,
@@ -428,6 +469,62 @@ def test_rule(rule, record_id, builder, mutate, tmp_path):
         assert v.severity == Violation.SEVERITY_ERROR and res.status == INVALID
     if v.file.startswith("workload") and v.record_id and rule not in ("units.suspect_small",):
         assert v.line > 0
+
+
+def _multi_level(*, extra_unlisted: bool = False):
+    """Multi-level lineage (workload.proto, Group.expected_size): 1 prompt -> a request of n=2 (the intermediate
+    level, turn 0 of trajectory tr0) -> two requests of n=2 forked from it (turns 1 and 2, the leaves). Group g0
+    (unit SAMPLES) lists the leaves only, expected_size 4 = their samples; the intermediate names g0 (its root
+    prompt's group) and reaches it through the leaves' dependencies. ``extra_unlisted``: a further request of g0
+    (turn 3) that g0 does not list and no member waits for."""
+    t = TraceParts(make_manifest())
+    t.add(make_request("mid", samples=2, group_id="g0", batch_id="b0", trajectory_id="tr0", turn_index=0))
+    leaves = [f"leaf{i}" for i in range(2)]
+    for i, rid in enumerate(leaves):
+        t.add(make_request(rid, samples=2, group_id="g0", batch_id="b0", trajectory_id="tr0", turn_index=1 + i,
+                           deps=[dep("mid", relation=c.DEPENDENCY_RELATION_SPAWN)], input_tokens=60))
+    ids = ["mid", *leaves]
+    if extra_unlisted:
+        t.add(make_request("stray", group_id="g0", batch_id="b0", trajectory_id="tr0", turn_index=3,
+                           deps=[dep("leaf1")], input_tokens=80))
+        ids.append("stray")
+    t.add(w.Trajectory(trajectory_id="tr0", group_id="g0", rollout_batch_id="b0", engine_id="e0", worker_id="w0",
+                       request_ids=ids, root_sample_id="root", start_order=0))
+    t.add(w.Group(group_id="g0", rollout_batch_id="b0", unit=w.GROUP_UNIT_SAMPLES, expected_size=4, member_ids=leaves))
+    t.add(w.RolloutBatch(rollout_batch_id="b0", group_ids=["g0"], readiness_rule=w.BATCH_READINESS_RULE_ALL_GROUPS,
+                         engine_ids=["e0"]))
+    for k, rid in enumerate(ids):
+        t.add(request_outcome(rid, k * 30 * MS))
+    return t
+
+
+@pytest.mark.parametrize("enc", ["jsonl", "binpb"])
+def test_multi_level_lineage_intermediate_requests_are_no_members(enc, tmp_path):
+    # the intermediate request names its root prompt's group, which does not list it: it reaches the group through
+    # a member's dependency (was group.request_mismatch "does not list this request": no multi-level trace was valid)
+    res = check(_multi_level(), tmp_path, enc)
+    assert res.status == VALID, [(v.rule, v.record_id, v.message) for v in res.violations]
+    # a request of the group that no member waits for, directly or through other such requests, is still refused
+    res = check(_multi_level(extra_unlisted=True), tmp_path / "x", enc)
+    assert [(v.rule, v.record_id) for v in res.violations if v.severity == Violation.SEVERITY_ERROR] == [
+        ("group.request_mismatch", "stray")], list(res.violations)
+    assert "does not list this request" in hits(res, "group.request_mismatch")[0].message
+
+
+def test_multi_level_lineage_through_two_intermediate_levels(tmp_path):
+    # root (turn 0) -> mid (turn 1) -> leaf (turn 2): only the leaf is listed; both earlier levels reach g0 through it
+    t = TraceParts(make_manifest())
+    t.add(make_request("root", group_id="g0", batch_id="b0", trajectory_id="tr0", turn_index=0))
+    t.add(make_request("mid", group_id="g0", batch_id="b0", trajectory_id="tr0", turn_index=1, deps=[dep("root")]))
+    t.add(make_request("leaf", samples=3, group_id="g0", batch_id="b0", trajectory_id="tr0", turn_index=2,
+                       deps=[dep("mid")]))
+    t.add(w.Trajectory(trajectory_id="tr0", group_id="g0", rollout_batch_id="b0", engine_id="e0", worker_id="w0",
+                       request_ids=["root", "mid", "leaf"], root_sample_id="root", start_order=0))
+    t.add(w.Group(group_id="g0", rollout_batch_id="b0", unit=w.GROUP_UNIT_SAMPLES, expected_size=3, member_ids=["leaf"]))
+    t.add(w.RolloutBatch(rollout_batch_id="b0", group_ids=["g0"], readiness_rule=w.BATCH_READINESS_RULE_ALL_GROUPS,
+                         engine_ids=["e0"]))
+    res = check(t, tmp_path)
+    assert res.status == VALID, [(v.rule, v.record_id, v.message) for v in res.violations]
 
 
 def test_violation_names_exact_line(tmp_path):

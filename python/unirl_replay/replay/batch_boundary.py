@@ -31,7 +31,8 @@ Expressible only where one upstream replay holds both batches without lanes and 
 both batches on one engine (each engine is its own replay: a boundary across engines is a dependency
 between replays), the engine not in lanes mode (a play there is a trajectory holding a lane), P's
 readiness rule ``ALL_GROUPS`` (a join waits for all; ``FIRST_N_GROUPS`` is "any n of m"), the
-``agentic_mooncake`` format (``mooncake`` replays observed arrivals only), both batches with requests.
+``agentic_mooncake`` format (``mooncake`` replays observed arrivals only), both batches with requests, P with
+group members its readiness waits for.
 Anything else raises ``batch_boundary.unexpressible`` unless the user names the opt-in
 ``batch_boundary.open_loop``: B's roots then replay at their observed submits, recorded as an
 ``UnmodelledConstraint`` (reports label the comparison UNMODELLED).
@@ -221,6 +222,9 @@ def _unexpressible(bid: str, prev: str, index: WorkloadIndex, plans: Mapping[str
     if not mine or not theirs:
         empty = bid if not mine else prev
         return f"rollout batch {empty!r} has no requests in the window", ""
+    if not members[prev][0]:  # ALL_GROUPS over no group's member: derive gives the batch no ready event
+        return (f"rollout batch {prev!r} has no group member requests its readiness waits for (no group, or groups "
+                "without requests), so it has no simulated ready event for a join to wait for"), ""
     engines = sorted({engine_of[q] for q in (*mine, *theirs) if q in engine_of})
     if len(engines) != 1:
         return (f"the two batches run on engines {', '.join(engines)}: each engine is its own single-engine replay "

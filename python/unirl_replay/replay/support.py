@@ -322,6 +322,9 @@ def check_supported(
         if not client.HasField("inflight_request_limit") or eid not in plans:
             continue
         plan, limit = plans[eid], client.inflight_request_limit
+        if limit < 1:  # validate's engine_client.limit refuses it first; reachable on an ungated trace
+            raise TraceFormatError("inflight_request_limit is 0: no model request could ever be in flight",
+                                   record_id=eid, file=WORKLOAD_FILE, rule="engine_client.limit")
         if plan.columns is not None:  # = _chain_width over the messages (tested)
             widths = sorted((chain_width_facts(ids, plan.facts) for ids in plan.plays.values()), reverse=True)
         else:

@@ -69,6 +69,9 @@ class _Checker(ManifestRules, RequestRules, DependencyRules, LineageRules, Outco
                 self._sp_lineage[kind](self, msg, fresh)
         elif kind == "engine_client":
             self._engine(f, line, rid, msg.engine_id)
+            if msg.HasField("inflight_request_limit") and msg.inflight_request_limit == 0:
+                self.v("engine_client.limit", f, line, rid, "inflight_request_limit is 0: this client could never "
+                       "have a model request in flight (leave it out for no limit)")
         elif kind == "cache_warmup":
             if self.m.cache_state != CACHE_STATE_KIND_WARM_DECLARED:
                 state = self.m.cache_state
@@ -112,6 +115,7 @@ class _Checker(ManifestRules, RequestRules, DependencyRules, LineageRules, Outco
             elif kind == "rollout_batch":
                 self._batch2(line, rec.rollout_batch, group_in_batches)
         self._batch_membership(group_in_batches)
+        self._intermediates()
         self.pass2_tail()
 
     def pass2_or_proof(self) -> None:

@@ -176,6 +176,10 @@ class TraceState:
         self.req_group: dict[str, str] | SideColumn = SideColumn(self.req) if compact else {}  # request id -> its group_id (when set)
         self.req_samples: dict[str, tuple[str, ...]] = {}  # request id -> sample ids (n > 1 only)
         self.member_group: dict[str, str] = {}  # request id listed by a SAMPLES group -> that group
+        # pass 2: requests naming a SAMPLES group that does not list them -> (line, group), and the dependency edges
+        # (predecessor, successor) into such requests from requests of the same group (few: multi-level lineage)
+        self.unlisted: dict[str, tuple[int, str]] = {}
+        self.lineage_edges: list[tuple[str, str]] = []
         # Trajectory record id -> (its rollout_batch_id, its engine_id): one shared tuple per distinct pair (few)
         self.traj_batch: dict[str, tuple[str, str]] | OrdColumn = OrdColumn(self.traj_table) if compact else {}
         self.group_unit: dict[str, int] = {}    # Group record id -> unit

@@ -283,6 +283,11 @@ EXAMPLES: dict[str, Example] = {
     "batch.boundary_cycle": _b(("set", W, 3, "rollout_batch.after_batch",
                                 {"previous_rollout_batch_id": "b1", "driver_gap_ns": "0"})),
     "slot_pool.slots": _a(("del", W, 1, "slot_pool.trajectory_slots")),
+    "group.resumed_from": _g(("set", W, 2, "group.resumed_from_rollout_batch_id", "b0")),
+    "manifest.completeness": _g(("set", M, 0, "completeness", {"complete": True, "lost": [
+        {"kind": "engine_request", "count": "3", "cause": "engine e0 shard ended without process_end"}]})),
+    "trajectory.start_order": _a(("del", W, 5, "trajectory.start_order")),
+    "engine_client.limit": _a(("set", W, 2, "engine_client.inflight_request_limit", 0)),
     "units.negative": _g(("set", W, 1, "request.arrival.observed_offset_ns", "-1")),
     "units.suspect_scale": _g(("set", W, 1, "request.arrival.observed_offset_ns", "10000000000000000")),
     "units.outside_window": _g(("set", W, 1, "request.arrival.observed_offset_ns", "61000000000")),

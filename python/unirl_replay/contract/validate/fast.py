@@ -401,9 +401,9 @@ def _sp_requests(ch: _Checker, cols, rid, tid) -> None:
 
 
 def _trajectories(ch: _Checker, cols, to: np.ndarray, tu: np.ndarray) -> bool:
-    """``record1`` of every Trajectory record (``_unique``, ``_good_ids``, ``_lineage1``,
-    ``_sp_trajectory``: there are no enums) over their fields, after the requests; False: a rule
-    may fire, or the single-pass proof would doubt."""
+    """``record1`` of every Trajectory record (``_unique``, ``_good_ids``, ``_lineage1`` with its
+    ``trajectory.start_order``, ``_sp_trajectory``: there are no enums) over their fields, after the
+    requests; False: a rule may fire, or the single-pass proof would doubt."""
     trajs = cols.trajectories
     if not trajs:
         return True
@@ -419,6 +419,7 @@ def _trajectories(ch: _Checker, cols, to: np.ndarray, tu: np.ndarray) -> bool:
         wid, root, first = col("worker_id"), col("root_sample_id"), col("first_turn_index")
         if None in wid or None in root:
             return False
+        unordered = [p for p, o in zip(pool, col("start_order")) if p and o is None]
     else:
         msgs = list(trajs.values())
         gid = [m.group_id for m in msgs]
@@ -428,6 +429,9 @@ def _trajectories(ch: _Checker, cols, to: np.ndarray, tu: np.ndarray) -> bool:
         rids = [m.request_ids for m in msgs]
         wid, root, first = [m.worker_id for m in msgs], [m.root_sample_id for m in msgs], [m.first_turn_index
                                                                                           for m in msgs]
+        unordered = [m.slot_pool_id for m in msgs if m.slot_pool_id and not m.HasField("start_order")]
+    if unordered:
+        return False  # trajectory.start_order: a trajectory holding a pool slot without its start order
     flat = list(chain.from_iterable(rids))
     if any(first):
         return False  # a resumed trajectory: the single-pass proof doubts (pass 2 decides)

@@ -20,6 +20,9 @@ class LineageRules(TraceState):
                 self.traj_batch[rid] = names.setdefault(be, be)  # type: ignore[arg-type]
                 self._ord(rid)
             self._engine(f, line, rid, msg.engine_id)
+            if msg.slot_pool_id and not msg.HasField("start_order"):
+                self.v("trajectory.start_order", f, line, rid, f"holds a slot of pool {msg.slot_pool_id!r} but has no "
+                       "start_order: a pool grants its slots in the order the worker started its trajectories")
         elif kind == "group":
             if fresh:
                 self.group_batch[rid] = msg.rollout_batch_id
@@ -29,6 +32,12 @@ class LineageRules(TraceState):
                     for mid in msg.member_ids:
                         self.member_group.setdefault(mid, rid)
             self._enum(f, line, rid, "unit", msg.unit)
+            if msg.HasField("resumed_from_rollout_batch_id"):
+                prev = msg.resumed_from_rollout_batch_id
+                if not prev or prev == msg.rollout_batch_id:
+                    self.v("group.resumed_from", f, line, rid, f"resumed_from_rollout_batch_id is {prev!r}, "
+                           + ("empty" if not prev else "the group's own rollout batch") + ": a group resumed in "
+                           "this batch names the earlier batch it resumed from (not resumed: leave it out)")
         elif kind == "rollout_batch":
             self.batches.add(rid)
             if fresh:
@@ -97,8 +106,15 @@ class LineageRules(TraceState):
             self.v("group.request_mismatch", f, line, rid, f"listed by group {listed_by!r}, but its group_id is "
                    f"{r.group_id!r}")
         elif r.group_id and self.group_unit.get(r.group_id) == w.GROUP_UNIT_SAMPLES and listed_by is None:
-            self.v("group.request_mismatch", f, line, rid, f"group_id {r.group_id!r} (unit SAMPLES) does not list "
-                   "this request")
+            # an intermediate request of a multi-level lineage (workload.proto, Group.expected_size) is no member:
+            # it reaches its group through the dependencies of the group's leaves; decided after pass 2
+            self.unlisted[rid] = (line, r.group_id)
+        if r.dependencies and r.group_id:
+            g, members, units = r.group_id, self.member_group, self.group_unit
+            for d in r.dependencies:  # edges into requests of the same SAMPLES group that it does not list
+                p = d.predecessor_request_id
+                if members.get(p) is None and self.req_group.get(p) == g and units.get(g) == w.GROUP_UNIT_SAMPLES:
+                    self.lineage_edges.append((p, rid))
         gb = self.group_batch.get(r.group_id) if r.group_id else None
         if gb is not None and gb != r.rollout_batch_id:
             self.v("group.request_mismatch", f, line, rid, f"rollout_batch_id {r.rollout_batch_id!r}, but its group "
@@ -111,6 +127,37 @@ class LineageRules(TraceState):
             if te and te != r.engine_id:
                 self.v("trajectory.engine", f, line, rid, f"engine_id {r.engine_id!r}, but its trajectory "
                        f"{r.trajectory_id!r} names engine {te!r} (Trajectory.engine_id: the engine all its requests go to)")
+
+    def _intermediates(self) -> None:
+        """After pass 2: a request naming a SAMPLES group that does not list it is refused unless a member of that
+        group waits for it, directly or through other such requests of the group (the intermediate levels of a
+        multi-level lineage: workload.proto, ``Group.expected_size``)."""
+        unlisted = self.unlisted
+        if not unlisted:
+            return
+        ok: set[str] = set()
+        stack: list[str] = []
+        waiting: dict[str, list[str]] = {}  # an unlisted request -> the unlisted requests of its group it waits for
+        members = self.member_group
+        for p, s in self.lineage_edges:
+            if p not in unlisted:
+                continue
+            if members.get(s) == unlisted[p][1]:
+                if p not in ok:
+                    ok.add(p)
+                    stack.append(p)
+            else:
+                waiting.setdefault(s, []).append(p)
+        while stack:
+            for p in waiting.get(stack.pop(), ()):
+                if p not in ok:
+                    ok.add(p)
+                    stack.append(p)
+        for rid, (line, gid) in unlisted.items():
+            if rid not in ok:
+                self.v("group.request_mismatch", self.wfile, line, rid, f"group_id {gid!r} (unit SAMPLES) does not "
+                       "list this request, and no request it lists waits for it (an intermediate request of a "
+                       "multi-level lineage reaches its group through its leaves' dependencies)")
 
     def _trajectory2(self, line: int, t: w.Trajectory) -> None:
         f, tid = self.wfile, t.trajectory_id

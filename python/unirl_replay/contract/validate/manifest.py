@@ -250,6 +250,19 @@ class ManifestRules(TraceState):
             if co.HasField(name) and getattr(co, name) < 0:
                 self.v("manifest.capture_overhead", f, 0, m.trace_id,
                        f"capture_overhead.{name} = {getattr(co, name)}: a wall time is >= 0 ns")
+        if m.HasField("completeness"):
+            cc = m.completeness
+            if cc.complete and cc.lost:
+                self.v("manifest.completeness", f, 0, m.trace_id, f"completeness.complete is true but lost lists "
+                       f"{len(cc.lost)} kind(s) of lost records ({', '.join(x.kind or '?' for x in cc.lost[:4])}): "
+                       "complete means nothing was lost")
+            elif not cc.complete and not cc.lost:
+                self.v("manifest.completeness", f, 0, m.trace_id, "completeness.complete is false but lost lists "
+                       "nothing: an incomplete capture says what it lost (one LostRecords entry per kind)")
+            for i, x in enumerate(cc.lost):
+                if not x.kind or x.count == 0:
+                    self.v("manifest.completeness", f, 0, m.trace_id, f"completeness.lost[{i}] "
+                           f"(kind {x.kind!r}, count {x.count}): a loss names its kind and how many records")
         engines = {e.engine_id: e for e in m.engines}
         probed: dict[tuple[str, str], int] = {}
         for i, probe in enumerate(m.probes):

@@ -31,6 +31,10 @@ class OutcomeRules(TraceState):
         after = self.batch_after
         group_batch = self.group_batch if after else {}
         first_submit: dict[str, tuple[int, int, str]] = {}
+        # a trajectory holds its slot from its first request's submit to its last request's completion (workload.proto
+        # Trajectory): per trajectory ordinal, its earliest submit and latest completion (request id each); the slots
+        traj_span: dict[int, list] = {}
+        slots: dict[str, tuple[int | None, int | None, int]] = {}  # trajectory id -> (acquired, released, line)
         for line, rec in iter_outcomes(self.t, verify_digest=False, on_error=self.skip):  # verified in check_trace
             self.counts["outcomes"] += 1
             kind = rec.WhichOneof("record")
@@ -54,6 +58,16 @@ class OutcomeRules(TraceState):
                            "unavailable_reason says why (a missing time is never a silent gap)")
                 if msg.HasField("completion_ns") and rid in in_group:
                     req_done[rid] = msg.completion_ns
+                pv = self.req.get(rid)  # marked seen (bit-inverted) by _unique
+                o = 0 if pv is None else (pv if pv >= 0 else ~pv) >> 53
+                if o and (msg.HasField("submit_ns") or msg.HasField("completion_ns")):
+                    span = traj_span.get(o)
+                    if span is None:
+                        span = traj_span[o] = [None, "", None, ""]
+                    if msg.HasField("submit_ns") and (span[0] is None or msg.submit_ns < span[0]):
+                        span[0], span[1] = msg.submit_ns, rid
+                    if msg.HasField("completion_ns") and (span[2] is None or msg.completion_ns > span[2]):
+                        span[2], span[3] = msg.completion_ns, rid
                 if group_batch and msg.HasField("submit_ns"):
                     b = group_batch.get(in_group.get(rid, ""))
                     if b in after and (b not in first_submit or msg.submit_ns < first_submit[b][0]):
@@ -67,6 +81,8 @@ class OutcomeRules(TraceState):
             elif kind == "trajectory":
                 names = ("slot_acquired_ns", "slot_released_ns")
                 self._order(f, line, rid, msg, names)
+                slots[rid] = (msg.slot_acquired_ns if msg.HasField("slot_acquired_ns") else None,
+                              msg.slot_released_ns if msg.HasField("slot_released_ns") else None, line)
                 for i, d in enumerate(msg.tool_durations_ns):
                     self._time(f, line, rid, f"tool_durations_ns[{i}]", d)
             else:
@@ -80,7 +96,26 @@ class OutcomeRules(TraceState):
                     self._time(f, line, rid, n, getattr(msg, n))
 
         self._completion_order(req_done, group_done, batch_ready)
+        self._slot_order(traj_span, slots)
         self._boundary_order(first_submit, batch_ready)
+
+    def _slot_order(self, traj_span: dict[int, list], slots: dict[str, tuple[int | None, int | None, int]]) -> None:
+        """A trajectory's slot is acquired no later than its first request's submit and released no earlier than
+        its last request's completion (it holds the slot through its tool waits, workload.proto Trajectory)."""
+        f, ords = self.ofile, self.traj_ord
+        for tid, (acquired, released, line) in slots.items():
+            span = traj_span.get(ords.get(tid, 0) or -1)
+            if span is None:
+                continue
+            submit, first, done, last = span
+            if acquired is not None and submit is not None and acquired > submit:
+                self.v("outcome.completion_order", f, line, tid, f"slot_acquired_ns = {acquired} ns after its request "
+                       f"{first!r} was submitted ({submit} ns): a trajectory holds its slot from its first request's "
+                       "submit")
+            if released is not None and done is not None and released < done:
+                self.v("outcome.completion_order", f, line, tid, f"slot_released_ns = {released} ns before its "
+                       f"request {last!r} completed ({done} ns): a trajectory holds its slot to its last request's "
+                       "completion")
 
     def _samples(self, f: str, line: int, rid: str, msg) -> None:
         """Per-sample timings name the request's samples, each at most once, all or none, and lie
@@ -116,6 +151,12 @@ class OutcomeRules(TraceState):
         if absent and len(seen & set(known)) > 0:
             self.v("outcome.samples", f, line, rid, f"timings for {len(seen & set(known))} of {len(known)} samples; "
                    f"missing {absent[:3]} (all samples or none)")
+        elif not absent:  # every sample timed: the request's first token is their earliest, its completion their last
+            for n, pick, word, sign in (("first_token_ns", min, "earliest", -1), ("completion_ns", max, "last", 1)):
+                vals = [getattr(s, n) for s in msg.samples if s.HasField(n)]  # (the other way round: reported above)
+                if msg.HasField(n) and len(vals) == len(msg.samples) and sign * (getattr(msg, n) - pick(vals)) > 0:
+                    self.v("outcome.samples", f, line, rid, f"the request's {n} = {getattr(msg, n)} ns, but its "
+                           f"samples' {word} {n} is {pick(vals)} ns (the request's is the {word} of its samples')")
 
     def _completion_order(self, req_done: dict[str, int], group_done: dict[str, tuple[int, int]],
                           batch_ready: dict[str, tuple[int, int]]) -> None:

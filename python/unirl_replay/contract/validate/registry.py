@@ -103,6 +103,9 @@ RULES: dict[str, str] = {
                            "ISA flag not among isa_flags_checked (a profile's provenance.conditions meet the same rule)",
     "manifest.capture_overhead": "capture_overhead with an overhead_ratio not finite or below -1 (instrumented / plain "
                                  "- 1 of two wall times), or a negative instrumented / plain wall time",
+    "manifest.completeness": "completeness (CaptureCompleteness) saying complete while listing lost records, or "
+                             "incomplete while listing none, or a LostRecords entry without kind or with count 0 "
+                             "(complete is true when nothing was lost; what was lost is said in lost)",
     "manifest.probe_artifact": "a reference probe whose artifact_path (a path inside the trace directory) names no "
                                "regular file there, or one reached through a symbolic link (its points are the manifest's, the raw requests they were taken "
                                "from are not in the trace: copied without its probes/ directory?), or a file that "
@@ -163,6 +166,9 @@ RULES: dict[str, str] = {
     "group.members": "a group member is not a request / trajectory (by unit) or belongs to another group",
     "group.size": "group member count (samples or trajectories) differs from expected_size",
     "group.singleton": "group of size 1 while expected_size > 1: group id set per trajectory? (warning)",
+    "group.resumed_from": "a group whose resumed_from_rollout_batch_id is present but empty or names the group's "
+                          "own rollout batch (a resumed group names the EARLIER batch it resumed from; not resumed: "
+                          "leave the field out)",
     "batch.membership": "every group in exactly one batch, and in the batch it names",
     "batch.required_groups": "FIRST_N_GROUPS: 1 <= required_groups <= len(group_ids); ALL_GROUPS: 0 or len",
     "batch.boundary_empty": "after_batch present with an empty previous_rollout_batch_id (a boundary names the "
@@ -172,6 +178,13 @@ RULES: dict[str, str] = {
     "batch.boundary_cycle": "the after_batch links of rollout batches form a cycle (a batch that waits, through them, "
                             "for itself)",
     "slot_pool.slots": "a slot pool with 0 trajectory slots",
+    "trajectory.start_order": "a trajectory holding a slot of a pool (slot_pool_id set) without start_order (slots "
+                              "are granted in start order; convert refused it as trajectory.start_order while "
+                              "validate called the trace valid)",
+    "engine_client.limit": "an EngineClient whose inflight_request_limit is present and 0 (no model request could "
+                           "ever be in flight; absent means unlimited; convert --allow-unmodelled "
+                           "engine_client.inflight_limit.as_lanes made it 0 lanes, a traceback in upstream, while "
+                           "validate called the trace valid)",
     "units.negative": "a time or delay below 0 (a dependency's external_delay_ns, a batch boundary's driver_gap_ns "
                       "included)",
     "units.suspect_scale": f"a time beyond {SUSPECT_SCALE}x the window duration: wrong unit?",
@@ -181,13 +194,18 @@ RULES: dict[str, str] = {
     "outcome.unmatched": "an outcome record whose id matches no workload record of its kind",
     "outcome.missing_reason": "a request outcome missing submit / scheduled / first token / completion and no "
                               "unavailable_reason (queued_ns, the engine's own queue entry, is optional)",
-    "outcome.completion_order": "a group completed before one of its requests, or a batch ready before "
-                                "the groups its readiness rule waits for",
-    "outcome.samples": "per-sample timings for an unknown, repeated, missing or late sample",
+    "outcome.completion_order": "a group completed before one of its requests, a batch ready before "
+                                "the groups its readiness rule waits for, or a trajectory's slot acquired after its "
+                                "first request's submit or released before its last request's completion",
+    "outcome.samples": "per-sample timings for an unknown, repeated, missing or late sample, or a request whose "
+                       "first_token_ns / completion_ns is not the earliest first token / the last completion of its "
+                       "timed samples",
     "outcome.batch_boundary": "a request of a rollout batch with after_batch submitted (submit_ns) before the "
                               "previous batch's measured ready_ns: the batch did not wait for it",
     "group.request_mismatch": "a request whose group_id / rollout_batch_id disagrees with the group or "
-                              "trajectory that lists it",
+                              "trajectory that lists it, or that names a SAMPLES group which neither lists it nor "
+                              "has a member waiting for it (an intermediate request of a multi-level lineage "
+                              "reaches its group through its leaves' dependencies)",
     "trajectory.engine": "a request of a trajectory on another engine than the one its Trajectory record names "
                          "(Trajectory.engine_id: the engine all its requests go to; convert refused it as "
                          "trajectory.cross_engine while validate called the trace valid)",
@@ -208,7 +226,7 @@ _GROUP_PREFIXES: dict[str, tuple[str, ...]] = {
                 'enum.unspecified', 'enum.unknown'),
     "manifest": ('manifest.',),
     "dependencies": ('dependency.', 'turn.dependency_order'),
-    "lineage": ('reference.trajectory', 'reference.group', 'reference.batch', 'reference.slot_pool', 'reference.request', 'turn.order', 'trajectory.', 'group.', 'batch.', 'slot_pool.'),
+    "lineage": ('reference.trajectory', 'reference.group', 'reference.batch', 'reference.slot_pool', 'reference.request', 'turn.order', 'trajectory.', 'group.', 'batch.', 'slot_pool.', 'engine_client.'),
     "outcomes": ('time.order', 'outcome.'),
     "bounds": ('bound.',),
     "requests": ('reference.engine', 'fanout.', 'prefix.', 'arrival.', 'units.', 'turn.index', 'cache_warmup.',
