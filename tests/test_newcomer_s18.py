@@ -46,3 +46,39 @@ def test_missing_replay_extra_says_how_to_install_it(monkeypatch):
     readme = _readme()
     assert "--overrides" in readme and "aisimulate; sys_platform == 'never'" in readme
     assert re.search(r'uv pip install [^\n]*--overrides [^\n]*whl\[replay\]', readme)
+
+
+def _replay_grpo(tmp_path) -> Path:
+    from unirl_replay.cli.main import main
+
+    out = tmp_path / "replay"
+    assert main(["replay", str(REPO / "traces" / "grpo-a"), "--timing-model", "fixed:10,1", "--out", str(out)]) == 0
+    return out
+
+
+def test_compare_of_a_file_that_is_no_replay_result_says_what_to_pass(tmp_path, capsys):
+    """`compare TRACE FILE` with FILE convert's upstream input or a compare report said only `grpo.jsonl
+    [json.parse]: not valid JSON: Extra data` or protobuf's list of ReplayResult fields in lowerCamelCase."""
+    from unirl_replay.cli.main import main
+
+    trace = str(REPO / "traces" / "grpo-a")
+    conv = tmp_path / "grpo.jsonl"
+    assert main(["convert", trace, "--format", "mooncake", "--out", str(conv)]) == 0
+    capsys.readouterr()
+    assert main(["compare", trace, str(conv), "--out", str(tmp_path / "r1")]) == 2
+    err = capsys.readouterr().err
+    assert "[json.parse]" in err and "not a replay result" in err and "`unirl-replay convert` wrote" in err
+    assert "unirl-replay replay" in err and not (tmp_path / "r1").exists()
+
+    replay = _replay_grpo(tmp_path)
+    assert main(["compare", trace, str(replay), "--out", str(tmp_path / "r2"), "--no-plots"]) == 0
+    capsys.readouterr()
+    report = tmp_path / "r2" / "validation_report.json"
+    assert main(["compare", trace, str(report), "--out", str(tmp_path / "r3")]) == 2
+    err = capsys.readouterr().err
+    assert "[json.profile]" in err and "not a replay result" in err and "replay_result.json" in err
+    assert "Available Fields" not in err  # protobuf's camelCase list of every field is no help here
+    # a --bound alike
+    assert main(["compare", trace, str(replay), "--bound", str(report), "--out", str(tmp_path / "r4")]) == 2
+    err = capsys.readouterr().err
+    assert "--bound" in err and "not a replay result" in err
