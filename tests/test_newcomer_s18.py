@@ -82,3 +82,23 @@ def test_compare_of_a_file_that_is_no_replay_result_says_what_to_pass(tmp_path, 
     assert main(["compare", trace, str(replay), "--bound", str(report), "--out", str(tmp_path / "r4")]) == 2
     err = capsys.readouterr().err
     assert "--bound" in err and "not a replay result" in err
+
+
+def test_level_to_probe_of_a_base_from_other_hardware_warns(tmp_path, capsys):
+    """`calibrate --level-to-probe` of a base profile swept on another CPU than the probe trace's capture printed
+    `(CALIBRATED+PROBE, scalar)` (here prefill x22.6) with no word that every replay of that trace labels it
+    UNVALIDATED on this host: the probe levels the speed, not the form measured elsewhere."""
+    from unirl_replay.cli.main import main
+
+    trace = REPO / "results" / "holdout-closed-f25m1" / "traces" / "grpo-r1"
+    other = REPO / "profiles" / "vllm-cpu-tiny-qwen2-20261203-bound-xeon-f6m167-rows-grpo-a.npz"
+    same = REPO / "profiles" / "vllm-cpu-tiny-qwen2-20261203-bound-epyc-f25m1-rows-grpo-a.npz"
+    assert main(["calibrate", "--level-to-probe", str(trace), "--base", str(other), "--out",
+                 str(tmp_path / "other.npz")]) == 0
+    cap = capsys.readouterr()
+    assert "CALIBRATED+PROBE" in cap.out
+    assert "warning:" in cap.err and "other hardware" in cap.err and "UNVALIDATED" in cap.err
+    assert "Intel" in cap.err and "AMD EPYC" in cap.err  # both CPUs named
+    assert main(["calibrate", "--level-to-probe", str(trace), "--base", str(same), "--out",
+                 str(tmp_path / "same.npz")]) == 0
+    assert "warning" not in capsys.readouterr().err

@@ -150,6 +150,14 @@ def command(like, probe_trace, base, levelling, probe_condition, out, workload_n
                                             for q in pl["prefill"]["by_tokens"]["points"])
         click.echo(f"{path}: {base} levelled to the probe of {pl['trace_id']} ({pl['variant']}, {levelling}): "
                    f"{dtext}; {ptext} (scalar levels: decode x{pl['decode_level']:.3f}, prefill x{pl['prefill_level']:.3f})")
+        from unirl_replay.contract.cpu_signature import other_hardware
+
+        why = other_hardware(manifest, prov)  # the rule replay and compare apply (docs/comparison.md)
+        if why:
+            click.echo(f"warning: {base} was measured on other hardware than the capture of {pl['trace_id']} ({why}): "
+                       "the probe levels the engine's speed, not the form measured elsewhere, so a replay of that "
+                       "capture with this profile is labelled UNVALIDATED on this host (measured on other hardware); "
+                       "level a base profile swept on the capture's host", err=True)
         return
     if probe_condition != "isolated":
         raise click.UsageError("--probe-condition is an option of --level-to-probe (which probe points it levels to)")
