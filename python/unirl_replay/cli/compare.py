@@ -20,7 +20,8 @@ from unirl_replay.cli import OutPath
 @click.argument("trace_dir", type=click.Path(exists=True, file_okay=False))
 @click.argument("replay_result", type=click.Path(exists=True))
 @click.option("--out", "out_dir", required=True, type=OutPath(file_okay=False),
-              help="Directory for validation_report.json, the PNG plots and timeline.perfetto.json.")
+              help="Directory for validation_report.json, the table (table.txt, also printed), the PNG plots and "
+                   "timeline.perfetto.json.")
 @click.option("--repeat", "repeats", multiple=True, type=click.Path(exists=True, file_okay=False),
               help="Another measured trace of the same workload (repeatable): run-to-run spread.")
 @click.option("--bound", "bounds", multiple=True, type=click.Path(exists=True),
