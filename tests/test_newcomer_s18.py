@@ -128,3 +128,17 @@ def test_readme_rule_count_is_the_registry_s():
     m = re.search(r"`validate TRACE_DIR[^|]*\|[^|]*?(\d+) rules", _readme())
     assert m, "README's validate row names its rule count"
     assert int(m.group(1)) == len(RULES)
+
+
+def test_calibrate_without_the_reference_environment_says_so_first(tmp_path, monkeypatch, capsys):
+    """`calibrate --like` on a machine without .venv-ref printed the load average and "warning: the machine is busy;
+    the profile records the load next to every measurement" before saying it cannot measure at all."""
+    from unirl_replay.cli.main import main
+
+    monkeypatch.setenv("UNIRL_REPLAY_REF_PYTHON", str(tmp_path / "nope" / "python"))
+    monkeypatch.setattr("os.getloadavg", lambda: (3.0, 3.0, 3.0))  # a busy machine
+    assert main(["calibrate", "--like", str(REPO / "traces" / "grpo-a"), "--out", str(tmp_path / "p.npz")]) == 2
+    err = capsys.readouterr().err
+    assert "make reference-env" in err
+    assert "load average" not in err and "busy" not in err
+    assert not (tmp_path / "p.npz").exists()
