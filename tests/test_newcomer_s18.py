@@ -142,3 +142,30 @@ def test_calibrate_without_the_reference_environment_says_so_first(tmp_path, mon
     assert "make reference-env" in err
     assert "load average" not in err and "busy" not in err
     assert not (tmp_path / "p.npz").exists()
+
+
+def test_demo_outside_a_checkout_says_where_the_traces_are(tmp_path, monkeypatch, capsys):
+    """From an installed wheel `demo` said `Error: no trace directories found under <venv>/lib/python3.12/traces`
+    (click's exit 1): a path that never exists there, and nothing about the traces being the checkout's."""
+    from unirl_replay.cli.main import main
+    from unirl_replay.demo import run as demo
+
+    monkeypatch.setattr(demo, "DEFAULT_TRACES_DIR", tmp_path / "lib" / "traces")
+    monkeypatch.setattr(demo, "DEFAULT_PROFILES_DIR", tmp_path / "lib" / "profiles")
+    assert main(["demo", "--out", str(tmp_path / "d")]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("error: ") and "checkout" in err and "--trace DIR" in err
+    assert not (tmp_path / "d").exists()
+
+
+def test_demo_names_the_files_it_writes(tmp_path, capsys):
+    """The demo's last line listed REPORT.md, summary.json, validation_report.json, PNG plots and
+    timeline.perfetto.json per trace and model, not their replay_result.json and table.txt."""
+    from unirl_replay.cli.main import main
+
+    out = tmp_path / "d"
+    assert main(["demo", "--trace", str(REPO / "traces" / "grpo-a"), "--no-profile", "--out", str(out)]) == 0
+    last = capsys.readouterr().out.strip().splitlines()[-1]
+    for name in sorted(p.name for p in (out / "grpo-a" / "default").iterdir()):
+        if not name.startswith(".") and not name.endswith(".png"):
+            assert name in last, (name, last)
