@@ -169,3 +169,23 @@ def test_demo_names_the_files_it_writes(tmp_path, capsys):
     for name in sorted(p.name for p in (out / "grpo-a" / "default").iterdir()):
         if not name.startswith(".") and not name.endswith(".png"):
             assert name in last, (name, last)
+
+
+def test_validate_of_a_shard_directory_names_finalize(tmp_path):
+    """`validate UNIRL_REPLAY_TRACE_DIR` named `capture finalize`, but `validate .../raw` (the shards themselves)
+    only said to pass a trace directory."""
+    from unirl_replay.contract.validate import check_trace
+
+    raw = tmp_path / "cap" / "raw"
+    raw.mkdir(parents=True)
+    (raw / "driver-host-123.jsonl").write_text("{}\n")
+    (msg,) = [v.message for v in check_trace(raw).violations]
+    assert f"capture finalize {raw} --out TRACE_DIR" in msg
+    # a directory of convert's outputs (its marker there) is no shard directory
+    from unirl_replay.cli.main import main
+
+    conv = tmp_path / "conv"
+    assert main(["convert", str(REPO / "traces" / "grpo-a"), "--format", "mooncake", "--out",
+                 str(conv / "grpo.jsonl")]) == 0
+    (msg,) = [v.message for v in check_trace(conv).violations]
+    assert "capture finalize" not in msg and "not a trace" in msg
