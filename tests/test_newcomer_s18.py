@@ -189,3 +189,16 @@ def test_validate_of_a_shard_directory_names_finalize(tmp_path):
                  str(conv / "grpo.jsonl")]) == 0
     (msg,) = [v.message for v in check_trace(conv).violations]
     assert "capture finalize" not in msg and "not a trace" in msg
+
+
+def test_finalize_of_a_path_that_does_not_exist_says_so(tmp_path, capsys):
+    """`capture finalize /no/such/dir` said it "is not a directory of capture shards"."""
+    from unirl_replay.cli.main import main
+
+    assert main(["capture", "finalize", str(tmp_path / "nothere"), "--out", str(tmp_path / "t")]) == 2
+    err = capsys.readouterr().err
+    assert "does not exist" in err and "UNIRL_REPLAY_TRACE_DIR/raw" in err
+    f = tmp_path / "file.jsonl"
+    f.write_text("{}\n")
+    assert main(["capture", "finalize", str(f), "--out", str(tmp_path / "t")]) == 2
+    assert "is a file" in capsys.readouterr().err  # click refuses a file there
