@@ -202,3 +202,17 @@ def test_finalize_of_a_path_that_does_not_exist_says_so(tmp_path, capsys):
     f.write_text("{}\n")
     assert main(["capture", "finalize", str(f), "--out", str(tmp_path / "t")]) == 2
     assert "is a file" in capsys.readouterr().err  # click refuses a file there
+
+
+def test_grid_spec_that_is_no_json_is_said_once(tmp_path, capsys):
+    """`grid README.md` said `README.md [grid.spec.parse]: not valid JSON: README.md [json.parse]: not valid JSON:
+    Expecting value ...`, and not that a spec not named *.yaml / *.yml is read as JSON."""
+    from unirl_replay.cli.main import main
+
+    spec = tmp_path / "spec.txt"
+    spec.write_text("traces: [a]\n")
+    assert main(["grid", str(spec), "--out", str(tmp_path / "g")]) == 2
+    err = capsys.readouterr().err
+    assert err.count("not valid JSON") == 1 and "[json.parse]" not in err and "[grid.spec.parse]" in err
+    assert "*.yaml" in err
+
