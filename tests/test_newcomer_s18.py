@@ -216,3 +216,16 @@ def test_grid_spec_that_is_no_json_is_said_once(tmp_path, capsys):
     assert err.count("not valid JSON") == 1 and "[json.parse]" not in err and "[grid.spec.parse]" in err
     assert "*.yaml" in err
 
+
+def test_grid_refuses_its_out_before_its_banner(tmp_path, capsys):
+    """`grid --out DIR` with DIR holding a user's file printed `unirl-replay grid: 4 jobs from ... -> DIR` and then
+    refused DIR (demo refuses before its banner since session 17)."""
+    from unirl_replay.cli.main import main
+
+    out = tmp_path / "mine"
+    out.mkdir()
+    (out / "notes.txt").write_text("keep\n")
+    assert main(["grid", str(REPO / "grids" / "small.yaml"), "--out", str(out), "--no-progress"]) == 2
+    err = capsys.readouterr().err
+    assert "jobs from" not in err and "not an earlier grid output" in err
+    assert (out / "notes.txt").read_text() == "keep\n"
