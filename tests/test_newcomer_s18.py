@@ -229,3 +229,15 @@ def test_grid_refuses_its_out_before_its_banner(tmp_path, capsys):
     err = capsys.readouterr().err
     assert "jobs from" not in err and "not an earlier grid output" in err
     assert (out / "notes.txt").read_text() == "keep\n"
+
+
+def test_validate_state_benchmark_names_the_status(tmp_path):
+    """README's `benchmarks/validate_state.py TRACE` printed `status 1` for a valid trace (the enum number, which reads
+    as validate's exit status 1, invalid)."""
+    import os
+    import subprocess
+
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)}
+    out = subprocess.run([sys.executable, str(REPO / "benchmarks" / "validate_state.py"), str(REPO / "traces" / "grpo-a")],
+                         capture_output=True, text=True, env=env, timeout=120, check=True).stdout
+    assert "status STATUS_VALID" in out and "status 1" not in out
