@@ -241,3 +241,12 @@ def test_validate_state_benchmark_names_the_status(tmp_path):
     out = subprocess.run([sys.executable, str(REPO / "benchmarks" / "validate_state.py"), str(REPO / "traces" / "grpo-a")],
                          capture_output=True, text=True, env=env, timeout=120, check=True).stdout
     assert "status STATUS_VALID" in out and "status 1" not in out
+
+
+def test_profile_timing_model_without_a_path_says_so():
+    """`--timing-model profile:` (an unset variable after the colon) said "unknown timing model 'profile:'"."""
+    from unirl_replay.replay.timing_models import TimingModelError, parse_timing_model
+
+    with pytest.raises(TimingModelError) as e:
+        parse_timing_model("profile:")
+    assert "unknown" not in str(e.value) and "profile:NPZ" in str(e.value) and "path" in str(e.value)
