@@ -119,6 +119,7 @@ def test_help_says_what_the_docs_say():
     off-profile JSON too, and so the code); `compare --help` left table.txt out of what --out gets."""
     assert "off-profile JSON" in _help("validate")
     assert "table.txt" in _help("compare")
+    assert "replay_result.json `replay --out DIR` wrote, or DIR" in _help("compare")  # a directory is fine
 
 
 def test_readme_rule_count_is_the_registry_s():
