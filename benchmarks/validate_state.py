@@ -85,7 +85,7 @@ def measure(trace: str, compact: str) -> None:
         if sz > 1024:
             print(f"{sz / 2**20:9.2f} MiB  {sz / n:7.1f} B/request  {k}")
     print(f"total {total / 2**20:.2f} MiB = {total / n:.1f} B per request ({n} request outcomes); "
-          f"{[k for s, k in rows if s == -1][0]}; status {r.status}; "
+          f"{[k for s, k in rows if s == -1][0]}; status {type(r).Status.Name(r.status)}; "
           f"peak RSS {resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024:.0f} MiB")
 
 

@@ -26,7 +26,7 @@ import json
 import os
 import sys
 from pathlib import Path
-from typing import Any, Dict, List, Optional, Sequence, Tuple
+from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
 
 import numpy as np
 
@@ -357,7 +357,8 @@ def calibrate(like: str, out: str, *, workload_name: Optional[str] = None, repea
               model: Optional[str] = None,
               raw_in: Optional[str] = None, raw_out: Optional[str] = None, log=None,
               timeout_s: float = 3600, engine_env: Optional[Dict[str, str]] = None,
-              prefill_row_tokens: Optional[Any] = None) -> Tuple[Path, Dict[str, Any]]:
+              prefill_row_tokens: Optional[Any] = None,
+              before_measuring: Optional[Callable[[], None]] = None) -> Tuple[Path, Dict[str, Any]]:
     """The whole ``calibrate`` command: plan, measure (or reuse ``raw_in``), fit, write.
 
     ``model``: a local Hugging Face model directory to serve instead of the tiny model (``model_dir``
@@ -368,6 +369,8 @@ def calibrate(like: str, out: str, *, workload_name: Optional[str] = None, repea
     ``prefill_row_tokens``: None (one row per prefill point, the default), an int L, or ``"like"`` (L = the
     token-weighted prompt length of the ``like`` trace's requests, :func:`like_row_tokens`): each prefill point N is measured as one pass of ceil(N / L)
     rows, and the reference probe's points are measured too (provenance ``prefill_rows``, ``reference_points``).
+    ``before_measuring``: called once the inputs are checked and the reference environment found, right before the
+    engine starts (the CLI's load report and ``--max-load`` refusal); not called with ``raw_in``.
 
     Raises:
         MissingEnvironmentError: no reference environment. CalibrationError: bad trace / failed run, or
@@ -420,6 +423,8 @@ def calibrate(like: str, out: str, *, workload_name: Optional[str] = None, repea
         from unirl_replay.calibrate import conditions as cond
 
         reference_python()  # fail early with the clear message
+        if before_measuring is not None:
+            before_measuring()
         t0 = cond.snapshot()
         observed: Dict[str, Any] = {}
         raw = run_driver(spec, log=log, timeout_s=timeout_s, observed=observed, env=engine_env)

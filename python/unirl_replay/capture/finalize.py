@@ -248,8 +248,9 @@ def finalize(raw_dir: Path | str, out_dir: Path | str, *, rollouts: Optional[str
     """
     raw_dir, out_dir = Path(raw_dir), Path(out_dir)
     if not raw_dir.is_dir():
-        raise TraceFormatError(f"{raw_dir} is not a directory of capture shards", file=str(raw_dir),
-                               rule="capture.raw_dir")
+        what = "does not exist" if not raw_dir.exists() else "is a file, not a directory"
+        raise TraceFormatError(f"{raw_dir} {what}: pass the directory of capture shards a UniRL run wrote "
+                               "(UNIRL_REPLAY_TRACE_DIR/raw)", file=str(raw_dir), rule="capture.raw_dir")
     if (raw_dir / "manifest.json").exists():  # its outcomes.jsonl was read as a shard: "kind None is not a record kind"
         raise TraceFormatError(f"{raw_dir} holds manifest.json: it is a finalized trace, not a capture's shard "
                                "directory; pass the raw/ directory of the run's UNIRL_REPLAY_TRACE_DIR (or validate / "

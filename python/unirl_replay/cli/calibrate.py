@@ -150,6 +150,14 @@ def command(like, probe_trace, base, levelling, probe_condition, out, workload_n
                                             for q in pl["prefill"]["by_tokens"]["points"])
         click.echo(f"{path}: {base} levelled to the probe of {pl['trace_id']} ({pl['variant']}, {levelling}): "
                    f"{dtext}; {ptext} (scalar levels: decode x{pl['decode_level']:.3f}, prefill x{pl['prefill_level']:.3f})")
+        from unirl_replay.contract.cpu_signature import other_hardware
+
+        why = other_hardware(manifest, prov)  # the rule replay and compare apply (docs/comparison.md)
+        if why:
+            click.echo(f"warning: {base} was measured on other hardware than the capture of {pl['trace_id']} ({why}): "
+                       "the probe levels the engine's speed, not the form measured elsewhere, so a replay of that "
+                       "capture with this profile is labelled UNVALIDATED on this host (measured on other hardware); "
+                       "level a base profile swept on the capture's host", err=True)
         return
     if probe_condition != "isolated":
         raise click.UsageError("--probe-condition is an option of --level-to-probe (which probe points it levels to)")
@@ -167,18 +175,21 @@ def command(like, probe_trace, base, levelling, probe_condition, out, workload_n
                                      param_hint="--workload-name")
     env = _engine_env(engine_env)
     rows = _row_tokens(prefill_row_tokens)
-    load = os.getloadavg()[0]
-    if raw_in is None:
+
+    def load_report() -> None:  # once the inputs are checked and the reference environment found (was: before
+        # either, so a machine without .venv-ref heard of its load before hearing it cannot measure)
+        load = os.getloadavg()[0]
         click.echo(f"load average (1 min) before measuring: {load:.2f}", err=True)
         if max_load is not None and load > max_load:
             raise CalibrationError(f"1-minute load {load:.2f} > --max-load {max_load}: measure on a quiet machine")
         if load > 1.0:
             click.echo("warning: the machine is busy; the profile records the load next to every measurement",
                        err=True)
+
     path, prov = calibrate(like, out, workload_name=workload_name, repeats=repeats, osl=osl,
                            decode_repeats=decode_repeats, max_kv=max_kv, batches=_ints(batches),
                            lengths=_ints(lengths), model_dir=model_dir, model=model, raw_in=raw_in, raw_out=raw_out,
-                           engine_env=env, prefill_row_tokens=rows)
+                           engine_env=env, prefill_row_tokens=rows, before_measuring=load_report)
     f = prov["fit"]
     click.echo(f"{path}: calibration workload {prov['calibration_workloads'][0]} (measured)")
     click.echo(f"  prefill {f['prefill']['form']}: {f['prefill']['coefficients']}, "

@@ -20,7 +20,8 @@ from unirl_replay.cli import OutPath
 @click.argument("trace_dir", type=click.Path(exists=True, file_okay=False))
 @click.argument("replay_result", type=click.Path(exists=True))
 @click.option("--out", "out_dir", required=True, type=OutPath(file_okay=False),
-              help="Directory for validation_report.json, the PNG plots and timeline.perfetto.json.")
+              help="Directory for validation_report.json, the table (table.txt, also printed), the PNG plots and "
+                   "timeline.perfetto.json.")
 @click.option("--repeat", "repeats", multiple=True, type=click.Path(exists=True, file_okay=False),
               help="Another measured trace of the same workload (repeatable): run-to-run spread.")
 @click.option("--bound", "bounds", multiple=True, type=click.Path(exists=True),
@@ -31,7 +32,8 @@ from unirl_replay.cli import OutPath
 @click.option("--no-plots", is_flag=True, help="Write the report and table only.")
 def command(trace_dir: str, replay_result: str, out_dir: str, repeats: tuple[str, ...], bounds: tuple[str, ...],
             batch_id: str | None, no_plots: bool) -> None:
-    """Compare REPLAY_RESULT with the measured outcomes of TRACE_DIR."""
+    """Compare REPLAY_RESULT (the replay_result.json `replay --out DIR` wrote, or DIR) with the measured outcomes of
+    TRACE_DIR (the trace that was replayed)."""
     from unirl_replay.report.outputs import REPORT_FILE, TABLE_FILE, compare_to_dir, strip_ansi
     from unirl_replay.report.text import format_report
 

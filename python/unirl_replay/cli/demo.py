@@ -6,7 +6,7 @@ from pathlib import Path
 
 import click
 
-from unirl_replay.cli import OutPath
+from unirl_replay.cli import OutPath, Refusal
 
 from unirl_replay.demo import run as demo
 
@@ -26,11 +26,13 @@ def command(out_dir: Path, traces: tuple[Path, ...], profile: Path | None, no_pr
         raise click.UsageError("--profile and --no-profile: which one? (--no-profile runs only the default model)")
     trace_dirs = list(traces) or demo.find_traces(demo.DEFAULT_TRACES_DIR)
     if not trace_dirs:
-        raise click.ClickException(f"no trace directories found under {demo.DEFAULT_TRACES_DIR}; pass --trace DIR")
+        raise Refusal(f"no trace directories found under {demo.DEFAULT_TRACES_DIR}{_not_a_checkout(demo.DEFAULT_TRACES_DIR)}; "
+                      "pass --trace DIR (repeatable), e.g. a checkout's traces/grpo-a")
     prof = None if no_profile else (profile or demo.find_profile(demo.DEFAULT_PROFILES_DIR))
     if prof is None and not no_profile:
-        click.echo(f"warning: no {demo.DEFAULT_PROFILE} (nor a single profile) in {demo.DEFAULT_PROFILES_DIR}: only "
-                   "the uncalibrated default model runs; pass --profile FILE", err=True)
+        click.echo(f"warning: no {demo.DEFAULT_PROFILE} (nor a single profile) in {demo.DEFAULT_PROFILES_DIR}"
+                   f"{_not_a_checkout(demo.DEFAULT_PROFILES_DIR)}: only the uncalibrated default model runs; pass "
+                   "--profile FILE", err=True)
     demo.check_out_dir(out_dir)  # before anything is printed or run
     log = lambda m: click.echo(m, err=True)  # noqa: E731
     # "calibrated" only where the profile's provenance says it was measured (demo.profile_tag)
@@ -42,4 +44,13 @@ def command(out_dir: Path, traces: tuple[Path, ...], profile: Path | None, no_pr
     demo.run_demo(out_dir, trace_dirs, prof, log, note)
     click.echo((out_dir / "REPORT.md").read_text())
     click.echo(f"Report written to {out_dir.resolve()} (REPORT.md, summary.json; per trace and model: "
-               "validation_report.json, PNG plots, timeline.perfetto.json)")
+               "replay_result.json with the upstream/ input it replayed, validation_report.json, table.txt, PNG plots, "
+               "timeline.perfetto.json)")
+
+
+def _not_a_checkout(d: Path) -> str:
+    """Why a default directory of the checkout is not there: an installed unirl-replay (a wheel) has none."""
+    if d.is_dir():
+        return ""
+    return (f" ({d} does not exist: the bundled traces and profiles are in a checkout of unirl-replay, not in an "
+            "installed package)")

@@ -33,7 +33,7 @@ def command(spec_file: Path, out_dir: Path | None, backend: str, workers: int | 
     Exit status 0 when every job succeeded (and every conformance cell passed or failed as expected),
     1 when any job failed (the others still ran; grid.json has each error), 2 on a bad spec or --out.
     """
-    from unirl_replay.grid.runner import GRID_MD, run_grid
+    from unirl_replay.grid.runner import GRID_MD, check_out_dir, run_grid
     from unirl_replay.grid.spec import expand, load_spec
     from unirl_replay.reference.environments import REPO_ROOT
 
@@ -42,7 +42,8 @@ def command(spec_file: Path, out_dir: Path | None, backend: str, workers: int | 
         backend = "ray"
     out = out_dir or (Path(spec.out) if spec.out else REPO_ROOT / "out" / "grid" / spec_file.stem)
     n = len(expand(spec))
-    click.echo(f"unirl-replay grid: {n} jobs from {spec_file} on {backend}"
+    check_out_dir(out.resolve())  # before the banner, as demo does (run_grid checks it again)
+    click.echo(f"unirl-replay grid: {n} job{'' if n == 1 else 's'} from {spec_file} on {backend}"
                + (f" ({address})" if address else "") + f" -> {out}", err=True)
     run = run_grid(spec, out, backend=backend, workers=workers, address=address, progress=not no_progress,
                    log=lambda m: click.echo(m, err=True))

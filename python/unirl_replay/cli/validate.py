@@ -38,7 +38,8 @@ def stable_json(res: TraceCheck) -> str:
 @click.option("--max-per-rule", default=200, show_default=True, type=click.IntRange(1),
               help="Violations listed per rule (at least 1).")
 @click.option("--strict", is_flag=True,
-              help="CI mode: what is a warning for interoperability (fields from a newer contract revision) is an error.")
+              help="CI mode: what is a warning for interoperability (off-profile JSON such as a camelCase key or an "
+                   "enum number, fields from a newer contract revision) is an error.")
 def command(trace_dir: str, as_json: bool, max_per_rule: int, strict: bool) -> None:
     """Check TRACE_DIR: exit 0 valid, 1 invalid (each violation as `file:line record rule: message`), 3 incomplete,
     2 no directory there (with --json its TraceCheck is printed all the same)."""

@@ -762,9 +762,18 @@ def open_trace(trace_dir: str | os.PathLike, *, verify_digests: bool = True, str
         artifacts = [n for n in (*WORKLOAD_FILES.values(), *OUTCOME_FILES.values()) if (d / n).exists()]
         if not partial and not artifacts:
             raw = (d / "raw").is_dir()
+            # *.jsonl files that are no output of this tool (no output marker there, no converted file's
+            # ``<file>.unirl-replay.json`` sidecar, replay/convert/sidecar.py): a capture's shards themselves
+            from unirl_replay.contract.out_dir import MARKER
+
+            shards = not raw and not (d / MARKER).exists() and any(
+                not p.with_name(p.name + ".unirl-replay.json").exists() for p in d.glob("*.jsonl"))
             hint = ("it holds raw/ capture shards: merge them with `unirl-replay capture finalize "
-                    f"{d / 'raw'} --out TRACE_DIR`" if raw else "pass the directory that holds manifest.json, the "
-                    "workload and the outcomes (a replay or report output directory is not a trace)")
+                    f"{d / 'raw'} --out TRACE_DIR`" if raw else
+                    "it holds *.jsonl files: if they are a capture's shards (UNIRL_REPLAY_TRACE_DIR/raw), merge them "
+                    f"with `unirl-replay capture finalize {d} --out TRACE_DIR`" if shards else
+                    "pass the directory that holds manifest.json, the workload and the outcomes (a replay or report "
+                    "output directory is not a trace)")
             raise TraceFormatError(f"not a trace directory: no {MANIFEST_FILE}, no workload or outcomes file; {hint}",
                                    file=str(d), rule="trace.not_a_trace")
         why = f" ({', '.join(partial)} left by an unfinished writer)" if partial else ""

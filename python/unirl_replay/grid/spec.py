@@ -156,9 +156,13 @@ def _read(path: Path) -> dict[str, Any]:
 
         try:  # the contract's hostile-JSON guard: duplicate keys, NaN, huge numbers are errors, not last-one-wins
             data = json_guard.loads(text, file=str(path))
-        except TraceFormatError as e:
-            raise GridSpecError(f"not valid JSON: {e}", file=str(path), line=e.line,
-                                rule="grid.spec.parse") from None
+        except TraceFormatError as e:  # its own words, without its file and rule again
+            words = str(e).split(f"[{e.rule}]: ", 1)[-1] if e.rule else str(e)
+            if not words.startswith("not valid JSON"):
+                words = f"not valid JSON: {words}"
+            if path.suffix.lower() != ".json":
+                words += " (a spec not named *.yaml / *.yml is read as JSON)"
+            raise GridSpecError(words, file=str(path), line=e.line, rule="grid.spec.parse") from None
     if not isinstance(data, dict):
         raise _err(path, "the spec must be a mapping (traces, timing_models, ...)", "shape")
     return data

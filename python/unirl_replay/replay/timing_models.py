@@ -142,6 +142,9 @@ def parse_timing_model(spec: str) -> tuple[replay_pb2.TimingModel, dict]:
                                        calibration=replay_pb2.CALIBRATION_STATUS_FIXED,
                                        prefill_ms=p, decode_ms=d),
                 {"type": "fixed", "prefill_ms": p, "decode_ms": d})
+    if kind == "profile" and not arg.strip():  # `profile:$UNSET`
+        raise TimingModelError(f"the profile timing model needs 'profile:NPZ', the path of a dynamo_profile NPZ "
+                               f"(e.g. profile:profiles/vllm-cpu-tiny-qwen2-20261130b.npz), got {spec!r}")
     if kind == "profile" and arg:
         from unirl_replay.contract.profile_npz import load_profile
 

@@ -36,6 +36,33 @@ def _result_file(p: Path) -> Path:
     return p
 
 
+#: the rules of a file that is no ReplayResult at all (not one JSON object, or not the message's keys)
+_NOT_A_RESULT_RULES = ("json.parse", "json.profile")
+
+
+def read_replay_result(path: Path, what: str = "REPLAY_RESULT"):
+    """The ReplayResult in ``path``. A file that is none (``convert``'s upstream input, a compare report, another
+    JSON file) is refused with its own rule and what to pass instead (``what``: the argument or option it came from);
+    protobuf's list of the message's fields in lowerCamelCase is left out of that message."""
+    from unirl_replay.contract.trace_io import read_message_json
+    from unirl_replay.v1 import replay_pb2
+
+    try:
+        return read_message_json(path, replay_pb2.ReplayResult)
+    except TraceFormatError as e:
+        if e.rule not in _NOT_A_RESULT_RULES:
+            raise
+        text = str(e).split(f"[{e.rule}]: ", 1)[-1].split(" Available Fields", 1)[0].rstrip().rstrip(".")
+        if path.with_name(path.name + ".unirl-replay.json").is_file():
+            why = ("it is the upstream input `unirl-replay convert` wrote (its sidecar is next to it); replay the "
+                   "trace with `unirl-replay replay TRACE_DIR --timing-model MODEL --out DIR` and pass DIR")
+        else:
+            why = ("pass the replay_result.json that `unirl-replay replay TRACE_DIR --timing-model MODEL --out DIR` "
+                   "wrote, or DIR")
+        raise TraceFormatError(f"{text}; {what} {str(path)!r} is not a replay result: {why}", file=e.file,
+                               line=e.line, record_id=e.record_id, rule=e.rule) from None
+
+
 def load_timing_model(replay, replay_path: Path, engines=()):
     """The replay's timing model for the profile check: a profile path as given, else relative to the
     replay result's directory and its parents (the replay may have run from another directory). A profile
@@ -175,7 +202,7 @@ def compare_to_dir(trace_dir: str | Path, replay_result: str | Path, out_dir: st
     reported as a bracket. Returns the ValidationReport message. Raises the errors of
     :func:`unirl_replay.report.compare.compare` (e.g. a replay of another trace, a mislabelled model).
     """
-    from unirl_replay.contract.trace_io import read_message_json, write_message_json
+    from unirl_replay.contract.trace_io import write_message_json
     from unirl_replay.report import compare as C
     from unirl_replay.report import perfetto, plots
     from unirl_replay.report.text import format_report
@@ -190,7 +217,7 @@ def compare_to_dir(trace_dir: str | Path, replay_result: str | Path, out_dir: st
             raise TraceFormatError(f"{rp.parent} holds no replay_result.json: pass the directory given to "
                                    "`unirl-replay replay --out`, or the replay_result.json file itself",
                                    file=str(rp.parent), rule="compare.no_replay_result")
-    replay = read_message_json(rp, replay_pb2.ReplayResult)
+    replay = read_replay_result(rp)
     request_ids = {r.request.request_id for r in workload if r.WhichOneof("record") == "request"}
     derived_ids: dict[str, set[str]] = {kind: set() for _, _, kind, _ in _DERIVED}
     for r in workload:
@@ -217,7 +244,7 @@ def compare_to_dir(trace_dir: str | Path, replay_result: str | Path, out_dir: st
     bound_results = []
     for b in bounds:
         bp = _result_file(Path(b))
-        bound_results.append((str(b), read_message_json(bp, replay_pb2.ReplayResult)))
+        bound_results.append((str(b), read_replay_result(bp, "--bound")))
         try:
             check_identity(manifest, bound_results[-1][1])
         except ComparisonError as e:

@@ -19,6 +19,14 @@ from unirl_replay.replay.simulators import Identity, SimulatorJob, SimulatorRun,
 
 SIMULATOR_NAME = "ai-dynamo"
 COMPONENTS = ("ai-dynamo-runtime",)
+#: What to do without the ``replay`` extra. Not `pip install "<wheel>[replay]"`: ai-dynamo 1.6.1 declares
+#: aisimulate==0.13.0, a stub pip cannot build (it downloads from an unreachable vendor index); uv drops it through
+#: an override, as pyproject's [tool.uv] override-dependencies does for ``make env`` (README, Capturing step 1).
+REPLAY_EXTRA_HINT = ("in a checkout run `make env` (it installs the `replay` extra into .venv); an installed unirl-replay "
+                     "needs its `replay` extra, installed with uv (ai-dynamo declares an aisimulate stub pip cannot "
+                     "build): put the line `aisimulate; sys_platform == 'never'` in overrides.txt and run "
+                     "`uv pip install --python ENV/bin/python --overrides overrides.txt "
+                     "\"unirl_replay-<version>-py3-none-any.whl[replay]\"` (README, Capturing step 1)")
 #: What ``run_upstream`` returns (the interface's run record).
 UpstreamRun = SimulatorRun
 
@@ -31,8 +39,7 @@ def _import_replay():
         from dynamo.replay import run_trace_replay
     except ImportError as e:  # pragma: no cover - exercised only without the extra
         raise MissingEnvironmentError(
-            f"the upstream simulator ai-dynamo==1.6.1 is not importable ({e}): in a checkout run `make env` "
-            "(installs the `replay` extra into .venv); an installed unirl-replay needs its `replay` extra") from e
+            f"the upstream simulator ai-dynamo==1.6.1 is not importable ({e}): {REPLAY_EXTRA_HINT}") from e
     return run_trace_replay
 
 
@@ -45,9 +52,7 @@ def simulator_versions() -> tuple[str, dict[str, str]]:
     try:
         version = importlib.metadata.version(SIMULATOR_NAME)
     except importlib.metadata.PackageNotFoundError as e:
-        raise MissingEnvironmentError("ai-dynamo==1.6.1 is not installed: in a checkout run `make env`; an installed "
-                                      "unirl-replay needs its `replay` extra (pip install 'unirl-replay[replay]', "
-                                      "with uv's override of its aisimulate stub: see the README)") from e
+        raise MissingEnvironmentError(f"ai-dynamo==1.6.1 is not installed: {REPLAY_EXTRA_HINT}") from e
     comps = {}
     for c in COMPONENTS:
         try:
