@@ -80,6 +80,9 @@ def parse_dict(data: Any, cls: type[M], *, file: str = "", line: int = 0,
     except _NotAnInteger as e:
         raise TraceFormatError(f"not a valid {cls.DESCRIPTOR.full_name}: {e}", file=file, line=line,
                                rule="json.profile") from None
+    except _TwoNames as e:
+        raise TraceFormatError(f"{cls.DESCRIPTOR.full_name}: {e}", file=file, line=line,
+                               rule="json.duplicate_key") from None
     try:
         json_format.ParseDict(data, msg)
     except json_format.ParseError as e:
@@ -129,6 +132,11 @@ parse_json_line = parse_json
 
 class _NotAnInteger(ValueError):
     """An integer field holds a number (or numeric string) whose value is not an integer."""
+
+
+class _TwoNames(ValueError):
+    """One object names a field twice: under its proto name and its lowerCamelCase JSON name (proto3 JSON
+    parsers accept either; ``json_format`` keeps one of the two values, Go, Java and C++ refuse the object)."""
 
 
 #: a decimal exponent beyond this is out of every integer type's range: left to the parser's range check
@@ -218,16 +226,31 @@ def _exact_integers(data: Any, desc: Descriptor, prefix: str) -> Any:
     if not isinstance(data, dict):
         return data
     out = None
+    checked = False
     for key, v in data.items():
         f = _field_of(desc, key)
         if f is None:
             continue  # unknown: the parser's (json.profile) or the compat log's business
+        if key != f.name and not checked:  # a JSON name: no other key of this object may name the same field
+            _one_key_per_field(data, desc, prefix)
+            checked = True
         nv = _exact_value(f, v, prefix + f.name)
         if nv is not v:
             if out is None:
                 out = dict(data)
             out[key] = nv
     return data if out is None else out
+
+
+def _one_key_per_field(data: dict, desc: Descriptor, prefix: str) -> None:
+    """Raise :class:`_TwoNames` when two keys of ``data`` name one field of ``desc`` (its proto name and its
+    JSON name; the same key twice is the JSON guard's ``json.duplicate_key``)."""
+    named: dict[int, str] = {}
+    for key in data:
+        f = _field_of(desc, key)
+        if f is not None and (other := named.setdefault(f.number, key)) != key:
+            raise _TwoNames(f"field {prefix}{f.name} appears twice in one object, as {other!r} and {key!r} (its "
+                            "proto name and its JSON name name one field: rejected, never last-one-wins)")
 
 
 # ---------------------------------------------------------------------------------------------

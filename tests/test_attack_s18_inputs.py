@@ -1,0 +1,93 @@
+"""s18 attack round: traces as other languages' proto3 JSON writers and parsers see them, arrow files altered with
+pyarrow (manifest digests fixed, so that the failures are past the digest check), and measured outcomes against a
+valid workload in `compare`. Each test failed before its fix."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from tracebuild import grpo_trace
+from unirl_replay.cli.main import main
+from unirl_replay.contract import json_profile
+from unirl_replay.contract.errors import TraceFormatError
+from unirl_replay.contract.trace_io import sha256_file
+from unirl_replay.contract.validate import ERROR, check_trace
+from unirl_replay.v1 import manifest_pb2
+from unirl_replay.v1 import workload_pb2 as w
+
+
+def _redigest(d: Path) -> None:
+    """The manifest matching edited record files again (as a writer of those bytes would have made it)."""
+    man = json.loads((d / "manifest.json").read_text())
+    for a in man["artifacts"]:
+        sha, size = sha256_file(d / a["path"])
+        a["sha256"], a["size_bytes"] = sha, str(size)
+    (d / "manifest.json").write_text(json.dumps(man, indent=2) + "\n")
+
+
+def _edit_line(d: Path, file: str, line: int, old: str, new: str) -> None:
+    p = d / file
+    lines = p.read_text().splitlines(keepends=True)
+    assert old in lines[line - 1], (old, lines[line - 1])
+    lines[line - 1] = lines[line - 1].replace(old, new, 1)
+    p.write_text("".join(lines))
+    _redigest(d)
+
+
+def _errors(d: Path) -> list[tuple[str, str, int]]:
+    res = check_trace(d)
+    return [(v.rule, v.file, v.line) for v in res.violations if v.severity == ERROR]
+
+
+# ---------------------------------------------------------------------------------------------
+# one field under both of its JSON names
+
+@pytest.mark.parametrize("text,path", [
+    (b'{"request": {"request_id": "r", "input_tokens": 40, "inputTokens": 41}}', "request.input_tokens"),
+    (b'{"request": {"request_id": "r", "inputTokens": 41, "input_tokens": 40}}', "request.input_tokens"),
+    (b'{"request": {"request_id": "r", "policy_version": "1", "policyVersion": "1"}}', "request.policy_version"),
+    (b'{"request": {"arrival": {"observed_offset_ns": "5", "observedOffsetNs": "6"}}}',
+     "request.arrival.observed_offset_ns"),
+    (b'{"request": {"dependencies": [{"external_delay_ns": "0", "externalDelayNs": "9"}]}}',
+     "request.dependencies[0].external_delay_ns"),
+    (b'{"request": {"sample_ids": ["a"], "sampleIds": ["b"]}}', "request.sample_ids"),
+])
+def test_one_field_under_its_proto_and_its_json_name_is_a_duplicate_key(text, path):
+    """proto3 JSON parsers accept a field under its proto name and its lowerCamelCase JSON name; given both in one
+    object, Go's protojson, Java's JsonFormat and C++ refuse the record, while the Python parser silently kept one
+    of the two values (`validate` called the trace valid with a camelCase warning): the same ambiguity as one key
+    twice, so the same rule, json.duplicate_key, naming the field."""
+    with pytest.raises(TraceFormatError) as ei:
+        json_profile.parse_json(text, w.WorkloadRecord, file="workload.jsonl", line=4)
+    assert ei.value.rule == "json.duplicate_key" and ei.value.line == 4, ei.value
+    assert path in str(ei.value)
+
+
+def test_a_manifest_field_under_both_names_is_a_duplicate_key(tmp_path):
+    d = grpo_trace().write(tmp_path / "t")
+    man = (d / "manifest.json").read_text()
+    assert '"trace_id": "' in man
+    (d / "manifest.json").write_text(man.replace('"trace_id": "', '"traceId": "other", "trace_id": "', 1))
+    assert ("json.duplicate_key", "manifest.json", 0) in [(r, f, 0) for r, f, _ in _errors(d)]
+
+
+def test_a_workload_line_with_both_names_is_refused_by_validate_and_convert(tmp_path, capsys):
+    t = grpo_trace()
+    d = t.write(tmp_path / "t")
+    line = t.line_of("request", "req-0")
+    _edit_line(d, "workload.jsonl", line, '"input_tokens":', '"inputTokens":41,"input_tokens":')
+    assert ("json.duplicate_key", "workload.jsonl", line) in _errors(d)
+    rc = main(["convert", str(d), "--format", "agentic_mooncake", "--out", str(tmp_path / "c.jsonl")])
+    err = capsys.readouterr().err
+    assert rc == 2 and "json.duplicate_key" in err and "Traceback" not in err
+    assert not (tmp_path / "c.jsonl").exists()
+
+
+def test_a_map_key_that_looks_like_a_camel_case_name_is_no_duplicate():
+    """Map keys are data, not field names: `labels` may hold both "a_b" and "aB"."""
+    m = json_profile.parse_json(b'{"schema_version": "unirl_replay.v1", "labels": {"a_b": "1", "aB": "2"}}',
+                                manifest_pb2.TraceManifest)
+    assert dict(m.labels) == {"a_b": "1", "aB": "2"}
