@@ -91,3 +91,48 @@ def test_a_map_key_that_looks_like_a_camel_case_name_is_no_duplicate():
     m = json_profile.parse_json(b'{"schema_version": "unirl_replay.v1", "labels": {"a_b": "1", "aB": "2"}}',
                                 manifest_pb2.TraceManifest)
     assert dict(m.labels) == {"a_b": "1", "aB": "2"}
+
+
+# ---------------------------------------------------------------------------------------------
+# numeric strings only Python's int() reads
+
+@pytest.mark.parametrize("spelling", ['"2_25"', '"\\uff12\\uff12\\uff15"', '"\\u0662\\u0662\\u0665"', '"\\t225"',
+                                      '"225\\n"', '"\\u001c225"', '"2_2.5e1"', '"22_5e0"'])
+@pytest.mark.parametrize("template,path", [
+    ('{"request": {"input_tokens": %s}}', "request.input_tokens"),                          # uint32
+    ('{"request": {"policy_version": %s}}', "request.policy_version"),                      # int64
+    ('{"request": {"prefix": {"block_hashes": [%s]}}}', "request.prefix.block_hashes[0]"),  # repeated uint64
+    ('{"request": {"finish_reasons": [%s]}}', "request.finish_reasons[0]"),                  # enum number
+])
+def test_a_number_string_only_python_reads_is_refused(spelling, template, path):
+    """proto3 JSON takes an integer (or an enum number) as a decimal string; json_format reads it with Python's
+    int() (and this reader's exact path with decimal.Decimal), which also take digit-group underscores, non-ASCII
+    digits (fullwidth, Arabic-Indic) and surrounding tabs, newlines or other Unicode whitespace: validate called
+    such a trace valid (an off-profile warning) while Go, Java and C++ refuse it. Now json.profile, the field named."""
+    if "e" in spelling and "finish" in template:
+        pytest.skip("an enum number has no exponent form")
+    with pytest.raises(TraceFormatError) as ei:
+        json_profile.parse_json((template % spelling).encode(), w.WorkloadRecord, file="workload.jsonl", line=5)
+    assert ei.value.rule == "json.profile" and ei.value.line == 5, ei.value
+    assert path in str(ei.value) and "decimal" in str(ei.value)
+
+
+@pytest.mark.parametrize("spelling,value", [('"225"', 225), ('"+225"', 225), ('"0225"', 225), ('"2.25e2"', 225),
+                                            ('"-0"', 0)])
+def test_the_decimal_number_strings_proto3_json_allows_still_read(spelling, value):
+    for template, get in (('{"request": {"input_tokens": %s}}', lambda r: r.input_tokens),
+                          ('{"request": {"policy_version": %s}}', lambda r: r.policy_version)):
+        if value == 0 and "input" in template:
+            continue
+        assert get(json_profile.parse_json((template % spelling).encode(), w.WorkloadRecord).request) == value
+
+
+def test_a_workload_with_an_underscore_number_is_refused_by_every_command(tmp_path, capsys):
+    t = grpo_trace()
+    d = t.write(tmp_path / "t")
+    line = t.line_of("request", "req-0")
+    _edit_line(d, "workload.jsonl", line, '"policy_version":"0"', '"policy_version":"0_0"')
+    assert ("json.profile", "workload.jsonl", line) in _errors(d)
+    rc = main(["convert", str(d), "--format", "agentic_mooncake", "--out", str(tmp_path / "c.jsonl")])
+    err = capsys.readouterr().err
+    assert rc == 2 and "json.profile" in err and "Traceback" not in err

@@ -153,11 +153,13 @@ def _exact_int(v: Any, path: str) -> Any:
     comes from the literal's text instead.
 
     Raises:
-        _NotAnInteger: the literal's value has a fractional part.
+        _NotAnInteger: the literal's value has a fractional part, or a string spells its number in a way only
+            Python reads (:func:`_decimal_spelling`).
     """
     if isinstance(v, json_guard.ExactFloat):
         text = v.literal
     elif isinstance(v, str) and " " not in v:  # a space: the parser's own error
+        _decimal_spelling(v, path)
         try:
             int(v)
             return v  # the parser reads it exactly
@@ -176,16 +178,44 @@ def _exact_int(v: Any, path: str) -> Any:
     return int(d)
 
 
+#: the characters of a number string proto3 JSON parsers read (decimal digits, sign, fraction, exponent)
+_DECIMAL_CHARS = frozenset("0123456789+-.eE")
+
+
+def _decimal_spelling(v: str, path: str, extra: str = "") -> None:
+    """Raise :class:`_NotAnInteger` when the string ``v`` reads as a number only to Python: ``int()`` and
+    ``decimal.Decimal`` (the parser's and this reader's) also take digit-group underscores (``"2_25"``), any
+    Unicode decimal digit (fullwidth ``"\uff12"``, Arabic-Indic) and surrounding tabs, newlines or other Unicode
+    whitespace, which no other language's proto3 JSON parser reads. ``extra``: further characters allowed."""
+    if _DECIMAL_CHARS.issuperset(v) or (extra and _DECIMAL_CHARS.union(extra).issuperset(v)):
+        return
+    try:
+        int(v)
+    except ValueError:
+        try:
+            if not decimal.Decimal(v).is_finite():
+                return  # "NaN", "Infinity": the parser's own error
+        except decimal.InvalidOperation:
+            return  # no number at all: the parser's own error
+    raise _NotAnInteger(f"{path}: {v[:40]!r} is not a decimal number (ASCII digits, an optional sign, fraction "
+                        "and exponent: no digit-group underscores, other digits or whitespace)")
+
+
 def _exact_enum(v: Any, path: str) -> Any:
     """An enum field's JSON value as the parser should read it: ``json_format`` takes any value
     ``int()`` takes as the number (``true`` as 1, ``1.5`` as 1); here a bool, or a number whose
-    value is not an integer, is an error, as for an integer field. Names, strings and integers
-    are the parser's (a numeric string, ``"1"``, is off-profile: :func:`off_profile_forms`).
+    value is not an integer, is an error, as for an integer field, and so is a number string only
+    Python reads (:func:`_decimal_spelling`: ``"1_0"``, ``"\uff11"``, ``"\t1"``). Names, other strings and
+    integers are the parser's (a numeric string, ``"1"``, is off-profile: :func:`off_profile_forms`).
 
     Raises:
-        _NotAnInteger: ``v`` is a bool or a number with a fractional part."""
+        _NotAnInteger: ``v`` is a bool, a number with a fractional part or a number string no decimal spells."""
     if isinstance(v, bool):
         raise _NotAnInteger(f"{path}: {json.dumps(v)} is not an enum value (its name, or its number)")
+    if isinstance(v, str):
+        if not v.isidentifier():  # not a name: a number string (the parser's int(v)), spaces allowed (docs)
+            _decimal_spelling(v, path, extra=" ")
+        return v
     if isinstance(v, json_guard.ExactFloat):
         return _exact_int(v, path)
     if isinstance(v, float) and math.isfinite(v) and not v.is_integer():
