@@ -136,3 +136,33 @@ def test_a_workload_with_an_underscore_number_is_refused_by_every_command(tmp_pa
     rc = main(["convert", str(d), "--format", "agentic_mooncake", "--out", str(tmp_path / "c.jsonl")])
     err = capsys.readouterr().err
     assert rc == 2 and "json.profile" in err and "Traceback" not in err
+
+
+@pytest.mark.parametrize("spelling", ['"\\uff12"', '"2_5"', '"inf"', '"-inf"', '"infinity"', '"nan"', '"-nan"',
+                                      '"NAN"', '"+Infinity"', '" 2.5"', '"2.5\\n"'])
+def test_a_double_string_only_python_reads_is_refused(spelling):
+    """A double's JSON value is a number or one of the strings "NaN", "Infinity", "-Infinity" (proto3 JSON); a
+    numeric string is accepted too. json_format reads any other string with float(), which also takes "inf",
+    "nan", "-nan", "infinity", "+Infinity", underscores, non-ASCII digits and surrounding whitespace: validate
+    called a manifest whose conditions held "\\uff12" valid. Now json.profile, the field named."""
+    text = ('{"schema_version": "unirl_replay.v1", "conditions": {"loadavg_1m_start": %s}}' % spelling).encode()
+    with pytest.raises(TraceFormatError) as ei:
+        json_profile.parse_json(text, manifest_pb2.TraceManifest, file="manifest.json")
+    assert ei.value.rule == "json.profile", ei.value
+    assert "conditions.loadavg_1m_start" in str(ei.value)
+
+
+@pytest.mark.parametrize("spelling,value", [('"2.5"', 2.5), ('"NaN"', None), ('"Infinity"', float("inf")),
+                                            ('"-Infinity"', float("-inf")), ('"2.5e0"', 2.5), ("2.5", 2.5)])
+def test_the_double_spellings_proto3_json_allows_still_read(spelling, value):
+    text = ('{"schema_version": "unirl_replay.v1", "conditions": {"loadavg_1m_start": %s}}' % spelling).encode()
+    got = json_profile.parse_json(text, manifest_pb2.TraceManifest).conditions.loadavg_1m_start
+    assert (got != got) if value is None else got == value
+
+
+def test_a_map_of_doubles_is_checked_too():
+    from unirl_replay.v1 import replay_pb2
+
+    with pytest.raises(TraceFormatError) as ei:
+        json_profile.parse_json(b'{"aggregate": {"k": "1_0"}}', replay_pb2.ReplayResult)
+    assert ei.value.rule == "json.profile" and "aggregate['k']" in str(ei.value)

@@ -131,7 +131,8 @@ parse_json_line = parse_json
 # integers from number literals with a fraction or an exponent, exactly
 
 class _NotAnInteger(ValueError):
-    """An integer field holds a number (or numeric string) whose value is not an integer."""
+    """An integer field holds a number (or numeric string) whose value is not an integer, or a number field a
+    string that spells its number in a way only Python reads (:func:`_decimal_spelling`, :func:`_float_spelling`)."""
 
 
 class _TwoNames(ValueError):
@@ -201,6 +202,25 @@ def _decimal_spelling(v: str, path: str, extra: str = "") -> None:
                         "and exponent: no digit-group underscores, other digits or whitespace)")
 
 
+#: the non-finite doubles' strings (proto3 JSON)
+_NON_FINITE = frozenset(("NaN", "Infinity", "-Infinity"))
+
+
+def _float_spelling(v: str, path: str) -> None:
+    """Raise :class:`_NotAnInteger` when the string ``v`` in a double / float field reads as a number only to
+    Python: proto3 JSON spells a double as a number, a numeric string, or "NaN" / "Infinity" / "-Infinity";
+    ``json_format`` reads any other string with ``float()``, which also takes "inf", "nan", "-nan", "infinity",
+    "+Infinity", digit-group underscores, non-ASCII digits and surrounding whitespace."""
+    if v in _NON_FINITE or _DECIMAL_CHARS.issuperset(v):
+        return
+    try:
+        float(v)
+    except ValueError:
+        return  # no number at all: the parser's own error
+    raise _NotAnInteger(f"{path}: {v[:40]!r} is not a number proto3 JSON spells (ASCII decimal digits with an "
+                        "optional sign, fraction and exponent, or \"NaN\", \"Infinity\", \"-Infinity\")")
+
+
 def _exact_enum(v: Any, path: str) -> Any:
     """An enum field's JSON value as the parser should read it: ``json_format`` takes any value
     ``int()`` takes as the number (``true`` as 1, ``1.5`` as 1); here a bool, or a number whose
@@ -227,10 +247,9 @@ def _exact_value(f: FieldDescriptor, v: Any, path: str) -> Any:
     if f.type == _F.TYPE_MESSAGE:
         if f.message_type.GetOptions().map_entry:
             vf = f.message_type.fields_by_name["value"]
-            if not isinstance(v, dict) or (vf.type != _F.TYPE_MESSAGE and vf.type not in _INTS):
+            if not isinstance(v, dict):
                 return v
-            out = {mk: _exact_value(vf, mv, f"{path}[{mk!r}]") if vf.type == _F.TYPE_MESSAGE
-                   else _exact_int(mv, f"{path}[{mk!r}]") for mk, mv in v.items()}
+            out = {mk: _exact_value(vf, mv, f"{path}[{mk!r}]") for mk, mv in v.items()}
             return v if all(out[k] is v[k] for k in v) else out
         if isinstance(v, list):
             items = [_exact_integers(x, f.message_type, f"{path}[{i}].") for i, x in enumerate(v)]
@@ -241,6 +260,11 @@ def _exact_value(f: FieldDescriptor, v: Any, path: str) -> Any:
             items = [_exact_enum(x, f"{path}[{i}]") for i, x in enumerate(v)]
             return v if all(a is b for a, b in zip(items, v)) else items
         return _exact_enum(v, path)
+    if f.type in _FLOATS:
+        for i, x in enumerate(v) if isinstance(v, list) else ((None, v),):
+            if isinstance(x, str):
+                _float_spelling(x, path if i is None else f"{path}[{i}]")
+        return v
     if f.type not in _INTS:
         return v
     if isinstance(v, list):
@@ -304,6 +328,7 @@ _F = FieldDescriptor
 _INT32 = {_F.TYPE_INT32, _F.TYPE_SINT32, _F.TYPE_SFIXED32, _F.TYPE_UINT32, _F.TYPE_FIXED32}
 _INT64 = {_F.TYPE_INT64, _F.TYPE_SINT64, _F.TYPE_SFIXED64, _F.TYPE_UINT64, _F.TYPE_FIXED64}
 _INTS = _INT32 | _INT64
+_FLOATS = {_F.TYPE_DOUBLE, _F.TYPE_FLOAT}
 _CANONICAL_INT = re.compile(r"-?(0|[1-9][0-9]*)")
 
 
