@@ -166,3 +166,53 @@ def test_a_map_of_doubles_is_checked_too():
     with pytest.raises(TraceFormatError) as ei:
         json_profile.parse_json(b'{"aggregate": {"k": "1_0"}}', replay_pb2.ReplayResult)
     assert ei.value.rule == "json.profile" and "aggregate['k']" in str(ei.value)
+
+
+# ---------------------------------------------------------------------------------------------
+# arrow: a null list item, past the digest check
+
+def _arrow_null_item(tmp_path, column: str, child: str) -> tuple[Path, int]:
+    """A GRPO trace in the arrow encoding whose first request row's ``column.child`` list has a null first item
+    (the schema says the items are not nullable; pyarrow writes the validity bitmap regardless), the manifest
+    digests made to match."""
+    pa = pytest.importorskip("pyarrow")
+    import pyarrow.ipc as ipc
+
+    t = grpo_trace()
+    d = t.write(tmp_path / "t", encoding="arrow")
+    row = t.line_of("request", "req-0")
+    file = "workload.arrow" if column == "request" else "outcomes.arrow"
+    table = ipc.open_file(str(d / file)).read_all()
+    col = table.column(column).combine_chunks()
+    lst = col.field(child)
+    values = lst.values.to_pylist()
+    values[int(lst.offsets[row - 1].as_py())] = None
+    new_list = pa.ListArray.from_arrays(lst.offsets, pa.array(values, lst.type.value_type), type=lst.type)
+    st = col.type
+    kids = [new_list if st.field(i).name == child else col.field(i) for i in range(st.num_fields)]
+    new = pa.StructArray.from_arrays(kids, fields=[st.field(i) for i in range(st.num_fields)], mask=col.is_null())
+    i = table.schema.get_field_index(column)
+    table = table.set_column(i, table.schema.field(i), new)
+    with ipc.new_file(str(d / file), table.schema) as wr:
+        wr.write_table(table)
+    _redigest(d)
+    return d, row
+
+
+@pytest.mark.parametrize("column,child,path", [
+    ("request", "sample_ids", "request.sample_ids[0]"),
+    ("request", "output_tokens", "request.output_tokens[0]"),
+    ("request", "finish_reasons", "request.finish_reasons[0]"),
+])
+def test_an_arrow_null_list_item_names_the_field(tmp_path, capsys, column, child, path):
+    """A null item in a list column (non-nullable items) was reported as arrow.decode "bad argument type for
+    built-in operation" or "'NoneType' object cannot be interpreted as an integer": the protobuf constructor's
+    words, naming no field. Now the row's field path and what is wrong with it."""
+    d, row = _arrow_null_item(tmp_path, column, child)
+    res = check_trace(d)
+    got = [v for v in res.violations if v.rule == "arrow.decode"]
+    assert got and got[0].file == "workload.arrow" and got[0].line == row, [(v.rule, v.message) for v in res.violations]
+    assert path in got[0].message and "null" in got[0].message, got[0].message
+    rc = main(["convert", str(d), "--format", "agentic_mooncake", "--out", str(tmp_path / "c.jsonl")])
+    err = capsys.readouterr().err
+    assert rc == 2 and path in err and "Traceback" not in err
