@@ -149,9 +149,11 @@ def _atexit_first() -> bool:
 
 def _exit_now() -> None:
     """The last atexit callback (registered first by :func:`run`): when a command left objects to
-    the exit, flush stdout / stderr and end the process with main()'s code (``os._exit``),
-    without the interpreter's teardown freeing every object first."""
-    if not _LEFT_TO_EXIT or _EXIT_CODE is None:
+    the exit, or loaded pyarrow, flush stdout / stderr and end the process with main()'s code
+    (``os._exit``), without the interpreter's teardown freeing every object first. pyarrow's C++
+    threads race that teardown: a command on an arrow trace otherwise ended now and then (1-2 runs
+    in 100) by SIGABRT, "terminate called without an active exception", after its output."""
+    if _EXIT_CODE is None or not (_LEFT_TO_EXIT or "pyarrow" in sys.modules):
         return
     try:
         for stream in (sys.stdout, sys.stderr):
@@ -167,7 +169,8 @@ def run() -> NoReturn:
     on ``sys.argv``, then the exit with its code.
 
     When the command left objects to the exit (:func:`left_to_exit`), the interpreter's teardown
-    is skipped. By then Python's exit has joined the non-daemon threads and run every atexit
+    is skipped, and so it is once a command has loaded pyarrow (:func:`_exit_now`). By then Python's exit
+    has joined the non-daemon threads and run every atexit
     callback but :func:`_exit_now`, which it runs last: it is registered here first, and only
     when no other is registered yet. It flushes stdout and stderr and ends the process with the
     same code. Files the commands write are closed (and fsynced, ``replay_result.json``) before

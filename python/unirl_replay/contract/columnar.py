@@ -256,6 +256,25 @@ def _has_oneof(descriptor: Descriptor, depth: int = 0) -> bool:
                               if f.type == _F.TYPE_MESSAGE)
 
 
+def null_item(descriptor: Descriptor, row: dict, prefix: str = "") -> str | None:
+    """Where ``row`` (a row of ``descriptor``'s struct) holds a null list item -- the one value no message holds
+    (the schema's items are not nullable, but an IPC file may carry a validity bitmap for them) -- worded for
+    an error naming the field (``request.sample_ids[0] is null ...``); None when it holds none."""
+    for name, kind, sub in _plan(descriptor):
+        v = row.get(name)
+        if v is None:
+            continue
+        if kind in (_REP_SCALAR_K, _REP_MESSAGE_K):
+            for i, item in enumerate(v):
+                if item is None:
+                    return f"{prefix}{name}[{i}] is null (a list item is never null: the schema's items are not nullable)"
+                if kind == _REP_MESSAGE_K and (why := null_item(sub, item, f"{prefix}{name}[{i}].")):
+                    return why
+        elif kind == _MESSAGE_K and (why := null_item(sub, v, f"{prefix}{name}.")):
+            return why
+    return None
+
+
 def message_class(descriptor: Descriptor):
     """The generated message class of ``descriptor``."""
     from google.protobuf import message_factory
@@ -334,8 +353,8 @@ def messages_of(table, cls, file: str, first_line: int = 1, on_error=None) -> It
                     yield n, cls(**row)
                     continue
                 except (TypeError, ValueError, OverflowError) as e:
-                    err = TraceFormatError(f"not a valid {desc.full_name}: {e}", file=file, line=n,
-                                           rule="arrow.decode")
+                    err = TraceFormatError(f"not a valid {desc.full_name}: {null_item(desc, row) or e}", file=file,
+                                           line=n, rule="arrow.decode")
             if on_error is None:
                 raise err
             on_error(err)

@@ -80,6 +80,9 @@ def parse_dict(data: Any, cls: type[M], *, file: str = "", line: int = 0,
     except _NotAnInteger as e:
         raise TraceFormatError(f"not a valid {cls.DESCRIPTOR.full_name}: {e}", file=file, line=line,
                                rule="json.profile") from None
+    except _TwoNames as e:
+        raise TraceFormatError(f"{cls.DESCRIPTOR.full_name}: {e}", file=file, line=line,
+                               rule="json.duplicate_key") from None
     try:
         json_format.ParseDict(data, msg)
     except json_format.ParseError as e:
@@ -128,7 +131,13 @@ parse_json_line = parse_json
 # integers from number literals with a fraction or an exponent, exactly
 
 class _NotAnInteger(ValueError):
-    """An integer field holds a number (or numeric string) whose value is not an integer."""
+    """An integer field holds a number (or numeric string) whose value is not an integer, or a number field a
+    string that spells its number in a way only Python reads (:func:`_decimal_spelling`, :func:`_float_spelling`)."""
+
+
+class _TwoNames(ValueError):
+    """One object names a field twice: under its proto name and its lowerCamelCase JSON name (proto3 JSON
+    parsers accept either; ``json_format`` keeps one of the two values, Go, Java and C++ refuse the object)."""
 
 
 #: a decimal exponent beyond this is out of every integer type's range: left to the parser's range check
@@ -145,11 +154,13 @@ def _exact_int(v: Any, path: str) -> Any:
     comes from the literal's text instead.
 
     Raises:
-        _NotAnInteger: the literal's value has a fractional part.
+        _NotAnInteger: the literal's value has a fractional part, or a string spells its number in a way only
+            Python reads (:func:`_decimal_spelling`).
     """
     if isinstance(v, json_guard.ExactFloat):
         text = v.literal
     elif isinstance(v, str) and " " not in v:  # a space: the parser's own error
+        _decimal_spelling(v, path)
         try:
             int(v)
             return v  # the parser reads it exactly
@@ -168,16 +179,63 @@ def _exact_int(v: Any, path: str) -> Any:
     return int(d)
 
 
+#: the characters of a number string proto3 JSON parsers read (decimal digits, sign, fraction, exponent)
+_DECIMAL_CHARS = frozenset("0123456789+-.eE")
+
+
+def _decimal_spelling(v: str, path: str, extra: str = "") -> None:
+    """Raise :class:`_NotAnInteger` when the string ``v`` reads as a number only to Python: ``int()`` and
+    ``decimal.Decimal`` (the parser's and this reader's) also take digit-group underscores (``"2_25"``), any
+    Unicode decimal digit (fullwidth ``"\uff12"``, Arabic-Indic) and surrounding tabs, newlines or other Unicode
+    whitespace, which no other language's proto3 JSON parser reads. ``extra``: further characters allowed."""
+    if _DECIMAL_CHARS.issuperset(v) or (extra and _DECIMAL_CHARS.union(extra).issuperset(v)):
+        return
+    try:
+        int(v)
+    except ValueError:
+        try:
+            if not decimal.Decimal(v).is_finite():
+                return  # "NaN", "Infinity": the parser's own error
+        except decimal.InvalidOperation:
+            return  # no number at all: the parser's own error
+    raise _NotAnInteger(f"{path}: {v[:40]!r} is not a decimal number (ASCII digits, an optional sign, fraction "
+                        "and exponent: no digit-group underscores, other digits or whitespace)")
+
+
+#: the non-finite doubles' strings (proto3 JSON)
+_NON_FINITE = frozenset(("NaN", "Infinity", "-Infinity"))
+
+
+def _float_spelling(v: str, path: str) -> None:
+    """Raise :class:`_NotAnInteger` when the string ``v`` in a double / float field reads as a number only to
+    Python: proto3 JSON spells a double as a number, a numeric string, or "NaN" / "Infinity" / "-Infinity";
+    ``json_format`` reads any other string with ``float()``, which also takes "inf", "nan", "-nan", "infinity",
+    "+Infinity", digit-group underscores, non-ASCII digits and surrounding whitespace."""
+    if v in _NON_FINITE or _DECIMAL_CHARS.issuperset(v):
+        return
+    try:
+        float(v)
+    except ValueError:
+        return  # no number at all: the parser's own error
+    raise _NotAnInteger(f"{path}: {v[:40]!r} is not a number proto3 JSON spells (ASCII decimal digits with an "
+                        "optional sign, fraction and exponent, or \"NaN\", \"Infinity\", \"-Infinity\")")
+
+
 def _exact_enum(v: Any, path: str) -> Any:
     """An enum field's JSON value as the parser should read it: ``json_format`` takes any value
     ``int()`` takes as the number (``true`` as 1, ``1.5`` as 1); here a bool, or a number whose
-    value is not an integer, is an error, as for an integer field. Names, strings and integers
-    are the parser's (a numeric string, ``"1"``, is off-profile: :func:`off_profile_forms`).
+    value is not an integer, is an error, as for an integer field, and so is a number string only
+    Python reads (:func:`_decimal_spelling`: ``"1_0"``, ``"\uff11"``, ``"\t1"``). Names, other strings and
+    integers are the parser's (a numeric string, ``"1"``, is off-profile: :func:`off_profile_forms`).
 
     Raises:
-        _NotAnInteger: ``v`` is a bool or a number with a fractional part."""
+        _NotAnInteger: ``v`` is a bool, a number with a fractional part or a number string no decimal spells."""
     if isinstance(v, bool):
         raise _NotAnInteger(f"{path}: {json.dumps(v)} is not an enum value (its name, or its number)")
+    if isinstance(v, str):
+        if not v.isidentifier():  # not a name: a number string (the parser's int(v)), spaces allowed (docs)
+            _decimal_spelling(v, path, extra=" ")
+        return v
     if isinstance(v, json_guard.ExactFloat):
         return _exact_int(v, path)
     if isinstance(v, float) and math.isfinite(v) and not v.is_integer():
@@ -189,10 +247,9 @@ def _exact_value(f: FieldDescriptor, v: Any, path: str) -> Any:
     if f.type == _F.TYPE_MESSAGE:
         if f.message_type.GetOptions().map_entry:
             vf = f.message_type.fields_by_name["value"]
-            if not isinstance(v, dict) or (vf.type != _F.TYPE_MESSAGE and vf.type not in _INTS):
+            if not isinstance(v, dict):
                 return v
-            out = {mk: _exact_value(vf, mv, f"{path}[{mk!r}]") if vf.type == _F.TYPE_MESSAGE
-                   else _exact_int(mv, f"{path}[{mk!r}]") for mk, mv in v.items()}
+            out = {mk: _exact_value(vf, mv, f"{path}[{mk!r}]") for mk, mv in v.items()}
             return v if all(out[k] is v[k] for k in v) else out
         if isinstance(v, list):
             items = [_exact_integers(x, f.message_type, f"{path}[{i}].") for i, x in enumerate(v)]
@@ -203,6 +260,11 @@ def _exact_value(f: FieldDescriptor, v: Any, path: str) -> Any:
             items = [_exact_enum(x, f"{path}[{i}]") for i, x in enumerate(v)]
             return v if all(a is b for a, b in zip(items, v)) else items
         return _exact_enum(v, path)
+    if f.type in _FLOATS:
+        for i, x in enumerate(v) if isinstance(v, list) else ((None, v),):
+            if isinstance(x, str):
+                _float_spelling(x, path if i is None else f"{path}[{i}]")
+        return v
     if f.type not in _INTS:
         return v
     if isinstance(v, list):
@@ -218,16 +280,31 @@ def _exact_integers(data: Any, desc: Descriptor, prefix: str) -> Any:
     if not isinstance(data, dict):
         return data
     out = None
+    checked = False
     for key, v in data.items():
         f = _field_of(desc, key)
         if f is None:
             continue  # unknown: the parser's (json.profile) or the compat log's business
+        if key != f.name and not checked:  # a JSON name: no other key of this object may name the same field
+            _one_key_per_field(data, desc, prefix)
+            checked = True
         nv = _exact_value(f, v, prefix + f.name)
         if nv is not v:
             if out is None:
                 out = dict(data)
             out[key] = nv
     return data if out is None else out
+
+
+def _one_key_per_field(data: dict, desc: Descriptor, prefix: str) -> None:
+    """Raise :class:`_TwoNames` when two keys of ``data`` name one field of ``desc`` (its proto name and its
+    JSON name; the same key twice is the JSON guard's ``json.duplicate_key``)."""
+    named: dict[int, str] = {}
+    for key in data:
+        f = _field_of(desc, key)
+        if f is not None and (other := named.setdefault(f.number, key)) != key:
+            raise _TwoNames(f"field {prefix}{f.name} appears twice in one object, as {other!r} and {key!r} (its "
+                            "proto name and its JSON name name one field: rejected, never last-one-wins)")
 
 
 # ---------------------------------------------------------------------------------------------
@@ -251,6 +328,7 @@ _F = FieldDescriptor
 _INT32 = {_F.TYPE_INT32, _F.TYPE_SINT32, _F.TYPE_SFIXED32, _F.TYPE_UINT32, _F.TYPE_FIXED32}
 _INT64 = {_F.TYPE_INT64, _F.TYPE_SINT64, _F.TYPE_SFIXED64, _F.TYPE_UINT64, _F.TYPE_FIXED64}
 _INTS = _INT32 | _INT64
+_FLOATS = {_F.TYPE_DOUBLE, _F.TYPE_FLOAT}
 _CANONICAL_INT = re.compile(r"-?(0|[1-9][0-9]*)")
 
 

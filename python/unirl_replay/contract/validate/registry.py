@@ -77,7 +77,8 @@ RULES: dict[str, str] = {
     "json.null": "null instead of an absent key (warning; an error under --strict)",
     "compat.newer_revision": "the trace comes from a newer v1 revision and carries fields this reader skipped "
                              "(warning; an error under --strict)",
-    "json.duplicate_key": "a JSON object with the same key twice (rejected, never last-one-wins)",
+    "json.duplicate_key": "a JSON object with the same key twice, or one field under its proto name and its "
+                          "lowerCamelCase JSON name (rejected, never last-one-wins)",
     "json.nan": "NaN / Infinity tokens, or a number overflowing to infinity",
     "json.huge_number": "a number literal longer than 64 characters",
     "json.depth": "JSON nested beyond the interpreter's recursion limit",
