@@ -15,13 +15,16 @@ dict's. Lone surrogates (possible in a JSON ``\\ud800`` escape) are kept (``surr
 from __future__ import annotations
 
 from array import array
+from itertools import chain
 from typing import Any, Iterator
 
-__all__ = ["StrTable", "OrdView", "NamesView", "PackedMap", "OrdColumn", "SideColumn", "IntColumn", "PairList"]
+__all__ = ["StrTable", "OrdView", "NamesView", "PackedMap", "OrdColumn", "SideColumn", "IntColumn", "PairList",
+           "OrdInt", "SampleColumn", "NoIntern"]
 
 _ENC = "utf-8"
 _ERR = "surrogatepass"
 _U64 = (1 << 64) - 1
+_MISSING = object()
 
 
 class StrTable:
@@ -274,17 +277,34 @@ class _Interned:
         return n
 
 
+class _TableValues:
+    """:class:`_Interned`'s interface over a :class:`StrTable` (``str`` values only): values that are
+    as many as the keys (a group id per request in a GRPO trace) cost their bytes in the table, not a
+    dict entry each. ``vals[n]`` reads the string numbered ``n``."""
+
+    __slots__ = ("table", "vals")
+
+    def __init__(self, table: StrTable) -> None:
+        self.table = table
+        self.vals = NamesView(table)
+
+    def of(self, v: str) -> int:
+        return self.table.add(v)
+
+
 class OrdColumn:
     """A dict ``str -> value`` whose keys are numbered by a shared :class:`StrTable` (setting a key
     adds it there, as ``TraceState._ord`` would) and whose values are interned: 4 bytes a key.
-    A ``set`` value (mutable: ``sp_traj_lineage``'s several triples) goes to ``extra`` by key number."""
+    A ``set`` value (mutable: ``sp_traj_lineage``'s several triples) goes to ``extra`` by key number.
+    ``values``: a :class:`StrTable` the (then ``str``-only) values are numbered in instead of a pool
+    of their own (when they are many: a group id per trajectory)."""
 
     __slots__ = ("table", "col", "pool", "extra", "n")
 
-    def __init__(self, table: StrTable):
+    def __init__(self, table: StrTable, values: StrTable | None = None):
         self.table = table
         self.col = array("i")
-        self.pool = _Interned()
+        self.pool = _Interned() if values is None else _TableValues(values)
         self.extra: dict[int, Any] = {}
         self.n = 0
 
@@ -362,18 +382,30 @@ class OrdColumn:
 
 class SideColumn:
     """A dict ``request id -> value`` over the keys of a :class:`PackedMap` (a key must be entered
-    there first), values interned: 4 bytes a request (``req_group``). Iteration: the map's order."""
+    there first), values interned: 4 bytes a request (``req_group``). Iteration: the map's order.
 
-    __slots__ = ("keys_", "col", "pool", "n")
+    ``values``: a :class:`StrTable` the (then ``str``-only) values are numbered in, as
+    :class:`OrdColumn`'s. ``other``: a key not (yet) in the map is kept in a plain dict instead of
+    refused (``member_group``: a SAMPLES group may list an id no request has, or one a later record
+    enters); iteration then gives the map's keys first, then those, in the order they were set."""
 
-    def __init__(self, keys: PackedMap):
+    __slots__ = ("keys_", "col", "pool", "n", "other")
+
+    def __init__(self, keys: PackedMap, values: StrTable | None = None, other: bool = False):
         self.keys_ = keys
         self.col = array("i")
-        self.pool = _Interned()
+        self.pool = _Interned() if values is None else _TableValues(values)
         self.n = 0
+        self.other: dict[str, Any] | None = {} if other else None
 
     def __setitem__(self, k: str, v: Any) -> None:
+        other = self.other
         e = self.keys_.find(k)
+        if other is not None and (e < 0 or k in other):
+            if k not in other:
+                self.n += 1
+            other[k] = v
+            return
         if e < 0:
             raise KeyError(f"{k!r} is not in the request table")
         col = self.col
@@ -391,16 +423,20 @@ class SideColumn:
 
     def get(self, k: str, default: Any = None) -> Any:
         e = self._slot(k)
-        return default if e < 0 else self.pool.vals[self.col[e]]
+        if e < 0:
+            return default if self.other is None else self.other.get(k, default)
+        return self.pool.vals[self.col[e]]
 
     def __getitem__(self, k: str) -> Any:
         e = self._slot(k)
         if e < 0:
+            if self.other is not None and k in self.other:
+                return self.other[k]
             raise KeyError(k)
         return self.pool.vals[self.col[e]]
 
     def __contains__(self, k: object) -> bool:
-        return self._slot(k) >= 0
+        return self._slot(k) >= 0 or (self.other is not None and k in self.other)
 
     def __len__(self) -> int:
         return self.n
@@ -408,9 +444,18 @@ class SideColumn:
     def __bool__(self) -> bool:
         return self.n > 0
 
+    def setdefault(self, k: str, default: Any = None) -> Any:
+        v = self.get(k, _MISSING)
+        if v is _MISSING:
+            self[k] = v = default
+        return v
+
     def items(self) -> Iterator[tuple[str, Any]]:
         col, vals, key = self.col, self.pool.vals, self.keys_.keys_.key
-        return ((key(e), vals[col[e]]) for e in range(len(col)) if col[e] != -1)
+        mine = ((key(e), vals[col[e]]) for e in range(len(col)) if col[e] != -1)
+        if not self.other:
+            return mine
+        return chain(mine, list(self.other.items()))
 
     def keys(self) -> Iterator[str]:
         return (k for k, _ in self.items())
@@ -466,3 +511,158 @@ class PairList:
 
     def __len__(self) -> int:
         return len(self.flat) // 2
+
+
+class OrdInt:
+    """A dict ``str -> int`` whose keys are numbered by a shared :class:`StrTable` (setting a key adds
+    it there), the values in an int64 array: 9 bytes a key (``group_line``, ``group_unit``). Any int64
+    value; with ``unsigned``, any value in 0 .. 2^64 - 1 instead (``sp_group_hash``'s sums).
+    ``counter``: a missing key reads 0 (a ``Counter``); else ``[k]`` raises KeyError. Iteration: in the
+    table's order of the keys set (first named, which need not be the order they were set)."""
+
+    __slots__ = ("table", "col", "has_", "n", "counter", "unsigned")
+
+    def __init__(self, table: StrTable, *, counter: bool = False, unsigned: bool = False):
+        self.table = table
+        self.col = array("q")
+        self.has_ = bytearray()
+        self.n = 0
+        self.counter = counter
+        self.unsigned = unsigned
+
+    def _slot(self, k: object) -> int:
+        e = self.table.find(k)  # type: ignore[arg-type]  # (-1 for a non-str)
+        return e if 0 <= e < len(self.has_) and self.has_[e] else -1
+
+    def __setitem__(self, k: str, v: int) -> None:
+        e = self.table.add(k)
+        has = self.has_
+        if e >= len(has):
+            grow = e + 1 - len(has)
+            has.extend(bytes(grow))
+            self.col.extend(array("q", [0]) * grow)
+        if not has[e]:
+            has[e] = 1
+            self.n += 1
+        self.col[e] = v - (1 << 64) if self.unsigned and v >= 1 << 63 else v
+
+    def _val(self, e: int) -> int:
+        v = self.col[e]
+        return v + (1 << 64) if self.unsigned and v < 0 else v
+
+    def get(self, k: str, default: Any = None) -> Any:
+        e = self._slot(k)
+        return default if e < 0 else self._val(e)
+
+    def __getitem__(self, k: str) -> int:
+        e = self._slot(k)
+        if e < 0:
+            if self.counter:
+                return 0
+            raise KeyError(k)
+        return self._val(e)
+
+    def __contains__(self, k: object) -> bool:
+        return self._slot(k) >= 0
+
+    def __len__(self) -> int:
+        return self.n
+
+    def ordinals(self) -> Iterator[int]:
+        has = self.has_
+        return (e for e in range(len(has)) if has[e])
+
+    def keys(self) -> Iterator[str]:
+        key = self.table.key
+        return (key(e) for e in self.ordinals())
+
+    __iter__ = keys
+
+    def items(self) -> Iterator[tuple[str, int]]:
+        key = self.table.key
+        return ((key(e), self._val(e)) for e in self.ordinals())
+
+    def values(self) -> Iterator[int]:
+        return (self._val(e) for e in self.ordinals())
+
+
+class SampleColumn:
+    """A dict ``request id -> tuple of its sample ids`` over the keys of a :class:`PackedMap` (a key
+    must be entered there first): every sample id's UTF-8 bytes in one buffer, 8 bytes of offset a
+    sample and 4 a request (``req_samples``; a tuple of ``str`` costs about 100 bytes a sample).
+    ``get`` builds the tuple again (equal, not the same object)."""
+
+    __slots__ = ("keys_", "col", "first", "ends", "blob")
+
+    def __init__(self, keys: PackedMap):
+        self.keys_ = keys
+        self.col = array("i")        # request entry -> its slot (-1: none)
+        self.first = array("q", [0])  # slot -> its first sample's number (slot s: first[s] .. first[s + 1] - 1)
+        self.ends = array("q", [0])   # sample number -> the end of its bytes (sample m: ends[m] .. ends[m + 1])
+        self.blob = bytearray()
+
+    def __setitem__(self, k: str, samples: Any) -> None:
+        e = self.keys_.find(k)
+        if e < 0:
+            raise KeyError(f"{k!r} is not in the request table")
+        col = self.col
+        if e >= len(col):
+            col.extend(array("i", [-1]) * (e + 1 - len(col)))
+        if col[e] != -1:
+            raise ValueError(f"{k!r} has its sample ids already (a request's are entered once)")
+        blob, ends = self.blob, self.ends
+        for s in samples:
+            if s.__class__ is not str:
+                raise TypeError(f"sample ids are str, not {type(s).__name__}")
+            blob += s.encode(_ENC, _ERR)
+            ends.append(len(blob))
+        col[e] = len(self.first) - 1
+        self.first.append(len(ends) - 1)
+
+    def _slot(self, k: object) -> int:
+        if k.__class__ is not str:
+            return -1
+        e = self.keys_.find(k)  # type: ignore[arg-type]
+        return -1 if e < 0 or e >= len(self.col) else self.col[e]
+
+    def _samples(self, s: int) -> tuple[str, ...]:
+        blob, ends = self.blob, self.ends
+        return tuple(blob[ends[m]:ends[m + 1]].decode(_ENC, _ERR) for m in range(self.first[s], self.first[s + 1]))
+
+    def get(self, k: str, default: Any = None) -> Any:
+        s = self._slot(k)
+        return default if s < 0 else self._samples(s)
+
+    def __getitem__(self, k: str) -> tuple[str, ...]:
+        s = self._slot(k)
+        if s < 0:
+            raise KeyError(k)
+        return self._samples(s)
+
+    def __contains__(self, k: object) -> bool:
+        return self._slot(k) >= 0
+
+    def __len__(self) -> int:
+        return len(self.first) - 1
+
+    def items(self) -> Iterator[tuple[str, tuple[str, ...]]]:
+        col, key = self.col, self.keys_.keys_.key
+        return ((key(e), self._samples(col[e])) for e in range(len(col)) if col[e] != -1)
+
+    def keys(self) -> Iterator[str]:
+        return (k for k, _ in self.items())
+
+    __iter__ = keys
+
+
+class NoIntern:
+    """``TraceState.names`` when the tables intern their values themselves (the flat tables):
+    ``setdefault(k, v)`` gives ``v`` back and keeps nothing (a dict would hold every distinct group id)."""
+
+    __slots__ = ()
+
+    def setdefault(self, k: Any, v: Any) -> Any:
+        return v
+
+    def __len__(self) -> int:
+        return 0
