@@ -147,14 +147,18 @@ class SinglePassRules(TraceState):
             return False
         tg, gb = self.traj_group, self.group_batch
         if not (all(t in tg for t in self.sp_traj_refs) and all(t in tg for t in self.sp_traj_lineage)
-                and all(g in gb for g in self.sp_group_refs) and all(g in gb for g in self.sp_group_hash)
-                and self.sp_batch_refs <= self.batches and self.sp_pool_refs <= self.pools):
+                and all(g in gb for g in self.sp_group_refs) and self.sp_batch_refs <= self.batches
+                and self.sp_pool_refs <= self.pools):
             return False
         counts = self.traj_req_count
         if any(counts.get(o, 0) != n for o, n in self.sp_claims):
             return False
-        gb = self.sp_group_batches
-        if not all(gb[gid] == 1 for gid in self.group_line):
+        sgb = self.sp_group_batches
+        if self.compact:  # the group tables share group_table: compared by key number, no string made
+            if not (all(map(gb.has, self.sp_group_hash.ordinals()))
+                    and all(sgb.at(e, 0) == 1 for e in self.group_line.ordinals())):
+                return False
+        elif not (all(g in gb for g in self.sp_group_hash) and all(sgb[gid] == 1 for gid in self.group_line)):
             return False
         return self._sp_lineage_agrees()
 
@@ -164,17 +168,24 @@ class SinglePassRules(TraceState):
             else Counter()
         for rid, g in self.member_group.items():
             listed[g] = (listed[g] + hash((rid, g))) & _MASK
-        req_side = self.sp_group_hash
-        for g in listed.keys():
-            if listed[g] != req_side[g]:
-                return False  # a member naming another group, or a request its SAMPLES group does not list
-        for g, u in self.group_unit.items():
-            if u == w.GROUP_UNIT_SAMPLES and g not in listed and req_side[g]:
-                return False  # a request its SAMPLES group (which lists none) does not list
+        req_side, grb, gbt = self.sp_group_hash, self.sp_group_req_batches, self.group_batch
         # (no test for a group that requests name and no SAMPLES group lists members of: it agrees
-        # unless it is a SAMPLES group, checked above; every group a member list names is a key of listed)
-        for g, batches in self.sp_group_req_batches.items():
-            gb = self.group_batch.get(g)
+        # unless it is a SAMPLES group, checked below; every group a member list names is a key of listed)
+        if self.compact:  # by key number in group_table, as pass2_silent
+            unit = self.group_unit
+            if any(listed.at(e) != req_side.at(e, 0) for e in listed.ordinals()):
+                return False  # a member naming another group, or a request its SAMPLES group does not list
+            if any(unit.at(e) == w.GROUP_UNIT_SAMPLES and not listed.has(e) and req_side.at(e, 0)
+                   for e in unit.ordinals()):
+                return False  # a request its SAMPLES group (which lists none) does not list
+            pairs = ((grb.at(e), gbt.at(e)) for e in grb.ordinals())
+        else:
+            if any(listed[g] != req_side[g] for g in listed):
+                return False
+            if any(u == w.GROUP_UNIT_SAMPLES and g not in listed and req_side[g] for g, u in self.group_unit.items()):
+                return False
+            pairs = ((batches, gbt.get(g)) for g, batches in grb.items())
+        for batches, gb in pairs:  # the batches a group's requests name: its Group record's
             if gb is not None and (batches != gb if batches.__class__ is str else batches != {gb}):
                 return False
         tg, tbe = self.traj_group, self.traj_batch

@@ -537,14 +537,21 @@ class OrdInt:
     def __setitem__(self, k: str, v: int) -> None:
         e = self.table.add(k)
         has = self.has_
-        if e >= len(has):
-            grow = e + 1 - len(has)
-            has.extend(bytes(grow))
-            self.col.extend(array("q", [0]) * grow)
+        if self.unsigned and v >= 1 << 63:
+            v -= 1 << 64
+        n = len(has)
+        if e == n:  # the usual case: the next key
+            has.append(1)
+            self.col.append(v)
+            self.n += 1
+            return
+        if e > n:
+            has.extend(bytes(e + 1 - n))
+            self.col.extend(array("q", [0]) * (e + 1 - n))
         if not has[e]:
             has[e] = 1
             self.n += 1
-        self.col[e] = v - (1 << 64) if self.unsigned and v >= 1 << 63 else v
+        self.col[e] = v
 
     def _val(self, e: int) -> int:
         v = self.col[e]
@@ -569,8 +576,17 @@ class OrdInt:
         return self.n
 
     def ordinals(self) -> Iterator[int]:
+        """The key numbers set, in number order."""
         has = self.has_
         return (e for e in range(len(has)) if has[e])
+
+    def has(self, e: int) -> bool:
+        return 0 <= e < len(self.has_) and self.has_[e] == 1
+
+    def at(self, e: int, default: Any = None) -> Any:
+        """The value of key number ``e`` (``default`` when unset): lookups between tables on one
+        :class:`StrTable` by number, without the key's string."""
+        return self._val(e) if self.has(e) else default
 
     def keys(self) -> Iterator[str]:
         key = self.table.key
