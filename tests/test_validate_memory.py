@@ -227,3 +227,25 @@ def test_a_trajectory_naming_two_lineages_is_reported(turn, field, value, tmp_pa
     res = same(t, tmp_path / "t", "binpb")
     assert any(v.rule == "group.request_mismatch" and v.record_id == f"traj-0/t{turn}" for v in res.violations), \
         res.violations
+
+
+@pytest.mark.parametrize("enc", ["binpb", "arrow"])
+def test_group_tables_numbered_in_another_order_report_in_file_order(enc, tmp_path):
+    """The flat group tables number a group id when a record first names it (here the requests, in the
+    reverse of the Group records' order): the per-group findings still come in file order, as with the
+    dicts (batch.membership of two groups no batch lists; group.size; an unknown and a later member)."""
+    t = grpo_trace(prompts=4)
+    reqs = [x for x in t.workload if x.WhichOneof("record") == "request"]
+    rest = [x for x in t.workload if x.WhichOneof("record") != "request"]
+    t.workload[:] = reqs[::-1] + rest  # group ids first named g3, g2, g1, g0; Group records g0 .. g3
+    for x in t.workload:
+        kind = x.WhichOneof("record")
+        if kind == "rollout_batch":
+            del x.rollout_batch.group_ids[:]
+            x.rollout_batch.group_ids.extend(["g1"])
+        elif kind == "group" and x.group.group_id == "g2":
+            x.group.member_ids.extend(["no-such-request", "req-0"])
+    res = same(t, tmp_path / "t", enc)
+    membership = [v.record_id for v in res.violations if v.rule == "batch.membership"]
+    assert membership == ["g0", "g2", "g3"], res.violations
+    assert [v.rule for v in res.violations if v.record_id == "g2"].count("group.members") == 2
