@@ -10,8 +10,9 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from unirl_replay.contract.validate.strtable import (IntColumn, NamesView, NoIntern, OrdColumn, OrdInt, OrdView,
-                                                     PackedMap, PairList, SampleColumn, SideColumn, StrTable)
+from unirl_replay.contract.validate.strtable import (IntColumn, NamesView, NoIntern, OrdColumn, OrdInt, OrdPair,
+                                                     OrdSet, OrdView, PackedMap, PairList, SampleColumn, SideColumn,
+                                                     SideInt, StrTable)
 
 KEYS = st.one_of(st.text(max_size=12), st.sampled_from(["", "a", "a\x00", "\ud800", "\udfff", "é", "e\u0301",
                                                         "r" * 300, "req-0", "req-00"]))
@@ -197,6 +198,39 @@ def test_side_column_with_a_value_table_and_other_keys_is_a_dict(ops, probes):
         assert side.get(k, "-") == d.get(k, "-") and (k in side) == (k in d)
     assert set(groups) >= {v for k, v in d.items() if k in req and k not in side.other}
     assert NoIntern().setdefault("g", "g") == "g" and len(NoIntern()) == 0
+
+
+I64 = st.integers(min_value=-(1 << 63), max_value=(1 << 63) - 1)
+
+
+@settings(max_examples=150, deadline=None)
+@given(st.lists(st.tuples(KEYS, I64, I64), max_size=200), st.lists(st.tuples(KEYS, st.booleans(), I64), max_size=200),
+       st.lists(KEYS, max_size=30), st.lists(KEYS, max_size=30))
+def test_outcome_tables_are_dicts_and_sets(pairs, reqs, named_first, probes):
+    """OrdPair (group_done), OrdSet (the group outcomes seen) and SideInt (req_done) against a dict / set."""
+    t = StrTable(named_first)
+    pair, members, d, s = OrdPair(t), OrdSet(t), {}, set()
+    for k, a, b in pairs:
+        pair[k] = (a, b)
+        d[k] = (a, b)
+        members.add(k)
+        s.add(k)
+    order = {k: i for i, k in enumerate(t)}
+    assert list(pair.items()) == sorted(d.items(), key=lambda kv: order[kv[0]]) and len(pair) == len(d)
+    assert bool(pair) == bool(d) and sorted(members, key=order.get) == sorted(s, key=order.get) and len(members) == len(s)
+    req, di = PackedMap(), {}
+    side = SideInt(req)
+    for k, done, v in reqs:
+        req[k] = 0
+        if done:
+            side[k] = v
+            di[k] = v
+    assert dict(side.items()) == di and len(side) == len(di)
+    for k in [*probes, *d, *di, 5]:
+        assert pair.get(k, "-") == d.get(k, "-") and (k in pair) == (k in d) and (k in members) == (k in s)
+        assert side.get(k, "-") == di.get(k, "-") and (k in side) == (k in di)
+    with pytest.raises(KeyError):
+        side["\x00not-a-request"] = 1
 
 
 def test_the_fuzzers_mutants_get_the_same_report_from_both_tables(tmp_path, monkeypatch):

@@ -249,3 +249,17 @@ def test_group_tables_numbered_in_another_order_report_in_file_order(enc, tmp_pa
     membership = [v.record_id for v in res.violations if v.rule == "batch.membership"]
     assert membership == ["g0", "g2", "g3"], res.violations
     assert [v.rule for v in res.violations if v.record_id == "g2"].count("group.members") == 2
+
+
+def test_group_outcomes_numbered_in_another_order_report_in_file_order(tmp_path):
+    """outcome.completion_order of groups whose outcomes come in another order than their ids were first
+    named (the flat tables' order): file order, the same report as with the dicts; ties: the first request."""
+    t = grpo_trace(prompts=4)
+    outs = [x for x in t.outcomes if x.WhichOneof("record") == "group"]
+    for x in outs:
+        x.group.completed_ns = 1  # before every request's completion
+    rest = [x for x in t.outcomes if x.WhichOneof("record") != "group"]
+    t.outcomes[:] = rest + outs[::-1]  # g3 .. g0, after the requests' outcomes
+    res = same(t, tmp_path / "t", "arrow")
+    late = [v.record_id for v in res.violations if v.rule == "outcome.completion_order" and v.record_id.startswith("g")]
+    assert late == ["g3", "g2", "g1", "g0"], res.violations

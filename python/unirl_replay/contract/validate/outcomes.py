@@ -6,6 +6,7 @@ from typing import Iterable
 
 from unirl_replay.contract.outcomes_io import iter_outcomes
 from unirl_replay.contract.validate.context import _REC_ID, OutcomeIdsSeen, TraceState
+from unirl_replay.contract.validate.strtable import OrdPair, OrdSet, PackedMap, SideInt
 from unirl_replay.v1 import workload_pb2 as w
 
 
@@ -14,6 +15,8 @@ class OutcomeRules(TraceState):
         f = self.ofile
         seen = {k: set() for k in ("request", "trajectory", "group", "rollout_batch")}
         seen["request"] = seen_req = OutcomeIdsSeen(self.req)  # type: ignore[assignment]  # no table per request
+        if self.compact:  # a group outcome per prompt in a GRPO trace: its ids numbered in group_table
+            seen["group"] = OrdSet(self.group_table)  # type: ignore[assignment]
         try:
             self._outcomes(f, seen)
         finally:
@@ -23,8 +26,11 @@ class OutcomeRules(TraceState):
         known = {"request": self.req, "trajectory": self.traj_group, "group": self.group_batch,
                  "rollout_batch": self.batches}
         in_group = self.req_group  # only a grouped request's completion is read (_completion_order)
-        req_done: dict[str, int] = {}   # request id (of a group) -> measured completion
-        group_done: dict[str, tuple[int, int]] = {}  # group id -> (completed_ns, line)
+        # request id (of a group) -> measured completion; group id -> (completed_ns, line): the flat tables
+        # (strtable) when the state is (a request table the gate's fast pass filled is a dict)
+        flat = self.compact and isinstance(self.req, PackedMap)
+        req_done: dict[str, int] | SideInt = SideInt(self.req) if flat else {}  # type: ignore[arg-type]
+        group_done: dict[str, tuple[int, int]] | OrdPair = OrdPair(self.group_table) if self.compact else {}
         batch_ready: dict[str, tuple[int, int]] = {}
         # the batches that wait for another (after_batch): per batch, its earliest measured submit
         # (submit_ns, line, request id); a request reaches its batch through its group (few entries)
@@ -163,15 +169,26 @@ class OutcomeRules(TraceState):
         """A group completes when its last request does; a batch is ready when the groups its
         readiness rule waits for are (ALL_GROUPS: all; FIRST_N_GROUPS: the first N)."""
         f = self.ofile
-        last: dict[str, tuple[int, str]] = {}
+        # per group: its last request's completion and that request (its number in the request table when
+        # the tables are flat, its id otherwise)
+        req = self.req
+        flat = isinstance(group_done, OrdPair) and isinstance(req, PackedMap)
+        last: dict[str, tuple[int, str]] | OrdPair = OrdPair(self.group_table) if flat else {}
         for rid, gid in self.req_group.items():
             t = req_done.get(rid)
-            if t is not None and gid in group_done and (gid not in last or t > last[gid][0]):
-                last[gid] = (t, rid)
+            if t is not None and gid in group_done:
+                cur = last.get(gid)
+                if cur is None or t > cur[0]:
+                    last[gid] = (t, req.find(rid) if flat else rid)  # type: ignore[union-attr]
+        late = []
         for gid, (t, line) in group_done.items():
-            if gid in last and t < last[gid][0]:
-                self.v("outcome.completion_order", f, line, gid, f"group completed_ns = {t} ns before its request "
-                       f"{last[gid][1]!r} completed ({last[gid][0]} ns)")
+            cur = last.get(gid)
+            if cur is not None and t < cur[0]:
+                late.append((line, gid, t, cur))
+        for line, gid, t, (lt, who) in sorted(late):  # in file order (a flat table's order: first named)
+            who = req.keys_.key(who) if flat else who  # type: ignore[union-attr]
+            self.v("outcome.completion_order", f, line, gid, f"group completed_ns = {t} ns before its request "
+                   f"{who!r} completed ({lt} ns)")
         by_batch: dict[str, list[int]] = {}
         for gid, (t, _) in group_done.items():
             b = self.group_batch.get(gid)
