@@ -263,3 +263,23 @@ def test_group_outcomes_numbered_in_another_order_report_in_file_order(tmp_path)
     res = same(t, tmp_path / "t", "arrow")
     late = [v.record_id for v in res.violations if v.rule == "outcome.completion_order" and v.record_id.startswith("g")]
     assert late == ["g3", "g2", "g1", "g0"], res.violations
+
+
+def test_slot_findings_of_trajectories_in_another_order_report_in_file_order(tmp_path):
+    """A trajectory's slot acquired after its first submit and released before its last completion
+    (outcome.completion_order), for trajectory outcomes in the reverse of their ordinals' order and one of
+    a trajectory the workload lacks: the same report from the flat per-trajectory rows as from the dicts."""
+    t = agentic_trace(trajectories=3)
+    outs = [x for x in t.outcomes if x.WhichOneof("record") == "trajectory"]
+    for x in outs:
+        x.trajectory.slot_acquired_ns += 10**9
+        x.trajectory.slot_released_ns = 1  # (time.order too)
+    t.outcomes[:] = [x for x in t.outcomes if x.WhichOneof("record") != "trajectory"] + outs[::-1]
+    ghost = type(outs[0])()
+    ghost.trajectory.trajectory_id = "ghost"
+    ghost.trajectory.slot_acquired_ns = 5
+    t.outcomes.append(ghost)
+    res = same(t, tmp_path / "t", "arrow")
+    slot = [(v.record_id, v.message.split(" = ")[0]) for v in res.violations if v.rule == "outcome.completion_order"]
+    tids = [x.trajectory.trajectory_id for x in outs[::-1]]
+    assert slot == [(tid, n) for tid in tids for n in ("slot_acquired_ns", "slot_released_ns")], res.violations

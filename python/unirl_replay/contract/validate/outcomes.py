@@ -6,7 +6,7 @@ from typing import Iterable
 
 from unirl_replay.contract.outcomes_io import iter_outcomes
 from unirl_replay.contract.validate.context import _REC_ID, OutcomeIdsSeen, TraceState
-from unirl_replay.contract.validate.strtable import OrdPair, OrdSet, PackedMap, SideInt
+from unirl_replay.contract.validate.strtable import IntRows, OrdPair, OrdSet, PackedMap, SideInt
 from unirl_replay.v1 import workload_pb2 as w
 
 
@@ -39,8 +39,12 @@ class OutcomeRules(TraceState):
         first_submit: dict[str, tuple[int, int, str]] = {}
         # a trajectory holds its slot from its first request's submit to its last request's completion (workload.proto
         # Trajectory): per trajectory ordinal, its earliest submit and latest completion (request id each); the slots
-        traj_span: dict[int, list] = {}
-        slots: dict[str, tuple[int | None, int | None, int]] = {}  # trajectory id -> (acquired, released, line)
+        # (flat: IntRows by trajectory ordinal, the request by its number in the request table, the slot times of
+        # the trajectories the workload has; a slot outcome of any other has no requests to compare with)
+        traj_span: dict[int, list] | IntRows = IntRows(len(self.traj_names), 4) if flat else {}
+        slots: dict[str, tuple[int | None, int | None, int]] | IntRows = (IntRows(len(self.traj_names), 3) if flat
+                                                                            else {})  # trajectory id -> (acquired, released, line)
+        req = self.req
         for line, rec in iter_outcomes(self.t, verify_digest=False, on_error=self.skip):  # verified in check_trace
             self.counts["outcomes"] += 1
             kind = rec.WhichOneof("record")
@@ -66,7 +70,14 @@ class OutcomeRules(TraceState):
                     req_done[rid] = msg.completion_ns
                 pv = self.req.get(rid)  # marked seen (bit-inverted) by _unique
                 o = 0 if pv is None else (pv if pv >= 0 else ~pv) >> 53
-                if o and (msg.HasField("submit_ns") or msg.HasField("completion_ns")):
+                if o and flat:
+                    if msg.HasField("submit_ns") and ((t0 := traj_span.get(o, 0)) is None or msg.submit_ns < t0):
+                        traj_span.set(o, 0, msg.submit_ns)
+                        traj_span.set(o, 1, req.find(rid))
+                    if msg.HasField("completion_ns") and ((t1 := traj_span.get(o, 2)) is None or msg.completion_ns > t1):
+                        traj_span.set(o, 2, msg.completion_ns)
+                        traj_span.set(o, 3, req.find(rid))
+                elif o and (msg.HasField("submit_ns") or msg.HasField("completion_ns")):
                     span = traj_span.get(o)
                     if span is None:
                         span = traj_span[o] = [None, "", None, ""]
@@ -87,8 +98,16 @@ class OutcomeRules(TraceState):
             elif kind == "trajectory":
                 names = ("slot_acquired_ns", "slot_released_ns")
                 self._order(f, line, rid, msg, names)
-                slots[rid] = (msg.slot_acquired_ns if msg.HasField("slot_acquired_ns") else None,
-                              msg.slot_released_ns if msg.HasField("slot_released_ns") else None, line)
+                if flat:
+                    to = self.traj_ord.get(rid, 0)
+                    if to:
+                        for k, n in enumerate(("slot_acquired_ns", "slot_released_ns")):
+                            if msg.HasField(n):
+                                slots.set(to, k, getattr(msg, n))
+                        slots.set(to, 2, line)
+                else:
+                    slots[rid] = (msg.slot_acquired_ns if msg.HasField("slot_acquired_ns") else None,
+                                  msg.slot_released_ns if msg.HasField("slot_released_ns") else None, line)
                 for i, d in enumerate(msg.tool_durations_ns):
                     self._time(f, line, rid, f"tool_durations_ns[{i}]", d)
             else:
@@ -109,19 +128,31 @@ class OutcomeRules(TraceState):
         """A trajectory's slot is acquired no later than its first request's submit and released no earlier than
         its last request's completion (it holds the slot through its tool waits, workload.proto Trajectory)."""
         f, ords = self.ofile, self.traj_ord
-        for tid, (acquired, released, line) in slots.items():
-            span = traj_span.get(ords.get(tid, 0) or -1)
+        if isinstance(slots, IntRows):  # flat (trajectory ordinals): the same pairs, in file order below
+            key, names, sp = self.req.keys_.key, self.traj_names, traj_span  # type: ignore[union-attr]
+
+            def who(o: int, k: int) -> str:
+                e = sp.get(o, k)  # type: ignore[union-attr]
+                return key(e) if e is not None else ""
+
+            pairs = ((names[o], (slots.get(o, 0), slots.get(o, 1), slots.get(o, 2)),
+                      (sp.get(o, 0), who(o, 1), sp.get(o, 2), who(o, 3)))  # type: ignore[union-attr]
+                     for o in range(len(slots)) if slots.get(o, 2) is not None)
+        else:
+            pairs = ((tid, slot, traj_span.get(ords.get(tid, 0) or -1)) for tid, slot in slots.items())
+        found = []
+        for tid, (acquired, released, line), span in pairs:
             if span is None:
                 continue
             submit, first, done, last = span
             if acquired is not None and submit is not None and acquired > submit:
-                self.v("outcome.completion_order", f, line, tid, f"slot_acquired_ns = {acquired} ns after its request "
-                       f"{first!r} was submitted ({submit} ns): a trajectory holds its slot from its first request's "
-                       "submit")
+                found.append((line, 0, tid, f"slot_acquired_ns = {acquired} ns after its request {first!r} was "
+                              f"submitted ({submit} ns): a trajectory holds its slot from its first request's submit"))
             if released is not None and done is not None and released < done:
-                self.v("outcome.completion_order", f, line, tid, f"slot_released_ns = {released} ns before its "
-                       f"request {last!r} completed ({done} ns): a trajectory holds its slot to its last request's "
-                       "completion")
+                found.append((line, 1, tid, f"slot_released_ns = {released} ns before its request {last!r} completed "
+                              f"({done} ns): a trajectory holds its slot to its last request's completion"))
+        for line, _, tid, message in sorted(found):  # file order (a flat table's: trajectory ordinals)
+            self.v("outcome.completion_order", f, line, tid, message)
 
     def _samples(self, f: str, line: int, rid: str, msg) -> None:
         """Per-sample timings name the request's samples, each at most once, all or none, and lie

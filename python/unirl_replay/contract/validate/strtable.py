@@ -19,7 +19,7 @@ from itertools import chain
 from typing import Any, Iterator
 
 __all__ = ["StrTable", "OrdView", "NamesView", "PackedMap", "OrdColumn", "SideColumn", "IntColumn", "PairList",
-           "OrdInt", "SampleColumn", "NoIntern", "OrdPair", "OrdSet", "SideInt"]
+           "OrdInt", "SampleColumn", "NoIntern", "OrdPair", "OrdSet", "SideInt", "IntRows"]
 
 _ENC = "utf-8"
 _ERR = "surrogatepass"
@@ -829,3 +829,27 @@ class SideInt:
     def items(self) -> Iterator[tuple[str, int]]:
         has, col, key = self.has_, self.col, self.keys_.keys_.key
         return ((key(e), col[e]) for e in range(len(has)) if has[e])
+
+
+class IntRows:
+    """``n`` rows of ``width`` int64 cells, rows numbered 0 .. n - 1 (trajectory ordinals), a cell
+    None until set: 9 bytes a cell (the outcome pass's per-trajectory spans and slot times)."""
+
+    __slots__ = ("w", "v", "has_")
+
+    def __init__(self, n: int, width: int):
+        self.w = width
+        self.v = array("q", [0]) * (n * width)
+        self.has_ = bytearray(n * width)
+
+    def get(self, row: int, k: int) -> int | None:
+        i = row * self.w + k
+        return self.v[i] if self.has_[i] else None
+
+    def set(self, row: int, k: int, x: int) -> None:
+        i = row * self.w + k
+        self.v[i] = x
+        self.has_[i] = 1
+
+    def __len__(self) -> int:
+        return len(self.has_) // self.w if self.w else 0
