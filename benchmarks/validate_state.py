@@ -6,7 +6,8 @@
 The state is measured when the outcome pass ends (the checker's attributes, followed through dicts, lists, sets,
 tuples and the ``strtable`` arrays; objects shared between tables counted once, at the first). Prints MiB per
 table, bytes per request, and the process's peak RSS. ``--write-grpo``: N requests in the bundled grpo-a's shape
-(a group per prompt, unit SAMPLES, n = 4 sample ids, 64 groups a rollout batch, observed arrivals, outcomes),
+(a group per prompt, unit SAMPLES, n = 4 sample ids, 64 groups a rollout batch, observed arrivals; an outcome
+per request, group and batch),
 arrow encoding.
 """
 
@@ -23,6 +24,7 @@ HERE = Path(__file__).resolve().parent
 def write_grpo(n: int, out: Path) -> None:
     sys.path.insert(0, str(HERE.parent / "tests"))
     from tracebuild import MS, TraceParts, make_manifest, make_request, request_outcome
+    from unirl_replay.v1 import outcomes_pb2 as o
     from unirl_replay.v1 import workload_pb2 as w
 
     t = TraceParts(make_manifest(engines=("e0",), window_s=n * 0.02 + 10))
@@ -36,8 +38,10 @@ def write_grpo(n: int, out: Path) -> None:
                       member_ids=[rid]))
         batches.setdefault(bid, []).append(gid)
         t.add(request_outcome(rid, p * 10 * MS))
-    for bid, gids in batches.items():
+        t.add(o.GroupOutcome(group_id=gid, completed_ns=p * 10 * MS + 20 * MS))
+    for k, (bid, gids) in enumerate(batches.items()):
         t.add(w.RolloutBatch(rollout_batch_id=bid, group_ids=gids, readiness_rule=w.BATCH_READINESS_RULE_ALL_GROUPS))
+        t.add(o.BatchOutcome(rollout_batch_id=bid, ready_ns=((k + 1) * 64 - 1) * 10 * MS + 20 * MS))
     print(t.write(out, "arrow"))
 
 
@@ -76,15 +80,17 @@ def measure(trace: str, compact: str) -> None:
         seen = {id(getattr(self, k)) for k in skip if hasattr(self, k)}
         rows.extend((_deep(val, seen), k) for k, val in vars(self).items() if k not in skip)
         rows.append((-1, f"compact={self.compact}"))
+        rows.append((-2, str(len(self.req))))
 
     _Checker.outcomes = hooked  # type: ignore[method-assign]
     r = check_trace(trace)
-    n = r.record_counts["outcomes"] or 1
+    n = int(next(k for s, k in rows if s == -2)) or 1  # the workload's requests
     total = sum(sz for sz, _ in rows if sz > 0)
     for sz, k in sorted(rows, reverse=True):
         if sz > 1024:
             print(f"{sz / 2**20:9.2f} MiB  {sz / n:7.1f} B/request  {k}")
-    print(f"total {total / 2**20:.2f} MiB = {total / n:.1f} B per request ({n} request outcomes); "
+    print(f"total {total / 2**20:.2f} MiB = {total / n:.1f} B per request ({n} requests, "
+          f"{r.record_counts['outcomes']} outcome records); "
           f"{[k for s, k in rows if s == -1][0]}; status {type(r).Status.Name(r.status)}; "
           f"peak RSS {resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024:.0f} MiB")
 

@@ -10,8 +10,9 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from unirl_replay.contract.validate.strtable import (IntColumn, NamesView, OrdColumn, OrdView, PackedMap, PairList,
-                                                     SideColumn, StrTable)
+from unirl_replay.contract.validate.strtable import (IntColumn, NamesView, NoIntern, OrdColumn, OrdInt, OrdPair,
+                                                     OrdSet, OrdView, PackedMap, PairList, SampleColumn, SideColumn,
+                                                     SideInt, StrTable)
 
 KEYS = st.one_of(st.text(max_size=12), st.sampled_from(["", "a", "a\x00", "\ud800", "\udfff", "é", "e\u0301",
                                                         "r" * 300, "req-0", "req-00"]))
@@ -121,6 +122,115 @@ def test_side_column_is_a_dict_over_the_request_table(rows):
         assert side.get(k, "-") == d.get(k, "-") and (k in side) == (k in d)
     with pytest.raises(KeyError):
         side["not-a-request"] = "g0"
+
+
+@settings(max_examples=150, deadline=None)
+@given(st.lists(st.tuples(KEYS, st.integers(min_value=-(1 << 63), max_value=(1 << 63) - 1)), max_size=200),
+       st.lists(st.tuples(KEYS, st.integers(min_value=0, max_value=(1 << 64) - 1)), max_size=200),
+       st.lists(KEYS, max_size=30), st.lists(KEYS, max_size=30))
+def test_ord_int_is_a_dict_and_a_counter(signed, unsigned, named_first, probes):
+    """OrdInt (group_line, group_unit; sp_group_hash and sp_group_batches as Counters) against a dict / Counter,
+    with keys of the shared table named before they are set (its iteration: in the table's order)."""
+    t = StrTable(named_first)
+    plain, ctr = OrdInt(t), OrdInt(t, counter=True, unsigned=True)
+    d, c = {}, Counter()
+    for k, v in signed:
+        plain[k] = v
+        d[k] = v
+    for k, v in unsigned:
+        ctr[k] = (ctr[k] + v) & ((1 << 64) - 1)
+        c[k] = (c[k] + v) & ((1 << 64) - 1)
+    order = {k: i for i, k in enumerate(t)}
+    assert list(plain.items()) == sorted(d.items(), key=lambda kv: order[kv[0]]) and len(plain) == len(d)
+    assert dict(ctr.items()) == dict(c) and sorted(ctr.values()) == sorted(c.values()) and len(ctr) == len(c)
+    for k in [*probes, *d, *c, 3, None]:
+        assert plain.get(k, "-") == d.get(k, "-") and (k in plain) == (k in d)
+        assert ctr[k] == c[k] and (k in ctr) == (k in c)
+        if k not in d:
+            with pytest.raises(KeyError):
+                plain[k]
+
+
+SAMPLES = st.lists(KEYS, min_size=0, max_size=5).map(tuple)
+
+
+@settings(max_examples=150, deadline=None)
+@given(st.lists(st.tuples(KEYS, st.booleans(), SAMPLES), max_size=200), st.lists(KEYS, max_size=30))
+def test_sample_column_is_a_dict_of_tuples(rows, probes):
+    """SampleColumn (req_samples) against a dict of tuples: the same samples back, in order, for keys of
+    the request table; a key outside it refused; a request's samples entered once."""
+    req, col, d = PackedMap(), None, {}
+    col = SampleColumn(req)
+    for k, has, samples in rows:
+        if k in d or k in req:
+            continue
+        req[k] = 1
+        if has:
+            col[k] = samples
+            d[k] = samples
+    assert dict(col.items()) == d and len(col) == len(d) and set(col) == set(d)
+    for k in [*probes, *d, 7]:
+        assert col.get(k, "-") == d.get(k, "-") and (k in col) == (k in d)
+    for k in d:
+        assert col[k] == d[k]
+        with pytest.raises(ValueError):
+            col[k] = ("again",)
+    with pytest.raises(KeyError):
+        col["\x00not-a-request"] = ("s",)
+
+
+@settings(max_examples=150, deadline=None)
+@given(st.lists(st.tuples(st.sampled_from(["req", "member", "both"]), KEYS, st.sampled_from(["g0", "g1", "é"])),
+                max_size=200), st.lists(KEYS, max_size=30))
+def test_side_column_with_a_value_table_and_other_keys_is_a_dict(ops, probes):
+    """SideColumn as member_group (values numbered in the group table; ids no request has, or not yet, kept
+    in ``other``) against a dict: the same answers, setdefault included; items: the map's keys, then others."""
+    req, groups = PackedMap(), StrTable()
+    side, d = SideColumn(req, groups, other=True), {}
+    for op, k, g in ops:
+        if op in ("req", "both") and k not in req:
+            req[k] = 0
+        if op in ("member", "both"):
+            assert side.setdefault(k, g) == d.setdefault(k, g)
+    assert dict(side.items()) == d and len(side) == len(d) and bool(side) == bool(d)
+    assert sorted(side.values()) == sorted(d.values())
+    for k in [*probes, *d, 1]:
+        assert side.get(k, "-") == d.get(k, "-") and (k in side) == (k in d)
+    assert set(groups) >= {v for k, v in d.items() if k in req and k not in side.other}
+    assert NoIntern().setdefault("g", "g") == "g" and len(NoIntern()) == 0
+
+
+I64 = st.integers(min_value=-(1 << 63), max_value=(1 << 63) - 1)
+
+
+@settings(max_examples=150, deadline=None)
+@given(st.lists(st.tuples(KEYS, I64, I64), max_size=200), st.lists(st.tuples(KEYS, st.booleans(), I64), max_size=200),
+       st.lists(KEYS, max_size=30), st.lists(KEYS, max_size=30))
+def test_outcome_tables_are_dicts_and_sets(pairs, reqs, named_first, probes):
+    """OrdPair (group_done), OrdSet (the group outcomes seen) and SideInt (req_done) against a dict / set."""
+    t = StrTable(named_first)
+    pair, members, d, s = OrdPair(t), OrdSet(t), {}, set()
+    for k, a, b in pairs:
+        pair[k] = (a, b)
+        d[k] = (a, b)
+        members.add(k)
+        s.add(k)
+    order = {k: i for i, k in enumerate(t)}
+    assert list(pair.items()) == sorted(d.items(), key=lambda kv: order[kv[0]]) and len(pair) == len(d)
+    assert bool(pair) == bool(d) and sorted(members, key=order.get) == sorted(s, key=order.get) and len(members) == len(s)
+    req, di = PackedMap(), {}
+    side = SideInt(req)
+    for k, done, v in reqs:
+        req[k] = 0
+        if done:
+            side[k] = v
+            di[k] = v
+    assert dict(side.items()) == di and len(side) == len(di)
+    for k in [*probes, *d, *di, 5]:
+        assert pair.get(k, "-") == d.get(k, "-") and (k in pair) == (k in d) and (k in members) == (k in s)
+        assert side.get(k, "-") == di.get(k, "-") and (k in side) == (k in di)
+    with pytest.raises(KeyError):
+        side["\x00not-a-request"] = 1
 
 
 def test_the_fuzzers_mutants_get_the_same_report_from_both_tables(tmp_path, monkeypatch):

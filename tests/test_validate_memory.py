@@ -227,3 +227,59 @@ def test_a_trajectory_naming_two_lineages_is_reported(turn, field, value, tmp_pa
     res = same(t, tmp_path / "t", "binpb")
     assert any(v.rule == "group.request_mismatch" and v.record_id == f"traj-0/t{turn}" for v in res.violations), \
         res.violations
+
+
+@pytest.mark.parametrize("enc", ["binpb", "arrow"])
+def test_group_tables_numbered_in_another_order_report_in_file_order(enc, tmp_path):
+    """The flat group tables number a group id when a record first names it (here the requests, in the
+    reverse of the Group records' order): the per-group findings still come in file order, as with the
+    dicts (batch.membership of two groups no batch lists; group.size; an unknown and a later member)."""
+    t = grpo_trace(prompts=4)
+    reqs = [x for x in t.workload if x.WhichOneof("record") == "request"]
+    rest = [x for x in t.workload if x.WhichOneof("record") != "request"]
+    t.workload[:] = reqs[::-1] + rest  # group ids first named g3, g2, g1, g0; Group records g0 .. g3
+    for x in t.workload:
+        kind = x.WhichOneof("record")
+        if kind == "rollout_batch":
+            del x.rollout_batch.group_ids[:]
+            x.rollout_batch.group_ids.extend(["g1"])
+        elif kind == "group" and x.group.group_id == "g2":
+            x.group.member_ids.extend(["no-such-request", "req-0"])
+    res = same(t, tmp_path / "t", enc)
+    membership = [v.record_id for v in res.violations if v.rule == "batch.membership"]
+    assert membership == ["g0", "g2", "g3"], res.violations
+    assert [v.rule for v in res.violations if v.record_id == "g2"].count("group.members") == 2
+
+
+def test_group_outcomes_numbered_in_another_order_report_in_file_order(tmp_path):
+    """outcome.completion_order of groups whose outcomes come in another order than their ids were first
+    named (the flat tables' order): file order, the same report as with the dicts; ties: the first request."""
+    t = grpo_trace(prompts=4)
+    outs = [x for x in t.outcomes if x.WhichOneof("record") == "group"]
+    for x in outs:
+        x.group.completed_ns = 1  # before every request's completion
+    rest = [x for x in t.outcomes if x.WhichOneof("record") != "group"]
+    t.outcomes[:] = rest + outs[::-1]  # g3 .. g0, after the requests' outcomes
+    res = same(t, tmp_path / "t", "arrow")
+    late = [v.record_id for v in res.violations if v.rule == "outcome.completion_order" and v.record_id.startswith("g")]
+    assert late == ["g3", "g2", "g1", "g0"], res.violations
+
+
+def test_slot_findings_of_trajectories_in_another_order_report_in_file_order(tmp_path):
+    """A trajectory's slot acquired after its first submit and released before its last completion
+    (outcome.completion_order), for trajectory outcomes in the reverse of their ordinals' order and one of
+    a trajectory the workload lacks: the same report from the flat per-trajectory rows as from the dicts."""
+    t = agentic_trace(trajectories=3)
+    outs = [x for x in t.outcomes if x.WhichOneof("record") == "trajectory"]
+    for x in outs:
+        x.trajectory.slot_acquired_ns += 10**9
+        x.trajectory.slot_released_ns = 1  # (time.order too)
+    t.outcomes[:] = [x for x in t.outcomes if x.WhichOneof("record") != "trajectory"] + outs[::-1]
+    ghost = type(outs[0])()
+    ghost.trajectory.trajectory_id = "ghost"
+    ghost.trajectory.slot_acquired_ns = 5
+    t.outcomes.append(ghost)
+    res = same(t, tmp_path / "t", "arrow")
+    slot = [(v.record_id, v.message.split(" = ")[0]) for v in res.violations if v.rule == "outcome.completion_order"]
+    tids = [x.trajectory.trajectory_id for x in outs[::-1]]
+    assert slot == [(tid, n) for tid in tids for n in ("slot_acquired_ns", "slot_released_ns")], res.violations

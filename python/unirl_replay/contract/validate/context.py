@@ -15,8 +15,8 @@ from unirl_replay.contract.errors import TraceFormatError
 from unirl_replay.contract.message_guard import bad_ids, unknown_enums
 from unirl_replay.contract.trace_io import Trace
 from unirl_replay.contract.validate.registry import ERROR, RULES, SUSPECT_SCALE, WARNING
-from unirl_replay.contract.validate.strtable import (IntColumn, NamesView, OrdColumn, OrdView, PackedMap, SideColumn,
-                                                     StrTable)
+from unirl_replay.contract.validate.strtable import (IntColumn, NamesView, NoIntern, OrdColumn, OrdInt, OrdView,
+                                                     PackedMap, SampleColumn, SideColumn, StrTable)
 from unirl_replay.v1 import common_pb2 as c
 from unirl_replay.v1.manifest_pb2 import ARTIFACT_KIND_OUTCOMES, ARTIFACT_KIND_WORKLOAD, TraceManifest
 from unirl_replay.v1.report_pb2 import Violation
@@ -153,11 +153,16 @@ class TraceState:
         self.traj_ord: dict[str, int] | OrdView = OrdView(self.traj_table) if compact else {"": 0}  # id -> ordinal
         self.traj_names: list[str] | NamesView = NamesView(self.traj_table) if compact else [""]  # ordinal -> id
         self.traj_req_count: Counter[int] | IntColumn = IntColumn() if compact else Counter()  # ordinal -> requests
-        self.traj_group: dict[str, str] | OrdColumn = OrdColumn(self.traj_table) if compact else {}  # Trajectory record id -> its group_id
+        # (compact) group ids, as named by requests, trajectories, groups and batches, numbered: the group tables'
+        # keys and the group ids the request and trajectory tables hold (a GRPO trace has a group per prompt)
+        self.group_table = StrTable()
+        # Trajectory record id -> its group_id
+        self.traj_group: dict[str, str] | OrdColumn = OrdColumn(self.traj_table, self.group_table) if compact else {}
         if compact:
             self._ord = self.traj_table.add  # type: ignore[method-assign]
-        self.group_batch: dict[str, str] = {}  # Group record id -> its rollout_batch_id
-        self.group_line: dict[str, int] = {}
+        # Group record id -> its rollout_batch_id; -> its line; -> its unit
+        self.group_batch: dict[str, str] | OrdColumn = OrdColumn(self.group_table) if compact else {}
+        self.group_line: dict[str, int] | OrdInt = OrdInt(self.group_table) if compact else {}
         self.batches: set[str] = set()
         self.pools: set[str] = set()
         self.ids: dict[str, set[str]] = {k: set() for k in _REC_ID}
@@ -165,24 +170,30 @@ class TraceState:
         # id set of requests is ``req``'s keys, not a second table of every id (memory at 1M requests);
         self.ids["request"] = KeysOf(self.req)  # type: ignore[assignment]
         self.ids["trajectory"] = KeysOf(self.traj_group)  # type: ignore[assignment]  # likewise (_lineage1)
+        self.ids["group"] = KeysOf(self.group_batch)  # type: ignore[assignment]  # likewise (_lineage1)
         # one str object per distinct group / batch id named by the per-request and per-trajectory
-        # maps below (each field read makes a new str: one per request otherwise)
-        self.names: dict[str, str] = {}
+        # maps below (each field read makes a new str: one per request otherwise); the flat tables
+        # number their values themselves
+        self.names: dict[str, str] | NoIntern = NoIntern() if compact else {}
         self.observed = self.missing_arrivals = 0
         self.max_offset = 0
         self.suspicious_traj: set[int] = set()
         self.counts = Counter()
         # lineage agreement and outcome checks (one small entry per request / record)
-        self.req_group: dict[str, str] | SideColumn = SideColumn(self.req) if compact else {}  # request id -> its group_id (when set)
-        self.req_samples: dict[str, tuple[str, ...]] = {}  # request id -> sample ids (n > 1 only)
-        self.member_group: dict[str, str] = {}  # request id listed by a SAMPLES group -> that group
+        # request id -> its group_id (when set)
+        self.req_group: dict[str, str] | SideColumn = SideColumn(self.req, self.group_table) if compact else {}
+        # request id -> sample ids (n > 1 only)
+        self.req_samples: dict[str, tuple[str, ...]] | SampleColumn = SampleColumn(self.req) if compact else {}
+        # request id listed by a SAMPLES group -> that group (an id no request has kept too)
+        self.member_group: dict[str, str] | SideColumn = (SideColumn(self.req, self.group_table, other=True) if compact
+                                                          else {})
         # pass 2: requests naming a SAMPLES group that does not list them -> (line, group), and the dependency edges
         # (predecessor, successor) into such requests from requests of the same group (few: multi-level lineage)
         self.unlisted: dict[str, tuple[int, str]] = {}
         self.lineage_edges: list[tuple[str, str]] = []
         # Trajectory record id -> (its rollout_batch_id, its engine_id): one shared tuple per distinct pair (few)
         self.traj_batch: dict[str, tuple[str, str]] | OrdColumn = OrdColumn(self.traj_table) if compact else {}
-        self.group_unit: dict[str, int] = {}    # Group record id -> unit
+        self.group_unit: dict[str, int] | OrdInt = OrdInt(self.group_table) if compact else {}  # Group record id -> unit
         self.batch_rule: dict[str, tuple[int, int, int]] = {}  # batch -> (readiness rule, required, groups)
         self.batch_after: dict[str, tuple[str, int]] = {}  # batch with after_batch -> (previous batch, line)
         self.longest: Counter[str] = Counter()  # engine id -> longest sequence (input + output tokens)

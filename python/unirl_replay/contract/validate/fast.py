@@ -42,7 +42,7 @@ from unirl_replay.contract.message_guard import MAX_ID_CHARS, _id_plan, _plan
 from unirl_replay.contract.validate.checker import _Checker
 from unirl_replay.contract.validate.context import _Sink
 from unirl_replay.contract.validate.registry import MAX_DEPENDENCIES, MAX_SAMPLES, MAX_TOKENS, SUSPECT_SCALE
-from unirl_replay.contract.validate.single_pass import _MASK, note_triple
+from unirl_replay.contract.validate.single_pass import _MASK, note_one, note_triple
 from unirl_replay.contract.workload_columns import ARRIVAL_AFTER_DEPENDENCIES, ARRIVAL_NONE, ARRIVAL_OBSERVED, MessageColumns
 from unirl_replay.v1 import workload_pb2 as w
 
@@ -389,7 +389,7 @@ def _sp_requests(ch: _Checker, cols, rid, tid) -> None:
         for r, g, b in zip(rid, gid, bid):
             if g:
                 gh[g] = (gh[g] + hash((r, g))) & _MASK
-                grb.setdefault(g, set()).add(b)
+                note_one(grb, g, b)
     tids = set(tid)
     tids.discard("")
     for t, g, b, e in dict.fromkeys(zip(tid, gid, bid, eid)):

@@ -228,7 +228,7 @@ class LineageRules(TraceState):
                        f"rollout_batch_id is {self.group_batch[gid]!r}")
     def _batch_membership(self, group_in_batches: Counter[str]) -> None:
         f = self.wfile
-        for gid, gline in self.group_line.items():
-            k = group_in_batches[gid]
-            if k != 1:
-                self.v("batch.membership", f, gline, gid, f"group is listed by {k} rollout batches; exactly 1 required")
+        # reported in file order (group_line's own order is that of a dict, not of the flat table: first named)
+        bad = [(gline, gid, k) for gid, gline in self.group_line.items() if (k := group_in_batches[gid]) != 1]
+        for gline, gid, k in sorted(bad):
+            self.v("batch.membership", f, gline, gid, f"group is listed by {k} rollout batches; exactly 1 required")

@@ -6,6 +6,7 @@ from typing import Iterable
 
 from unirl_replay.contract.outcomes_io import iter_outcomes
 from unirl_replay.contract.validate.context import _REC_ID, OutcomeIdsSeen, TraceState
+from unirl_replay.contract.validate.strtable import IntRows, OrdPair, OrdSet, PackedMap, SideInt
 from unirl_replay.v1 import workload_pb2 as w
 
 
@@ -14,6 +15,8 @@ class OutcomeRules(TraceState):
         f = self.ofile
         seen = {k: set() for k in ("request", "trajectory", "group", "rollout_batch")}
         seen["request"] = seen_req = OutcomeIdsSeen(self.req)  # type: ignore[assignment]  # no table per request
+        if self.compact:  # a group outcome per prompt in a GRPO trace: its ids numbered in group_table
+            seen["group"] = OrdSet(self.group_table)  # type: ignore[assignment]
         try:
             self._outcomes(f, seen)
         finally:
@@ -23,8 +26,11 @@ class OutcomeRules(TraceState):
         known = {"request": self.req, "trajectory": self.traj_group, "group": self.group_batch,
                  "rollout_batch": self.batches}
         in_group = self.req_group  # only a grouped request's completion is read (_completion_order)
-        req_done: dict[str, int] = {}   # request id (of a group) -> measured completion
-        group_done: dict[str, tuple[int, int]] = {}  # group id -> (completed_ns, line)
+        # request id (of a group) -> measured completion; group id -> (completed_ns, line): the flat tables
+        # (strtable) when the state is (a request table the gate's fast pass filled is a dict)
+        flat = self.compact and isinstance(self.req, PackedMap)
+        req_done: dict[str, int] | SideInt = SideInt(self.req) if flat else {}  # type: ignore[arg-type]
+        group_done: dict[str, tuple[int, int]] | OrdPair = OrdPair(self.group_table) if self.compact else {}
         batch_ready: dict[str, tuple[int, int]] = {}
         # the batches that wait for another (after_batch): per batch, its earliest measured submit
         # (submit_ns, line, request id); a request reaches its batch through its group (few entries)
@@ -33,8 +39,12 @@ class OutcomeRules(TraceState):
         first_submit: dict[str, tuple[int, int, str]] = {}
         # a trajectory holds its slot from its first request's submit to its last request's completion (workload.proto
         # Trajectory): per trajectory ordinal, its earliest submit and latest completion (request id each); the slots
-        traj_span: dict[int, list] = {}
-        slots: dict[str, tuple[int | None, int | None, int]] = {}  # trajectory id -> (acquired, released, line)
+        # (flat: IntRows by trajectory ordinal, the request by its number in the request table, the slot times of
+        # the trajectories the workload has; a slot outcome of any other has no requests to compare with)
+        traj_span: dict[int, list] | IntRows = IntRows(len(self.traj_names), 4) if flat else {}
+        slots: dict[str, tuple[int | None, int | None, int]] | IntRows = (IntRows(len(self.traj_names), 3) if flat
+                                                                            else {})  # trajectory id -> (acquired, released, line)
+        req = self.req
         for line, rec in iter_outcomes(self.t, verify_digest=False, on_error=self.skip):  # verified in check_trace
             self.counts["outcomes"] += 1
             kind = rec.WhichOneof("record")
@@ -60,7 +70,14 @@ class OutcomeRules(TraceState):
                     req_done[rid] = msg.completion_ns
                 pv = self.req.get(rid)  # marked seen (bit-inverted) by _unique
                 o = 0 if pv is None else (pv if pv >= 0 else ~pv) >> 53
-                if o and (msg.HasField("submit_ns") or msg.HasField("completion_ns")):
+                if o and flat:
+                    if msg.HasField("submit_ns") and ((t0 := traj_span.get(o, 0)) is None or msg.submit_ns < t0):
+                        traj_span.set(o, 0, msg.submit_ns)
+                        traj_span.set(o, 1, req.find(rid))
+                    if msg.HasField("completion_ns") and ((t1 := traj_span.get(o, 2)) is None or msg.completion_ns > t1):
+                        traj_span.set(o, 2, msg.completion_ns)
+                        traj_span.set(o, 3, req.find(rid))
+                elif o and (msg.HasField("submit_ns") or msg.HasField("completion_ns")):
                     span = traj_span.get(o)
                     if span is None:
                         span = traj_span[o] = [None, "", None, ""]
@@ -81,8 +98,16 @@ class OutcomeRules(TraceState):
             elif kind == "trajectory":
                 names = ("slot_acquired_ns", "slot_released_ns")
                 self._order(f, line, rid, msg, names)
-                slots[rid] = (msg.slot_acquired_ns if msg.HasField("slot_acquired_ns") else None,
-                              msg.slot_released_ns if msg.HasField("slot_released_ns") else None, line)
+                if flat:
+                    to = self.traj_ord.get(rid, 0)
+                    if to:
+                        for k, n in enumerate(("slot_acquired_ns", "slot_released_ns")):
+                            if msg.HasField(n):
+                                slots.set(to, k, getattr(msg, n))
+                        slots.set(to, 2, line)
+                else:
+                    slots[rid] = (msg.slot_acquired_ns if msg.HasField("slot_acquired_ns") else None,
+                                  msg.slot_released_ns if msg.HasField("slot_released_ns") else None, line)
                 for i, d in enumerate(msg.tool_durations_ns):
                     self._time(f, line, rid, f"tool_durations_ns[{i}]", d)
             else:
@@ -103,19 +128,31 @@ class OutcomeRules(TraceState):
         """A trajectory's slot is acquired no later than its first request's submit and released no earlier than
         its last request's completion (it holds the slot through its tool waits, workload.proto Trajectory)."""
         f, ords = self.ofile, self.traj_ord
-        for tid, (acquired, released, line) in slots.items():
-            span = traj_span.get(ords.get(tid, 0) or -1)
+        if isinstance(slots, IntRows):  # flat (trajectory ordinals): the same pairs, in file order below
+            key, names, sp = self.req.keys_.key, self.traj_names, traj_span  # type: ignore[union-attr]
+
+            def who(o: int, k: int) -> str:
+                e = sp.get(o, k)  # type: ignore[union-attr]
+                return key(e) if e is not None else ""
+
+            pairs = ((names[o], (slots.get(o, 0), slots.get(o, 1), slots.get(o, 2)),
+                      (sp.get(o, 0), who(o, 1), sp.get(o, 2), who(o, 3)))  # type: ignore[union-attr]
+                     for o in range(len(slots)) if slots.get(o, 2) is not None)
+        else:
+            pairs = ((tid, slot, traj_span.get(ords.get(tid, 0) or -1)) for tid, slot in slots.items())
+        found = []
+        for tid, (acquired, released, line), span in pairs:
             if span is None:
                 continue
             submit, first, done, last = span
             if acquired is not None and submit is not None and acquired > submit:
-                self.v("outcome.completion_order", f, line, tid, f"slot_acquired_ns = {acquired} ns after its request "
-                       f"{first!r} was submitted ({submit} ns): a trajectory holds its slot from its first request's "
-                       "submit")
+                found.append((line, 0, tid, f"slot_acquired_ns = {acquired} ns after its request {first!r} was "
+                              f"submitted ({submit} ns): a trajectory holds its slot from its first request's submit"))
             if released is not None and done is not None and released < done:
-                self.v("outcome.completion_order", f, line, tid, f"slot_released_ns = {released} ns before its "
-                       f"request {last!r} completed ({done} ns): a trajectory holds its slot to its last request's "
-                       "completion")
+                found.append((line, 1, tid, f"slot_released_ns = {released} ns before its request {last!r} completed "
+                              f"({done} ns): a trajectory holds its slot to its last request's completion"))
+        for line, _, tid, message in sorted(found):  # file order (a flat table's: trajectory ordinals)
+            self.v("outcome.completion_order", f, line, tid, message)
 
     def _samples(self, f: str, line: int, rid: str, msg) -> None:
         """Per-sample timings name the request's samples, each at most once, all or none, and lie
@@ -163,15 +200,26 @@ class OutcomeRules(TraceState):
         """A group completes when its last request does; a batch is ready when the groups its
         readiness rule waits for are (ALL_GROUPS: all; FIRST_N_GROUPS: the first N)."""
         f = self.ofile
-        last: dict[str, tuple[int, str]] = {}
+        # per group: its last request's completion and that request (its number in the request table when
+        # the tables are flat, its id otherwise)
+        req = self.req
+        flat = isinstance(group_done, OrdPair) and isinstance(req, PackedMap)
+        last: dict[str, tuple[int, str]] | OrdPair = OrdPair(self.group_table) if flat else {}
         for rid, gid in self.req_group.items():
             t = req_done.get(rid)
-            if t is not None and gid in group_done and (gid not in last or t > last[gid][0]):
-                last[gid] = (t, rid)
+            if t is not None and gid in group_done:
+                cur = last.get(gid)
+                if cur is None or t > cur[0]:
+                    last[gid] = (t, req.find(rid) if flat else rid)  # type: ignore[union-attr]
+        late = []
         for gid, (t, line) in group_done.items():
-            if gid in last and t < last[gid][0]:
-                self.v("outcome.completion_order", f, line, gid, f"group completed_ns = {t} ns before its request "
-                       f"{last[gid][1]!r} completed ({last[gid][0]} ns)")
+            cur = last.get(gid)
+            if cur is not None and t < cur[0]:
+                late.append((line, gid, t, cur))
+        for line, gid, t, (lt, who) in sorted(late):  # in file order (a flat table's order: first named)
+            who = req.keys_.key(who) if flat else who  # type: ignore[union-attr]
+            self.v("outcome.completion_order", f, line, gid, f"group completed_ns = {t} ns before its request "
+                   f"{who!r} completed ({lt} ns)")
         by_batch: dict[str, list[int]] = {}
         for gid, (t, _) in group_done.items():
             b = self.group_batch.get(gid)

@@ -18,7 +18,7 @@ from __future__ import annotations
 from collections import Counter
 
 from unirl_replay.contract.validate.context import TraceState, _unpack
-from unirl_replay.contract.validate.strtable import OrdColumn, PairList
+from unirl_replay.contract.validate.strtable import OrdColumn, OrdInt, PairList
 from unirl_replay.v1 import workload_pb2 as w
 
 
@@ -30,13 +30,15 @@ class SinglePassRules(TraceState):
         self.sp_batch_refs: set[str] = set()
         self.sp_pool_refs: set[str] = set()
         self.sp_claims: list[tuple[int, int]] | PairList = PairList() if self.compact else []  # (ordinal, len(request_ids))
-        self.sp_group_batches: Counter[str] = Counter()
+        c, gt = self.compact, self.group_table
+        self.sp_group_batches: Counter[str] | OrdInt = OrdInt(gt, counter=True) if c else Counter()
         # lineage agreement (group.request_mismatch): per group id, a sum of hash((request id, group))
         # over the requests naming it, compared at the end with the same sum over the members its
-        # SAMPLES group lists; the batches named by its requests; per trajectory, the (group,
-        # batch) pairs its requests name. Memory: one entry per group / trajectory, not per request.
-        self.sp_group_hash: Counter[str] = Counter()
-        self.sp_group_req_batches: dict[str, set[str]] = {}
+        # SAMPLES group lists (its keys: the groups requests name); the batches named by its requests
+        # (one batch id, a set once they name more: note_one); per trajectory, the (group, batch)
+        # pairs its requests name. Memory: one entry per group / trajectory, not per request.
+        self.sp_group_hash: Counter[str] | OrdInt = OrdInt(gt, counter=True, unsigned=True) if c else Counter()
+        self.sp_group_req_batches: dict[str, str | set[str]] | OrdColumn = OrdColumn(gt) if c else {}
         # (a trajectory's (group, batch, engine) triples: one tuple while its requests name one, a set once they
         # name more; keyed by the trajectory's ordinal, the triples interned)
         self.sp_traj_lineage: dict | OrdColumn = OrdColumn(self.traj_table) if self.compact else {}
@@ -48,13 +50,11 @@ class SinglePassRules(TraceState):
             return
         tid = r.trajectory_id
         gid, bid = r.group_id, r.rollout_batch_id
-        if gid:
+        if gid:  # (the groups named: the keys of sp_group_hash, see pass2_silent)
             self.sp_group_hash[gid] = (self.sp_group_hash[gid] + hash((r.request_id, gid))) & _MASK
-            self.sp_group_req_batches.setdefault(gid, set()).add(bid)
+            note_one(self.sp_group_req_batches, gid, bid)
         if tid:  # (the trajectories named: the keys of sp_traj_lineage, see pass2_silent)
             note_triple(self.sp_traj_lineage, tid, (gid, bid, r.engine_id))
-        if r.group_id:
-            self.sp_group_refs.add(r.group_id)
         if r.rollout_batch_id:
             self.sp_batch_refs.add(r.rollout_batch_id)
         deps = r.dependencies
@@ -145,34 +145,48 @@ class SinglePassRules(TraceState):
         """True when pass 2 would report nothing and leave ``suspicious_traj`` empty."""
         if self.sp_doubt:
             return False
-        tg = self.traj_group
+        tg, gb = self.traj_group, self.group_batch
         if not (all(t in tg for t in self.sp_traj_refs) and all(t in tg for t in self.sp_traj_lineage)
-                and self.sp_group_refs <= self.group_batch.keys()
-                and self.sp_batch_refs <= self.batches and self.sp_pool_refs <= self.pools):
+                and all(g in gb for g in self.sp_group_refs) and self.sp_batch_refs <= self.batches
+                and self.sp_pool_refs <= self.pools):
             return False
         counts = self.traj_req_count
         if any(counts.get(o, 0) != n for o, n in self.sp_claims):
             return False
-        gb = self.sp_group_batches
-        if not all(gb[gid] == 1 for gid in self.group_line):
+        sgb = self.sp_group_batches
+        if self.compact:  # the group tables share group_table: compared by key number, no string made
+            if not (all(map(gb.has, self.sp_group_hash.ordinals()))
+                    and all(sgb.at(e, 0) == 1 for e in self.group_line.ordinals())):
+                return False
+        elif not (all(g in gb for g in self.sp_group_hash) and all(sgb[gid] == 1 for gid in self.group_line)):
             return False
         return self._sp_lineage_agrees()
 
     def _sp_lineage_agrees(self) -> bool:
         """Would ``LineageRules._lineage_agreement`` (pass 2) be silent for every request?"""
-        listed: Counter[str] = Counter()
+        listed: Counter[str] | OrdInt = OrdInt(self.group_table, counter=True, unsigned=True) if self.compact \
+            else Counter()
         for rid, g in self.member_group.items():
             listed[g] = (listed[g] + hash((rid, g))) & _MASK
-        req_side = self.sp_group_hash
-        for g in set(listed) | {g for g, u in self.group_unit.items() if u == w.GROUP_UNIT_SAMPLES}:
-            if listed[g] != req_side[g]:
+        req_side, grb, gbt = self.sp_group_hash, self.sp_group_req_batches, self.group_batch
+        # (no test for a group that requests name and no SAMPLES group lists members of: it agrees
+        # unless it is a SAMPLES group, checked below; every group a member list names is a key of listed)
+        if self.compact:  # by key number in group_table, as pass2_silent
+            unit = self.group_unit
+            if any(listed.at(e) != req_side.at(e, 0) for e in listed.ordinals()):
                 return False  # a member naming another group, or a request its SAMPLES group does not list
-        for g in req_side:
-            if g not in listed and g in self.member_group.values():
+            if any(unit.at(e) == w.GROUP_UNIT_SAMPLES and not listed.has(e) and req_side.at(e, 0)
+                   for e in unit.ordinals()):
+                return False  # a request its SAMPLES group (which lists none) does not list
+            pairs = ((grb.at(e), gbt.at(e)) for e in grb.ordinals())
+        else:
+            if any(listed[g] != req_side[g] for g in listed):
                 return False
-        for g, batches in self.sp_group_req_batches.items():
-            gb = self.group_batch.get(g)
-            if gb is not None and batches != {gb}:
+            if any(u == w.GROUP_UNIT_SAMPLES and g not in listed and req_side[g] for g, u in self.group_unit.items()):
+                return False
+            pairs = ((batches, gbt.get(g)) for g, batches in grb.items())
+        for batches, gb in pairs:  # the batches a group's requests name: its Group record's
+            if gb is not None and (batches != gb if batches.__class__ is str else batches != {gb}):
                 return False
         tg, tbe = self.traj_group, self.traj_batch
         for t, seen in self.sp_traj_lineage.items():
@@ -185,6 +199,19 @@ class SinglePassRules(TraceState):
                 if te and {x[2] for x in triples} != {te}:  # trajectory.engine: its requests on the engine it names
                     return False
         return True
+
+
+def note_one(tl: dict | OrdColumn, key: str, value: str) -> None:
+    """Enter ``value`` in ``key``'s entry of ``tl``: the one value so far, or a set once they differ
+    (``sp_group_req_batches``: the batch ids a group's requests name, nearly always one)."""
+    seen = tl.get(key)
+    if seen is None:
+        tl[key] = value
+    elif seen.__class__ is str:
+        if seen != value:
+            tl[key] = {seen, value}
+    else:
+        seen.add(value)
 
 
 def note_triple(tl: dict | OrdColumn, tid: str, triple: tuple[str, str, str]) -> None:

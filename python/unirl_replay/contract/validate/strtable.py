@@ -15,13 +15,16 @@ dict's. Lone surrogates (possible in a JSON ``\\ud800`` escape) are kept (``surr
 from __future__ import annotations
 
 from array import array
+from itertools import chain
 from typing import Any, Iterator
 
-__all__ = ["StrTable", "OrdView", "NamesView", "PackedMap", "OrdColumn", "SideColumn", "IntColumn", "PairList"]
+__all__ = ["StrTable", "OrdView", "NamesView", "PackedMap", "OrdColumn", "SideColumn", "IntColumn", "PairList",
+           "OrdInt", "SampleColumn", "NoIntern", "OrdPair", "OrdSet", "SideInt", "IntRows"]
 
 _ENC = "utf-8"
 _ERR = "surrogatepass"
 _U64 = (1 << 64) - 1
+_MISSING = object()
 
 
 class StrTable:
@@ -274,17 +277,34 @@ class _Interned:
         return n
 
 
+class _TableValues:
+    """:class:`_Interned`'s interface over a :class:`StrTable` (``str`` values only): values that are
+    as many as the keys (a group id per request in a GRPO trace) cost their bytes in the table, not a
+    dict entry each. ``vals[n]`` reads the string numbered ``n``."""
+
+    __slots__ = ("table", "vals")
+
+    def __init__(self, table: StrTable) -> None:
+        self.table = table
+        self.vals = NamesView(table)
+
+    def of(self, v: str) -> int:
+        return self.table.add(v)
+
+
 class OrdColumn:
     """A dict ``str -> value`` whose keys are numbered by a shared :class:`StrTable` (setting a key
     adds it there, as ``TraceState._ord`` would) and whose values are interned: 4 bytes a key.
-    A ``set`` value (mutable: ``sp_traj_lineage``'s several triples) goes to ``extra`` by key number."""
+    A ``set`` value (mutable: ``sp_traj_lineage``'s several triples) goes to ``extra`` by key number.
+    ``values``: a :class:`StrTable` the (then ``str``-only) values are numbered in instead of a pool
+    of their own (when they are many: a group id per trajectory)."""
 
     __slots__ = ("table", "col", "pool", "extra", "n")
 
-    def __init__(self, table: StrTable):
+    def __init__(self, table: StrTable, values: StrTable | None = None):
         self.table = table
         self.col = array("i")
-        self.pool = _Interned()
+        self.pool = _Interned() if values is None else _TableValues(values)
         self.extra: dict[int, Any] = {}
         self.n = 0
 
@@ -362,18 +382,30 @@ class OrdColumn:
 
 class SideColumn:
     """A dict ``request id -> value`` over the keys of a :class:`PackedMap` (a key must be entered
-    there first), values interned: 4 bytes a request (``req_group``). Iteration: the map's order."""
+    there first), values interned: 4 bytes a request (``req_group``). Iteration: the map's order.
 
-    __slots__ = ("keys_", "col", "pool", "n")
+    ``values``: a :class:`StrTable` the (then ``str``-only) values are numbered in, as
+    :class:`OrdColumn`'s. ``other``: a key not (yet) in the map is kept in a plain dict instead of
+    refused (``member_group``: a SAMPLES group may list an id no request has, or one a later record
+    enters); iteration then gives the map's keys first, then those, in the order they were set."""
 
-    def __init__(self, keys: PackedMap):
+    __slots__ = ("keys_", "col", "pool", "n", "other")
+
+    def __init__(self, keys: PackedMap, values: StrTable | None = None, other: bool = False):
         self.keys_ = keys
         self.col = array("i")
-        self.pool = _Interned()
+        self.pool = _Interned() if values is None else _TableValues(values)
         self.n = 0
+        self.other: dict[str, Any] | None = {} if other else None
 
     def __setitem__(self, k: str, v: Any) -> None:
+        other = self.other
         e = self.keys_.find(k)
+        if other is not None and (e < 0 or k in other):
+            if k not in other:
+                self.n += 1
+            other[k] = v
+            return
         if e < 0:
             raise KeyError(f"{k!r} is not in the request table")
         col = self.col
@@ -391,16 +423,20 @@ class SideColumn:
 
     def get(self, k: str, default: Any = None) -> Any:
         e = self._slot(k)
-        return default if e < 0 else self.pool.vals[self.col[e]]
+        if e < 0:
+            return default if self.other is None else self.other.get(k, default)
+        return self.pool.vals[self.col[e]]
 
     def __getitem__(self, k: str) -> Any:
         e = self._slot(k)
         if e < 0:
+            if self.other is not None and k in self.other:
+                return self.other[k]
             raise KeyError(k)
         return self.pool.vals[self.col[e]]
 
     def __contains__(self, k: object) -> bool:
-        return self._slot(k) >= 0
+        return self._slot(k) >= 0 or (self.other is not None and k in self.other)
 
     def __len__(self) -> int:
         return self.n
@@ -408,9 +444,18 @@ class SideColumn:
     def __bool__(self) -> bool:
         return self.n > 0
 
+    def setdefault(self, k: str, default: Any = None) -> Any:
+        v = self.get(k, _MISSING)
+        if v is _MISSING:
+            self[k] = v = default
+        return v
+
     def items(self) -> Iterator[tuple[str, Any]]:
         col, vals, key = self.col, self.pool.vals, self.keys_.keys_.key
-        return ((key(e), vals[col[e]]) for e in range(len(col)) if col[e] != -1)
+        mine = ((key(e), vals[col[e]]) for e in range(len(col)) if col[e] != -1)
+        if not self.other:
+            return mine
+        return chain(mine, list(self.other.items()))
 
     def keys(self) -> Iterator[str]:
         return (k for k, _ in self.items())
@@ -466,3 +511,345 @@ class PairList:
 
     def __len__(self) -> int:
         return len(self.flat) // 2
+
+
+class OrdInt:
+    """A dict ``str -> int`` whose keys are numbered by a shared :class:`StrTable` (setting a key adds
+    it there), the values in an int64 array: 9 bytes a key (``group_line``, ``group_unit``). Any int64
+    value; with ``unsigned``, any value in 0 .. 2^64 - 1 instead (``sp_group_hash``'s sums).
+    ``counter``: a missing key reads 0 (a ``Counter``); else ``[k]`` raises KeyError. Iteration: in the
+    table's order of the keys set (first named, which need not be the order they were set)."""
+
+    __slots__ = ("table", "col", "has_", "n", "counter", "unsigned")
+
+    def __init__(self, table: StrTable, *, counter: bool = False, unsigned: bool = False):
+        self.table = table
+        self.col = array("q")
+        self.has_ = bytearray()
+        self.n = 0
+        self.counter = counter
+        self.unsigned = unsigned
+
+    def _slot(self, k: object) -> int:
+        e = self.table.find(k)  # type: ignore[arg-type]  # (-1 for a non-str)
+        return e if 0 <= e < len(self.has_) and self.has_[e] else -1
+
+    def __setitem__(self, k: str, v: int) -> None:
+        e = self.table.add(k)
+        has = self.has_
+        if self.unsigned and v >= 1 << 63:
+            v -= 1 << 64
+        n = len(has)
+        if e == n:  # the usual case: the next key
+            has.append(1)
+            self.col.append(v)
+            self.n += 1
+            return
+        if e > n:
+            has.extend(bytes(e + 1 - n))
+            self.col.extend(array("q", [0]) * (e + 1 - n))
+        if not has[e]:
+            has[e] = 1
+            self.n += 1
+        self.col[e] = v
+
+    def _val(self, e: int) -> int:
+        v = self.col[e]
+        return v + (1 << 64) if self.unsigned and v < 0 else v
+
+    def get(self, k: str, default: Any = None) -> Any:
+        e = self._slot(k)
+        return default if e < 0 else self._val(e)
+
+    def __getitem__(self, k: str) -> int:
+        e = self._slot(k)
+        if e < 0:
+            if self.counter:
+                return 0
+            raise KeyError(k)
+        return self._val(e)
+
+    def __contains__(self, k: object) -> bool:
+        return self._slot(k) >= 0
+
+    def __len__(self) -> int:
+        return self.n
+
+    def ordinals(self) -> Iterator[int]:
+        """The key numbers set, in number order."""
+        has = self.has_
+        return (e for e in range(len(has)) if has[e])
+
+    def has(self, e: int) -> bool:
+        return 0 <= e < len(self.has_) and self.has_[e] == 1
+
+    def at(self, e: int, default: Any = None) -> Any:
+        """The value of key number ``e`` (``default`` when unset): lookups between tables on one
+        :class:`StrTable` by number, without the key's string."""
+        return self._val(e) if self.has(e) else default
+
+    def keys(self) -> Iterator[str]:
+        key = self.table.key
+        return (key(e) for e in self.ordinals())
+
+    __iter__ = keys
+
+    def items(self) -> Iterator[tuple[str, int]]:
+        key = self.table.key
+        return ((key(e), self._val(e)) for e in self.ordinals())
+
+    def values(self) -> Iterator[int]:
+        return (self._val(e) for e in self.ordinals())
+
+
+class SampleColumn:
+    """A dict ``request id -> tuple of its sample ids`` over the keys of a :class:`PackedMap` (a key
+    must be entered there first): every sample id's UTF-8 bytes in one buffer, 8 bytes of offset a
+    sample and 4 a request (``req_samples``; a tuple of ``str`` costs about 100 bytes a sample).
+    ``get`` builds the tuple again (equal, not the same object)."""
+
+    __slots__ = ("keys_", "col", "first", "ends", "blob")
+
+    def __init__(self, keys: PackedMap):
+        self.keys_ = keys
+        self.col = array("i")        # request entry -> its slot (-1: none)
+        self.first = array("q", [0])  # slot -> its first sample's number (slot s: first[s] .. first[s + 1] - 1)
+        self.ends = array("q", [0])   # sample number -> the end of its bytes (sample m: ends[m] .. ends[m + 1])
+        self.blob = bytearray()
+
+    def __setitem__(self, k: str, samples: Any) -> None:
+        e = self.keys_.find(k)
+        if e < 0:
+            raise KeyError(f"{k!r} is not in the request table")
+        col = self.col
+        if e >= len(col):
+            col.extend(array("i", [-1]) * (e + 1 - len(col)))
+        if col[e] != -1:
+            raise ValueError(f"{k!r} has its sample ids already (a request's are entered once)")
+        blob, ends = self.blob, self.ends
+        for s in samples:
+            if s.__class__ is not str:
+                raise TypeError(f"sample ids are str, not {type(s).__name__}")
+            blob += s.encode(_ENC, _ERR)
+            ends.append(len(blob))
+        col[e] = len(self.first) - 1
+        self.first.append(len(ends) - 1)
+
+    def _slot(self, k: object) -> int:
+        if k.__class__ is not str:
+            return -1
+        e = self.keys_.find(k)  # type: ignore[arg-type]
+        return -1 if e < 0 or e >= len(self.col) else self.col[e]
+
+    def _samples(self, s: int) -> tuple[str, ...]:
+        blob, ends = self.blob, self.ends
+        return tuple(blob[ends[m]:ends[m + 1]].decode(_ENC, _ERR) for m in range(self.first[s], self.first[s + 1]))
+
+    def get(self, k: str, default: Any = None) -> Any:
+        s = self._slot(k)
+        return default if s < 0 else self._samples(s)
+
+    def __getitem__(self, k: str) -> tuple[str, ...]:
+        s = self._slot(k)
+        if s < 0:
+            raise KeyError(k)
+        return self._samples(s)
+
+    def __contains__(self, k: object) -> bool:
+        return self._slot(k) >= 0
+
+    def __len__(self) -> int:
+        return len(self.first) - 1
+
+    def items(self) -> Iterator[tuple[str, tuple[str, ...]]]:
+        col, key = self.col, self.keys_.keys_.key
+        return ((key(e), self._samples(col[e])) for e in range(len(col)) if col[e] != -1)
+
+    def keys(self) -> Iterator[str]:
+        return (k for k, _ in self.items())
+
+    __iter__ = keys
+
+
+class NoIntern:
+    """``TraceState.names`` when the tables intern their values themselves (the flat tables):
+    ``setdefault(k, v)`` gives ``v`` back and keeps nothing (a dict would hold every distinct group id)."""
+
+    __slots__ = ()
+
+    def setdefault(self, k: Any, v: Any) -> Any:
+        return v
+
+    def __len__(self) -> int:
+        return 0
+
+
+class OrdPair:
+    """A dict ``str -> (int, int)`` (two int64s) whose keys are numbered by a shared :class:`StrTable`:
+    17 bytes a key (``group_done``: completed_ns and line per group outcome). Iteration: the table's
+    order of the keys set."""
+
+    __slots__ = ("table", "a", "b", "has_", "n")
+
+    def __init__(self, table: StrTable):
+        self.table = table
+        self.a = array("q")
+        self.b = array("q")
+        self.has_ = bytearray()
+        self.n = 0
+
+    def __setitem__(self, k: str, v: tuple[int, int]) -> None:
+        e = self.table.add(k)
+        x, y = v
+        has = self.has_
+        n = len(has)
+        if e >= n:
+            has.extend(bytes(e + 1 - n))
+            self.a.extend(array("q", [0]) * (e + 1 - n))
+            self.b.extend(array("q", [0]) * (e + 1 - n))
+        if not has[e]:
+            has[e] = 1
+            self.n += 1
+        self.a[e], self.b[e] = x, y
+
+    def _slot(self, k: object) -> int:
+        e = self.table.find(k)  # type: ignore[arg-type]  # (-1 for a non-str)
+        return e if 0 <= e < len(self.has_) and self.has_[e] else -1
+
+    def get(self, k: str, default: Any = None) -> Any:
+        e = self._slot(k)
+        return default if e < 0 else (self.a[e], self.b[e])
+
+    def __getitem__(self, k: str) -> tuple[int, int]:
+        e = self._slot(k)
+        if e < 0:
+            raise KeyError(k)
+        return self.a[e], self.b[e]
+
+    def __contains__(self, k: object) -> bool:
+        return self._slot(k) >= 0
+
+    def __len__(self) -> int:
+        return self.n
+
+    def __bool__(self) -> bool:
+        return self.n > 0
+
+    def items(self) -> Iterator[tuple[str, tuple[int, int]]]:
+        has, a, b, key = self.has_, self.a, self.b, self.table.key
+        return ((key(e), (a[e], b[e])) for e in range(len(has)) if has[e])
+
+    def keys(self) -> Iterator[str]:
+        return (k for k, _ in self.items())
+
+    __iter__ = keys
+
+
+class OrdSet:
+    """A set of ``str`` whose members are numbered by a shared :class:`StrTable`: 1 byte a member
+    (``_unique``'s set of the group outcomes seen)."""
+
+    __slots__ = ("table", "has_", "n")
+
+    def __init__(self, table: StrTable):
+        self.table = table
+        self.has_ = bytearray()
+        self.n = 0
+
+    def add(self, k: str) -> None:
+        e = self.table.add(k)
+        has = self.has_
+        if e >= len(has):
+            has.extend(bytes(e + 1 - len(has)))
+        if not has[e]:
+            has[e] = 1
+            self.n += 1
+
+    def __contains__(self, k: object) -> bool:
+        e = self.table.find(k)  # type: ignore[arg-type]
+        return 0 <= e < len(self.has_) and self.has_[e] == 1
+
+    def __len__(self) -> int:
+        return self.n
+
+    def __iter__(self) -> Iterator[str]:
+        has, key = self.has_, self.table.key
+        return (key(e) for e in range(len(has)) if has[e])
+
+
+class SideInt:
+    """A dict ``request id -> int`` (int64) over the keys of a :class:`PackedMap` (a key must be
+    entered there first): 9 bytes a request (``req_done``: the measured completion of a grouped
+    request). Iteration: the map's order."""
+
+    __slots__ = ("keys_", "col", "has_", "n")
+
+    def __init__(self, keys: PackedMap):
+        self.keys_ = keys
+        self.col = array("q")
+        self.has_ = bytearray()
+        self.n = 0
+
+    def __setitem__(self, k: str, v: int) -> None:
+        e = self.keys_.find(k)
+        if e < 0:
+            raise KeyError(f"{k!r} is not in the request table")
+        has = self.has_
+        n = len(has)
+        if e >= n:
+            has.extend(bytes(e + 1 - n))
+            self.col.extend(array("q", [0]) * (e + 1 - n))
+        if not has[e]:
+            has[e] = 1
+            self.n += 1
+        self.col[e] = v
+
+    def _slot(self, k: object) -> int:
+        if k.__class__ is not str:
+            return -1
+        e = self.keys_.find(k)  # type: ignore[arg-type]
+        return e if 0 <= e < len(self.has_) and self.has_[e] else -1
+
+    def get(self, k: str, default: Any = None) -> Any:
+        e = self._slot(k)
+        return default if e < 0 else self.col[e]
+
+    def __getitem__(self, k: str) -> int:
+        e = self._slot(k)
+        if e < 0:
+            raise KeyError(k)
+        return self.col[e]
+
+    def __contains__(self, k: object) -> bool:
+        return self._slot(k) >= 0
+
+    def __len__(self) -> int:
+        return self.n
+
+    def items(self) -> Iterator[tuple[str, int]]:
+        has, col, key = self.has_, self.col, self.keys_.keys_.key
+        return ((key(e), col[e]) for e in range(len(has)) if has[e])
+
+
+class IntRows:
+    """``n`` rows of ``width`` int64 cells, rows numbered 0 .. n - 1 (trajectory ordinals), a cell
+    None until set: 9 bytes a cell (the outcome pass's per-trajectory spans and slot times)."""
+
+    __slots__ = ("w", "v", "has_")
+
+    def __init__(self, n: int, width: int):
+        self.w = width
+        self.v = array("q", [0]) * (n * width)
+        self.has_ = bytearray(n * width)
+
+    def get(self, row: int, k: int) -> int | None:
+        i = row * self.w + k
+        return self.v[i] if self.has_[i] else None
+
+    def set(self, row: int, k: int, x: int) -> None:
+        i = row * self.w + k
+        self.v[i] = x
+        self.has_[i] = 1
+
+    def __len__(self) -> int:
+        return len(self.has_) // self.w if self.w else 0
