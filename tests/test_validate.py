@@ -935,6 +935,42 @@ def test_a_probe_artifact_must_be_the_entry_s_reference_probe_artifact(tmp_path,
         assert found[0].severity == Violation.SEVERITY_WARNING and res.status == VALID
 
 
+@pytest.mark.parametrize("field,value,expect", [
+    ("probe_wall_s", "NaN", "probe_wall_s nan is not a finite wall time"),
+    ("probe_wall_s", -1.0, "probe_wall_s -1.0 is not a finite wall time"),
+    ("window_offset_s", "Infinity", "window_offset_s inf is not a finite offset"),
+    ("points", [{"phase": "decode", "batch_size": 1, "context_tokens": 128, "repeats": 1, "median_ms": "NaN"}],
+     "its point 0 (decode): median_ms nan is not a finite time"),
+    ("points", [{"phase": "decode", "batch_size": 1, "context_tokens": 128, "repeats": 2, "median_ms": 5.0,
+                 "step_ms": [5.0, "Infinity"]}], "its point 0 (decode): step_ms[1] inf"),
+    ("contended_points", [{"phase": "prefill", "prefill_tokens": 8, "passes": [{"usable": True, "ms": -1.0}]}],
+     "its point contended 0 (prefill): passes[0].ms -1.0"),
+    ("probe_wall_s", 2.5, None),
+    # a point without a usable repeat (no median): written so by the capture, not a finding
+    ("points", [{"phase": "decode", "batch_size": 1, "context_tokens": 128, "repeats": 0, "unusable_repeats": 3,
+                 "passes": [{}, {}, {}]}], None),
+])
+def test_a_probe_artifact_s_own_numbers_are_checked_as_the_entry_s(tmp_path, field, value, expect):
+    """s18 attack: a probe artifact holding "NaN" / "Infinity" (proto3 JSON reads them into a double) in its points or
+    times passed validate: its points meet the entry's point rules, its times are finite (a warning, as the rest)."""
+    import json
+
+    t = grpo_trace()
+    _probe(t)
+    d = t.write(tmp_path / "t", "jsonl")
+    art = d / "probes" / "e0-before.json"
+    art.parent.mkdir(parents=True, exist_ok=True)
+    art.write_text(json.dumps({"schema": "unirl-replay.reference-probe/2", "role": "calibration", "engine_id": "e0",
+                               "when": "before", "probe_id": "p", field: value}))
+    res = check_trace(d)
+    found = hits(res, "manifest.probe_artifact")
+    if expect is None:
+        assert not found and res.status == VALID, [v.message for v in res.violations]
+    else:
+        assert len(found) == 1 and expect in found[0].message, [v.message for v in found]
+        assert found[0].severity == Violation.SEVERITY_WARNING and res.status == VALID
+
+
 def test_a_probe_artifact_reached_through_a_linked_directory_is_warned_of(tmp_path):
     """s16 attack: probes/ a symbolic link to a directory outside the trace: validate read the artifact there as the
     trace's own (no warning) while a linked file was warned of, and recode refused the trace (recode.probe_artifact)."""

@@ -219,6 +219,20 @@ def probe_artifact_problem(path, probe) -> str | None:
     if (art.engine_id, art.when) != (probe.engine_id, probe.when):
         return (f"the artifact is engine {art.engine_id[:80]!r} {art.when[:20]!r}, the entry engine "
                 f"{probe.engine_id[:80]!r} {probe.when[:20]!r}")
+    for name in ("window_offset_s", "probe_wall_s"):  # (proto3 JSON reads "NaN" / "Infinity" into a double)
+        v = getattr(art, name)
+        if not math.isfinite(v) or (name == "probe_wall_s" and v < 0):
+            return f"{name} {v!r} is not a finite {'wall time >= 0' if name == 'probe_wall_s' else 'offset'} (s)"
+    # its points' times (the measurements the entry's points summarise; a point without a usable repeat has none)
+    for label, pts in (("point", art.points), ("point contended", art.contended_points)):
+        for i, pt in enumerate(pts):
+            times = [("median_ms", pt.median_ms), ("p25_ms", pt.p25_ms), ("p75_ms", pt.p75_ms),
+                     *((f"repeat_step_ms[{k}]", v) for k, v in enumerate(pt.repeat_step_ms)),
+                     *((f"step_ms[{k}]", v) for k, v in enumerate(pt.step_ms)),
+                     *((f"passes[{k}].ms", g.ms) for k, g in enumerate(pt.passes))]
+            for name, v in times:
+                if not (math.isfinite(v) and v >= 0):
+                    return f"its {label} {i} ({pt.phase or 'no phase'}): {name} {v!r} is not a finite time >= 0 (ms)"
     return None
 
 class ManifestRules(TraceState):

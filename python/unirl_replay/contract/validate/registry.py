@@ -111,8 +111,9 @@ RULES: dict[str, str] = {
                                "regular file there, or one reached through a symbolic link (its points are the manifest's, the raw requests they were taken "
                                "from are not in the trace: copied without its probes/ directory?), or a file that "
                                "is not the entry's ReferenceProbeArtifact (does not parse as one, another schema, "
-                               "another engine or side; a reference-probe/1 artifact, written before the message, "
-                               "is accepted as JSON) (warning)",
+                               "another engine or side, a time that is not finite and >= 0: \"NaN\" or "
+                               "\"Infinity\" in a point's step times, probe_wall_s, window_offset_s; a "
+                               "reference-probe/1 artifact, written before the message, is accepted as JSON) (warning)",
     "manifest.probe": "a reference probe (TraceManifest.probes) of an unknown engine, `when` not before / after, a "
                       "relative artifact_path leaving the trace directory, holding a control character or naming one of the "
                       "trace's own files (manifest, workload / outcomes streams, *.partial), or a point with phase not decode / prefill, "
