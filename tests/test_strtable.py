@@ -179,6 +179,62 @@ def test_sample_column_is_a_dict_of_tuples(rows, probes):
         col["\x00not-a-request"] = ("s",)
 
 
+PARENTS = st.one_of(KEYS, st.sampled_from(["r0:prompt:0:sample:0", "g0", "g0/1", "", "/", "\ud800"]))
+
+
+def _forked(parent: str, n: int, tweak: int) -> tuple[str, ...]:
+    """UniRL's fork ids of ``parent`` (``P/0 .. P/{n-1}``), one of them near-equal when ``tweak`` > 0."""
+    ids = [f"{parent}/{j}" for j in range(n)]
+    if tweak and ids:
+        k = tweak % len(ids)
+        ids[k] = [ids[k] + "0", ids[k][:-1] + "0" + ids[k][-1], f"{parent}/{k + 1}", f"{parent}//{k}",
+                  f"{parent}x/{k}"][tweak % 5]
+    return tuple(ids)
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.lists(st.tuples(KEYS, PARENTS, st.integers(0, 12), st.integers(0, 6), st.booleans()), max_size=150),
+       st.lists(PARENTS, max_size=10))
+def test_sample_column_forked_ids_are_exact(rows, groups):
+    """UniRL's fork ids (P/0 .. P/{n-1}) stored as P (in the group table or not) come back exactly; ids
+    that only look like them (a wrong index, an extra character, a gap) are kept id by id: the same
+    answers as a dict of tuples either way."""
+    req, names = PackedMap(), StrTable(groups)
+    col, d = SampleColumn(req, names), {}
+    for k, parent, n, tweak, grouped in rows:
+        if k in req:
+            continue
+        req[k] = 1
+        if grouped:
+            names.add(parent)
+        d[k] = col_in = _forked(parent, n, tweak)
+        col[k] = col_in
+    assert dict(col.items()) == d and len(col) == len(d)
+    for k in d:
+        assert col[k] == d[k] and col.get(k) == d[k]
+    derived = sum(1 for f in col.form if f != 0)
+    assert derived == sum(1 for t in d.values() if t and t == _forked(t[0][:-2], len(t), 0)
+                          and t[0].endswith("/0"))
+
+
+def test_sample_column_holds_no_bytes_for_a_groups_forks():
+    """The batch GRPO shape (a request's samples are its group's root id / j): no sample bytes kept."""
+    req, names = PackedMap(), StrTable()
+    col = SampleColumn(req, names)
+    for i in range(100):
+        g = f"r0:prompt:{i}:sample:0"
+        names.add(g)
+        req[f"req-{i}"] = 0
+        col[f"req-{i}"] = [f"{g}/{j}" for j in range(4)]
+    req["other"] = 0
+    col["other"] = ["a/0", "a/1"]  # P not a group: its bytes once
+    req["plain"] = 0
+    col["plain"] = ["x", "y"]
+    assert len(col.blob) == len("a") + len("xy")
+    assert col["req-7"] == tuple(f"r0:prompt:7:sample:0/{j}" for j in range(4))
+    assert col["other"] == ("a/0", "a/1") and col["plain"] == ("x", "y")
+
+
 @settings(max_examples=150, deadline=None)
 @given(st.lists(st.tuples(st.sampled_from(["req", "member", "both"]), KEYS, st.sampled_from(["g0", "g1", "é"])),
                 max_size=200), st.lists(KEYS, max_size=30))

@@ -283,3 +283,44 @@ def test_slot_findings_of_trajectories_in_another_order_report_in_file_order(tmp
     slot = [(v.record_id, v.message.split(" = ")[0]) for v in res.violations if v.rule == "outcome.completion_order"]
     tids = [x.trajectory.trajectory_id for x in outs[::-1]]
     assert slot == [(tid, n) for tid in tids for n in ("slot_acquired_ns", "slot_released_ns")], res.violations
+
+
+def _forked_trace():
+    """grpo_trace with UniRL's fork ids (``Sample.fork``: ``P/0 .. P/{n-1}``): req-0's samples fork its
+    group's root id (the flat table keeps no bytes for them), req-1's fork another parent (its bytes once),
+    req-2's are ids of no such shape; every sample timed."""
+    t = grpo_trace(prompts=3, samples=3)
+    for k, r in enumerate(t.requests()):
+        parent = r.group_id if k == 0 else f"{r.request_id}:parent"
+        r.sample_ids[:] = [f"{parent}/{j}" for j in range(3)] if k < 2 else [f"x{j}" for j in range(3)]
+        oc = t.outcome(r.request_id)
+        for s in r.sample_ids:
+            oc.samples.add(sample_id=s, first_token_ns=oc.first_token_ns, completion_ns=oc.completion_ns)
+    return t
+
+
+def _drop_first_timing(oc):
+    del oc.samples[0]
+
+
+@pytest.mark.parametrize("rid", ["req-0", "req-1", "req-2"])
+@pytest.mark.parametrize("mutate,found", [
+    (None, None),
+    (lambda oc, s: oc.samples.add(sample_id=s[0][:-1] + "00"), "is not among"),   # P/00: near-equal, not P/0
+    (lambda oc, s: oc.samples.add(sample_id=s[0][:-1] + "3"), "is not among"),    # P/3: one past the last
+    (lambda oc, s: oc.samples.add(sample_id=s[1]), "timed twice"),
+    (lambda oc, s: _drop_first_timing(oc), "missing"),
+    (lambda oc, s: setattr(oc.samples[2], "completion_ns", oc.completion_ns + 1), "after the request's"),
+], ids=["valid", "near-equal", "past-the-last", "twice", "partial", "late"])
+@pytest.mark.parametrize("enc", ["binpb", "arrow"])
+def test_forked_sample_ids_same_report(rid, mutate, found, enc, tmp_path):
+    t = _forked_trace()
+    samples = list(t.request(rid).sample_ids)
+    if mutate is not None:
+        mutate(t.outcome(rid), samples)
+    res = same(t, tmp_path / "t", enc)
+    got = [v for v in res.violations if v.rule == "outcome.samples"]
+    if found is None:
+        assert not [v for v in res.violations if v.severity == v.SEVERITY_ERROR], res.violations
+    else:
+        assert [v.record_id for v in got] == [rid] and found in got[0].message, got

@@ -183,7 +183,7 @@ class TraceState:
         # request id -> its group_id (when set)
         self.req_group: dict[str, str] | SideColumn = SideColumn(self.req, self.group_table) if compact else {}
         # request id -> sample ids (n > 1 only)
-        self.req_samples: dict[str, tuple[str, ...]] | SampleColumn = SampleColumn(self.req) if compact else {}
+        self.req_samples: dict[str, tuple[str, ...]] | SampleColumn = SampleColumn(self.req, self.group_table) if compact else {}
         # request id listed by a SAMPLES group -> that group (an id no request has kept too)
         self.member_group: dict[str, str] | SideColumn = (SideColumn(self.req, self.group_table, other=True) if compact
                                                           else {})

@@ -604,18 +604,29 @@ class OrdInt:
 
 class SampleColumn:
     """A dict ``request id -> tuple of its sample ids`` over the keys of a :class:`PackedMap` (a key
-    must be entered there first): every sample id's UTF-8 bytes in one buffer, 8 bytes of offset a
-    sample and 4 a request (``req_samples``; a tuple of ``str`` costs about 100 bytes a sample).
-    ``get`` builds the tuple again (equal, not the same object)."""
+    must be entered there first), about 20 bytes a request in UniRL's shape (a tuple of ``str``
+    costs about 100 bytes a sample).
 
-    __slots__ = ("keys_", "col", "first", "ends", "blob")
+    UniRL names the n samples a request forks from sample ``P`` ``P/0 .. P/{n-1}``
+    (``Sample.fork``: ``child_id(P, j)``), and in batch GRPO ``P`` is the group's root id. Such a
+    request is stored as ``P`` and n: ``P`` as its number in ``names`` (the group table: nothing
+    stored) when it is there, else its UTF-8 bytes once. Any other tuple is stored sample by sample
+    (every id's bytes in one buffer, 8 bytes of offset a sample). Exact either way: the derived form
+    is taken only when every id equals ``f"{P}/{j}"``, and ``get`` builds the tuple again (equal,
+    not the same object)."""
 
-    def __init__(self, keys: PackedMap):
+    __slots__ = ("keys_", "names", "col", "first", "ends", "blob", "form", "ref")
+
+    def __init__(self, keys: PackedMap, names: StrTable | None = None):
         self.keys_ = keys
+        self.names = names           # strings a derived form's P may be found in (the group ids)
         self.col = array("i")        # request entry -> its slot (-1: none)
-        self.first = array("q", [0])  # slot -> its first sample's number (slot s: first[s] .. first[s + 1] - 1)
-        self.ends = array("q", [0])   # sample number -> the end of its bytes (sample m: ends[m] .. ends[m + 1])
+        self.first = array("q", [0])  # slot -> its first entry's number (slot s: first[s] .. first[s + 1] - 1)
+        self.ends = array("q", [0])   # entry number -> the end of its bytes (entry m: ends[m] .. ends[m + 1])
         self.blob = bytearray()
+        self.form = array("i")       # slot -> 0: its entries are the ids; n > 0: P/0 .. P/{n-1}, P its one entry;
+        #                              n < 0: the same with -n samples, P = names.key(ref[slot]) (no entry)
+        self.ref = array("i")        # slot -> the number of P in ``names`` (form < 0), else -1
 
     def __setitem__(self, k: str, samples: Any) -> None:
         e = self.keys_.find(k)
@@ -626,14 +637,30 @@ class SampleColumn:
             col.extend(array("i", [-1]) * (e + 1 - len(col)))
         if col[e] != -1:
             raise ValueError(f"{k!r} has its sample ids already (a request's are entered once)")
-        blob, ends = self.blob, self.ends
+        samples = tuple(samples)
         for s in samples:
             if s.__class__ is not str:
                 raise TypeError(f"sample ids are str, not {type(s).__name__}")
-            blob += s.encode(_ENC, _ERR)
-            ends.append(len(blob))
+        blob, ends = self.blob, self.ends
+        parent = _fork_parent(samples)
+        ref = -1
+        if parent is None:
+            form = 0
+            for s in samples:
+                blob += s.encode(_ENC, _ERR)
+                ends.append(len(blob))
+        else:
+            ref = self.names.find(parent) if self.names is not None else -1
+            if ref >= 0:
+                form = -len(samples)
+            else:
+                form = len(samples)
+                blob += parent.encode(_ENC, _ERR)
+                ends.append(len(blob))
         col[e] = len(self.first) - 1
         self.first.append(len(ends) - 1)
+        self.form.append(form)
+        self.ref.append(ref)
 
     def _slot(self, k: object) -> int:
         if k.__class__ is not str:
@@ -641,9 +668,16 @@ class SampleColumn:
         e = self.keys_.find(k)  # type: ignore[arg-type]
         return -1 if e < 0 or e >= len(self.col) else self.col[e]
 
+    def _entry(self, m: int) -> str:
+        ends = self.ends
+        return self.blob[ends[m]:ends[m + 1]].decode(_ENC, _ERR)
+
     def _samples(self, s: int) -> tuple[str, ...]:
-        blob, ends = self.blob, self.ends
-        return tuple(blob[ends[m]:ends[m + 1]].decode(_ENC, _ERR) for m in range(self.first[s], self.first[s + 1]))
+        form = self.form[s]
+        if form == 0:
+            return tuple(map(self._entry, range(self.first[s], self.first[s + 1])))
+        parent = self._entry(self.first[s]) if form > 0 else self.names.key(self.ref[s])  # type: ignore[union-attr]
+        return tuple(f"{parent}/{j}" for j in range(abs(form)))
 
     def get(self, k: str, default: Any = None) -> Any:
         s = self._slot(k)
@@ -669,6 +703,18 @@ class SampleColumn:
         return (k for k, _ in self.items())
 
     __iter__ = keys
+
+
+def _fork_parent(samples: tuple[str, ...]) -> str | None:
+    """``P`` when ``samples`` is exactly ``(f"{P}/0", f"{P}/1", ...)`` (at least one), else None."""
+    if not samples or not samples[0].endswith("/0"):
+        return None
+    parent = samples[0][:-2]
+    head = parent + "/"
+    for j, s in enumerate(samples):
+        if s != head + str(j):
+            return None
+    return parent
 
 
 class NoIntern:
