@@ -144,6 +144,23 @@ def test_inflight_limit_equal_to_sequential_lanes_is_accepted_with_note():
     assert any("never binds" in n for n in notes)
 
 
+@pytest.mark.parametrize("lanes", [None, 1])
+def test_inflight_limit_counts_model_requests_not_samples(lanes):
+    """inflight_request_limit counts model requests; a request with n > 1 is one (vLLM's n). A limit of
+    1 never binds on one n = 2 request, nor on a strict chain with an n = 2 turn (with a one-slot pool
+    or none): both replay as they are; two independent requests under the same limit still would bind."""
+    plans, _ = _check(index(req("a", out=(2, 3)), client("e0", 1)), manifest())
+    assert not plans["e0"].unmodelled
+    chain = (req("a0", traj="A", turn=0), req("a1", out=(2, 2), traj="A", turn=1, deps=[dep("a0", 1)]),
+             req("a2", traj="A", turn=2, deps=[dep("a1", 1)]))
+    slots = (traj("A", ["a0", "a1", "a2"], pool="p", order=0), pool("p", lanes)) if lanes else (
+        traj("A", ["a0", "a1", "a2"]),)
+    plans, _ = _check(index(*chain, *slots, client("e0", 1)), manifest())
+    assert not plans["e0"].unmodelled
+    with pytest.raises(UnsupportedWorkloadError, match=r"allows 1 in-flight model requests but up to 2 can"):
+        _check(index(req("a", out=(2, 2)), req("b"), client("e0", 1)), manifest())
+
+
 def test_warmups_need_a_warm_manifest():
     with pytest.raises(TraceFormatError, match="cache_warmup.cold_manifest"):
         _check(index(req("a"), warmup("w", 8, [1, 2])), manifest())

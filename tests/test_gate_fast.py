@@ -129,6 +129,28 @@ def test_valid_traces_take_the_fast_path(builder, encoding, tmp_path):
 
 
 @pytest.mark.parametrize("encoding", ENCODINGS)
+@pytest.mark.parametrize("pooled", [True, False])
+def test_trajectory_without_engine_is_valid(pooled, encoding, tmp_path, capsys, monkeypatch):
+    """Trajectory.engine_id is optional ("Engine all its requests go to (when set ...)"): a Trajectory
+    without one, holding a pool slot or not, is valid on both paths (it was reference.engine: ''), and
+    converts the same with the fast pass on and off."""
+    t = agentic_trace()
+    if not pooled:
+        t.workload = [r for r in t.workload if r.WhichOneof("record") != "slot_pool"]
+    for k in range(2):
+        tr = t.trajectory(f"traj-{k}")
+        tr.engine_id = ""
+        if not pooled:
+            tr.slot_pool_id = ""
+            tr.ClearField("start_order")
+    d = t.write(tmp_path / "t", encoding)
+    res = check_trace(d)
+    assert res.status == VALID, [(v.rule, v.message) for v in res.violations]
+    assert sound(d)
+    assert same_cli(d, tmp_path, capsys, monkeypatch)[0] == 0
+
+
+@pytest.mark.parametrize("encoding", ENCODINGS)
 @pytest.mark.parametrize("base", list(BASES))
 def test_example_bases_take_the_fast_path(base, encoding, tmp_path, capsys, monkeypatch):
     d = materialize(Example(base, (), encoding=encoding), tmp_path / "t")

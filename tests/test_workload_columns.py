@@ -364,11 +364,17 @@ def test_chain_width_from_facts_equals_messages(seed):
             assert chain_width_facts(ids, plan.facts) == want
             widths.append(want)
     assert widths
-    # a strict chain of single-sample turns (width 1) and a fork (its sequence count)
-    chain = {"a": (1, 4, (1,), 0, (), None), "b": (1, 4, (1,), None, (("a", 1, c.DEPENDENCY_TRIGGER_COMPLETION, 0, 0),), None),
-             "c": (2, 4, (1, 1), None, (("b", 1, c.DEPENDENCY_TRIGGER_COMPLETION, 0, 0),), None)}
+    # the width counts model requests (the unit of inflight_request_limit), not samples: a strict chain
+    # is 1 whatever its turns' n, a fork its request count
+    done = c.DEPENDENCY_TRIGGER_COMPLETION
+    chain = {"a": (1, 4, (1,), 0, (), None), "b": (1, 4, (1,), None, (("a", 1, done, 0, 0),), None),
+             "c": (2, 4, (1, 1), None, (("b", 1, done, 0, 0),), None)}
     assert chain_width_facts(["a", "b"], chain) == 1
-    assert chain_width_facts(["a", "b", "c"], chain) == 4
+    assert chain_width_facts(["a", "b", "c"], chain) == 1
+    fork = {"a": (2, 4, (1, 1), 0, (), None), "b": (1, 4, (1,), None, (("a", 1, done, 0, 0),), None),
+            "c": (1, 4, (1,), None, (("a", 1, done, 0, 0),), None)}
+    assert chain_width_facts(["a", "b", "c"], fork) == 3
+    assert chain_width_facts(["a"], fork) == 1
 
 
 @pytest.mark.parametrize("limit", [1, 3, 100])

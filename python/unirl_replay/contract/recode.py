@@ -6,7 +6,7 @@ directory through :class:`~unirl_replay.contract.trace_io.TraceWriter` in the ch
 and copies the files the manifest's reference probes name (``probes[].artifact_path``), each
 checked against the source's sha256 after the copy. The new manifest is the source's with its
 ``artifacts`` (path, encoding, sha256, size, record count) those of the new files; the writer sets
-``contract_revision`` to its own when the source's is older (an ``arrow`` trace needs revision 2),
+``contract_revision`` to its own when the source's is older or absent (an ``arrow`` trace needs revision 2),
 everything else is unchanged.
 
 Nothing a user has is replaced or partly written: an existing ``out_dir`` is refused

@@ -120,11 +120,13 @@ def check_unmodelled(rules: Iterable[str]) -> frozenset[str]:
 
 
 def _chain_width(reqs: list[workload_pb2.Request]) -> int:
-    """Upper bound on a play's concurrently in-flight sequences: 1 for a strict chain of
-    single-sample turns each waiting for its predecessor's completion; else its sequence count."""
+    """Upper bound on a play's concurrently in-flight model requests, the unit of
+    ``EngineClient.inflight_request_limit`` (a request with n > 1 samples is one model request, as
+    vLLM's ``n`` is one request): 1 for a strict chain (one root, each turn waiting for its one
+    predecessor's completion, whatever its n); else its request count."""
     ids = {r.request_id for r in reqs}
     roots = [r for r in reqs if not r.dependencies]
-    strict = len(roots) == 1 and all(r.num_samples == 1 for r in reqs)
+    strict = len(roots) == 1
     for r in reqs:
         if r.dependencies:
             if len(r.dependencies) != 1 or r.dependencies[0].trigger != common_pb2.DEPENDENCY_TRIGGER_COMPLETION:
@@ -132,7 +134,7 @@ def _chain_width(reqs: list[workload_pb2.Request]) -> int:
     if strict:  # every request has at most one successor
         preds = [r.dependencies[0].predecessor_request_id for r in reqs if r.dependencies]
         strict = len(preds) == len(set(preds)) and all(p in ids for p in preds)
-    return 1 if strict else sum(r.num_samples for r in reqs)
+    return 1 if strict else len(reqs)
 
 
 def chain_width_facts(request_ids: list[str], facts: Mapping[str, tuple]) -> int:
@@ -140,14 +142,14 @@ def chain_width_facts(request_ids: list[str], facts: Mapping[str, tuple]) -> int
     ids = set(request_ids)
     fs = [facts[q] for q in request_ids]
     roots = [f for f in fs if not f[4]]
-    strict = len(roots) == 1 and all(f[0] == 1 for f in fs)
+    strict = len(roots) == 1
     for f in fs:
         if f[4] and (len(f[4]) != 1 or f[4][0][2] != common_pb2.DEPENDENCY_TRIGGER_COMPLETION):
             strict = False
     if strict:
         preds = [f[4][0][0] for f in fs if f[4]]
         strict = len(preds) == len(set(preds)) and all(p in ids for p in preds)
-    return 1 if strict else sum(f[0] for f in fs)
+    return 1 if strict else len(fs)
 
 
 #: the group units and batch readiness rules this contract version defines: the derivation of group completion

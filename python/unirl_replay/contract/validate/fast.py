@@ -437,7 +437,7 @@ def _trajectories(ch: _Checker, cols, to: np.ndarray, tu: np.ndarray) -> bool:
         return False  # a resumed trajectory: the single-pass proof doubts (pass 2 decides)
     if not _ids_ok(ids, gid, bid, eid, wid, pool, root, flat):
         return False
-    if not set(eid) <= ch.engine_block.keys():  # reference.engine
+    if not set(eid) - {""} <= ch.engine_block.keys():  # reference.engine (Trajectory.engine_id: when set)
         return False
     ch.ids["trajectory"] = set(ids)
     ch.traj_group.update(zip(ids, gid))

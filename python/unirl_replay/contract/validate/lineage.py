@@ -19,7 +19,8 @@ class LineageRules(TraceState):
                 be = (b, msg.engine_id)
                 self.traj_batch[rid] = names.setdefault(be, be)  # type: ignore[arg-type]
                 self._ord(rid)
-            self._engine(f, line, rid, msg.engine_id)
+            if msg.engine_id:  # optional: "Engine all its requests go to (when set ...)"
+                self._engine(f, line, rid, msg.engine_id)
             if msg.slot_pool_id and not msg.HasField("start_order"):
                 self.v("trajectory.start_order", f, line, rid, f"holds a slot of pool {msg.slot_pool_id!r} but has no "
                        "start_order: a pool grants its slots in the order the worker started its trajectories")
