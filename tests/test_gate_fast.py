@@ -113,6 +113,8 @@ KNOWN_RULES = {
     "manifest.completeness",
     # s18-contract: pass 1 of a Group record (record1), run by the pass
     "group.resumed_from",
+    # s19-rules: a request's sample ids distinct (the pass checks the sample ids it holds per request)
+    "fanout.sample_ids",
 }
 
 

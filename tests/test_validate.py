@@ -205,6 +205,8 @@ CASES = [
     ("reference.slot_pool", "traj-0", agentic_trace, lambda t: setattr(t.trajectory("traj-0"), "slot_pool_id", "p9")),
     ("reference.request", "traj-0", agentic_trace, lambda t: t.trajectory("traj-0").request_ids.append("ghost")),
     ("fanout.count", "req-0", grpo_trace, lambda t: t.request("req-0").output_tokens.append(3)),
+    # a request's sample ids repeat one (SampleTiming.sample_id keys each sample): validate called it valid
+    ("fanout.sample_ids", "req-1", grpo_trace, lambda t: t.request("req-1").sample_ids.__setitem__(3, "req-1/s0")),
     ("request.input_tokens", "req-0", grpo_trace, lambda t: (setattr(t.request("req-0"), "input_tokens", 0),
                                                              t.request("req-0").ClearField("prefix"))),
     ("fanout.count", "req-1", grpo_trace, lambda t: setattr(t.request("req-1"), "num_samples", 3)),

@@ -243,6 +243,7 @@ EXAMPLES: dict[str, Example] = {
     "trajectory.engine": _a(("set", W, 5, "trajectory.engine_id", "e9")),
     "reference.request": _a(("set", W, 5, "trajectory.request_ids[2]", "traj-0/t9")),
     "fanout.count": _g(("set", W, 1, "request.num_samples", 3)),
+    "fanout.sample_ids": _g(("set", W, 1, "request.sample_ids[1]", "req-0/s0")),
     "request.input_tokens": _g(("del", W, 1, "request.input_tokens"), ("del", W, 1, "request.prefix")),
     "prefix.count": _g(("set", W, 1, "request.input_tokens", 20)),
     "prefix.block_size": _g(("set", W, 1, "request.prefix.block_size_tokens", 14)),

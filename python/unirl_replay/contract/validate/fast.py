@@ -237,6 +237,8 @@ def _requests(ch: _Checker, cols):
     if max(ns) > 1:  # the sample ids of each request with several (scount = ns: checked above)
         ends = np.cumsum(scount).tolist()
         ch.req_samples = {rid[i]: tuple(sflat[ends[i] - k:ends[i]]) for i, k in enumerate(ns) if k > 1}
+        if not _distinct_samples(ch.req_samples):
+            return None
     else:
         ch.req_samples = {}
     ch.ids["request"] = set(cols.row)
@@ -348,6 +350,8 @@ def _requests_arrays(ch: _Checker, cols, a):
         sflat = gf.values("sample_flat")
         ends = np.cumsum(scount).tolist()
         ch.req_samples = {rid[i]: tuple(sflat[ends[i] - k:ends[i]]) for i, k in enumerate(ns_a.tolist()) if k > 1}
+        if not _distinct_samples(ch.req_samples):
+            return None
     else:
         ch.req_samples = {}
     ch.ids["request"] = set(cols.row)
@@ -360,6 +364,11 @@ def _requests_arrays(ch: _Checker, cols, a):
         if not _earlier_turns(owner, a.dep_pred, to, tu):
             return None
     return to, tu, rid, tid
+
+
+def _distinct_samples(req_samples: dict) -> bool:
+    """Rule ``fanout.sample_ids``: each request's sample ids (those of n > 1; one id is distinct) are distinct."""
+    return all(len(set(s)) == len(s) for s in req_samples.values())
 
 
 def _ordinals(ch: _Checker, names) -> bool:

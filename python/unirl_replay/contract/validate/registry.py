@@ -138,6 +138,9 @@ RULES: dict[str, str] = {
     "reference.slot_pool": "slot_pool_id names no SlotPool record",
     "reference.request": "a Trajectory / Group lists a request id that no Request has",
     "fanout.count": "len(sample_ids) == num_samples == len(output_tokens) == len(finish_reasons), num_samples >= 1",
+    "fanout.sample_ids": "a request whose sample_ids are not distinct (one id per sample: per-sample timings "
+                         "(SampleTiming.sample_id) and UniRL's samples are keyed by it; a repeated id names two "
+                         "samples as one)",
     "request.input_tokens": "a request with 0 input tokens (Request.input_tokens is len(prompt_token_ids): vLLM takes no "
                             "empty prompt; convert refused such a trace under this rule while validate called it valid)",
     "prefix.count": "len(block_hashes) == ceil(input_tokens / block_size_tokens)",

@@ -34,6 +34,11 @@ class RequestRules(TraceState):
         if n < 1 or any(x != n for x in lens):
             self.v("fanout.count", f, line, rid, f"num_samples={n}, sample_ids={lens[0]}, output_tokens={lens[1]}, "
                    f"finish_reasons={lens[2]}: all must be equal and >= 1")
+        sids = r.sample_ids
+        if len(sids) > 1 and len(set(sids)) != len(sids):
+            dup = _first_repeat(sids)
+            self.v("fanout.sample_ids", f, line, rid, f"sample id {dup!r} is listed {list(sids).count(dup)} times in "
+                   f"sample_ids ({len(set(sids))} distinct of {len(sids)}): each sample has its own id")
         for i, fr in enumerate(r.finish_reasons):
             self._enum(f, line, rid, f"finish_reasons[{i}]", fr)
         self._engine(f, line, rid, r.engine_id)
@@ -71,3 +76,13 @@ class RequestRules(TraceState):
             self.v("reference.batch", f, line, rid, f"rollout batch {r.rollout_batch_id!r} has no RolloutBatch record")
         self._lineage_agreement(line, r)
         self._dependencies2(line, r)
+
+
+def _first_repeat(ids) -> str:
+    """The first id of ``ids`` that an earlier one equals ("" when they are distinct)."""
+    seen: set[str] = set()
+    for s in ids:
+        if s in seen:
+            return s
+        seen.add(s)
+    return ""
