@@ -311,6 +311,8 @@ CASES = [
     ("outcome.samples", "req-0", grpo_trace,
      lambda t: t.outcome("req-0").samples.add(sample_id="ghost", first_token_ns=5 * MS, completion_ns=6 * MS)),
     ("outcome.samples", "req-1", grpo_trace, _late_sample),
+    # more prompt tokens from the prefix cache than the prompt has (RequestOutcome.cached_tokens): validate passed it
+    ("outcome.cached_tokens", "traj-1/t2", agentic_trace, lambda t: setattr(t.outcome("traj-1/t2"), "cached_tokens", 101)),
     ("outcome.samples", "req-0", grpo_trace, _partial_samples),
     ("group.request_mismatch", "req-0", grpo_trace, lambda t: setattr(t.request("req-0"), "rollout_batch_id", "b1")),
     ("group.request_mismatch", "req-1", grpo_trace, _request_in_other_group),

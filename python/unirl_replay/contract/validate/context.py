@@ -16,7 +16,7 @@ from unirl_replay.contract.message_guard import bad_ids, unknown_enums
 from unirl_replay.contract.trace_io import Trace
 from unirl_replay.contract.validate.registry import ERROR, RULES, SUSPECT_SCALE, WARNING
 from unirl_replay.contract.validate.strtable import (IntColumn, NamesView, NoIntern, OrdColumn, OrdInt, OrdView,
-                                                     PackedMap, SampleColumn, SideColumn, StrTable)
+                                                     PackedMap, SampleColumn, SideColumn, SideInt, StrTable)
 from unirl_replay.v1 import common_pb2 as c
 from unirl_replay.v1.manifest_pb2 import ARTIFACT_KIND_OUTCOMES, ARTIFACT_KIND_WORKLOAD, TraceManifest
 from unirl_replay.v1.report_pb2 import Violation
@@ -182,6 +182,8 @@ class TraceState:
         # lineage agreement and outcome checks (one small entry per request / record)
         # request id -> its group_id (when set)
         self.req_group: dict[str, str] | SideColumn = SideColumn(self.req, self.group_table) if compact else {}
+        # request id -> its input_tokens (outcome.cached_tokens; uint32: 5 bytes a request when flat)
+        self.req_input: dict[str, int] | SideInt = SideInt(self.req, "I") if compact else {}
         # request id -> sample ids (n > 1 only)
         self.req_samples: dict[str, tuple[str, ...]] | SampleColumn = SampleColumn(self.req, self.group_table) if compact else {}
         # request id listed by a SAMPLES group -> that group (an id no request has kept too)

@@ -314,6 +314,7 @@ EXAMPLES: dict[str, Example] = {
     "outcome.completion_order": _g(("set", O, 2, "group.completed_ns", "8000000")),
     "outcome.samples": _g(("set", O, 1, "request.samples[2]",
                            {"sample_id": "ghost", "first_token_ns": "5000000", "completion_ns": "6000000"})),
+    "outcome.cached_tokens": _a(("set", O, 2, "request.cached_tokens", 33)),
     "outcome.batch_boundary": _b(("set", O, 4, "request.submit_ns", "9500000")),
     # lineage and bounds
     "group.request_mismatch": _g(("append", W, {"rollout_batch": {

@@ -205,6 +205,9 @@ RULES: dict[str, str] = {
     "outcome.samples": "per-sample timings for an unknown, repeated, missing or late sample, or a request whose "
                        "first_token_ns / completion_ns is not the earliest first token / the last completion of its "
                        "timed samples",
+    "outcome.cached_tokens": "a request outcome whose cached_tokens (prompt tokens served from the prefix cache, "
+                             "vLLM num_cached_tokens) exceeds its request's input_tokens (the cache serves at most "
+                             "the prompt)",
     "outcome.batch_boundary": "a request of a rollout batch with after_batch submitted (submit_ns) before the "
                               "previous batch's measured ready_ns: the batch did not wait for it",
     "group.request_mismatch": "a request whose group_id / rollout_batch_id disagrees with the group or "

@@ -15,6 +15,7 @@ class RequestRules(TraceState):
         if fresh:
             o = self._ord(r.trajectory_id) if r.trajectory_id else 0
             self.req[rid] = _pack(o, r.turn_index if has_turn else None, r.num_samples)
+            self.req_input[rid] = r.input_tokens
             if o:
                 self.traj_req_count[o] += 1
             if r.group_id:
