@@ -106,6 +106,11 @@ FORMAT_CASES = [
     ("absent delay without a reason",
      lambda: index(req("a", traj="A", turn=0), req("b", traj="A", turn=1, deps=[dep("a")]), traj("A", ["a", "b"])),
      "workload record 'b' [dependency.delay]: external_delay_ns is absent and delay_absence gives no reason"),
+    ("two trajectories of a pool at one start position (validate: slot_pool.start_order)",
+     lambda: index(req("a", traj="A", turn=0), req("b", traj="B", turn=0), traj("A", ["a"], pool="p", order=0),
+                   traj("B", ["b"], pool="p", order=0), pool("p", 1)),
+     "workload record 'B' [slot_pool.start_order]: trajectories 'A' and 'B' of slot pool 'p' share start_order 0: "
+     "slots are granted in start order, one trajectory at each position"),
     ("missing arrival (pitfall 4)", lambda: index(_no_arrival()),
      "workload record 'a' [arrival.missing]: arrival is missing (never defaulted)"),
 ]

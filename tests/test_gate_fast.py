@@ -117,6 +117,8 @@ KNOWN_RULES = {
     "fanout.sample_ids",
     # s19-rules: an outcome rule (a request outcome's cached_tokens), which the pass never checks
     "outcome.cached_tokens",
+    # s19-rules: the pass notes each pool slot's start order and runs the checker's own _pool_starts
+    "slot_pool.start_order",
 }
 
 

@@ -271,6 +271,8 @@ CASES = [
     ("manifest.completeness", "test-trace", grpo_trace, lambda t: t.manifest.completeness.SetInParent()),
     ("manifest.completeness", "test-trace", grpo_trace,
      lambda t: t.manifest.completeness.lost.add(kind="trajectory", count=0, cause="x")),
+    # two trajectories of one pool at one start position (slots are granted in start order): validate passed it
+    ("slot_pool.start_order", "traj-1", agentic_trace, lambda t: setattr(t.trajectory("traj-1"), "start_order", 0)),
     ("trajectory.start_order", "traj-1", agentic_trace, lambda t: t.trajectory("traj-1").ClearField("start_order")),
     ("engine_client.limit", "e0", agentic_trace,
      lambda t: setattr(t.workload[1].engine_client, "inflight_request_limit", 0)),
@@ -736,6 +738,22 @@ def test_batch_boundary_violations_name_file_line_and_batch(tmp_path):
     cyc = [v for v in res.violations if v.rule == "batch.boundary_cycle"]
     assert [(v.line, v.record_id) for v in cyc] == [(line["b0"], "b0")]
     assert "b0 -> b2 -> b1 -> b0" in cyc[0].message
+
+
+@pytest.mark.parametrize("enc", ["jsonl", "binpb"])
+def test_shared_start_orders_are_reported_in_file_order(enc, tmp_path):
+    """slot_pool.start_order: each trajectory repeating an earlier one's start order in its pool, at its own line,
+    naming the first; a trajectory of no pool (or another pool) never collides."""
+    t = agentic_trace(trajectories=5, turns=1)
+    for k, order in enumerate([1, 0, 1, 0, 1]):
+        t.trajectory(f"traj-{k}").start_order = order
+    t.trajectory("traj-4").slot_pool_id = "pool1"
+    t.add(w.SlotPool(pool_id="pool1", engine_ids=["e0"], worker_id="w0", trajectory_slots=1))
+    res = check(t, tmp_path, enc)
+    got = [(v.record_id, v.line, v.message) for v in res.violations if v.rule == "slot_pool.start_order"]
+    line = {r.trajectory.trajectory_id: i + 1 for i, r in enumerate(t.workload) if r.WhichOneof("record") == "trajectory"}
+    assert [(r, ln) for r, ln, _ in got] == [("traj-2", line["traj-2"]), ("traj-3", line["traj-3"])], got
+    assert "'traj-0'" in got[0][2] and "'traj-1'" in got[1][2] and "'pool0'" in got[0][2]
 
 
 def test_every_rule_has_a_test():

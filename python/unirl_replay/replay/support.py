@@ -306,6 +306,14 @@ def check_supported(
                 raise TraceFormatError("Trajectory.start_order is needed to grant slots in order",
                                        record_id=missing[0], file=WORKLOAD_FILE,
                                        rule="trajectory.start_order")
+            first: dict[int, str] = {}
+            for play in plan.plays:  # one trajectory at each start position (validate: slot_pool.start_order)
+                other = first.setdefault(start[play], play)
+                if other != play:
+                    raise TraceFormatError(f"trajectories {other!r} and {play!r} of slot pool {named[0]!r} share "
+                                           f"start_order {start[play]}: slots are granted in start order, one "
+                                           "trajectory at each position", record_id=play, file=WORKLOAD_FILE,
+                                           rule="slot_pool.start_order")
             plan.play_order = sorted(plan.plays, key=start.__getitem__)
         else:
             plan.play_order = list(plan.plays)

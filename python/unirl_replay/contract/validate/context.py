@@ -8,6 +8,7 @@ several groups (times and their units, engine references, prefix hashes, unique 
 from __future__ import annotations
 
 import math
+from array import array
 from collections import Counter
 from pathlib import Path
 
@@ -198,6 +199,9 @@ class TraceState:
         self.group_unit: dict[str, int] | OrdInt = OrdInt(self.group_table) if compact else {}  # Group record id -> unit
         self.batch_rule: dict[str, tuple[int, int, int]] = {}  # batch -> (readiness rule, required, groups)
         self.batch_after: dict[str, tuple[str, int]] = {}  # batch with after_batch -> (previous batch, line)
+        # slot pool id -> its trajectories' (start_order, line, trajectory ordinal), each in a flat array in file
+        # order (slot_pool.start_order; few pools, 16 bytes a trajectory holding a pool slot)
+        self.pool_starts: dict[str, tuple[array, array, array]] = {}
         self.longest: Counter[str] = Counter()  # engine id -> longest sequence (input + output tokens)
         self.longest_prompt: Counter[str] = Counter()  # engine id -> longest prompt
 

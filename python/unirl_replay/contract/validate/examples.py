@@ -287,6 +287,8 @@ EXAMPLES: dict[str, Example] = {
     "group.resumed_from": _g(("set", W, 2, "group.resumed_from_rollout_batch_id", "b0")),
     "manifest.completeness": _g(("set", M, 0, "completeness", {"complete": True, "lost": [
         {"kind": "engine_request", "count": "3", "cause": "engine e0 shard ended without process_end"}]})),
+    "slot_pool.start_order": _a(("dup", W, 5), ("set", W, 8, "trajectory.trajectory_id", "traj-1"),
+                                ("set", W, 8, "trajectory.request_ids", [])),
     "trajectory.start_order": _a(("del", W, 5, "trajectory.start_order")),
     "engine_client.limit": _a(("set", W, 2, "engine_client.inflight_request_limit", 0)),
     "units.negative": _g(("set", W, 1, "request.arrival.observed_offset_ns", "-1")),

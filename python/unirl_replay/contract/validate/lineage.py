@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from array import array
 from collections import Counter
 
 from unirl_replay.contract.validate.context import TraceState, _unpack
@@ -18,7 +19,9 @@ class LineageRules(TraceState):
                 self.traj_group[rid] = names.setdefault(g, g)
                 be = (b, msg.engine_id)
                 self.traj_batch[rid] = names.setdefault(be, be)  # type: ignore[arg-type]
-                self._ord(rid)
+                o = self._ord(rid)
+                if msg.slot_pool_id and msg.HasField("start_order"):
+                    self._note_start(msg.slot_pool_id, msg.start_order, line, o)
             if msg.engine_id:  # optional: "Engine all its requests go to (when set ...)"
                 self._engine(f, line, rid, msg.engine_id)
             if msg.slot_pool_id and not msg.HasField("start_order"):
@@ -59,6 +62,40 @@ class LineageRules(TraceState):
                 self.v("slot_pool.slots", f, line, rid, "trajectory_slots is 0")
             for e in msg.engine_ids:
                 self._engine(f, line, rid, e)
+    def _note_start(self, pool: str, order: int, line: int, ordinal: int) -> None:
+        """A trajectory (by ordinal, at ``line``) holding a slot of ``pool`` at ``order``: for :meth:`_pool_starts`."""
+        rows = self.pool_starts.get(pool)
+        if rows is None:
+            rows = self.pool_starts[pool] = (array("I"), array("q"), array("q"))
+        rows[0].append(order)
+        rows[1].append(line)
+        rows[2].append(ordinal)
+
+    def _pool_starts(self) -> None:
+        """After pass 1: no two trajectories of one slot pool share a start_order (rule ``slot_pool.start_order``:
+        the pool grants its slots in start order, one trajectory at each position). Each repeat is reported at the
+        later trajectory in file order, naming the first one with that order."""
+        found = []
+        names = self.traj_names
+        for pool, (orders, lines, ords) in self.pool_starts.items():
+            n = len(orders)
+            if n < 2 or all(a < b for a, b in zip(orders, orders[1:])):  # a writer's usual order: no repeat
+                continue
+            import numpy as np
+
+            o = np.frombuffer(orders, np.uint32)
+            idx = np.argsort(o, kind="stable")  # by order, then file order
+            so = o[idx]
+            new_run = np.concatenate(([True], so[1:] != so[:-1]))
+            run_start = np.maximum.accumulate(np.where(new_run, np.arange(n), 0))  # each position's run's first
+            for k in np.flatnonzero(~new_run).tolist():
+                i, first = int(idx[k]), int(idx[run_start[k]])
+                found.append((lines[i], i, pool, names[ords[i]], int(so[k]), names[ords[first]], lines[first]))
+        for line, _, pool, tid, order, other, other_line in sorted(found):
+            self.v("slot_pool.start_order", self.wfile, line, tid, f"start_order {order} in slot pool {pool!r} is "
+                   f"also trajectory {other!r}'s" + (f" (line {other_line})" if other_line else "") + ": a pool "
+                   "grants its slots in start order, one trajectory at each position")
+
     def _boundary1(self, line: int, rid: str, ab: w.BatchBoundary, fresh: bool) -> None:
         """A rollout batch's ``after_batch`` on its own: it names a batch, not this one, with a gap >= 0;
         the batch it names is looked up when every batch is known (:meth:`_batch_boundaries`)."""

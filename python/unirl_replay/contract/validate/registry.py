@@ -183,6 +183,9 @@ RULES: dict[str, str] = {
     "batch.boundary_cycle": "the after_batch links of rollout batches form a cycle (a batch that waits, through them, "
                             "for itself)",
     "slot_pool.slots": "a slot pool with 0 trajectory slots",
+    "slot_pool.start_order": "two trajectories holding slots of one pool with the same start_order (a pool grants "
+                             "its slots in start order, one trajectory at each position; replay refuses it as "
+                             "slot_pool.start_order rather than pick an order)",
     "trajectory.start_order": "a trajectory holding a slot of a pool (slot_pool_id set) without start_order (slots "
                               "are granted in start order; convert refused it as trajectory.start_order while "
                               "validate called the trace valid)",
