@@ -111,6 +111,10 @@ FORMAT_CASES = [
                    traj("B", ["b"], pool="p", order=0), pool("p", 1)),
      "workload record 'B' [slot_pool.start_order]: trajectories 'A' and 'B' of slot pool 'p' share start_order 0: "
      "slots are granted in start order, one trajectory at each position"),
+    ("a trajectory on an engine its slot pool does not list (validate: slot_pool.engines)",
+     lambda: index(req("a", traj="A", turn=0), traj("A", ["a"], pool="p", order=0), pool("p", 1, ("e1",))),
+     "workload record 'A' [slot_pool.engines]: trajectory engine_id 'e0' is not among the engines of its slot pool "
+     "'p' ['e1']"),
     ("missing arrival (pitfall 4)", lambda: index(_no_arrival()),
      "workload record 'a' [arrival.missing]: arrival is missing (never defaulted)"),
 ]

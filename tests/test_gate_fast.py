@@ -119,6 +119,8 @@ KNOWN_RULES = {
     "outcome.cached_tokens",
     # s19-rules: the pass notes each pool slot's start order and runs the checker's own _pool_starts
     "slot_pool.start_order",
+    # s19-rules: the pass notes each pool trajectory's engine and runs the checker's own _pool_engines
+    "slot_pool.engines",
 }
 
 

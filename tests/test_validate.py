@@ -273,6 +273,10 @@ CASES = [
      lambda t: t.manifest.completeness.lost.add(kind="trajectory", count=0, cause="x")),
     # two trajectories of one pool at one start position (slots are granted in start order): validate passed it
     ("slot_pool.start_order", "traj-1", agentic_trace, lambda t: setattr(t.trajectory("traj-1"), "start_order", 0)),
+    # a trajectory on an engine its slot pool does not list (SlotPool.engine_ids): validate passed it
+    ("slot_pool.engines", "traj-1", agentic_trace,
+     lambda t: (t.manifest.engines.add().CopyFrom(t.manifest.engines[0]), setattr(t.manifest.engines[1], "engine_id", "e1"),
+                t.workload[0].slot_pool.engine_ids.append("e1"), t.workload[0].slot_pool.engine_ids.remove("e0"))),
     ("trajectory.start_order", "traj-1", agentic_trace, lambda t: t.trajectory("traj-1").ClearField("start_order")),
     ("engine_client.limit", "e0", agentic_trace,
      lambda t: setattr(t.workload[1].engine_client, "inflight_request_limit", 0)),
@@ -754,6 +758,29 @@ def test_shared_start_orders_are_reported_in_file_order(enc, tmp_path):
     line = {r.trajectory.trajectory_id: i + 1 for i, r in enumerate(t.workload) if r.WhichOneof("record") == "trajectory"}
     assert [(r, ln) for r, ln, _ in got] == [("traj-2", line["traj-2"]), ("traj-3", line["traj-3"])], got
     assert "'traj-0'" in got[0][2] and "'traj-1'" in got[1][2] and "'pool0'" in got[0][2]
+
+
+@pytest.mark.parametrize("pool_first", [True, False])
+def test_trajectories_off_their_pools_engines_in_file_order(pool_first, tmp_path):
+    """slot_pool.engines, the pool's record before or after its trajectories: each trajectory whose engine_id the
+    pool does not list, at its line; an empty engine_id, a pool listing no engine, are no finding."""
+    t = agentic_trace(trajectories=4, turns=1)
+    t.manifest.engines.add().CopyFrom(t.manifest.engines[0])
+    t.manifest.engines[1].engine_id = "e1"
+    for k in (1, 3):
+        t.trajectory(f"traj-{k}").engine_id = "e1"
+        t.request(f"traj-{k}/t0").engine_id = "e1"
+    t.trajectory("traj-2").engine_id = ""
+    if not pool_first:
+        t.workload.append(t.workload.pop(0))
+    res = check(t, tmp_path)
+    line = {r.trajectory.trajectory_id: i + 1 for i, r in enumerate(t.workload) if r.WhichOneof("record") == "trajectory"}
+    got = [(v.record_id, v.line) for v in res.violations if v.rule == "slot_pool.engines"]
+    assert got == [("traj-1", line["traj-1"]), ("traj-3", line["traj-3"])], res.violations
+    pool = next(r.slot_pool for r in t.workload if r.WhichOneof("record") == "slot_pool")
+    del pool.engine_ids[:]
+    res = check(t, tmp_path / "none")
+    assert not [v for v in res.violations if v.rule == "slot_pool.engines"], res.violations
 
 
 def test_every_rule_has_a_test():

@@ -246,6 +246,15 @@ def check_supported(
         if pool.trajectory_slots < 1:
             raise TraceFormatError("trajectory_slots must be >= 1", record_id=pid,
                                    file=WORKLOAD_FILE, rule="slot_pool.slots")
+    listing = {pid: set(pool.engine_ids) for pid, pool in index.slot_pools.items() if pool.engine_ids}
+    if listing:  # a trajectory's engine among its pool's (validate: slot_pool.engines)
+        for tid, pid, teng in (zip(trajectories, trajectories.column("slot_pool_id"), trajectories.column("engine_id"))
+                               if lazy else ((tid, t.slot_pool_id, t.engine_id) for tid, t in trajectories.items())):
+            listed = listing.get(pid or "")
+            if listed is not None and teng and teng not in listed:
+                raise TraceFormatError(f"trajectory engine_id {teng!r} is not among the engines of its slot pool "
+                                       f"{pid!r} {sorted(listed)}", record_id=tid, file=WORKLOAD_FILE,
+                                       rule="slot_pool.engines")
     if lazy:
         t_pos, t_pool, t_start = trajectories.position, trajectories.column("slot_pool_id"), \
             trajectories.column("start_order")

@@ -202,6 +202,10 @@ class TraceState:
         # slot pool id -> its trajectories' (start_order, line, trajectory ordinal), each in a flat array in file
         # order (slot_pool.start_order; few pools, 16 bytes a trajectory holding a pool slot)
         self.pool_starts: dict[str, tuple[array, array, array]] = {}
+        # slot pool id -> its engine_ids (slot_pool.engines); (pool, engine) -> the lines and ordinals of the
+        # trajectories naming both before that pool's record (decided after pass 1; a writer puts pools first)
+        self.pool_engines: dict[str, frozenset[str]] = {}
+        self.pool_waiting: dict[tuple[str, str], tuple[array, array]] = {}
         self.longest: Counter[str] = Counter()  # engine id -> longest sequence (input + output tokens)
         self.longest_prompt: Counter[str] = Counter()  # engine id -> longest prompt
 

@@ -289,6 +289,8 @@ EXAMPLES: dict[str, Example] = {
         {"kind": "engine_request", "count": "3", "cause": "engine e0 shard ended without process_end"}]})),
     "slot_pool.start_order": _a(("dup", W, 5), ("set", W, 8, "trajectory.trajectory_id", "traj-1"),
                                 ("set", W, 8, "trajectory.request_ids", [])),
+    "slot_pool.engines": _a(("set", M, 0, "engines[1]", {**_MANIFEST["engines"][0], "engine_id": "e1"}),
+                            ("set", W, 1, "slot_pool.engine_ids", ["e1"])),
     "trajectory.start_order": _a(("del", W, 5, "trajectory.start_order")),
     "engine_client.limit": _a(("set", W, 2, "engine_client.inflight_request_limit", 0)),
     "units.negative": _g(("set", W, 1, "request.arrival.observed_offset_ns", "-1")),

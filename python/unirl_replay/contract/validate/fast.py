@@ -13,7 +13,7 @@ rule's minimal violating example, the mutation fuzzer's mutants, random workload
 * the manifest rules, the window bound, pass 1 of every record that is not a request (few:
   trajectories, groups, batches, pools, clients, warm-ups), the engine capacity, the rollout
   batches' ``after_batch`` links (``_batch_boundaries``), the slot pools' start orders
-  (``_pool_starts``) and the proof
+  (``_pool_starts``) and the engines of their trajectories (``_pool_engines``) and the proof
   that pass 2 would be silent (``single_pass``) are the checker's own methods, run on a real
   ``_Checker`` with a real sink;
 * the request rules of pass 1 (ids, enums, turn index, fan-out, finish reasons, engine
@@ -128,6 +128,7 @@ def workload_clean(trace, cols) -> bool:
     ch._engine_capacity()
     ch._batch_boundaries()
     ch._pool_starts()
+    ch._pool_engines()
     if sink.errors or ch.sp_doubt or not ch.pass2_silent():
         return False
     return not ch.suspicious_traj and sink.errors == 0
@@ -414,8 +415,9 @@ def _sp_requests(ch: _Checker, cols, rid, tid) -> None:
 def _trajectories(ch: _Checker, cols, to: np.ndarray, tu: np.ndarray) -> bool:
     """``record1`` of every Trajectory record (``_unique``, ``_good_ids``, ``_lineage1`` with its
     ``trajectory.start_order``, ``_sp_trajectory``: there are no enums) over their fields, after the
-    requests (each pool slot's start order noted for ``_pool_starts``: ``slot_pool.start_order``); False: a
-    rule may fire, or the single-pass proof would doubt."""
+    requests (each pool slot's start order and engine noted for ``_pool_starts`` and ``_pool_engines``:
+    ``slot_pool.start_order``, ``slot_pool.engines``); False: a rule may fire, or the single-pass proof would
+    doubt."""
     trajs = cols.trajectories
     if not trajs:
         return True
@@ -458,9 +460,11 @@ def _trajectories(ch: _Checker, cols, to: np.ndarray, tu: np.ndarray) -> bool:
     ch.traj_batch.update((t, names.setdefault(be, be)) for t, be in zip(ids, zip(bid, eid)))
     for t in ids:
         ch._ord(t)
-    for t, p, o in zip(ids, pool, starts):  # slot_pool.start_order: decided by the checker's _pool_starts
-        if p:
+    for t, p, o, e in zip(ids, pool, starts, eid):  # slot_pool.start_order, slot_pool.engines: decided by the
+        if p:                                       # checker's _pool_starts, _pool_engines (the pools come later)
             ch._note_start(p, o, 0, ch.traj_ord[t])
+            if e:
+                ch._pool_engine(p, e, 0, ch.traj_ord[t])
     ch.sp_group_refs.update(g for g in gid if g)
     ch.sp_batch_refs.update(b for b in bid if b)
     ch.sp_pool_refs.update(p for p in pool if p)

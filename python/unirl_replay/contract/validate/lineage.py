@@ -22,6 +22,8 @@ class LineageRules(TraceState):
                 o = self._ord(rid)
                 if msg.slot_pool_id and msg.HasField("start_order"):
                     self._note_start(msg.slot_pool_id, msg.start_order, line, o)
+                if msg.slot_pool_id and msg.engine_id:
+                    self._pool_engine(msg.slot_pool_id, msg.engine_id, line, o)
             if msg.engine_id:  # optional: "Engine all its requests go to (when set ...)"
                 self._engine(f, line, rid, msg.engine_id)
             if msg.slot_pool_id and not msg.HasField("start_order"):
@@ -58,6 +60,8 @@ class LineageRules(TraceState):
                 self._boundary1(line, rid, msg.after_batch, fresh)
         elif kind == "slot_pool":
             self.pools.add(rid)
+            if fresh:
+                self.pool_engines[rid] = frozenset(msg.engine_ids)
             if msg.trajectory_slots == 0:
                 self.v("slot_pool.slots", f, line, rid, "trajectory_slots is 0")
             for e in msg.engine_ids:
@@ -95,6 +99,34 @@ class LineageRules(TraceState):
             self.v("slot_pool.start_order", self.wfile, line, tid, f"start_order {order} in slot pool {pool!r} is "
                    f"also trajectory {other!r}'s" + (f" (line {other_line})" if other_line else "") + ": a pool "
                    "grants its slots in start order, one trajectory at each position")
+
+    def _pool_engine(self, pool: str, engine: str, line: int, ordinal: int) -> None:
+        """A trajectory (by ordinal, at ``line``) on ``engine`` holding a slot of ``pool``: rule ``slot_pool.engines``
+        now when the pool's record was read, else after pass 1 (:meth:`_pool_engines`)."""
+        engines = self.pool_engines.get(pool)
+        if engines is None:
+            rows = self.pool_waiting.get((pool, engine))
+            if rows is None:
+                rows = self.pool_waiting[(pool, engine)] = (array("q"), array("q"))
+            rows[0].append(line)
+            rows[1].append(ordinal)
+        elif engines and engine not in engines:
+            self._off_pool(line, self.traj_names[ordinal], pool, engine, engines)
+
+    def _off_pool(self, line: int, tid: str, pool: str, engine: str, engines: frozenset[str]) -> None:
+        self.v("slot_pool.engines", self.wfile, line, tid, f"engine_id {engine!r}, but its slot pool {pool!r} lists "
+               f"engines {sorted(engines)} (SlotPool.engine_ids: the engines whose trajectories draw from it)")
+
+    def _pool_engines(self) -> None:
+        """After pass 1: the trajectories read before their pool's record (:meth:`_pool_engine`), in file order."""
+        found = []
+        names = self.traj_names
+        for (pool, engine), (lines, ords) in self.pool_waiting.items():
+            engines = self.pool_engines.get(pool)
+            if engines and engine not in engines:  # (no record: reference.slot_pool; none listed: any engine)
+                found.extend((lines[i], ords[i], pool, engine, engines) for i in range(len(lines)))
+        for line, o, pool, engine, engines in sorted(found, key=lambda x: x[:2]):
+            self._off_pool(line, names[o], pool, engine, engines)
 
     def _boundary1(self, line: int, rid: str, ab: w.BatchBoundary, fresh: bool) -> None:
         """A rollout batch's ``after_batch`` on its own: it names a batch, not this one, with a gap >= 0;

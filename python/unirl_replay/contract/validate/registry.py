@@ -186,6 +186,9 @@ RULES: dict[str, str] = {
     "slot_pool.start_order": "two trajectories holding slots of one pool with the same start_order (a pool grants "
                              "its slots in start order, one trajectory at each position; replay refuses it as "
                              "slot_pool.start_order rather than pick an order)",
+    "slot_pool.engines": "a trajectory whose engine_id (when set) is not among the engine_ids of the slot pool it "
+                         "holds a slot of, when that pool lists any (SlotPool.engine_ids: the engines whose "
+                         "trajectories draw from it; replay refuses it as slot_pool.engines)",
     "trajectory.start_order": "a trajectory holding a slot of a pool (slot_pool_id set) without start_order (slots "
                               "are granted in start order; convert refused it as trajectory.start_order while "
                               "validate called the trace valid)",
