@@ -121,6 +121,8 @@ KNOWN_RULES = {
     "slot_pool.start_order",
     # s19-rules: the pass notes each pool trajectory's engine and runs the checker's own _pool_engines
     "slot_pool.engines",
+    # s19-rules: the pass notes each (batch, engine) pair of the requests and runs the checker's own _batch_engines
+    "batch.engines",
 }
 
 

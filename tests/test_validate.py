@@ -261,6 +261,10 @@ CASES = [
     ("batch.required_groups", "b0", grpo_trace,
      lambda t: (setattr(t.batch("b0"), "readiness_rule", w.BATCH_READINESS_RULE_FIRST_N_GROUPS),
                 setattr(t.batch("b0"), "required_groups", 3))),
+    # a rollout batch listing engines, one of its requests on another (RolloutBatch.engine_ids): validate passed it
+    ("batch.engines", "b0", grpo_trace,
+     lambda t: (t.manifest.engines.add().CopyFrom(t.manifest.engines[0]), setattr(t.manifest.engines[1], "engine_id", "e1"),
+                setattr(t.request("req-1"), "engine_id", "e1"))),
     ("slot_pool.slots", "pool0", agentic_trace,
      lambda t: setattr(t.workload[0].slot_pool, "trajectory_slots", 0)),
     ("group.resumed_from", "g0", grpo_trace, lambda t: setattr(t.group("g0"), "resumed_from_rollout_batch_id", "")),
@@ -781,6 +785,25 @@ def test_trajectories_off_their_pools_engines_in_file_order(pool_first, tmp_path
     del pool.engine_ids[:]
     res = check(t, tmp_path / "none")
     assert not [v for v in res.violations if v.rule == "slot_pool.engines"], res.violations
+
+
+@pytest.mark.parametrize("enc", ["jsonl", "binpb"])
+def test_batch_engines_name_each_engine_left_out(enc, tmp_path):
+    """batch.engines: a batch listing engines is reported once for each engine of its requests it leaves out, at
+    its own line, naming the first request on it; a batch listing none (not recorded) is no finding."""
+    t = grpo_trace(prompts=4)
+    for eid in ("e1", "e2"):
+        t.manifest.engines.add().CopyFrom(t.manifest.engines[0])
+        t.manifest.engines[-1].engine_id = eid
+    for rid, eid in (("req-1", "e2"), ("req-2", "e1"), ("req-3", "e2")):
+        t.request(rid).engine_id = eid
+    res = check(t, tmp_path, enc)
+    got = [(v.record_id, v.message) for v in res.violations if v.rule == "batch.engines"]
+    assert [m.split("engine ")[1].split(",")[0] for _, m in got] == ["'e2'", "'e1'"], got
+    assert {r for r, _ in got} == {"b0"} and "'req-1'" in got[0][1] and "'req-2'" in got[1][1]
+    del t.batch("b0").engine_ids[:]
+    res = check(t, tmp_path / "none", enc)
+    assert not [v for v in res.violations if v.rule == "batch.engines"], res.violations
 
 
 def test_every_rule_has_a_test():

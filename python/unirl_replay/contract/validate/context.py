@@ -206,6 +206,10 @@ class TraceState:
         # trajectories naming both before that pool's record (decided after pass 1; a writer puts pools first)
         self.pool_engines: dict[str, frozenset[str]] = {}
         self.pool_waiting: dict[tuple[str, str], tuple[array, array]] = {}
+        # batch.engines: rollout batch id -> (its engine_ids, line) when it lists any; batch id -> each engine its
+        # requests ran on -> the first such request (line, id): one entry per distinct (batch, engine) pair (few)
+        self.batch_engines: dict[str, tuple[frozenset[str], int]] = {}
+        self.batch_req_engines: dict[str, dict[str, tuple[int, str]]] = {}
         self.longest: Counter[str] = Counter()  # engine id -> longest sequence (input + output tokens)
         self.longest_prompt: Counter[str] = Counter()  # engine id -> longest prompt
 

@@ -283,6 +283,8 @@ EXAMPLES: dict[str, Example] = {
     "batch.boundary_self": _b(("set", W, 6, "rollout_batch.after_batch.previous_rollout_batch_id", "b1")),
     "batch.boundary_cycle": _b(("set", W, 3, "rollout_batch.after_batch",
                                 {"previous_rollout_batch_id": "b1", "driver_gap_ns": "0"})),
+    "batch.engines": _g(("set", M, 0, "engines[1]", {**_MANIFEST["engines"][0], "engine_id": "e1"}),
+                        ("set", W, 3, "rollout_batch.engine_ids", ["e1"])),
     "slot_pool.slots": _a(("del", W, 1, "slot_pool.trajectory_slots")),
     "group.resumed_from": _g(("set", W, 2, "group.resumed_from_rollout_batch_id", "b0")),
     "manifest.completeness": _g(("set", M, 0, "completeness", {"complete": True, "lost": [

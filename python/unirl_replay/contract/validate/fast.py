@@ -13,7 +13,8 @@ rule's minimal violating example, the mutation fuzzer's mutants, random workload
 * the manifest rules, the window bound, pass 1 of every record that is not a request (few:
   trajectories, groups, batches, pools, clients, warm-ups), the engine capacity, the rollout
   batches' ``after_batch`` links (``_batch_boundaries``), the slot pools' start orders
-  (``_pool_starts``) and the engines of their trajectories (``_pool_engines``) and the proof
+  (``_pool_starts``) and the engines of their trajectories (``_pool_engines``), the engines the rollout
+  batches' requests ran on (``_batch_engines``) and the proof
   that pass 2 would be silent (``single_pass``) are the checker's own methods, run on a real
   ``_Checker`` with a real sink;
 * the request rules of pass 1 (ids, enums, turn index, fan-out, finish reasons, engine
@@ -129,6 +130,7 @@ def workload_clean(trace, cols) -> bool:
     ch._batch_boundaries()
     ch._pool_starts()
     ch._pool_engines()
+    ch._batch_engines()
     if sink.errors or ch.sp_doubt or not ch.pass2_silent():
         return False
     return not ch.suspicious_traj and sink.errors == 0
@@ -407,6 +409,8 @@ def _sp_requests(ch: _Checker, cols, rid, tid) -> None:
     for t, g, b, e in dict.fromkeys(zip(tid, gid, bid, eid)):
         if t:
             note_triple(tl, t, (g, b, e))
+        if b:  # batch.engines: decided by the checker's _batch_engines (the batches come later)
+            ch._note_batch_engine(b, e, 0, "")
     ch.sp_traj_refs.update(tids)
     ch.sp_group_refs.update(set(gid) - {""})
     ch.sp_batch_refs.update(set(bid) - {""})

@@ -48,6 +48,8 @@ class LineageRules(TraceState):
             self.batches.add(rid)
             if fresh:
                 self.batch_rule[rid] = (msg.readiness_rule, msg.required_groups, len(msg.group_ids))
+                if msg.engine_ids:
+                    self.batch_engines[rid] = (frozenset(msg.engine_ids), line)
             self._enum(f, line, rid, "readiness_rule", msg.readiness_rule)
             n, req = len(msg.group_ids), msg.required_groups
             if msg.readiness_rule == w.BATCH_READINESS_RULE_FIRST_N_GROUPS and not 1 <= req <= n:
@@ -127,6 +129,28 @@ class LineageRules(TraceState):
                 found.extend((lines[i], ords[i], pool, engine, engines) for i in range(len(lines)))
         for line, o, pool, engine, engines in sorted(found, key=lambda x: x[:2]):
             self._off_pool(line, names[o], pool, engine, engines)
+
+    def _note_batch_engine(self, batch: str, engine: str, line: int, rid: str) -> None:
+        """A request (``rid`` at ``line``) of rollout batch ``batch`` ran on ``engine`` (for :meth:`_batch_engines`)."""
+        seen = self.batch_req_engines.get(batch)
+        if seen is None:
+            self.batch_req_engines[batch] = {engine: (line, rid)}
+        elif engine not in seen:
+            seen[engine] = (line, rid)
+
+    def _batch_engines(self) -> None:
+        """After pass 1: a rollout batch listing engines (``engine_ids`` non-empty) lists every engine its requests
+        ran on (rule ``batch.engines``), reported at the batch, one engine at a time, in file order."""
+        found = []
+        for bid, (listed, line) in self.batch_engines.items():
+            for engine, (rline, rid) in self.batch_req_engines.get(bid, {}).items():
+                if engine not in listed:
+                    found.append((line, rline, bid, engine, rid, listed))
+        for line, rline, bid, engine, rid, listed in sorted(found, key=lambda x: x[:2]):
+            first = f"request {rid!r}" + (f" (line {rline})" if rline else "") if rid else "a request"
+            self.v("batch.engines", self.wfile, line, bid, f"engine_ids {sorted(listed)} does not list engine "
+                   f"{engine!r}, which {first} of this batch ran on (RolloutBatch.engine_ids: the engines its "
+                   "requests went to)")
 
     def _boundary1(self, line: int, rid: str, ab: w.BatchBoundary, fresh: bool) -> None:
         """A rollout batch's ``after_batch`` on its own: it names a batch, not this one, with a gap >= 0;

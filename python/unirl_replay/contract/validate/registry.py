@@ -182,6 +182,9 @@ RULES: dict[str, str] = {
     "batch.boundary_self": "after_batch.previous_rollout_batch_id names the batch itself",
     "batch.boundary_cycle": "the after_batch links of rollout batches form a cycle (a batch that waits, through them, "
                             "for itself)",
+    "batch.engines": "a rollout batch whose engine_ids is non-empty but leaves out an engine one of its requests "
+                     "(rollout_batch_id) ran on (RolloutBatch.engine_ids: the engines its requests went to; empty: "
+                     "not recorded)",
     "slot_pool.slots": "a slot pool with 0 trajectory slots",
     "slot_pool.start_order": "two trajectories holding slots of one pool with the same start_order (a pool grants "
                              "its slots in start order, one trajectory at each position; replay refuses it as "

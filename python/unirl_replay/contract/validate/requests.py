@@ -23,6 +23,8 @@ class RequestRules(TraceState):
                 self.req_group[rid] = self.names.setdefault(g, g)
             if r.num_samples > 1:
                 self.req_samples[rid] = tuple(r.sample_ids)
+            if r.rollout_batch_id:
+                self._note_batch_engine(r.rollout_batch_id, r.engine_id, line, rid)
         self._request_bounds(line, r)
         if bool(r.trajectory_id) != has_turn:
             self.v("turn.index", f, line, rid, "turn_index must be set exactly when trajectory_id is set "
