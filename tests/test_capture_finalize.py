@@ -406,8 +406,9 @@ def test_policy_version_window(tmp_path):
     assert e.value.rule == "capture.no_requests"
 
 
-def _agentic_raw(raw: Path, *, kill_engine_22: bool = False) -> None:
-    """Driver: submit + one collect of 2 groups x 2 trajectories; trajectories on two engines."""
+def _agentic_raw(raw: Path, *, kill_engine_22: bool = False, no_engine_id: tuple = ()) -> None:
+    """Driver: submit + one collect of 2 groups x 2 trajectories; trajectories on two engines (the trajectory
+    records of ``no_engine_id`` without their engine_id)."""
     trajs = {"t1": (11, 21, "r0:prompt:0:sample:0"), "t2": (11, 21, "r0:prompt:0:sample:0"),
              "t3": (12, 22, "r0:prompt:1:sample:0"), "t4": (12, 22, "r0:prompt:1:sample:0")}
     per_worker = {11: [], 12: []}
@@ -426,6 +427,8 @@ def _agentic_raw(raw: Path, *, kill_engine_22: bool = False) -> None:
         per_worker[w_pid].append({"kind": "trajectory", "trajectory_id": tid, "engine_id": _eng(e_pid),
                                   "group": root, "rollout_ids": [0], "turns": 2, "harness_status": "completed",
                                   "slot_hold": {"start": _t(t - .01), "end": _t(t + 1.3)}})
+        if tid in no_engine_id:
+            del per_worker[w_pid][-1]["engine_id"]
     for w_pid, recs in per_worker.items():
         _write(raw, f"worker-{HOST}-{w_pid}.jsonl", [_proc("worker", w_pid), *recs])
     _engine_shard(raw, 21, per_engine[21])
@@ -457,6 +460,18 @@ def test_agentic_two_workers_joined_by_carried_trajectory_ids(tmp_path):
     assert second.dependencies[0].predecessor_request_id == t3.request_ids[0]
     assert [list(t.tool_durations_ns) for t in oc["trajectory"] if t.trajectory_id == "t3"] == [[50_000_000]]
     assert wl["rollout_batch"][0].rollout_batch_id == "rollout-0"
+
+
+def test_an_agentic_batch_lists_the_engines_its_requests_ran_on(tmp_path):
+    """RolloutBatch.engine_ids from the requests the trace keeps (validate: batch.engines), not from the trajectory
+    records' engine_id: t3 / t4 recorded none, their requests still ran on engine 22 (was: the batch listed 21 only)."""
+    _agentic_raw(tmp_path / "raw", no_engine_id=("t3", "t4"))
+    finalize(tmp_path / "raw", tmp_path / "trace")
+    man, wl, oc = _load(tmp_path / "trace")
+    (b,) = wl["rollout_batch"]
+    assert sorted(b.engine_ids) == sorted({r.engine_id for r in wl["request"]}) == [_eng(21), _eng(22)]
+    res = check_trace(tmp_path / "trace")
+    assert not [v for v in res.violations if v.rule == "batch.engines"], [format_violation(v) for v in res.violations]
 
 
 def test_killed_engine_gives_an_incomplete_trace_of_the_complete_records(tmp_path):

@@ -106,6 +106,15 @@ FORMAT_CASES = [
     ("absent delay without a reason",
      lambda: index(req("a", traj="A", turn=0), req("b", traj="A", turn=1, deps=[dep("a")]), traj("A", ["a", "b"])),
      "workload record 'b' [dependency.delay]: external_delay_ns is absent and delay_absence gives no reason"),
+    ("two trajectories of a pool at one start position (validate: slot_pool.start_order)",
+     lambda: index(req("a", traj="A", turn=0), req("b", traj="B", turn=0), traj("A", ["a"], pool="p", order=0),
+                   traj("B", ["b"], pool="p", order=0), pool("p", 1)),
+     "workload record 'B' [slot_pool.start_order]: trajectories 'A' and 'B' of slot pool 'p' share start_order 0: "
+     "slots are granted in start order, one trajectory at each position"),
+    ("a trajectory on an engine its slot pool does not list (validate: slot_pool.engines)",
+     lambda: index(req("a", traj="A", turn=0), traj("A", ["a"], pool="p", order=0), pool("p", 1, ("e1",))),
+     "workload record 'A' [slot_pool.engines]: trajectory engine_id 'e0' is not among the engines of its slot pool "
+     "'p' ['e1']"),
     ("missing arrival (pitfall 4)", lambda: index(_no_arrival()),
      "workload record 'a' [arrival.missing]: arrival is missing (never defaulted)"),
 ]
@@ -164,3 +173,29 @@ def test_inflight_limit_counts_model_requests_not_samples(lanes):
 def test_warmups_need_a_warm_manifest():
     with pytest.raises(TraceFormatError, match="cache_warmup.cold_manifest"):
         _check(index(req("a"), warmup("w", 8, [1, 2])), manifest())
+
+
+@pytest.mark.parametrize("rule", ["slot_pool.engines", "slot_pool.start_order"])
+def test_pool_format_errors_from_arrow_columns(rule, tmp_path):
+    """The two slot-pool format errors from an arrow trace's lazy trajectory columns (MessageColumns), as from
+    the messages: an ungated caller gets the rule validate reports, never an order picked or lanes of another pool."""
+    pytest.importorskip("pyarrow")
+    from tracebuild import agentic_trace
+
+    from unirl_replay.contract.trace_io import open_trace
+    from unirl_replay.contract.workload_columns import MessageColumns, read_columns
+    from unirl_replay.replay.workload import WorkloadIndex
+
+    t = agentic_trace()
+    if rule == "slot_pool.engines":
+        t.manifest.engines.add().CopyFrom(t.manifest.engines[0])
+        t.manifest.engines[1].engine_id = "e1"
+        t.workload[0].slot_pool.engine_ids[:] = ["e1"]
+    else:
+        t.trajectory("traj-1").start_order = 0
+    tr = open_trace(t.write(tmp_path / "t", "arrow"))
+    ix = WorkloadIndex.from_columns(read_columns(tr, facts=True))
+    assert isinstance(ix.trajectories, MessageColumns)
+    with pytest.raises(TraceFormatError) as e:
+        check_supported(ix, {x.engine_id: x for x in tr.manifest.engines}, unmodelled=("engine_client.inflight_limit",))
+    assert e.value.rule == rule and e.value.record_id == ("traj-0" if rule == "slot_pool.engines" else "traj-1")

@@ -113,6 +113,16 @@ KNOWN_RULES = {
     "manifest.completeness",
     # s18-contract: pass 1 of a Group record (record1), run by the pass
     "group.resumed_from",
+    # s19-rules: a request's sample ids distinct (the pass checks the sample ids it holds per request)
+    "fanout.sample_ids",
+    # s19-rules: an outcome rule (a request outcome's cached_tokens), which the pass never checks
+    "outcome.cached_tokens",
+    # s19-rules: the pass notes each pool slot's start order and runs the checker's own _pool_starts
+    "slot_pool.start_order",
+    # s19-rules: the pass notes each pool trajectory's engine and runs the checker's own _pool_engines
+    "slot_pool.engines",
+    # s19-rules: the pass notes each (batch, engine) pair of the requests and runs the checker's own _batch_engines
+    "batch.engines",
 }
 
 

@@ -205,6 +205,8 @@ CASES = [
     ("reference.slot_pool", "traj-0", agentic_trace, lambda t: setattr(t.trajectory("traj-0"), "slot_pool_id", "p9")),
     ("reference.request", "traj-0", agentic_trace, lambda t: t.trajectory("traj-0").request_ids.append("ghost")),
     ("fanout.count", "req-0", grpo_trace, lambda t: t.request("req-0").output_tokens.append(3)),
+    # a request's sample ids repeat one (SampleTiming.sample_id keys each sample): validate called it valid
+    ("fanout.sample_ids", "req-1", grpo_trace, lambda t: t.request("req-1").sample_ids.__setitem__(3, "req-1/s0")),
     ("request.input_tokens", "req-0", grpo_trace, lambda t: (setattr(t.request("req-0"), "input_tokens", 0),
                                                              t.request("req-0").ClearField("prefix"))),
     ("fanout.count", "req-1", grpo_trace, lambda t: setattr(t.request("req-1"), "num_samples", 3)),
@@ -259,6 +261,10 @@ CASES = [
     ("batch.required_groups", "b0", grpo_trace,
      lambda t: (setattr(t.batch("b0"), "readiness_rule", w.BATCH_READINESS_RULE_FIRST_N_GROUPS),
                 setattr(t.batch("b0"), "required_groups", 3))),
+    # a rollout batch listing engines, one of its requests on another (RolloutBatch.engine_ids): validate passed it
+    ("batch.engines", "b0", grpo_trace,
+     lambda t: (t.manifest.engines.add().CopyFrom(t.manifest.engines[0]), setattr(t.manifest.engines[1], "engine_id", "e1"),
+                setattr(t.request("req-1"), "engine_id", "e1"))),
     ("slot_pool.slots", "pool0", agentic_trace,
      lambda t: setattr(t.workload[0].slot_pool, "trajectory_slots", 0)),
     ("group.resumed_from", "g0", grpo_trace, lambda t: setattr(t.group("g0"), "resumed_from_rollout_batch_id", "")),
@@ -269,6 +275,12 @@ CASES = [
     ("manifest.completeness", "test-trace", grpo_trace, lambda t: t.manifest.completeness.SetInParent()),
     ("manifest.completeness", "test-trace", grpo_trace,
      lambda t: t.manifest.completeness.lost.add(kind="trajectory", count=0, cause="x")),
+    # two trajectories of one pool at one start position (slots are granted in start order): validate passed it
+    ("slot_pool.start_order", "traj-1", agentic_trace, lambda t: setattr(t.trajectory("traj-1"), "start_order", 0)),
+    # a trajectory on an engine its slot pool does not list (SlotPool.engine_ids): validate passed it
+    ("slot_pool.engines", "traj-1", agentic_trace,
+     lambda t: (t.manifest.engines.add().CopyFrom(t.manifest.engines[0]), setattr(t.manifest.engines[1], "engine_id", "e1"),
+                t.workload[0].slot_pool.engine_ids.append("e1"), t.workload[0].slot_pool.engine_ids.remove("e0"))),
     ("trajectory.start_order", "traj-1", agentic_trace, lambda t: t.trajectory("traj-1").ClearField("start_order")),
     ("engine_client.limit", "e0", agentic_trace,
      lambda t: setattr(t.workload[1].engine_client, "inflight_request_limit", 0)),
@@ -309,6 +321,8 @@ CASES = [
     ("outcome.samples", "req-0", grpo_trace,
      lambda t: t.outcome("req-0").samples.add(sample_id="ghost", first_token_ns=5 * MS, completion_ns=6 * MS)),
     ("outcome.samples", "req-1", grpo_trace, _late_sample),
+    # more prompt tokens from the prefix cache than the prompt has (RequestOutcome.cached_tokens): validate passed it
+    ("outcome.cached_tokens", "traj-1/t2", agentic_trace, lambda t: setattr(t.outcome("traj-1/t2"), "cached_tokens", 101)),
     ("outcome.samples", "req-0", grpo_trace, _partial_samples),
     ("group.request_mismatch", "req-0", grpo_trace, lambda t: setattr(t.request("req-0"), "rollout_batch_id", "b1")),
     ("group.request_mismatch", "req-1", grpo_trace, _request_in_other_group),
@@ -732,6 +746,64 @@ def test_batch_boundary_violations_name_file_line_and_batch(tmp_path):
     cyc = [v for v in res.violations if v.rule == "batch.boundary_cycle"]
     assert [(v.line, v.record_id) for v in cyc] == [(line["b0"], "b0")]
     assert "b0 -> b2 -> b1 -> b0" in cyc[0].message
+
+
+@pytest.mark.parametrize("enc", ["jsonl", "binpb"])
+def test_shared_start_orders_are_reported_in_file_order(enc, tmp_path):
+    """slot_pool.start_order: each trajectory repeating an earlier one's start order in its pool, at its own line,
+    naming the first; a trajectory of no pool (or another pool) never collides."""
+    t = agentic_trace(trajectories=5, turns=1)
+    for k, order in enumerate([1, 0, 1, 0, 1]):
+        t.trajectory(f"traj-{k}").start_order = order
+    t.trajectory("traj-4").slot_pool_id = "pool1"
+    t.add(w.SlotPool(pool_id="pool1", engine_ids=["e0"], worker_id="w0", trajectory_slots=1))
+    res = check(t, tmp_path, enc)
+    got = [(v.record_id, v.line, v.message) for v in res.violations if v.rule == "slot_pool.start_order"]
+    line = {r.trajectory.trajectory_id: i + 1 for i, r in enumerate(t.workload) if r.WhichOneof("record") == "trajectory"}
+    assert [(r, ln) for r, ln, _ in got] == [("traj-2", line["traj-2"]), ("traj-3", line["traj-3"])], got
+    assert "'traj-0'" in got[0][2] and "'traj-1'" in got[1][2] and "'pool0'" in got[0][2]
+
+
+@pytest.mark.parametrize("pool_first", [True, False])
+def test_trajectories_off_their_pools_engines_in_file_order(pool_first, tmp_path):
+    """slot_pool.engines, the pool's record before or after its trajectories: each trajectory whose engine_id the
+    pool does not list, at its line; an empty engine_id, a pool listing no engine, are no finding."""
+    t = agentic_trace(trajectories=4, turns=1)
+    t.manifest.engines.add().CopyFrom(t.manifest.engines[0])
+    t.manifest.engines[1].engine_id = "e1"
+    for k in (1, 3):
+        t.trajectory(f"traj-{k}").engine_id = "e1"
+        t.request(f"traj-{k}/t0").engine_id = "e1"
+    t.trajectory("traj-2").engine_id = ""
+    if not pool_first:
+        t.workload.append(t.workload.pop(0))
+    res = check(t, tmp_path)
+    line = {r.trajectory.trajectory_id: i + 1 for i, r in enumerate(t.workload) if r.WhichOneof("record") == "trajectory"}
+    got = [(v.record_id, v.line) for v in res.violations if v.rule == "slot_pool.engines"]
+    assert got == [("traj-1", line["traj-1"]), ("traj-3", line["traj-3"])], res.violations
+    pool = next(r.slot_pool for r in t.workload if r.WhichOneof("record") == "slot_pool")
+    del pool.engine_ids[:]
+    res = check(t, tmp_path / "none")
+    assert not [v for v in res.violations if v.rule == "slot_pool.engines"], res.violations
+
+
+@pytest.mark.parametrize("enc", ["jsonl", "binpb"])
+def test_batch_engines_name_each_engine_left_out(enc, tmp_path):
+    """batch.engines: a batch listing engines is reported once for each engine of its requests it leaves out, at
+    its own line, naming the first request on it; a batch listing none (not recorded) is no finding."""
+    t = grpo_trace(prompts=4)
+    for eid in ("e1", "e2"):
+        t.manifest.engines.add().CopyFrom(t.manifest.engines[0])
+        t.manifest.engines[-1].engine_id = eid
+    for rid, eid in (("req-1", "e2"), ("req-2", "e1"), ("req-3", "e2")):
+        t.request(rid).engine_id = eid
+    res = check(t, tmp_path, enc)
+    got = [(v.record_id, v.message) for v in res.violations if v.rule == "batch.engines"]
+    assert [m.split("engine ")[1].split(",")[0] for _, m in got] == ["'e2'", "'e1'"], got
+    assert {r for r, _ in got} == {"b0"} and "'req-1'" in got[0][1] and "'req-2'" in got[1][1]
+    del t.batch("b0").engine_ids[:]
+    res = check(t, tmp_path / "none", enc)
+    assert not [v for v in res.violations if v.rule == "batch.engines"], res.violations
 
 
 def test_every_rule_has_a_test():

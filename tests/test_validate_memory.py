@@ -20,6 +20,7 @@ from unirl_replay.contract import columnar, trace_io
 from unirl_replay.contract.validate import check_trace, checker, context, outcomes, single_pass
 from unirl_replay.contract.validate.checker import _Checker
 from unirl_replay.contract.validate.context import _Sink
+from unirl_replay.contract.validate.examples import EXAMPLES, materialize
 from unirl_replay.contract.trace_io import open_trace
 
 pa = pytest.importorskip("pyarrow")
@@ -134,6 +135,24 @@ def test_broken_traces_same_report(rule, record_id, builder, mutate, enc, tmp_pa
     mutate(t)
     res = same(t, tmp_path / "t", enc)
     assert any(v.rule == rule for v in res.violations), (rule, res.violations)
+
+
+#: examples too large to read three times here (a 64 MiB line, a 256 MiB manifest: test_rule_examples reads them)
+_LARGE = {"jsonl.line_too_long", "json.file_too_large"}
+
+
+@pytest.mark.parametrize("rule", [r for r in EXAMPLES if r not in _LARGE])
+def test_rule_examples_same_report(rule, tmp_path, monkeypatch):
+    """Every rule's minimal violating example (contract/validate/examples.py): the same report from the flat
+    tables as from the dicts and the previous reader, and with the reference pass 2."""
+    monkeypatch.setattr(columnar, "MESSAGE_ROWS", 2)
+    monkeypatch.setattr(columnar, "BATCH_ROWS", 3)
+    d = materialize(EXAMPLES[rule], tmp_path / "t")
+    old = old_check(d)
+    assert check_trace(d) == old
+    assert compact_check(d) == old
+    monkeypatch.setattr(checker, "TWO_PASSES", True)
+    assert check_trace(d) == old and compact_check(d) == old
 
 
 @settings(max_examples=40, suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture],

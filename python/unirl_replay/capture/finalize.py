@@ -847,7 +847,7 @@ def _grpo(joined, call_reqs, requests, outcomes, completion, enter, clk: _Clock,
                            default=clk.ns(min(d["enter"]["monotonic"] for d, _ in items)))
         batch_recs[bid] = w.WorkloadRecord(rollout_batch=w.RolloutBatch(
             rollout_batch_id=bid, group_ids=list(groups), readiness_rule=w.BATCH_READINESS_RULE_ALL_GROUPS,
-            engine_ids=sorted({d["engine_id"] for d, _ in items})))
+            engine_ids=sorted({d["engine_id"] for d, _ in items})))  # = its requests' (each has its call's engine)
         workload.append(batch_recs[bid])
         # not whole (above): no ready time, so it is not compared and no batch follows it closed loop
         bo = _grpo_batch_outcome(bid, items, dispatch_of_batch.get(bid), clk, lose) if whole else \
@@ -1104,6 +1104,7 @@ def _agentic(trajs, collects, submits, recs, joined, call_reqs, requests, outcom
     n_measured = n_not = 0
     released: Dict[str, int] = {}
     written: Set[str] = set()
+    batch_engines: Dict[str, Set[str]] = defaultdict(set)  # batch -> the engines its written requests ran on
     for tid in order:
         t = trajs[tid]
         bid = traj_batch[tid]
@@ -1133,6 +1134,7 @@ def _agentic(trajs, collects, submits, recs, joined, call_reqs, requests, outcom
             workload.append(w.WorkloadRecord(request=r))
             outs.append(o.OutcomeRecord(request=outcomes[r.request_id]))
             written.add(r.request_id)
+            batch_engines[bid].add(r.engine_id)
         eid = t.get("engine_id") or (rq[0].engine_id if rq else "")
         workload.append(w.WorkloadRecord(trajectory=w.Trajectory(
             trajectory_id=tid, group_id=gid, rollout_batch_id=bid, engine_id=eid,
@@ -1174,7 +1176,9 @@ def _agentic(trajs, collects, submits, recs, joined, call_reqs, requests, outcom
             timings.append(_agentic_batch_timing(bid, col, col["groups"], submits, clk.ns(col["enter"]["monotonic"]),
                                                  None))
             continue
-        engines = sorted({e for g in kept for t in g["trajectory_ids"] if (e := trajs[t].get("engine_id"))})
+        # the engines its requests ran on (validate: batch.engines), not its trajectories' records' engine_id: a
+        # trajectory record without one still has requests on an engine
+        engines = sorted(batch_engines.get(bid, ()))
         batch_recs[bid] = w.WorkloadRecord(rollout_batch=w.RolloutBatch(
             rollout_batch_id=bid, group_ids=gids, readiness_rule=w.BATCH_READINESS_RULE_FIRST_N_GROUPS,
             required_groups=min(int(col["n"]), len(gids)), engine_ids=engines))

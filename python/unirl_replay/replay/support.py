@@ -246,6 +246,15 @@ def check_supported(
         if pool.trajectory_slots < 1:
             raise TraceFormatError("trajectory_slots must be >= 1", record_id=pid,
                                    file=WORKLOAD_FILE, rule="slot_pool.slots")
+    listing = {pid: set(pool.engine_ids) for pid, pool in index.slot_pools.items() if pool.engine_ids}
+    if listing:  # a trajectory's engine among its pool's (validate: slot_pool.engines)
+        for tid, pid, teng in (zip(trajectories, trajectories.column("slot_pool_id"), trajectories.column("engine_id"))
+                               if lazy else ((tid, t.slot_pool_id, t.engine_id) for tid, t in trajectories.items())):
+            listed = listing.get(pid or "")
+            if listed is not None and teng and teng not in listed:
+                raise TraceFormatError(f"trajectory engine_id {teng!r} is not among the engines of its slot pool "
+                                       f"{pid!r} {sorted(listed)}", record_id=tid, file=WORKLOAD_FILE,
+                                       rule="slot_pool.engines")
     if lazy:
         t_pos, t_pool, t_start = trajectories.position, trajectories.column("slot_pool_id"), \
             trajectories.column("start_order")
@@ -306,6 +315,14 @@ def check_supported(
                 raise TraceFormatError("Trajectory.start_order is needed to grant slots in order",
                                        record_id=missing[0], file=WORKLOAD_FILE,
                                        rule="trajectory.start_order")
+            first: dict[int, str] = {}
+            for play in plan.plays:  # one trajectory at each start position (validate: slot_pool.start_order)
+                other = first.setdefault(start[play], play)
+                if other != play:
+                    raise TraceFormatError(f"trajectories {other!r} and {play!r} of slot pool {named[0]!r} share "
+                                           f"start_order {start[play]}: slots are granted in start order, one "
+                                           "trajectory at each position", record_id=play, file=WORKLOAD_FILE,
+                                           rule="slot_pool.start_order")
             plan.play_order = sorted(plan.plays, key=start.__getitem__)
         else:
             plan.play_order = list(plan.plays)

@@ -50,6 +50,9 @@ class _Checker(ManifestRules, RequestRules, DependencyRules, LineageRules, Outco
             self.record1(line, kind, getattr(rec, kind))
         self._engine_capacity()
         self._batch_boundaries()
+        self._pool_starts()
+        self._pool_engines()
+        self._batch_engines()
 
     def record1(self, line: int, kind: str, msg) -> None:
         """Pass 1's rules of one record (``kind``: its oneof member; the gate's fast pass runs this

@@ -8,6 +8,7 @@ several groups (times and their units, engine references, prefix hashes, unique 
 from __future__ import annotations
 
 import math
+from array import array
 from collections import Counter
 from pathlib import Path
 
@@ -16,7 +17,7 @@ from unirl_replay.contract.message_guard import bad_ids, unknown_enums
 from unirl_replay.contract.trace_io import Trace
 from unirl_replay.contract.validate.registry import ERROR, RULES, SUSPECT_SCALE, WARNING
 from unirl_replay.contract.validate.strtable import (IntColumn, NamesView, NoIntern, OrdColumn, OrdInt, OrdView,
-                                                     PackedMap, SampleColumn, SideColumn, StrTable)
+                                                     PackedMap, SampleColumn, SideColumn, SideInt, StrTable)
 from unirl_replay.v1 import common_pb2 as c
 from unirl_replay.v1.manifest_pb2 import ARTIFACT_KIND_OUTCOMES, ARTIFACT_KIND_WORKLOAD, TraceManifest
 from unirl_replay.v1.report_pb2 import Violation
@@ -182,6 +183,8 @@ class TraceState:
         # lineage agreement and outcome checks (one small entry per request / record)
         # request id -> its group_id (when set)
         self.req_group: dict[str, str] | SideColumn = SideColumn(self.req, self.group_table) if compact else {}
+        # request id -> its input_tokens (outcome.cached_tokens; uint32: 5 bytes a request when flat)
+        self.req_input: dict[str, int] | SideInt = SideInt(self.req, "I") if compact else {}
         # request id -> sample ids (n > 1 only)
         self.req_samples: dict[str, tuple[str, ...]] | SampleColumn = SampleColumn(self.req, self.group_table) if compact else {}
         # request id listed by a SAMPLES group -> that group (an id no request has kept too)
@@ -196,6 +199,17 @@ class TraceState:
         self.group_unit: dict[str, int] | OrdInt = OrdInt(self.group_table) if compact else {}  # Group record id -> unit
         self.batch_rule: dict[str, tuple[int, int, int]] = {}  # batch -> (readiness rule, required, groups)
         self.batch_after: dict[str, tuple[str, int]] = {}  # batch with after_batch -> (previous batch, line)
+        # slot pool id -> its trajectories' (start_order, line, trajectory ordinal), each in a flat array in file
+        # order (slot_pool.start_order; few pools, 16 bytes a trajectory holding a pool slot)
+        self.pool_starts: dict[str, tuple[array, array, array]] = {}
+        # slot pool id -> its engine_ids (slot_pool.engines); (pool, engine) -> the lines and ordinals of the
+        # trajectories naming both before that pool's record (decided after pass 1; a writer puts pools first)
+        self.pool_engines: dict[str, frozenset[str]] = {}
+        self.pool_waiting: dict[tuple[str, str], tuple[array, array]] = {}
+        # batch.engines: rollout batch id -> (its engine_ids, line) when it lists any; batch id -> each engine its
+        # requests ran on -> the first such request (line, id): one entry per distinct (batch, engine) pair (few)
+        self.batch_engines: dict[str, tuple[frozenset[str], int]] = {}
+        self.batch_req_engines: dict[str, dict[str, tuple[int, str]]] = {}
         self.longest: Counter[str] = Counter()  # engine id -> longest sequence (input + output tokens)
         self.longest_prompt: Counter[str] = Counter()  # engine id -> longest prompt
 

@@ -243,6 +243,7 @@ EXAMPLES: dict[str, Example] = {
     "trajectory.engine": _a(("set", W, 5, "trajectory.engine_id", "e9")),
     "reference.request": _a(("set", W, 5, "trajectory.request_ids[2]", "traj-0/t9")),
     "fanout.count": _g(("set", W, 1, "request.num_samples", 3)),
+    "fanout.sample_ids": _g(("set", W, 1, "request.sample_ids[1]", "req-0/s0")),
     "request.input_tokens": _g(("del", W, 1, "request.input_tokens"), ("del", W, 1, "request.prefix")),
     "prefix.count": _g(("set", W, 1, "request.input_tokens", 20)),
     "prefix.block_size": _g(("set", W, 1, "request.prefix.block_size_tokens", 14)),
@@ -282,10 +283,16 @@ EXAMPLES: dict[str, Example] = {
     "batch.boundary_self": _b(("set", W, 6, "rollout_batch.after_batch.previous_rollout_batch_id", "b1")),
     "batch.boundary_cycle": _b(("set", W, 3, "rollout_batch.after_batch",
                                 {"previous_rollout_batch_id": "b1", "driver_gap_ns": "0"})),
+    "batch.engines": _g(("set", M, 0, "engines[1]", {**_MANIFEST["engines"][0], "engine_id": "e1"}),
+                        ("set", W, 3, "rollout_batch.engine_ids", ["e1"])),
     "slot_pool.slots": _a(("del", W, 1, "slot_pool.trajectory_slots")),
     "group.resumed_from": _g(("set", W, 2, "group.resumed_from_rollout_batch_id", "b0")),
     "manifest.completeness": _g(("set", M, 0, "completeness", {"complete": True, "lost": [
         {"kind": "engine_request", "count": "3", "cause": "engine e0 shard ended without process_end"}]})),
+    "slot_pool.start_order": _a(("dup", W, 5), ("set", W, 8, "trajectory.trajectory_id", "traj-1"),
+                                ("set", W, 8, "trajectory.request_ids", [])),
+    "slot_pool.engines": _a(("set", M, 0, "engines[1]", {**_MANIFEST["engines"][0], "engine_id": "e1"}),
+                            ("set", W, 1, "slot_pool.engine_ids", ["e1"])),
     "trajectory.start_order": _a(("del", W, 5, "trajectory.start_order")),
     "engine_client.limit": _a(("set", W, 2, "engine_client.inflight_request_limit", 0)),
     "units.negative": _g(("set", W, 1, "request.arrival.observed_offset_ns", "-1")),
@@ -313,6 +320,7 @@ EXAMPLES: dict[str, Example] = {
     "outcome.completion_order": _g(("set", O, 2, "group.completed_ns", "8000000")),
     "outcome.samples": _g(("set", O, 1, "request.samples[2]",
                            {"sample_id": "ghost", "first_token_ns": "5000000", "completion_ns": "6000000"})),
+    "outcome.cached_tokens": _a(("set", O, 2, "request.cached_tokens", 33)),
     "outcome.batch_boundary": _b(("set", O, 4, "request.submit_ns", "9500000")),
     # lineage and bounds
     "group.request_mismatch": _g(("append", W, {"rollout_batch": {

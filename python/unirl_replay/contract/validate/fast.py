@@ -12,7 +12,9 @@ rule's minimal violating example, the mutation fuzzer's mutants, random workload
 
 * the manifest rules, the window bound, pass 1 of every record that is not a request (few:
   trajectories, groups, batches, pools, clients, warm-ups), the engine capacity, the rollout
-  batches' ``after_batch`` links (``_batch_boundaries``) and the proof
+  batches' ``after_batch`` links (``_batch_boundaries``), the slot pools' start orders
+  (``_pool_starts``) and the engines of their trajectories (``_pool_engines``), the engines the rollout
+  batches' requests ran on (``_batch_engines``) and the proof
   that pass 2 would be silent (``single_pass``) are the checker's own methods, run on a real
   ``_Checker`` with a real sink;
 * the request rules of pass 1 (ids, enums, turn index, fan-out, finish reasons, engine
@@ -126,6 +128,9 @@ def workload_clean(trace, cols) -> bool:
         ch.record1(0, "cache_warmup", msg)
     ch._engine_capacity()
     ch._batch_boundaries()
+    ch._pool_starts()
+    ch._pool_engines()
+    ch._batch_engines()
     if sink.errors or ch.sp_doubt or not ch.pass2_silent():
         return False
     return not ch.suspicious_traj and sink.errors == 0
@@ -237,6 +242,8 @@ def _requests(ch: _Checker, cols):
     if max(ns) > 1:  # the sample ids of each request with several (scount = ns: checked above)
         ends = np.cumsum(scount).tolist()
         ch.req_samples = {rid[i]: tuple(sflat[ends[i] - k:ends[i]]) for i, k in enumerate(ns) if k > 1}
+        if not _distinct_samples(ch.req_samples):
+            return None
     else:
         ch.req_samples = {}
     ch.ids["request"] = set(cols.row)
@@ -348,6 +355,8 @@ def _requests_arrays(ch: _Checker, cols, a):
         sflat = gf.values("sample_flat")
         ends = np.cumsum(scount).tolist()
         ch.req_samples = {rid[i]: tuple(sflat[ends[i] - k:ends[i]]) for i, k in enumerate(ns_a.tolist()) if k > 1}
+        if not _distinct_samples(ch.req_samples):
+            return None
     else:
         ch.req_samples = {}
     ch.ids["request"] = set(cols.row)
@@ -360,6 +369,11 @@ def _requests_arrays(ch: _Checker, cols, a):
         if not _earlier_turns(owner, a.dep_pred, to, tu):
             return None
     return to, tu, rid, tid
+
+
+def _distinct_samples(req_samples: dict) -> bool:
+    """Rule ``fanout.sample_ids``: each request's sample ids (those of n > 1; one id is distinct) are distinct."""
+    return all(len(set(s)) == len(s) for s in req_samples.values())
 
 
 def _ordinals(ch: _Checker, names) -> bool:
@@ -395,6 +409,8 @@ def _sp_requests(ch: _Checker, cols, rid, tid) -> None:
     for t, g, b, e in dict.fromkeys(zip(tid, gid, bid, eid)):
         if t:
             note_triple(tl, t, (g, b, e))
+        if b:  # batch.engines: decided by the checker's _batch_engines (the batches come later)
+            ch._note_batch_engine(b, e, 0, "")
     ch.sp_traj_refs.update(tids)
     ch.sp_group_refs.update(set(gid) - {""})
     ch.sp_batch_refs.update(set(bid) - {""})
@@ -403,7 +419,9 @@ def _sp_requests(ch: _Checker, cols, rid, tid) -> None:
 def _trajectories(ch: _Checker, cols, to: np.ndarray, tu: np.ndarray) -> bool:
     """``record1`` of every Trajectory record (``_unique``, ``_good_ids``, ``_lineage1`` with its
     ``trajectory.start_order``, ``_sp_trajectory``: there are no enums) over their fields, after the
-    requests; False: a rule may fire, or the single-pass proof would doubt."""
+    requests (each pool slot's start order and engine noted for ``_pool_starts`` and ``_pool_engines``:
+    ``slot_pool.start_order``, ``slot_pool.engines``); False: a rule may fire, or the single-pass proof would
+    doubt."""
     trajs = cols.trajectories
     if not trajs:
         return True
@@ -419,7 +437,7 @@ def _trajectories(ch: _Checker, cols, to: np.ndarray, tu: np.ndarray) -> bool:
         wid, root, first = col("worker_id"), col("root_sample_id"), col("first_turn_index")
         if None in wid or None in root:
             return False
-        unordered = [p for p, o in zip(pool, col("start_order")) if p and o is None]
+        starts = col("start_order")
     else:
         msgs = list(trajs.values())
         gid = [m.group_id for m in msgs]
@@ -429,7 +447,8 @@ def _trajectories(ch: _Checker, cols, to: np.ndarray, tu: np.ndarray) -> bool:
         rids = [m.request_ids for m in msgs]
         wid, root, first = [m.worker_id for m in msgs], [m.root_sample_id for m in msgs], [m.first_turn_index
                                                                                           for m in msgs]
-        unordered = [m.slot_pool_id for m in msgs if m.slot_pool_id and not m.HasField("start_order")]
+        starts = [m.start_order if m.HasField("start_order") else None for m in msgs]
+    unordered = [p for p, o in zip(pool, starts) if p and o is None]
     if unordered:
         return False  # trajectory.start_order: a trajectory holding a pool slot without its start order
     flat = list(chain.from_iterable(rids))
@@ -445,6 +464,11 @@ def _trajectories(ch: _Checker, cols, to: np.ndarray, tu: np.ndarray) -> bool:
     ch.traj_batch.update((t, names.setdefault(be, be)) for t, be in zip(ids, zip(bid, eid)))
     for t in ids:
         ch._ord(t)
+    for t, p, o, e in zip(ids, pool, starts, eid):  # slot_pool.start_order, slot_pool.engines: decided by the
+        if p:                                       # checker's _pool_starts, _pool_engines (the pools come later)
+            ch._note_start(p, o, 0, ch.traj_ord[t])
+            if e:
+                ch._pool_engine(p, e, 0, ch.traj_ord[t])
     ch.sp_group_refs.update(g for g in gid if g)
     ch.sp_batch_refs.update(b for b in bid if b)
     ch.sp_pool_refs.update(p for p in pool if p)

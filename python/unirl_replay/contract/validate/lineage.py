@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from array import array
 from collections import Counter
 
 from unirl_replay.contract.validate.context import TraceState, _unpack
@@ -18,7 +19,11 @@ class LineageRules(TraceState):
                 self.traj_group[rid] = names.setdefault(g, g)
                 be = (b, msg.engine_id)
                 self.traj_batch[rid] = names.setdefault(be, be)  # type: ignore[arg-type]
-                self._ord(rid)
+                o = self._ord(rid)
+                if msg.slot_pool_id and msg.HasField("start_order"):
+                    self._note_start(msg.slot_pool_id, msg.start_order, line, o)
+                if msg.slot_pool_id and msg.engine_id:
+                    self._pool_engine(msg.slot_pool_id, msg.engine_id, line, o)
             if msg.engine_id:  # optional: "Engine all its requests go to (when set ...)"
                 self._engine(f, line, rid, msg.engine_id)
             if msg.slot_pool_id and not msg.HasField("start_order"):
@@ -43,6 +48,8 @@ class LineageRules(TraceState):
             self.batches.add(rid)
             if fresh:
                 self.batch_rule[rid] = (msg.readiness_rule, msg.required_groups, len(msg.group_ids))
+                if msg.engine_ids:
+                    self.batch_engines[rid] = (frozenset(msg.engine_ids), line)
             self._enum(f, line, rid, "readiness_rule", msg.readiness_rule)
             n, req = len(msg.group_ids), msg.required_groups
             if msg.readiness_rule == w.BATCH_READINESS_RULE_FIRST_N_GROUPS and not 1 <= req <= n:
@@ -55,10 +62,96 @@ class LineageRules(TraceState):
                 self._boundary1(line, rid, msg.after_batch, fresh)
         elif kind == "slot_pool":
             self.pools.add(rid)
+            if fresh:
+                self.pool_engines[rid] = frozenset(msg.engine_ids)
             if msg.trajectory_slots == 0:
                 self.v("slot_pool.slots", f, line, rid, "trajectory_slots is 0")
             for e in msg.engine_ids:
                 self._engine(f, line, rid, e)
+    def _note_start(self, pool: str, order: int, line: int, ordinal: int) -> None:
+        """A trajectory (by ordinal, at ``line``) holding a slot of ``pool`` at ``order``: for :meth:`_pool_starts`."""
+        rows = self.pool_starts.get(pool)
+        if rows is None:
+            rows = self.pool_starts[pool] = (array("I"), array("q"), array("q"))
+        rows[0].append(order)
+        rows[1].append(line)
+        rows[2].append(ordinal)
+
+    def _pool_starts(self) -> None:
+        """After pass 1: no two trajectories of one slot pool share a start_order (rule ``slot_pool.start_order``:
+        the pool grants its slots in start order, one trajectory at each position). Each repeat is reported at the
+        later trajectory in file order, naming the first one with that order."""
+        found = []
+        names = self.traj_names
+        for pool, (orders, lines, ords) in self.pool_starts.items():
+            n = len(orders)
+            if n < 2 or all(a < b for a, b in zip(orders, orders[1:])):  # a writer's usual order: no repeat
+                continue
+            import numpy as np
+
+            o = np.frombuffer(orders, np.uint32)
+            idx = np.argsort(o, kind="stable")  # by order, then file order
+            so = o[idx]
+            new_run = np.concatenate(([True], so[1:] != so[:-1]))
+            run_start = np.maximum.accumulate(np.where(new_run, np.arange(n), 0))  # each position's run's first
+            for k in np.flatnonzero(~new_run).tolist():
+                i, first = int(idx[k]), int(idx[run_start[k]])
+                found.append((lines[i], i, pool, names[ords[i]], int(so[k]), names[ords[first]], lines[first]))
+        for line, _, pool, tid, order, other, other_line in sorted(found):
+            self.v("slot_pool.start_order", self.wfile, line, tid, f"start_order {order} in slot pool {pool!r} is "
+                   f"also trajectory {other!r}'s" + (f" (line {other_line})" if other_line else "") + ": a pool "
+                   "grants its slots in start order, one trajectory at each position")
+
+    def _pool_engine(self, pool: str, engine: str, line: int, ordinal: int) -> None:
+        """A trajectory (by ordinal, at ``line``) on ``engine`` holding a slot of ``pool``: rule ``slot_pool.engines``
+        now when the pool's record was read, else after pass 1 (:meth:`_pool_engines`)."""
+        engines = self.pool_engines.get(pool)
+        if engines is None:
+            rows = self.pool_waiting.get((pool, engine))
+            if rows is None:
+                rows = self.pool_waiting[(pool, engine)] = (array("q"), array("q"))
+            rows[0].append(line)
+            rows[1].append(ordinal)
+        elif engines and engine not in engines:
+            self._off_pool(line, self.traj_names[ordinal], pool, engine, engines)
+
+    def _off_pool(self, line: int, tid: str, pool: str, engine: str, engines: frozenset[str]) -> None:
+        self.v("slot_pool.engines", self.wfile, line, tid, f"engine_id {engine!r}, but its slot pool {pool!r} lists "
+               f"engines {sorted(engines)} (SlotPool.engine_ids: the engines whose trajectories draw from it)")
+
+    def _pool_engines(self) -> None:
+        """After pass 1: the trajectories read before their pool's record (:meth:`_pool_engine`), in file order."""
+        found = []
+        names = self.traj_names
+        for (pool, engine), (lines, ords) in self.pool_waiting.items():
+            engines = self.pool_engines.get(pool)
+            if engines and engine not in engines:  # (no record: reference.slot_pool; none listed: any engine)
+                found.extend((lines[i], ords[i], pool, engine, engines) for i in range(len(lines)))
+        for line, o, pool, engine, engines in sorted(found, key=lambda x: x[:2]):
+            self._off_pool(line, names[o], pool, engine, engines)
+
+    def _note_batch_engine(self, batch: str, engine: str, line: int, rid: str) -> None:
+        """A request (``rid`` at ``line``) of rollout batch ``batch`` ran on ``engine`` (for :meth:`_batch_engines`)."""
+        seen = self.batch_req_engines.get(batch)
+        if seen is None:
+            self.batch_req_engines[batch] = {engine: (line, rid)}
+        elif engine not in seen:
+            seen[engine] = (line, rid)
+
+    def _batch_engines(self) -> None:
+        """After pass 1: a rollout batch listing engines (``engine_ids`` non-empty) lists every engine its requests
+        ran on (rule ``batch.engines``), reported at the batch, one engine at a time, in file order."""
+        found = []
+        for bid, (listed, line) in self.batch_engines.items():
+            for engine, (rline, rid) in self.batch_req_engines.get(bid, {}).items():
+                if engine not in listed:
+                    found.append((line, rline, bid, engine, rid, listed))
+        for line, rline, bid, engine, rid, listed in sorted(found, key=lambda x: x[:2]):
+            first = f"request {rid!r}" + (f" (line {rline})" if rline else "") if rid else "a request"
+            self.v("batch.engines", self.wfile, line, bid, f"engine_ids {sorted(listed)} does not list engine "
+                   f"{engine!r}, which {first} of this batch ran on (RolloutBatch.engine_ids: the engines its "
+                   "requests went to)")
+
     def _boundary1(self, line: int, rid: str, ab: w.BatchBoundary, fresh: bool) -> None:
         """A rollout batch's ``after_batch`` on its own: it names a batch, not this one, with a gap >= 0;
         the batch it names is looked up when every batch is known (:meth:`_batch_boundaries`)."""

@@ -68,6 +68,12 @@ class OutcomeRules(TraceState):
                            "unavailable_reason says why (a missing time is never a silent gap)")
                 if msg.HasField("completion_ns") and rid in in_group:
                     req_done[rid] = msg.completion_ns
+                if msg.HasField("cached_tokens") and msg.cached_tokens:
+                    inp = self.req_input.get(rid)
+                    if inp is not None and msg.cached_tokens > inp:
+                        self.v("outcome.cached_tokens", f, line, rid, f"cached_tokens = {msg.cached_tokens} but the "
+                               f"request has {inp} input tokens (Request.input_tokens): the prefix cache serves at "
+                               "most the prompt")
                 pv = self.req.get(rid)  # marked seen (bit-inverted) by _unique
                 o = 0 if pv is None else (pv if pv >= 0 else ~pv) >> 53
                 if o and flat:

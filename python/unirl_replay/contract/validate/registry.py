@@ -138,6 +138,9 @@ RULES: dict[str, str] = {
     "reference.slot_pool": "slot_pool_id names no SlotPool record",
     "reference.request": "a Trajectory / Group lists a request id that no Request has",
     "fanout.count": "len(sample_ids) == num_samples == len(output_tokens) == len(finish_reasons), num_samples >= 1",
+    "fanout.sample_ids": "a request whose sample_ids are not distinct (one id per sample: per-sample timings "
+                         "(SampleTiming.sample_id) and UniRL's samples are keyed by it; a repeated id names two "
+                         "samples as one)",
     "request.input_tokens": "a request with 0 input tokens (Request.input_tokens is len(prompt_token_ids): vLLM takes no "
                             "empty prompt; convert refused such a trace under this rule while validate called it valid)",
     "prefix.count": "len(block_hashes) == ceil(input_tokens / block_size_tokens)",
@@ -179,7 +182,16 @@ RULES: dict[str, str] = {
     "batch.boundary_self": "after_batch.previous_rollout_batch_id names the batch itself",
     "batch.boundary_cycle": "the after_batch links of rollout batches form a cycle (a batch that waits, through them, "
                             "for itself)",
+    "batch.engines": "a rollout batch whose engine_ids is non-empty but leaves out an engine one of its requests "
+                     "(rollout_batch_id) ran on (RolloutBatch.engine_ids: the engines its requests went to; empty: "
+                     "not recorded)",
     "slot_pool.slots": "a slot pool with 0 trajectory slots",
+    "slot_pool.start_order": "two trajectories holding slots of one pool with the same start_order (a pool grants "
+                             "its slots in start order, one trajectory at each position; replay refuses it as "
+                             "slot_pool.start_order rather than pick an order)",
+    "slot_pool.engines": "a trajectory whose engine_id (when set) is not among the engine_ids of the slot pool it "
+                         "holds a slot of, when that pool lists any (SlotPool.engine_ids: the engines whose "
+                         "trajectories draw from it; replay refuses it as slot_pool.engines)",
     "trajectory.start_order": "a trajectory holding a slot of a pool (slot_pool_id set) without start_order (slots "
                               "are granted in start order; convert refused it as trajectory.start_order while "
                               "validate called the trace valid)",
@@ -202,6 +214,9 @@ RULES: dict[str, str] = {
     "outcome.samples": "per-sample timings for an unknown, repeated, missing or late sample, or a request whose "
                        "first_token_ns / completion_ns is not the earliest first token / the last completion of its "
                        "timed samples",
+    "outcome.cached_tokens": "a request outcome whose cached_tokens (prompt tokens served from the prefix cache, "
+                             "vLLM num_cached_tokens) exceeds its request's input_tokens (the cache serves at most "
+                             "the prompt)",
     "outcome.batch_boundary": "a request of a rollout batch with after_batch submitted (submit_ns) before the "
                               "previous batch's measured ready_ns: the batch did not wait for it",
     "group.request_mismatch": "a request whose group_id / rollout_batch_id disagrees with the group or "

@@ -15,6 +15,7 @@ class RequestRules(TraceState):
         if fresh:
             o = self._ord(r.trajectory_id) if r.trajectory_id else 0
             self.req[rid] = _pack(o, r.turn_index if has_turn else None, r.num_samples)
+            self.req_input[rid] = r.input_tokens
             if o:
                 self.traj_req_count[o] += 1
             if r.group_id:
@@ -22,6 +23,8 @@ class RequestRules(TraceState):
                 self.req_group[rid] = self.names.setdefault(g, g)
             if r.num_samples > 1:
                 self.req_samples[rid] = tuple(r.sample_ids)
+            if r.rollout_batch_id:
+                self._note_batch_engine(r.rollout_batch_id, r.engine_id, line, rid)
         self._request_bounds(line, r)
         if bool(r.trajectory_id) != has_turn:
             self.v("turn.index", f, line, rid, "turn_index must be set exactly when trajectory_id is set "
@@ -34,6 +37,11 @@ class RequestRules(TraceState):
         if n < 1 or any(x != n for x in lens):
             self.v("fanout.count", f, line, rid, f"num_samples={n}, sample_ids={lens[0]}, output_tokens={lens[1]}, "
                    f"finish_reasons={lens[2]}: all must be equal and >= 1")
+        sids = r.sample_ids
+        if len(sids) > 1 and len(set(sids)) != len(sids):
+            dup = _first_repeat(sids)
+            self.v("fanout.sample_ids", f, line, rid, f"sample id {dup!r} is listed {list(sids).count(dup)} times in "
+                   f"sample_ids ({len(set(sids))} distinct of {len(sids)}): each sample has its own id")
         for i, fr in enumerate(r.finish_reasons):
             self._enum(f, line, rid, f"finish_reasons[{i}]", fr)
         self._engine(f, line, rid, r.engine_id)
@@ -71,3 +79,13 @@ class RequestRules(TraceState):
             self.v("reference.batch", f, line, rid, f"rollout batch {r.rollout_batch_id!r} has no RolloutBatch record")
         self._lineage_agreement(line, r)
         self._dependencies2(line, r)
+
+
+def _first_repeat(ids) -> str:
+    """The first id of ``ids`` that an earlier one equals ("" when they are distinct)."""
+    seen: set[str] = set()
+    for s in ids:
+        if s in seen:
+            return s
+        seen.add(s)
+    return ""

@@ -826,13 +826,15 @@ class OrdSet:
 class SideInt:
     """A dict ``request id -> int`` (int64) over the keys of a :class:`PackedMap` (a key must be
     entered there first): 9 bytes a request (``req_done``: the measured completion of a grouped
-    request). Iteration: the map's order."""
+    request). ``typecode``: the values' array type instead of int64 (``"I"``: uint32, 5 bytes a
+    request: ``req_input``, a request's input tokens). Iteration: the map's order."""
 
-    __slots__ = ("keys_", "col", "has_", "n")
+    __slots__ = ("keys_", "col", "has_", "n", "tc")
 
-    def __init__(self, keys: PackedMap):
+    def __init__(self, keys: PackedMap, typecode: str = "q"):
         self.keys_ = keys
-        self.col = array("q")
+        self.tc = typecode
+        self.col = array(typecode)
         self.has_ = bytearray()
         self.n = 0
 
@@ -844,7 +846,7 @@ class SideInt:
         n = len(has)
         if e >= n:
             has.extend(bytes(e + 1 - n))
-            self.col.extend(array("q", [0]) * (e + 1 - n))
+            self.col.extend(array(self.tc, [0]) * (e + 1 - n))
         if not has[e]:
             has[e] = 1
             self.n += 1
