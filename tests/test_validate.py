@@ -806,6 +806,29 @@ def test_batch_engines_name_each_engine_left_out(enc, tmp_path):
     assert not [v for v in res.violations if v.rule == "batch.engines"], res.violations
 
 
+@pytest.mark.parametrize("enc", ["jsonl", "binpb"])
+def test_batch_engines_leave_undeclared_engine_to_reference_engine(enc, tmp_path):
+    """A request on an engine the manifest does not declare is reference.engine at the request, once: its batch's
+    engine_ids is not reported a second time for leaving out an engine that does not exist."""
+    t = grpo_trace(prompts=4)
+    t.request("req-1").engine_id = "e9"
+    res = check(t, tmp_path, enc)
+    rules = [v.rule for v in res.violations]
+    assert "reference.engine" in rules and "batch.engines" not in rules, res.violations
+
+
+@pytest.mark.parametrize("enc", ["jsonl", "binpb"])
+def test_pool_engines_leave_undeclared_engine_to_reference_engine(enc, tmp_path):
+    """A pooled trajectory on an engine the manifest does not declare is reference.engine, once: not also
+    slot_pool.engines for an engine its pool cannot list."""
+    t = agentic_trace()
+    traj = next(r.trajectory for r in t.workload if r.WhichOneof("record") == "trajectory")
+    traj.engine_id = "e9"
+    res = check(t, tmp_path, enc)
+    rules = [v.rule for v in res.violations]
+    assert "reference.engine" in rules and "slot_pool.engines" not in rules, res.violations
+
+
 def test_every_rule_has_a_test():
     tested = {c[0] for c in CASES} | {
         "trace.no_manifest", "trace.partial_files", "artifact.missing", "artifact.size", "artifact.digest",

@@ -22,7 +22,7 @@ class LineageRules(TraceState):
                 o = self._ord(rid)
                 if msg.slot_pool_id and msg.HasField("start_order"):
                     self._note_start(msg.slot_pool_id, msg.start_order, line, o)
-                if msg.slot_pool_id and msg.engine_id:
+                if msg.slot_pool_id and msg.engine_id in self.engine_block:  # (undeclared: reference.engine)
                     self._pool_engine(msg.slot_pool_id, msg.engine_id, line, o)
             if msg.engine_id:  # optional: "Engine all its requests go to (when set ...)"
                 self._engine(f, line, rid, msg.engine_id)
@@ -140,11 +140,13 @@ class LineageRules(TraceState):
 
     def _batch_engines(self) -> None:
         """After pass 1: a rollout batch listing engines (``engine_ids`` non-empty) lists every engine its requests
-        ran on (rule ``batch.engines``), reported at the batch, one engine at a time, in file order."""
+        ran on (rule ``batch.engines``), reported at the batch, one engine at a time, in file order. An engine the
+        manifest does not declare (``reference.engine`` at the request) is not reported here a second time."""
         found = []
+        known = self.engine_block
         for bid, (listed, line) in self.batch_engines.items():
             for engine, (rline, rid) in self.batch_req_engines.get(bid, {}).items():
-                if engine not in listed:
+                if engine not in listed and engine in known:
                     found.append((line, rline, bid, engine, rid, listed))
         for line, rline, bid, engine, rid, listed in sorted(found, key=lambda x: x[:2]):
             first = f"request {rid!r}" + (f" (line {rline})" if rline else "") if rid else "a request"
